@@ -1,0 +1,16 @@
+# `make run` runs the default experiment, `make test` the test suite; both build .venv first if needed.
+#   make run ARGS="+exp=ablation_kappa"      make test PYTEST_ARGS="tests/core -x"
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+PY := .venv/bin/python
+
+.PHONY: setup run test
+setup:
+	@bash scripts/setup_env.sh
+
+run: setup
+	$(PY) experiments/run.py $(ARGS)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)

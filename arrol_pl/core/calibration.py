@@ -1,0 +1,162 @@
+"""Online binned probability calibration (paper §4.2, Appendix A.4 Eq. 1).
+
+Maps an uncalibrated quality-head logit ``s`` to a posterior ``q = P(Y=1 | b(s'))`` with
+``s' = sigmoid(s)`` and ``b(s') = min(B-1, floor(B s'))``:
+
+    P(b | Y=y) = (c_b^y + α) / (Σ_b' c_b'^y + α B)
+    q_b        = π P(b|1) / (π P(b|1) + (1-π) P(b|0)),    π = P(Y=1) from the buffer.
+
+Decisions:
+- One chronological sliding window of labelled scores (capacity ``capacity``), split by label into
+  the positive and negative buffers of Eq. 1. Two independent per-class windows would pin π at 0.5
+  once both fill; one window keeps π an estimate over the same recent history as the likelihoods.
+- Optional per-sample weights enter the counts and π. The trainer only sees survivors, which are
+  biased toward kept rollouts; weighting each by ``1/p`` (its survival probability) undoes that
+  (importance weighting), see DESIGN.md "Choices the paper leaves open".
+- With an empty buffer π = 0.5 and every bin has the same likelihood, so q = 0.5 everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def bin_index(scores: torch.Tensor, num_bins: int) -> torch.Tensor:
+    """``scores: (N,)`` raw logits → ``(N,)`` long bin ids of ``sigmoid(scores)`` in ``[0, num_bins)``."""
+    s = torch.sigmoid(scores.detach().to(torch.float64))
+    return torch.clamp(torch.floor(s * num_bins), max=num_bins - 1).to(torch.long)
+
+
+def posterior_from_table(table: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Look up per-bin posteriors ``table: (B,)`` for raw logits ``scores: (N,)`` → ``(N,)`` float32."""
+    idx = bin_index(scores, table.numel()).to(table.device)
+    return table[idx].to(torch.float32)
+
+
+class BinnedCalibrator:
+    """Sliding-window binned Bayes calibrator.
+
+    Args:
+        num_bins: B, number of uniform bins on ``sigmoid(score)`` (paper: 128).
+        capacity: how many most recent labelled scores the window holds.
+        alpha: Laplace smoothing α added to every bin count.
+    """
+
+    def __init__(self, num_bins: int = 128, capacity: int = 4096, alpha: float = 1.0) -> None:
+        if num_bins < 1:
+            raise ValueError(f"num_bins must be >= 1, got {num_bins}")
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if alpha <= 0:
+            raise ValueError(f"alpha must be > 0 (Laplace smoothing), got {alpha}")
+        self.num_bins = num_bins
+        self.capacity = capacity
+        self.alpha = float(alpha)
+        # Ring buffer: row k holds (score, label, weight); ``_next`` is the slot the next sample takes.
+        self._scores = torch.zeros(capacity, dtype=torch.float64)
+        self._labels = torch.zeros(capacity, dtype=torch.bool)
+        self._weights = torch.zeros(capacity, dtype=torch.float64)
+        self._size = 0
+        self._next = 0
+        self._total_seen = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def total_seen(self) -> int:
+        """Number of labelled samples ever added (including the ones the window forgot)."""
+        return self._total_seen
+
+    def update(self, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None) -> None:
+        """Append labelled samples, oldest forgotten first. ``scores, labels, weights: (N,)``."""
+        scores = torch.as_tensor(scores, dtype=torch.float64).detach().flatten().cpu()
+        labels = torch.as_tensor(labels).detach().flatten().cpu()
+        if labels.numel() != scores.numel():
+            raise ValueError(f"scores ({scores.numel()}) and labels ({labels.numel()}) differ in length")
+        if not torch.all((labels == 0) | (labels == 1)):
+            raise ValueError("labels must be 0 or 1")
+        if weights is None:
+            weights = torch.ones_like(scores)
+        else:
+            weights = torch.as_tensor(weights, dtype=torch.float64).detach().flatten().cpu()
+            if weights.numel() != scores.numel():
+                raise ValueError(f"weights ({weights.numel()}) and scores ({scores.numel()}) differ in length")
+            if torch.any(weights < 0) or not torch.all(torch.isfinite(weights)):
+                raise ValueError("weights must be finite and non-negative")
+        if not torch.all(torch.isfinite(scores)):
+            raise ValueError("scores must be finite")
+        n = scores.numel()
+        self._total_seen += n
+        if n >= self.capacity:  # only the newest ``capacity`` survive
+            scores, labels, weights = scores[-self.capacity :], labels[-self.capacity :], weights[-self.capacity :]
+            n = self.capacity
+        slots = (self._next + torch.arange(n)) % self.capacity
+        self._scores[slots] = scores
+        self._labels[slots] = labels.to(torch.bool)
+        self._weights[slots] = weights
+        self._next = int((self._next + n) % self.capacity)
+        self._size = min(self.capacity, self._size + n)
+
+    def buffer(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The window in chronological order: ``(scores, labels, weights)``, each ``(len,)``."""
+        if self._size < self.capacity:
+            order = torch.arange(self._size)
+        else:
+            order = (self._next + torch.arange(self.capacity)) % self.capacity
+        return self._scores[order].clone(), self._labels[order].clone(), self._weights[order].clone()
+
+    def counts(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weighted histogram counts ``(c^+, c^-)``, each ``(B,)`` float64 (Eq. 1)."""
+        scores, labels, weights = self.buffer()
+        idx = bin_index(scores, self.num_bins)
+        pos = torch.bincount(idx[labels], weights=weights[labels], minlength=self.num_bins)
+        neg = torch.bincount(idx[~labels], weights=weights[~labels], minlength=self.num_bins)
+        return pos.to(torch.float64), neg.to(torch.float64)
+
+    def prior(self) -> float:
+        """π = P(Y=1), the weighted positive fraction of the window (0.5 when empty)."""
+        pos, neg = self.counts()
+        total = float(pos.sum() + neg.sum())
+        return 0.5 if total == 0 else float(pos.sum()) / total
+
+    def bin_posteriors(self) -> torch.Tensor:
+        """``(B,)`` float64 posterior q_b for every bin (A.4)."""
+        pos, neg = self.counts()
+        b, a = self.num_bins, self.alpha
+        like_pos = (pos + a) / (pos.sum() + a * b)
+        like_neg = (neg + a) / (neg.sum() + a * b)
+        total = float(pos.sum() + neg.sum())
+        pi = 0.5 if total == 0 else float(pos.sum()) / total
+        num = pi * like_pos
+        return num / (num + (1.0 - pi) * like_neg)
+
+    def posterior(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores: (N,)`` raw head logits → ``(N,)`` posteriors q."""
+        return posterior_from_table(self.bin_posteriors(), torch.as_tensor(scores))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "num_bins": self.num_bins,
+            "capacity": self.capacity,
+            "alpha": self.alpha,
+            "scores": self._scores.clone(),
+            "labels": self._labels.clone(),
+            "weights": self._weights.clone(),
+            "size": self._size,
+            "next": self._next,
+            "total_seen": self._total_seen,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("num_bins", "capacity", "alpha"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"calibrator state has {key}={state[key]!r}, this calibrator has {getattr(self, key)!r}")
+        self._scores = state["scores"].clone().to(torch.float64)
+        self._labels = state["labels"].clone().to(torch.bool)
+        self._weights = state["weights"].clone().to(torch.float64)
+        self._size = int(state["size"])
+        self._next = int(state["next"])
+        self._total_seen = int(state["total_seen"])

@@ -1,0 +1,114 @@
+"""Evaluation and diagnostic metrics.
+
+- ``pass_at_k``: the unbiased estimator of Chen et al. (2021), ``1 - C(n-c, k) / C(n, k)``.
+- ``mean_accuracy`` (avg@k) and ``vote_accuracy`` (maj@k and weighted votes).
+- ``balance_stats`` (paper Table 4): per-group positive ratio ρ̂, ρ̂(1-ρ̂) and the fraction of
+  groups with zero advantage (all survivors share one reward, or fewer than 2 survivors).
+- ``binary_auc``, ``spearman`` (average ranks for ties) and ``expected_calibration_error`` for the
+  quality head (Fig. 2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Hashable, Sequence
+
+import torch
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k samples (drawn without replacement from n with c correct) is correct."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def mean_accuracy(correct: Sequence[Sequence[bool]]) -> float:
+    """avg@k: the mean correctness over all problems and samples (problems weighted equally)."""
+    if not correct:
+        raise ValueError("mean_accuracy needs at least one problem")
+    return sum(sum(map(float, row)) / len(row) for row in correct) / len(correct)
+
+
+def vote_accuracy(
+    answers: Sequence[Sequence[Hashable | None]],
+    correct: Sequence[Sequence[bool]],
+    vote: Callable[..., Hashable | None],
+    weights: Sequence[Sequence[float]] | None = None,
+) -> float:
+    """Fraction of problems whose voted answer is correct (maj@k with ``vote=majority_vote``).
+
+    The voted answer counts as correct when any sample carrying that answer was judged correct.
+    """
+    hits = 0.0
+    for i, (ans, cor) in enumerate(zip(answers, correct)):
+        winner = vote(ans) if weights is None else vote(ans, weights[i])
+        hits += float(winner is not None and any(c for a, c in zip(ans, cor) if a == winner))
+    return hits / len(answers)
+
+
+def balance_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
+    """Table 4 statistics over groups: mean ρ̂, mean ρ̂(1-ρ̂), fraction of zero-advantage groups."""
+    rewards = torch.as_tensor(rewards, dtype=torch.float64).flatten()
+    group_ids = torch.as_tensor(group_ids).flatten()
+    ratios, degenerate = [], 0
+    groups = torch.unique(group_ids)
+    for g in groups:
+        r = rewards[group_ids == g]
+        rho = float(r.mean())
+        ratios.append(rho)
+        degenerate += int(r.numel() < 2 or bool((r == r[0]).all()))
+    rho_t = torch.tensor(ratios, dtype=torch.float64)
+    return {
+        "positive_ratio": float(rho_t.mean()),
+        "balance": float((rho_t * (1 - rho_t)).mean()),
+        "zero_advantage_fraction": degenerate / len(ratios),
+    }
+
+
+def average_ranks(x: torch.Tensor) -> torch.Tensor:
+    """Ranks 1..n with ties sharing their average rank."""
+    x = torch.as_tensor(x, dtype=torch.float64).flatten()
+    order = torch.argsort(x, stable=True)
+    ranks = torch.empty_like(x)
+    ranks[order] = torch.arange(1, x.numel() + 1, dtype=torch.float64)
+    uniq, inverse = torch.unique(x, return_inverse=True)
+    sums = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, ranks)
+    counts = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, torch.ones_like(ranks))
+    return (sums / counts)[inverse]
+
+
+def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Spearman rank correlation (Pearson on average ranks); NaN when either side is constant."""
+    rx, ry = average_ranks(x), average_ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denom = float(torch.sqrt((rx**2).sum() * (ry**2).sum()))
+    return float("nan") if denom == 0 else float((rx * ry).sum()) / denom
+
+
+def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """ROC AUC by the Mann–Whitney statistic (ties count 1/2); NaN when one class is absent."""
+    scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
+    labels = torch.as_tensor(labels).flatten().to(torch.bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = average_ranks(scores)
+    return (float(ranks[labels].sum()) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def expected_calibration_error(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> float:
+    """ECE with ``num_bins`` equal-width bins: Σ_b (n_b/N) |mean(label) - mean(prob)|."""
+    probs = torch.as_tensor(probs, dtype=torch.float64).flatten()
+    labels = torch.as_tensor(labels, dtype=torch.float64).flatten()
+    if probs.numel() == 0:
+        raise ValueError("expected_calibration_error needs at least one prediction")
+    idx = torch.clamp((probs * num_bins).long(), max=num_bins - 1)
+    ece = 0.0
+    for b in range(num_bins):
+        sel = idx == b
+        if sel.any():
+            ece += float(sel.sum()) / probs.numel() * abs(float(labels[sel].mean() - probs[sel].mean()))
+    return ece

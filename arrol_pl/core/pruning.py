@@ -1,0 +1,258 @@
+"""Pruning policies and the pruner parameters h_t of Algorithm 1 (paper §4.2–4.3, App. A.4–A.5).
+
+Decisions (each exposed in :class:`PruningConfig`):
+- Policies by name: ``arrol`` (Eq. 2 survival from the calibrated quality-head posterior), ``random``
+  (keep with probability κ: the Table 4 baseline), ``none`` (keep everything: plain GRPO/DAPO).
+- Cold start: the first ``cold_start_steps`` steps never prune (paper: 20); the head and calibrator
+  still learn from every rollout meanwhile.
+- Balance target: ``global`` is the paper's Eq. 2 with one δ solved by the frontend over the
+  calibrator's buffer before generation. Its term λ(ρ - q_i) is per rollout: it steers the *pooled*
+  positive ratio toward ρ, and inside a group that already sits at or below ρ it still prunes the
+  higher-q rollouts, pushing that group away from ρ (``tests/core/test_pruning.py`` shows it).
+  ``group`` follows Lemma 4.1's direction instead: per group, p_i = clip(κ + δ_g + c_g(q_i - μ_g))
+  with δ_g giving mean κ and c_g chosen so the expected kept positive ratio is as close to ρ as the
+  clip allows (λ is not used there); every group keeps about κ of its eligible rollouts.
+- Rollouts that finished before L_detect are complete: never pruned (``eligible=False``) and they
+  count toward the floor. The achieved keep ratio is therefore >= κ; report it.
+- A per-group floor ``min_keep_per_group`` (default 2): a group left with fewer than 2 survivors has
+  zero advantage, so the highest-survival pruned rollouts are revived until the floor is met.
+- Decisions use a generator seeded per (step seed, prompt index), so they do not depend on the order
+  in which the engine's scheduler brings groups to L_detect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .calibration import BinnedCalibrator, posterior_from_table
+from .registry import Registry
+from .survival import group_balanced_survival, survival_from_delta, survival_probabilities
+
+BALANCE_TARGETS = ("global", "group")
+
+PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor], torch.Tensor]] = Registry("pruning policy")
+
+
+def _check_common(obj: "PruningConfig | PrunerParams") -> None:
+    """Validation shared by the config and the per-step parameters; messages name the field."""
+    if obj.policy not in PRUNING_POLICIES:
+        raise ValueError(f"pruning.policy={obj.policy!r} is unknown; choose one of {PRUNING_POLICIES.names()}")
+    if not 0.0 < obj.keep_ratio <= 1.0:
+        raise ValueError(f"pruning.keep_ratio (κ) must be in (0, 1], got {obj.keep_ratio}")
+    if not 0.0 <= obj.target_positive_ratio <= 1.0:
+        raise ValueError(f"pruning.target_positive_ratio (ρ) must be in [0, 1], got {obj.target_positive_ratio}")
+    if obj.balance_strength < 0:
+        raise ValueError(f"pruning.balance_strength (λ) must be >= 0, got {obj.balance_strength}")
+    if not 0.0 <= obj.p_min <= 1.0 or not 0.0 <= obj.p_max <= 1.0:
+        raise ValueError(f"pruning.p_min and pruning.p_max must lie in [0, 1], got {obj.p_min}, {obj.p_max}")
+    if obj.p_min > obj.p_max:
+        raise ValueError(f"pruning.p_min ({obj.p_min}) must not exceed pruning.p_max ({obj.p_max})")
+    if obj.balance_target not in BALANCE_TARGETS:
+        raise ValueError(f"pruning.balance_target={obj.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
+    if obj.min_keep_per_group < 0:
+        raise ValueError(f"pruning.min_keep_per_group must be >= 0, got {obj.min_keep_per_group}")
+
+
+@dataclass
+class PruningConfig:
+    """What a run configures about pruning; ``build_pruner_params`` turns it into h_t each step."""
+
+    policy: str = "arrol"
+    """``arrol`` | ``random`` | ``none``."""
+    keep_ratio: float = 0.5
+    """κ: target fraction of rollouts that survive L_detect (paper 0.5)."""
+    target_positive_ratio: float = 0.5
+    """ρ: positive ratio the survivors are steered toward (paper 0.5)."""
+    balance_strength: float = 0.5
+    """λ: slope of the balance correction in Eq. 2 (paper 0.5)."""
+    p_min: float = 0.05
+    """Lowest survival probability: every rollout keeps a chance (exploration)."""
+    p_max: float = 1.0
+    """Highest survival probability."""
+    balance_target: str = "global"
+    """``global``: Eq. 2 with one δ from the buffer (paper); ``group``: Lemma 4.1-directed per group."""
+    min_keep_per_group: int = 2
+    """Floor of survivors per group (fewer than 2 means zero advantage)."""
+    cold_start_steps: int = 20
+    """Steps without pruning while the head and calibrator warm up (paper 20)."""
+    num_bins: int = 128
+    """B, calibrator bins (paper 128)."""
+    buffer_capacity: int = 4096
+    """Calibrator sliding-window size (labelled rollouts)."""
+    laplace_alpha: float = 1.0
+    """α, Laplace smoothing of the bin counts."""
+    importance_weighting: bool = True
+    """Weight buffered survivors by 1/p so δ and the calibrator see the unpruned distribution."""
+    seed: int = 0
+    """Base seed of the prune decisions."""
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if self.cold_start_steps < 0:
+            raise ValueError(f"pruning.cold_start_steps must be >= 0, got {self.cold_start_steps}")
+        if self.num_bins < 1:
+            raise ValueError(f"pruning.num_bins must be >= 1, got {self.num_bins}")
+        if self.buffer_capacity < 1:
+            raise ValueError(f"pruning.buffer_capacity must be >= 1, got {self.buffer_capacity}")
+        if self.laplace_alpha <= 0:
+            raise ValueError(f"pruning.laplace_alpha must be > 0, got {self.laplace_alpha}")
+
+    def make_calibrator(self) -> BinnedCalibrator:
+        return BinnedCalibrator(self.num_bins, self.buffer_capacity, self.laplace_alpha)
+
+
+@dataclass(frozen=True)
+class PrunerParams:
+    """h_t: everything the engine needs to decide prunes at L_detect for one step (picklable)."""
+
+    policy: str = "arrol"
+    keep_ratio: float = 0.5
+    target_positive_ratio: float = 0.5
+    balance_strength: float = 0.5
+    p_min: float = 0.05
+    p_max: float = 1.0
+    bin_posteriors: tuple[float, ...] = field(default_factory=tuple)
+    """Calibrated q per bin of sigmoid(score); empty means q = 0.5 everywhere."""
+    delta: float = 0.0
+    """Global δ of Eq. 2 (ignored with ``balance_target='group'``)."""
+    balance_target: str = "global"
+    min_keep_per_group: int = 2
+    active: bool = True
+    """False during cold start: keep everything."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+    def posterior(self, scores: torch.Tensor) -> torch.Tensor:
+        """Raw head logits ``(N,)`` → calibrated posteriors ``(N,)``."""
+        scores = torch.as_tensor(scores)
+        if not self.bin_posteriors:
+            return torch.full(scores.shape, 0.5, dtype=torch.float32)
+        return posterior_from_table(torch.tensor(self.bin_posteriors, dtype=torch.float64), scores)
+
+    def group_generator(self, prompt_index: int) -> torch.Generator:
+        """A generator seeded by (step seed, prompt index): decisions independent of scheduling order."""
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + prompt_index) % (2**63 - 1))
+
+
+@dataclass(frozen=True)
+class PruneDecision:
+    """``keep``: (n,) bool; ``survival``: (n,) p_i; ``posterior``: (n,) q_i."""
+
+    keep: torch.Tensor
+    survival: torch.Tensor
+    posterior: torch.Tensor
+
+
+@PRUNING_POLICIES.register("arrol")
+def arrol_survival(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
+    """Eq. 2 with the global δ, or the Lemma 4.1-directed group survival (``balance_target='group'``)."""
+    if params.balance_target == "group":
+        return group_balanced_survival(
+            posteriors, params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
+        )
+    args = (params.keep_ratio, params.target_positive_ratio, params.balance_strength, params.p_min, params.p_max)
+    return survival_from_delta(posteriors, params.delta, *args).to(torch.float32)
+
+
+@PRUNING_POLICIES.register("random")
+def random_survival(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
+    """Keep with probability κ regardless of quality (Table 4 baseline)."""
+    return torch.full(posteriors.shape, params.keep_ratio, dtype=torch.float32)
+
+
+@PRUNING_POLICIES.register("none")
+def no_pruning(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
+    return torch.ones(posteriors.shape, dtype=torch.float32)
+
+
+def decide_group(
+    params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, generator: torch.Generator
+) -> PruneDecision:
+    """Sample the keep/prune decision for the rollouts of one group (Algorithm 1 lines 20–22).
+
+    Args:
+        scores: ``(n,)`` raw quality-head logits at L_detect.
+        eligible: ``(n,)`` bool, False for rollouts that finished before L_detect (always kept).
+        generator: from :meth:`PrunerParams.group_generator`.
+    """
+    scores = torch.as_tensor(scores, dtype=torch.float32).flatten()
+    eligible = torch.as_tensor(eligible, dtype=torch.bool).flatten()
+    n = scores.numel()
+    if eligible.numel() != n:
+        raise ValueError(f"eligible has {eligible.numel()} entries for {n} scores")
+    q = params.posterior(scores)
+    p = torch.ones(n, dtype=torch.float32)
+    # Draw even when inactive so the random stream does not depend on the cold-start state.
+    u = torch.rand(n, generator=generator)
+    if not params.active or params.policy == "none" or not bool(eligible.any()):
+        return PruneDecision(keep=torch.ones(n, dtype=torch.bool), survival=p, posterior=q)
+    p[eligible] = PRUNING_POLICIES.get(params.policy)(params, q[eligible]).to(torch.float32)
+    keep = (u < p) | ~eligible
+    deficit = min(params.min_keep_per_group, n) - int(keep.sum())
+    if deficit > 0:
+        candidates = torch.nonzero(~keep, as_tuple=True)[0]
+        # Highest survival first; ties broken by the uniform draw so the floor stays random among equals.
+        order = sorted(candidates.tolist(), key=lambda i: (-float(p[i]), float(u[i])))
+        keep[order[:deficit]] = True
+    return PruneDecision(keep=keep, survival=p, posterior=q)
+
+
+def decide_batch(
+    params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, group_ids: torch.Tensor
+) -> PruneDecision:
+    """:func:`decide_group` over every group of a flat batch. ``group_ids: (N,)`` prompt indices."""
+    scores = torch.as_tensor(scores, dtype=torch.float32).flatten()
+    eligible = torch.as_tensor(eligible, dtype=torch.bool).flatten()
+    group_ids = torch.as_tensor(group_ids, dtype=torch.long).flatten()
+    keep = torch.ones(scores.numel(), dtype=torch.bool)
+    survival = torch.ones(scores.numel(), dtype=torch.float32)
+    posterior = torch.zeros(scores.numel(), dtype=torch.float32)
+    for g in torch.unique(group_ids).tolist():
+        idx = torch.nonzero(group_ids == g, as_tuple=True)[0]
+        d = decide_group(params, scores[idx], eligible[idx], params.group_generator(int(g)))
+        keep[idx], survival[idx], posterior[idx] = d.keep, d.survival, d.posterior
+    return PruneDecision(keep=keep, survival=survival, posterior=posterior)
+
+
+def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, step: int) -> PrunerParams:
+    """Algorithm 1 line 5: compute h_t from the calibrator before generation.
+
+    The global δ is solved over the buffered scores, weighted by their stored weights (1/p with
+    importance weighting), so the expected keep rate under the buffer distribution is κ (A.4).
+    """
+    table = calibrator.bin_posteriors()
+    delta = 0.0
+    if config.policy == "arrol" and config.balance_target == "global":
+        scores, _, weights = calibrator.buffer()
+        if scores.numel() == 0:
+            q, weights = torch.full((1,), 0.5), None
+        else:
+            q = posterior_from_table(table, scores)
+        delta = survival_probabilities(
+            q,
+            config.keep_ratio,
+            config.target_positive_ratio,
+            config.balance_strength,
+            config.p_min,
+            config.p_max,
+            weights=weights,
+        ).delta
+    return PrunerParams(
+        policy=config.policy,
+        keep_ratio=config.keep_ratio,
+        target_positive_ratio=config.target_positive_ratio,
+        balance_strength=config.balance_strength,
+        p_min=config.p_min,
+        p_max=config.p_max,
+        bin_posteriors=tuple(float(x) for x in table),
+        delta=delta,
+        balance_target=config.balance_target,
+        min_keep_per_group=config.min_keep_per_group,
+        active=config.policy != "none" and step >= config.cold_start_steps,
+        seed=(config.seed * 7_919 + step) % (2**31 - 1),
+    )

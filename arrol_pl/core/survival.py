@@ -1,0 +1,178 @@
+"""Survival probabilities (paper Appendix A.4, Eq. 2) and the single-prune oracle of Lemma 4.1.
+
+    p_i = clip(κ + δ + λ (ρ - q_i), p_min, p_max)
+
+δ is a scalar found by bisection so that the (optionally weighted) mean of ``p`` equals κ. The mean
+is continuous and non-decreasing in δ and ranges over ``[p_min, p_max]``, so κ is reachable iff
+``p_min <= κ <= p_max``; otherwise the closest achievable mean is returned and the shortfall reported.
+Paper values: λ = 0.5, ρ = 0.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SurvivalResult:
+    """``probs: (N,)`` survival probabilities; ``delta`` the bias used; ``mean`` their (weighted) mean;
+    ``shortfall = keep_ratio - mean`` (0 within tolerance when feasible); ``feasible`` whether κ was reachable."""
+
+    probs: torch.Tensor
+    delta: float
+    mean: float
+    shortfall: float
+    feasible: bool
+
+
+def survival_from_delta(
+    posteriors: torch.Tensor,
+    delta: float,
+    keep_ratio: float,
+    target_positive_ratio: float,
+    balance_strength: float,
+    p_min: float,
+    p_max: float,
+) -> torch.Tensor:
+    """Eq. 2 for a fixed δ. ``posteriors: (N,)`` → ``(N,)``."""
+    q = posteriors.to(torch.float64)
+    raw = keep_ratio + delta + balance_strength * (target_positive_ratio - q)
+    return torch.clamp(raw, p_min, p_max)
+
+
+def _weighted_mean(x: torch.Tensor, weights: torch.Tensor | None) -> float:
+    if weights is None:
+        return float(x.mean())
+    return float((x * weights).sum() / weights.sum())
+
+
+def survival_probabilities(
+    posteriors: torch.Tensor,
+    keep_ratio: float,
+    target_positive_ratio: float = 0.5,
+    balance_strength: float = 0.5,
+    p_min: float = 0.05,
+    p_max: float = 1.0,
+    weights: torch.Tensor | None = None,
+    delta: float | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 200,
+) -> SurvivalResult:
+    """Survival probabilities with δ solved so that the weighted mean of ``p`` is κ (A.4).
+
+    Args:
+        posteriors: ``(N,)`` calibrated success probabilities q_i.
+        keep_ratio: κ, target mean survival.
+        target_positive_ratio: ρ, the positive ratio the kept rollouts are steered toward.
+        balance_strength: λ, slope of the balance correction.
+        p_min, p_max: clip bounds of Eq. 2.
+        weights: optional ``(N,)`` non-negative weights for the mean (e.g. 1/p of buffered survivors).
+        delta: use this δ instead of solving for it.
+        tol: bisection stops when the mean is within ``tol`` of κ.
+    """
+    if not 0.0 <= p_min <= p_max <= 1.0:
+        raise ValueError(f"need 0 <= p_min <= p_max <= 1, got p_min={p_min}, p_max={p_max}")
+    q = torch.as_tensor(posteriors, dtype=torch.float64).flatten()
+    if q.numel() == 0:
+        raise ValueError("survival_probabilities needs at least one posterior")
+    w = None if weights is None else torch.as_tensor(weights, dtype=torch.float64).flatten()
+    if w is not None and (w.numel() != q.numel() or float(w.sum()) <= 0):
+        raise ValueError("weights must match posteriors in length and have a positive sum")
+    args = (keep_ratio, target_positive_ratio, balance_strength, p_min, p_max)
+
+    def mean_at(d: float) -> float:
+        return _weighted_mean(survival_from_delta(q, d, *args), w)
+
+    if delta is None:
+        # Brackets where every p sits at p_min (lo) or at p_max (hi).
+        shift = balance_strength * (target_positive_ratio - q)
+        lo = float(p_min - keep_ratio - shift.max()) - 1.0
+        hi = float(p_max - keep_ratio - shift.min()) + 1.0
+        if mean_at(hi) < keep_ratio - tol:
+            delta = hi
+        elif mean_at(lo) > keep_ratio + tol:
+            delta = lo
+        else:
+            for _ in range(max_iter):
+                delta = 0.5 * (lo + hi)
+                m = mean_at(delta)
+                if abs(m - keep_ratio) <= tol:
+                    break
+                if m < keep_ratio:
+                    lo = delta
+                else:
+                    hi = delta
+    probs = survival_from_delta(q, delta, *args)
+    mean = _weighted_mean(probs, w)
+    shortfall = keep_ratio - mean
+    return SurvivalResult(
+        probs=probs.to(torch.float32),
+        delta=float(delta),
+        mean=mean,
+        shortfall=shortfall,
+        feasible=p_min - tol <= keep_ratio <= p_max + tol,
+    )
+
+
+def best_single_prune(posteriors: torch.Tensor, target_positive_ratio: float) -> int:
+    """Lemma 4.1 / Theorem 4.2: ĵ = argmin_j |μ_{-j} - ρ|, the one rollout whose removal brings the
+    group's mean posterior closest to ρ. ``posteriors: (G,)`` with G >= 2."""
+    q = torch.as_tensor(posteriors, dtype=torch.float64).flatten()
+    g = q.numel()
+    if g < 2:
+        raise ValueError("best_single_prune needs a group of at least 2")
+    loo_means = (q.sum() - q) / (g - 1)
+    return int(torch.argmin((loo_means - target_positive_ratio).abs()))
+
+
+def _solve_delta_rows(base: torch.Tensor, keep_ratio: float, p_min: float, p_max: float) -> torch.Tensor:
+    """Exact δ per row so that ``mean(clip(base + δ, p_min, p_max)) = κ``; ``base: (K, n)`` → ``(K, 1)``.
+
+    The mean is piecewise linear in δ with breakpoints ``p_min - base`` and ``p_max - base``: evaluate
+    it at every breakpoint, find the segment that crosses κ and interpolate. Rows where κ is out of
+    reach get the nearest end.
+    """
+    breaks = torch.cat([p_min - base, p_max - base], dim=1).sort(dim=1).values  # (K, 2n)
+    values = torch.clamp(base.unsqueeze(1) + breaks.unsqueeze(2), p_min, p_max).mean(-1)  # (K, 2n)
+    target = torch.full((base.shape[0], 1), keep_ratio, dtype=base.dtype)
+    hi_idx = torch.searchsorted(values.contiguous(), target).clamp(1, breaks.shape[1] - 1)
+    lo_idx = hi_idx - 1
+    d0, d1 = breaks.gather(1, lo_idx), breaks.gather(1, hi_idx)
+    f0, f1 = values.gather(1, lo_idx), values.gather(1, hi_idx)
+    slope_ok = (f1 - f0) > 1e-15
+    frac = torch.where(slope_ok, (target - f0) / torch.where(slope_ok, f1 - f0, torch.ones_like(f0)), torch.zeros_like(f0))
+    return d0 + frac.clamp(0, 1) * (d1 - d0)
+
+
+def group_balanced_survival(
+    posteriors: torch.Tensor,
+    keep_ratio: float,
+    target_positive_ratio: float = 0.5,
+    p_min: float = 0.05,
+    p_max: float = 1.0,
+    num_slopes: int = 129,
+) -> torch.Tensor:
+    """Per-group survival that follows Lemma 4.1's direction: ``(n,)`` posteriors of one group → ``(n,)`` p.
+
+    ``p_i = clip(κ + δ_g + c_g (q_i - μ_g), p_min, p_max)``: for each candidate slope ``c_g`` δ_g is
+    solved exactly so that mean p = κ, and the slope whose expected kept positive ratio ``Σ p q / Σ p``
+    lands closest to ρ is chosen (the smallest |c_g| among ties). A group above ρ therefore prunes
+    its above-mean rollouts, a group below ρ its below-mean ones, and a balanced group prunes at
+    random. Unclipped, the exact slope is ``κ (ρ - μ_g) / Var_g(q)``; the grid spans 4× that.
+    """
+    q = torch.as_tensor(posteriors, dtype=torch.float64).flatten()
+    n = q.numel()
+    centred = q - q.mean()
+    var = float((centred**2).mean())
+    if n < 2 or var < 1e-12:
+        return survival_probabilities(q, keep_ratio, target_positive_ratio, 0.0, p_min, p_max).probs
+    c_exact = keep_ratio * (target_positive_ratio - float(q.mean())) / var
+    c_max = 4.0 * abs(c_exact) + 1e-6
+    slopes = torch.linspace(-c_max, c_max, num_slopes, dtype=torch.float64).unsqueeze(1)  # (K, 1)
+    base = keep_ratio + slopes * centred  # (K, n)
+    probs = torch.clamp(base + _solve_delta_rows(base, keep_ratio, p_min, p_max), p_min, p_max)
+    ratio = (probs * q).sum(1) / probs.sum(1).clamp(min=1e-12)
+    err = (ratio - target_positive_ratio).abs() + 1e-9 * slopes.squeeze(1).abs()
+    return probs[int(torch.argmin(err))].to(torch.float32)

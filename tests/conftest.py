@@ -1,0 +1,7 @@
+"""Test-session settings: never reach a model or dataset hub (a hub name would stall ~23 s first)."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,129 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arrol_pl.core.calibration import BinnedCalibrator, bin_index
+
+
+def logit(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
+def test_bin_index_matches_definition():
+    # b(s') = min(B-1, floor(B s')) on s' = sigmoid(score)
+    scores = torch.tensor([-50.0, logit(0.1), 0.0, logit(0.74), 50.0])
+    assert bin_index(scores, 4).tolist() == [0, 0, 2, 2, 3]
+    assert bin_index(scores, 128).tolist() == [0, 12, 64, 94, 127]
+
+
+def test_posterior_equals_hand_computed_closed_form():
+    # B = 4 bins; positives: two in bin 3, one in bin 2; negatives: three in bin 0, one in bin 2.
+    cal = BinnedCalibrator(num_bins=4, capacity=100, alpha=1.0)
+    pos = [logit(0.9), logit(0.95), logit(0.6)]
+    neg = [logit(0.1), logit(0.05), logit(0.2), logit(0.55)]
+    cal.update(torch.tensor(pos + neg), torch.tensor([1, 1, 1, 0, 0, 0, 0]))
+    c_pos, c_neg = cal.counts()
+    assert c_pos.tolist() == [0, 0, 1, 2] and c_neg.tolist() == [3, 0, 1, 0]
+    pi = 3 / 7
+    like_pos = [(c + 1) / (3 + 4) for c in (0, 0, 1, 2)]
+    like_neg = [(c + 1) / (4 + 4) for c in (3, 0, 1, 0)]
+    expected = [pi * lp / (pi * lp + (1 - pi) * ln) for lp, ln in zip(like_pos, like_neg)]
+    assert cal.prior() == pytest.approx(pi)
+    assert cal.bin_posteriors().tolist() == pytest.approx(expected, abs=1e-12)
+    # posterior() looks up the bin of each raw score
+    got = cal.posterior(torch.tensor([logit(0.01), logit(0.3), logit(0.6), logit(0.99)]))
+    assert got.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_empty_calibrator_is_uninformative():
+    cal = BinnedCalibrator(num_bins=8)
+    assert torch.allclose(cal.bin_posteriors(), torch.full((8,), 0.5, dtype=torch.float64))
+
+
+def test_weights_act_as_repeated_samples():
+    a = BinnedCalibrator(num_bins=8, capacity=64)
+    b = BinnedCalibrator(num_bins=8, capacity=64)
+    s = torch.tensor([1.0, -1.0, 2.0])
+    y = torch.tensor([1, 0, 1])
+    a.update(s, y, weights=torch.tensor([3.0, 1.0, 2.0]))
+    b.update(torch.tensor([1.0, 1.0, 1.0, -1.0, 2.0, 2.0]), torch.tensor([1, 1, 1, 0, 1, 1]))
+    assert torch.allclose(a.bin_posteriors(), b.bin_posteriors())
+    assert a.prior() == pytest.approx(b.prior())
+
+
+def test_sliding_window_forgets_oldest():
+    cal = BinnedCalibrator(num_bins=4, capacity=4)
+    cal.update(torch.tensor([5.0, 5.0]), torch.tensor([1, 1]))
+    cal.update(torch.tensor([-5.0, -5.0, -5.0]), torch.tensor([0, 0, 0]))
+    scores, labels, _ = cal.buffer()
+    # the first positive fell out; order is chronological
+    assert scores.tolist() == [5.0, -5.0, -5.0, -5.0]
+    assert labels.tolist() == [True, False, False, False]
+    assert len(cal) == 4 and cal.total_seen == 5
+    cal.update(torch.tensor([-5.0]), torch.tensor([0]))
+    assert cal.prior() == 0.0  # the last positive is gone too
+    # a single batch larger than the window keeps only its newest samples
+    cal.update(torch.arange(10, dtype=torch.float64), torch.ones(10))
+    assert cal.buffer()[0].tolist() == [6.0, 7.0, 8.0, 9.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scores=st.lists(st.floats(-8, 8, allow_nan=False), min_size=1, max_size=60),
+    seed=st.integers(0, 2**16),
+    capacity=st.integers(1, 80),
+)
+def test_state_round_trips_exactly(scores, seed, capacity):
+    g = torch.Generator().manual_seed(seed)
+    s = torch.tensor(scores, dtype=torch.float64)
+    y = (torch.rand(len(scores), generator=g) < 0.5).long()
+    w = torch.rand(len(scores), generator=g) + 0.1
+    cal = BinnedCalibrator(num_bins=16, capacity=capacity)
+    cal.update(s, y, w)
+    clone = BinnedCalibrator(num_bins=16, capacity=capacity)
+    clone.load_state_dict(cal.state_dict())
+    assert torch.equal(cal.bin_posteriors(), clone.bin_posteriors())
+    for a, b in zip(cal.buffer(), clone.buffer()):
+        assert torch.equal(a, b)
+    # and both continue identically
+    cal.update(s[:3], y[:3])
+    clone.update(s[:3], y[:3])
+    assert torch.equal(cal.bin_posteriors(), clone.bin_posteriors())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pos=st.lists(st.integers(0, 50), min_size=8, max_size=8),
+    neg=st.lists(st.integers(0, 50), min_size=8, max_size=8),
+)
+def test_posterior_monotone_when_likelihood_ratio_is(pos, neg):
+    # Build counts whose smoothed likelihood ratio is non-decreasing across bins: then q must be too.
+    pos_sorted = sorted(pos)
+    neg_sorted = sorted(neg, reverse=True)
+    cal = BinnedCalibrator(num_bins=8, capacity=10_000)
+    centers = [logit((b + 0.5) / 8) for b in range(8)]
+    scores, labels = [], []
+    for b in range(8):
+        scores += [centers[b]] * (pos_sorted[b] + neg_sorted[b])
+        labels += [1] * pos_sorted[b] + [0] * neg_sorted[b]
+    if not scores:
+        return
+    cal.update(torch.tensor(scores), torch.tensor(labels))
+    q = cal.bin_posteriors()
+    assert torch.all(q[1:] >= q[:-1] - 1e-12)
+
+
+def test_bad_input_is_named():
+    cal = BinnedCalibrator(num_bins=4)
+    with pytest.raises(ValueError, match="labels"):
+        cal.update(torch.tensor([0.0]), torch.tensor([2]))
+    with pytest.raises(ValueError, match="differ in length"):
+        cal.update(torch.tensor([0.0, 1.0]), torch.tensor([1]))
+    with pytest.raises(ValueError, match="num_bins"):
+        BinnedCalibrator(num_bins=0)
+    other = BinnedCalibrator(num_bins=8)
+    with pytest.raises(ValueError, match="num_bins"):
+        other.load_state_dict(cal.state_dict())

@@ -1,0 +1,103 @@
+import math
+
+import pytest
+import torch
+
+from arrol_pl.core.confidence import group_confidence, token_confidence, trace_confidence, trace_confidences
+from arrol_pl.core.metrics import (
+    balance_stats,
+    binary_auc,
+    expected_calibration_error,
+    mean_accuracy,
+    pass_at_k,
+    spearman,
+    vote_accuracy,
+)
+from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.voting import arrol_vote, majority_vote, rank_weights, weighted_vote
+
+
+def test_token_and_trace_confidence_hand_computed():
+    lp = torch.log(torch.tensor([[0.9, 0.05, 0.05], [0.4, 0.3, 0.3], [0.9, 0.05, 0.05], [0.9, 0.05, 0.05]]))
+    conf = token_confidence(lp)
+    c = conf.tolist()
+    assert conf[0] == pytest.approx(-(math.log(0.9) + 2 * math.log(0.05)) / 3)
+    assert conf[0] > conf[1]  # a peaked distribution is more confident
+    groups = group_confidence(conf, window=2)
+    assert groups.tolist() == pytest.approx([(c[0] + c[1]) / 2, (c[1] + c[2]) / 2, (c[2] + c[3]) / 2])
+    assert trace_confidence(conf, "lowest_group", window=2) == pytest.approx(float(groups.min()))
+    assert trace_confidence(conf, "bottom10", window=2) == pytest.approx(float(groups.min()))
+    assert trace_confidence(conf, "tail", tail_tokens=2) == pytest.approx(float(conf[2:].mean()))
+    assert trace_confidence(conf, "lowest_group", window=100) == pytest.approx(float(conf.mean()))
+    assert trace_confidences([lp, lp[:2]], window=2).shape == (2,)
+    with pytest.raises(ValueError, match="trace confidence mode"):
+        trace_confidence(conf, "median")
+
+
+def test_votes():
+    answers = ["3", "5", "5", None, "3", "3"]
+    assert majority_vote(answers) == "3"
+    assert weighted_vote(answers, [0.1, 1.0, 1.0, 5.0, 0.1, 0.1]) == "5"
+    assert majority_vote([None, None]) is None
+    assert majority_vote(["a", "b"]) == "a"  # ties go to the first seen
+    # rank weights: [lowest .. highest] → [0 .. 1], ties averaged
+    assert rank_weights([2.0, -1.0, 5.0]).tolist() == pytest.approx([0.5, 0.0, 1.0])
+    assert rank_weights([1.0, 1.0, 3.0]).tolist() == pytest.approx([0.25, 0.25, 1.0])
+    assert rank_weights([7.0]).tolist() == [1.0]
+    # two weak "3" votes lose to one strong "5" plus a middling "5"
+    assert arrol_vote(["3", "3", "5", "5"], [0.0, 0.1, 9.0, 0.2]) == "5"
+
+
+def test_pass_at_k_and_accuracy():
+    assert pass_at_k(10, 0, 3) == 0.0
+    assert pass_at_k(10, 10, 1) == 1.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - math.comb(3, 2) / math.comb(4, 2))
+    assert pass_at_k(5, 4, 2) == 1.0
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+    correct = [[True, False, False, False], [True, True, True, False]]
+    assert mean_accuracy(correct) == pytest.approx((0.25 + 0.75) / 2)
+    answers = [["1", "2", "2", "2"], ["7", "7", "7", "8"]]
+    assert vote_accuracy(answers, correct, majority_vote) == pytest.approx(0.5)
+    assert vote_accuracy(answers, correct, weighted_vote, weights=[[10, 1, 1, 1], [1, 1, 1, 1]]) == pytest.approx(1.0)
+
+
+def test_balance_stats_table4():
+    rewards = torch.tensor([1, 1, 1, 1, 0, 1, 0, 0, 0, 0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2, 3, 3])
+    stats = balance_stats(rewards, groups)
+    assert stats["positive_ratio"] == pytest.approx((1 + 0.5 + 0 + 0) / 4)
+    assert stats["balance"] == pytest.approx(0.25 / 4)
+    assert stats["zero_advantage_fraction"] == pytest.approx(3 / 4)
+
+
+def test_rank_statistics():
+    assert binary_auc(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1])) == pytest.approx(0.75)
+    assert binary_auc(torch.tensor([1.0, 1.0]), torch.tensor([0, 1])) == pytest.approx(0.5)
+    assert math.isnan(binary_auc(torch.tensor([1.0]), torch.tensor([1])))
+    assert spearman(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0, 30.0])) == pytest.approx(1.0)
+    assert spearman(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
+    assert math.isnan(spearman(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 1.0])))
+    probs = torch.tensor([0.1, 0.1, 0.9, 0.9])
+    assert expected_calibration_error(probs, torch.tensor([0, 0, 1, 1])) == pytest.approx(0.1)
+
+
+def test_quality_head_learns_a_separable_signal():
+    torch.manual_seed(0)
+    x = torch.randn(256, 16)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).float()
+    head = QualityHead(16, 32)
+    opt = torch.optim.Adam(head.parameters(), lr=3e-2)
+    for _ in range(100):
+        opt.zero_grad()
+        head.loss(x, y).backward()
+        opt.step()
+    acc = float(((head(x) > 0).float() == y).float().mean())
+    assert acc > 0.95
+    with pytest.raises(ValueError, match="features of size 16"):
+        head(torch.randn(2, 8))
+    # gradients never reach the features (detached backbone)
+    feats = torch.randn(4, 16, requires_grad=True)
+    head.loss(feats, torch.ones(4)).backward()
+    assert feats.grad is None
