@@ -22,7 +22,7 @@ Decisions (each exposed in :class:`PruningConfig`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import torch
@@ -36,29 +36,9 @@ BALANCE_TARGETS = ("global", "group")
 PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor], torch.Tensor]] = Registry("pruning policy")
 
 
-def _check_common(obj: "PruningConfig | PrunerParams") -> None:
-    """Validation shared by the config and the per-step parameters; messages name the field."""
-    if obj.policy not in PRUNING_POLICIES:
-        raise ValueError(f"pruning.policy={obj.policy!r} is unknown; choose one of {PRUNING_POLICIES.names()}")
-    if not 0.0 < obj.keep_ratio <= 1.0:
-        raise ValueError(f"pruning.keep_ratio (κ) must be in (0, 1], got {obj.keep_ratio}")
-    if not 0.0 <= obj.target_positive_ratio <= 1.0:
-        raise ValueError(f"pruning.target_positive_ratio (ρ) must be in [0, 1], got {obj.target_positive_ratio}")
-    if obj.balance_strength < 0:
-        raise ValueError(f"pruning.balance_strength (λ) must be >= 0, got {obj.balance_strength}")
-    if not 0.0 <= obj.p_min <= 1.0 or not 0.0 <= obj.p_max <= 1.0:
-        raise ValueError(f"pruning.p_min and pruning.p_max must lie in [0, 1], got {obj.p_min}, {obj.p_max}")
-    if obj.p_min > obj.p_max:
-        raise ValueError(f"pruning.p_min ({obj.p_min}) must not exceed pruning.p_max ({obj.p_max})")
-    if obj.balance_target not in BALANCE_TARGETS:
-        raise ValueError(f"pruning.balance_target={obj.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
-    if obj.min_keep_per_group < 0:
-        raise ValueError(f"pruning.min_keep_per_group must be >= 0, got {obj.min_keep_per_group}")
-
-
 @dataclass
-class PruningConfig:
-    """What a run configures about pruning; ``build_pruner_params`` turns it into h_t each step."""
+class SurvivalSettings:
+    """The survival-rule fields shared by :class:`PruningConfig` (per run) and :class:`PrunerParams` (per step)."""
 
     policy: str = "arrol"
     """``arrol`` | ``random`` | ``none``."""
@@ -76,6 +56,33 @@ class PruningConfig:
     """``global``: Eq. 2 with one δ from the buffer (paper); ``group``: Lemma 4.1-directed per group."""
     min_keep_per_group: int = 2
     """Floor of survivors per group (fewer than 2 means zero advantage)."""
+    seed: int = 0
+    """Seed of the prune decisions (per run in the config, per step in h_t)."""
+
+    def __post_init__(self) -> None:
+        """Validation; messages name the config key."""
+        if self.policy not in PRUNING_POLICIES:
+            raise ValueError(f"pruning.policy={self.policy!r} is unknown; choose one of {PRUNING_POLICIES.names()}")
+        if not 0.0 < self.keep_ratio <= 1.0:
+            raise ValueError(f"pruning.keep_ratio (κ) must be in (0, 1], got {self.keep_ratio}")
+        if not 0.0 <= self.target_positive_ratio <= 1.0:
+            raise ValueError(f"pruning.target_positive_ratio (ρ) must be in [0, 1], got {self.target_positive_ratio}")
+        if self.balance_strength < 0:
+            raise ValueError(f"pruning.balance_strength (λ) must be >= 0, got {self.balance_strength}")
+        if not 0.0 <= self.p_min <= 1.0 or not 0.0 <= self.p_max <= 1.0:
+            raise ValueError(f"pruning.p_min and pruning.p_max must lie in [0, 1], got {self.p_min}, {self.p_max}")
+        if self.p_min > self.p_max:
+            raise ValueError(f"pruning.p_min ({self.p_min}) must not exceed pruning.p_max ({self.p_max})")
+        if self.balance_target not in BALANCE_TARGETS:
+            raise ValueError(f"pruning.balance_target={self.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
+        if self.min_keep_per_group < 0:
+            raise ValueError(f"pruning.min_keep_per_group must be >= 0, got {self.min_keep_per_group}")
+
+
+@dataclass
+class PruningConfig(SurvivalSettings):
+    """What a run configures about pruning; ``build_pruner_params`` turns it into h_t each step."""
+
     cold_start_steps: int = 20
     """Steps without pruning while the head and calibrator warm up (paper 20)."""
     num_bins: int = 128
@@ -86,11 +93,9 @@ class PruningConfig:
     """α, Laplace smoothing of the bin counts."""
     importance_weighting: bool = True
     """Weight buffered survivors by 1/p so δ and the calibrator see the unpruned distribution."""
-    seed: int = 0
-    """Base seed of the prune decisions."""
 
     def __post_init__(self) -> None:
-        _check_common(self)
+        super().__post_init__()
         if self.cold_start_steps < 0:
             raise ValueError(f"pruning.cold_start_steps must be >= 0, got {self.cold_start_steps}")
         if self.num_bins < 1:
@@ -104,28 +109,16 @@ class PruningConfig:
         return BinnedCalibrator(self.num_bins, self.buffer_capacity, self.laplace_alpha)
 
 
-@dataclass(frozen=True)
-class PrunerParams:
+@dataclass
+class PrunerParams(SurvivalSettings):
     """h_t: everything the engine needs to decide prunes at L_detect for one step (picklable)."""
 
-    policy: str = "arrol"
-    keep_ratio: float = 0.5
-    target_positive_ratio: float = 0.5
-    balance_strength: float = 0.5
-    p_min: float = 0.05
-    p_max: float = 1.0
     bin_posteriors: tuple[float, ...] = field(default_factory=tuple)
     """Calibrated q per bin of sigmoid(score); empty means q = 0.5 everywhere."""
     delta: float = 0.0
     """Global δ of Eq. 2 (ignored with ``balance_target='group'``)."""
-    balance_target: str = "global"
-    min_keep_per_group: int = 2
     active: bool = True
     """False during cold start: keep everything."""
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        _check_common(self)
 
     def posterior(self, scores: torch.Tensor) -> torch.Tensor:
         """Raw head logits ``(N,)`` → calibrated posteriors ``(N,)``."""
@@ -242,17 +235,11 @@ def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, ste
             config.p_max,
             weights=weights,
         ).delta
+    shared = {f.name: getattr(config, f.name) for f in fields(SurvivalSettings)}
+    shared["seed"] = (config.seed * 7_919 + step) % (2**31 - 1)
     return PrunerParams(
-        policy=config.policy,
-        keep_ratio=config.keep_ratio,
-        target_positive_ratio=config.target_positive_ratio,
-        balance_strength=config.balance_strength,
-        p_min=config.p_min,
-        p_max=config.p_max,
+        **shared,
         bin_posteriors=tuple(float(x) for x in table),
         delta=delta,
-        balance_target=config.balance_target,
-        min_keep_per_group=config.min_keep_per_group,
         active=config.policy != "none" and step >= config.cold_start_steps,
-        seed=(config.seed * 7_919 + step) % (2**31 - 1),
     )
