@@ -1,0 +1,11 @@
+"""Tasks: datasets → ``Problem(id, prompt, answer)``, the built-in arithmetic task, and the math reward.
+
+Imports stay light (no ``datasets``, no ``math_verify``): those load inside the functions that need
+them. Entry points: :func:`load_problems` (datasets by name), :class:`arrol_pl.tasks.reward.MathReward`
+(R = 1[answer ≡ gold] in worker processes), :mod:`arrol_pl.tasks.arithmetic` (the CPU default task).
+"""
+
+from arrol_pl.tasks.problem import DatasetUnavailableError, Problem, ProblemSet, render_prompt
+from arrol_pl.tasks.registry import load_problems
+
+__all__ = ["DatasetUnavailableError", "Problem", "ProblemSet", "load_problems", "render_prompt"]

@@ -1,0 +1,52 @@
+"""MinervaMath (Lewkowycz et al. 2022; 272 problems): ``math-ai/minervamath``, split ``test``.
+
+Fields: ``question``, ``answer`` (LaTeX, often with units). Copies that only carry a worked
+``solution`` (Qwen2.5-Math's ``minerva_math/test.jsonl``: ``problem``, ``solution``) are read too; the
+gold is then the solution's last ``\\boxed{}``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from arrol_pl.tasks.problem import (
+    MATH_PROMPT_TEMPLATE,
+    BadRowError,
+    DatasetSpec,
+    ProblemSet,
+    answer_field,
+    first_field,
+    load_spec,
+)
+from arrol_pl.tasks.reward import extract_boxed
+
+SPEC = DatasetSpec(
+    name="minerva",
+    hub_id="math-ai/minervamath",
+    split="test",
+    question_fields=("question", "problem"),
+    answer_fields=("answer",),
+    id_fields=("id", "idx"),
+)
+
+
+def answer_of(row: Mapping[str, Any]) -> str:
+    if first_field(row, SPEC.answer_fields)[0] is not None:
+        return answer_field(row, SPEC.answer_fields)
+    _, solution = first_field(row, ("solution",))
+    if not isinstance(solution, str):
+        raise BadRowError("missing answer (looked for answer, and a \\boxed{} in solution)")
+    boxed = extract_boxed(solution)
+    if not boxed:
+        raise BadRowError("missing answer: no answer field and no \\boxed{} in solution")
+    return boxed
+
+
+def load(
+    path: str | os.PathLike | None = None,
+    split: str | None = None,
+    template: str = MATH_PROMPT_TEMPLATE,
+    limit: int | None = None,
+) -> ProblemSet:
+    return load_spec(SPEC, path, split, template, answer_of=answer_of, limit=limit)
