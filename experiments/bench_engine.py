@@ -1,0 +1,136 @@
+"""Benchmark: does pruning inside the engine turn fewer tokens into less wall time? (issue 3)
+
+One process, one engine, the same prompts and sampling seeds for every configuration:
+
+- ``stock``: the unmodified ``LLMEngine.step`` loop with the hidden-state tap removed;
+- ``kappa=1.0 / 0.5 / 0.25``: ArrolEngine with the ARRoL policy (uncalibrated: q = 0.5, so p = κ) at
+  ``L_detect = max_tokens / 4``, ``ignore_eos`` so that every unpruned rollout runs to ``max_tokens``.
+
+Configurations are interleaved over ``--repeats`` rounds after one warm-up round; medians are reported.
+Targets: hooks cost ≤ 3 % at κ = 1 (``overhead``), and at κ = 0.5 the wall ratio to κ = 1 is within 10 %
+of the generated-token ratio (freed capacity is reused).
+
+    python experiments/bench_engine.py --prompts 8 --group-size 8 --max-tokens 192 --repeats 3
+
+Prints a table and, last, one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# One torch thread (vLLM's CPU default): with more, OpenMP spin-waits make step times erratic (10x seen)
+# as soon as anything else runs on the machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--prompts", type=int, default=8, help="B prompts")
+    p.add_argument("--group-size", type=int, default=8, help="G rollouts per prompt")
+    p.add_argument("--max-tokens", type=int, default=192)
+    p.add_argument("--detect-length", type=int, default=None, help="L_detect (default max_tokens // 4)")
+    p.add_argument("--kappas", type=float, nargs="+", default=[1.0, 0.5, 0.25])
+    p.add_argument("--repeats", type=int, default=3)
+    # big enough that per-rollout compute, not vLLM's ~8 ms fixed per-step cost on CPU, dominates a step
+    p.add_argument("--hidden-size", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--kv-heads", type=int, default=4)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--model", default=None, help="an existing model dir instead of building a tiny Qwen3")
+    p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    detect = args.detect_length or args.max_tokens // 4
+
+    from arrol_pl.core.pruning import PrunerParams
+    from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.models import build_tiny_model, build_tokenizer
+
+    model = args.model
+    if model is None:
+        tok = build_tokenizer(None, args.cache_dir)
+        model = str(build_tiny_model(
+            tok, args.cache_dir, hidden_size=args.hidden_size, num_layers=args.layers, num_heads=args.heads,
+            num_kv_heads=args.kv_heads, head_dim=args.head_dim, max_position_embeddings=args.max_tokens + 128,
+            seed=args.seed,
+        ))
+    engine = ArrolEngine(EngineConfig(model=model, dtype=args.dtype, max_model_len=args.max_tokens + 128,
+                                      max_num_seqs=args.max_num_seqs, seed=args.seed))
+    prompts = [f"Question: What is {7 * b + 3} + {11 * b + 5}? Answer:" for b in range(args.prompts)]
+    sampling = dict(max_tokens=args.max_tokens, temperature=1.0, seed=args.seed, ignore_eos=True)
+
+    def run(name: str):
+        if name == "stock":
+            return engine.generate_stock(prompts, args.group_size, sampling)
+        kappa = float(name.split("=")[1])
+        pruner = PrunerParams(policy="arrol", keep_ratio=kappa, min_keep_per_group=0, seed=args.seed)
+        return engine.generate(prompts, args.group_size, sampling, detect_length=detect, pruner=pruner)
+
+    names = ["stock"] + [f"kappa={k:g}" for k in args.kappas]
+    samples: dict[str, list[tuple[int, float, float]]] = {n: [] for n in names}
+    for round_ in range(args.repeats + 1):
+        for name in names if round_ % 2 else list(reversed(names)):
+            res = run(name)
+            if round_ > 0:  # round 0 warms up
+                samples[name].append((res.generated_tokens, res.wall_seconds, res.keep_ratio))
+
+    rows = {}
+    for name in names:
+        tokens = statistics.median(s[0] for s in samples[name])
+        wall = statistics.median(s[1] for s in samples[name])
+        rows[name] = dict(tokens=tokens, wall_s=round(wall, 4), tok_per_s=round(tokens / wall, 1),
+                          keep_ratio=round(statistics.median(s[2] for s in samples[name]), 4))
+    stock, full = rows["stock"], rows.get("kappa=1")
+    for name, row in rows.items():
+        row["wall_ratio_to_stock"] = round(row["wall_s"] / stock["wall_s"], 4)
+        row["token_ratio_to_stock"] = round(row["tokens"] / stock["tokens"], 4)
+        if full is not None:
+            row["wall_ratio_to_k1"] = round(row["wall_s"] / full["wall_s"], 4)
+            row["token_ratio_to_k1"] = round(row["tokens"] / full["tokens"], 4)
+
+    print(f"B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} L_detect={detect} "
+          f"model={model} dtype={args.dtype} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']}")
+    header = f"{'config':<12}{'tokens':>8}{'wall s':>9}{'tok/s':>9}{'keep':>7}{'wall/stock':>11}{'tok/stock':>10}"
+    header += f"{'wall/k1':>9}{'tok/k1':>8}" if full is not None else ""
+    print(header)
+    for name, r in rows.items():
+        line = (f"{name:<12}{r['tokens']:>8}{r['wall_s']:>9.3f}{r['tok_per_s']:>9.1f}{r['keep_ratio']:>7.3f}"
+                f"{r['wall_ratio_to_stock']:>11.3f}{r['token_ratio_to_stock']:>10.3f}")
+        if full is not None:
+            line += f"{r['wall_ratio_to_k1']:>9.3f}{r['token_ratio_to_k1']:>8.3f}"
+        print(line)
+    summary = dict(
+        config=dict(prompts=args.prompts, group_size=args.group_size, max_tokens=args.max_tokens, detect_length=detect,
+                    hidden_size=args.hidden_size, layers=args.layers, dtype=args.dtype, repeats=args.repeats),
+        results=rows,
+    )
+    if full is not None:
+        summary["hook_overhead_k1"] = round(full["wall_s"] / stock["wall_s"] - 1.0, 4)
+        half = rows.get("kappa=0.5")
+        if half is not None:
+            gap = half["wall_ratio_to_k1"] / half["token_ratio_to_k1"] - 1.0
+            summary["k05_wall_vs_token_ratio_gap"] = round(gap, 4)
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

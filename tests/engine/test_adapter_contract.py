@@ -1,0 +1,112 @@
+"""The contract between arrol_pl.engine.adapter and vLLM: fails loudly when an upgrade changes what we rely on.
+
+Peers were broken silently by vLLM upgrades (abort became a no-op after a request-id change;
+``model_executor`` disappeared). Every assumption listed in the adapter's docstring is checked here
+on the real engine; run this file first when widening ``adapter.SUPPORTED_VLLM``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+from arrol_pl.engine import adapter
+
+pytestmark = pytest.mark.engine
+
+
+def _sampling(**kw):
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(output_kind=RequestOutputKind.DELTA, **kw)
+
+
+def test_version_is_pinned():
+    import vllm
+
+    dist, version = adapter.check_vllm_version()
+    assert version == vllm.__version__
+    assert version in adapter.SUPPORTED_VLLM[dist]
+
+
+def test_runner_attribute_paths(engine):
+    llm = engine.llm
+    runner = adapter.model_runner(llm)
+    assert runner is llm.model_executor.driver_worker.worker.model_runner
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert isinstance(runner, GPUModelRunner), f"unexpected runner {type(runner)} (V2 model runner?)"
+    assert runner.execute_model == llm.tap._execute_model, "the tap is not installed on the runner"
+    for name in ("execute_model_state", "input_batch", "requests", "model", "reload_weights"):
+        assert hasattr(runner, name), f"model runner lost attribute {name!r}"
+    assert isinstance(runner.input_batch.req_ids, list)
+    from vllm.v1.worker.gpu_model_runner import ExecuteModelState
+
+    assert "sample_hidden_states" in ExecuteModelState._fields
+    assert runner.use_async_scheduling is False, "the tap needs synchronous scheduling"
+    assert runner.speculative_config is None, "the tap assumes one sampled row per request"
+    assert adapter.hidden_size(llm) == engine.hidden_size == runner.model.config.hidden_size
+
+
+def test_request_id_mapping_and_deltas(engine):
+    llm = engine.llm
+    runner, sched = adapter.model_runner(llm), adapter.scheduler(llm)
+    ids = engine.tokenizer.encode("The quick brown fox")
+    prompt = adapter.render_token_prompt(llm, ids)
+    internal = llm.add_request("contract-a", prompt, _sampling(max_tokens=3, temperature=0))
+    assert internal != "contract-a" and internal.startswith("contract-a-"), "internal id is external id + suffix"
+    assert internal in sched.requests
+    seen = []
+    while llm.has_unfinished_requests():
+        outs = llm.step()
+        for out in outs:
+            assert out.request_id == "contract-a", "RequestOutput must carry the external id"
+            seen.append(list(out.outputs[0].token_ids))
+        if outs and not outs[0].finished:
+            assert internal in runner.requests, "runner must key requests by the internal id"
+    assert [len(s) for s in seen] == [1, 1, 1], "DELTA outputs must stream one token per step"
+    assert internal not in sched.requests
+
+
+def test_abort_frees_the_request_and_its_kv_blocks(engine):
+    llm = engine.llm
+    sched = adapter.scheduler(llm)
+    pool = sched.kv_cache_manager.block_pool
+    free_before = pool.get_num_free_blocks()
+    ids = [5 + (i % 300) for i in range(300)]
+    internal = llm.add_request("contract-abort", adapter.render_token_prompt(llm, ids),
+                               _sampling(max_tokens=100, temperature=0, ignore_eos=True))
+    for _ in range(3):
+        llm.step()
+    assert internal in sched.requests
+    assert pool.get_num_free_blocks() < free_before
+    adapter.abort_internal(llm, [internal])
+    assert internal not in sched.requests, "abort by internal id did not reach the scheduler"
+    assert not llm.has_unfinished_requests()
+    assert pool.get_num_free_blocks() == free_before, "abort did not free the KV blocks"
+    assert llm.step() == [], "an aborted request must produce no further output"
+    adapter.reset_prefix_cache(llm)
+
+
+def test_tapped_rows_follow_request_order(engine):
+    """The row captured for each request, through the model's own lm_head, gives that request's greedy token."""
+    prompts = ["Question: What is 12 + 35?", "Let us think", "9 * 8 =", "Hello world, the answer"]
+    detect = 3
+    result = engine.generate(prompts, 2, dict(max_tokens=6, temperature=0.0, ignore_eos=True), detect_length=detect)
+    model = adapter.model_runner(engine.llm).model
+    with torch.no_grad():
+        logits = model.compute_logits(torch.stack([r.feature for r in result.rollouts]))
+    greedy = logits.argmax(-1).tolist()
+    assert greedy == [r.response_token_ids[detect - 1] for r in result.rollouts]
+
+
+def test_reload_weights_and_prefix_cache_reset(engine):
+    llm = engine.llm
+    worker = llm.model_executor.driver_worker.worker
+    assert callable(getattr(worker, "reload_weights", None)), "worker.reload_weights (collective_rpc target) is gone"
+    params = inspect.signature(adapter.model_runner(llm).reload_weights).parameters
+    assert "weights_iterator" in params
+    assert llm.reset_prefix_cache() is True

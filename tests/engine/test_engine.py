@@ -1,0 +1,232 @@
+"""ArrolEngine against transformers and against the pruning spec (paper §4.3, Algorithm 1 l. 12–28).
+
+All tests share one float32 engine on a tiny Qwen3 built in the session (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from arrol_pl.core.pruning import PrunerParams
+from arrol_pl.core.quality_head import QualityHead
+
+pytestmark = pytest.mark.engine
+
+PROMPTS = [
+    "Question: What is 12 + 35? Answer:",
+    "Compute (3 * 4) - 5.",
+    "Let us think step by step.\n",
+    "The quick brown fox",
+]
+
+
+def hf_hidden(model, ids: list[int]) -> torch.Tensor:
+    """transformers' final-layer (post-norm) hidden states, (T, D)."""
+    with torch.no_grad():
+        return model.model(torch.tensor([ids])).last_hidden_state[0]
+
+
+def test_greedy_tokens_match_transformers(engine, hf_policy):
+    result = engine.generate(PROMPTS, 1, dict(max_tokens=12, temperature=0.0))
+    eos = engine.tokenizer.eos_token_id
+    for r in result.rollouts:
+        with torch.no_grad():
+            out = hf_policy.generate(torch.tensor([r.prompt_token_ids]), max_new_tokens=12, do_sample=False,
+                                     eos_token_id=eos, pad_token_id=eos)
+        hf_new = out[0, len(r.prompt_token_ids):].tolist()
+        assert r.response_token_ids == hf_new[: len(r.response_token_ids)]
+        assert r.finish_reason == ("length" if len(r.response_token_ids) == 12 else "stop")
+
+
+def test_detect_features_match_transformers_and_score_is_head(engine, hf_policy):
+    detect = 5
+    result = engine.generate(
+        PROMPTS, 3, dict(max_tokens=12, temperature=1.0, seed=7, ignore_eos=True), detect_length=detect,
+        pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=1),
+    )
+    assert any(r.pruned for r in result.rollouts) and any(not r.pruned for r in result.rollouts)
+    for r in result.rollouts:
+        seq = r.prompt_token_ids + r.response_token_ids
+        position = len(r.prompt_token_ids) + detect - 2
+        expected = hf_hidden(hf_policy, seq)[position]
+        assert r.feature.shape == (engine.hidden_size,)
+        torch.testing.assert_close(r.feature, expected, atol=1e-4, rtol=0)
+        with torch.no_grad():
+            head_score = float(engine.head(r.feature[None]).item())
+        assert r.score == pytest.approx(head_score, abs=1e-5)
+
+
+def test_end_scoring_uses_the_state_that_sampled_the_last_token(engine, hf_policy):
+    # stop early on a quarter of the vocabulary so lengths vary; detect_length=None scores at the end
+    stop_ids = list(range(2, len(engine.tokenizer), 4))
+    result = engine.generate(PROMPTS[:2], 4, dict(max_tokens=10, temperature=1.0, seed=3, stop_token_ids=stop_ids))
+    lengths = {len(r.response_token_ids) for r in result.rollouts}
+    assert len(lengths) > 1, "test needs rollouts of different lengths"
+    for r in result.rollouts:
+        assert not r.pruned and not r.eligible
+        seq = r.prompt_token_ids + r.response_token_ids
+        expected = hf_hidden(hf_policy, seq)[len(seq) - 2]
+        torch.testing.assert_close(r.feature, expected, atol=1e-4, rtol=0)
+
+
+def test_rollouts_finishing_before_detect_are_kept_and_scored(engine, hf_policy):
+    detect = 6
+    stop_ids = list(range(2, len(engine.tokenizer), 3))
+    result = engine.generate(
+        PROMPTS, 4, dict(max_tokens=12, temperature=1.0, seed=5, stop_token_ids=stop_ids), detect_length=detect,
+        pruner=PrunerParams(policy="random", keep_ratio=0.25, min_keep_per_group=0, seed=2),
+    )
+    early = [r for r in result.rollouts if len(r.response_token_ids) < detect]
+    assert early, "test needs rollouts that finish before L_detect"
+    for r in early:
+        assert r.finish_reason == "stop" and not r.pruned and not r.eligible
+        seq = r.prompt_token_ids + r.response_token_ids
+        torch.testing.assert_close(r.feature, hf_hidden(hf_policy, seq)[len(seq) - 2], atol=1e-4, rtol=0)
+    for r in result.rollouts:
+        if r.pruned:
+            assert r.eligible and len(r.response_token_ids) == detect
+
+
+def test_half_keep_prunes_at_exactly_detect_length(engine):
+    detect, max_tokens = 4, 16
+    result = engine.generate(
+        PROMPTS, 8, dict(max_tokens=max_tokens, temperature=1.0, seed=11, ignore_eos=True), detect_length=detect,
+        pruner=PrunerParams(policy="arrol", keep_ratio=0.5, min_keep_per_group=0, seed=4),
+    )
+    pruned = [r for r in result.rollouts if r.pruned]
+    kept = [r for r in result.rollouts if not r.pruned]
+    assert pruned and kept
+    for r in pruned:
+        assert r.finish_reason == "pruned"
+        assert len(r.response_token_ids) == detect
+        assert r.generated_tokens == detect, "a pruned rollout must be aborted in the step that reached L_detect"
+        assert r.text == engine.tokenizer.decode(r.response_token_ids, skip_special_tokens=True)
+    for r in kept:
+        assert r.finish_reason == "length" and len(r.response_token_ids) == max_tokens
+        assert r.survival == pytest.approx(0.5)
+    assert result.generated_tokens == len(pruned) * detect + len(kept) * max_tokens
+    assert not engine.llm.has_unfinished_requests()
+
+
+def test_policy_none_and_no_pruner_prune_nothing(engine):
+    sampling = dict(max_tokens=8, temperature=1.0, seed=2, ignore_eos=True)
+    for pruner in (PrunerParams(policy="none", keep_ratio=0.25, min_keep_per_group=0), None):
+        result = engine.generate(PROMPTS, 4, sampling, detect_length=3, pruner=pruner)
+        assert not any(r.pruned for r in result.rollouts)
+        assert all(len(r.response_token_ids) == 8 and r.finish_reason == "length" for r in result.rollouts)
+        assert all(r.feature is not None and r.score is not None for r in result.rollouts)
+    inactive = PrunerParams(policy="arrol", keep_ratio=0.25, min_keep_per_group=0, active=False)
+    assert not any(r.pruned for r in engine.generate(PROMPTS, 4, sampling, 3, inactive).rollouts)
+
+
+def test_fixed_seed_reproduces_decisions_and_tokens(engine):
+    def run():
+        result = engine.generate(
+            PROMPTS, 6, dict(max_tokens=8, temperature=1.0, seed=21, ignore_eos=True), detect_length=3,
+            pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=1, seed=9),
+        )
+        return [(r.pruned, tuple(r.response_token_ids), round(r.score, 5)) for r in result.rollouts]
+
+    first, second = run(), run()
+    assert first == second
+    assert any(p for p, _, _ in first) and not all(p for p, _, _ in first)
+
+
+def test_decisions_are_a_function_of_seed_prompt_and_scores(engine):
+    """Replaying decide_batch offline on the returned scores gives the engine's decisions (Algorithm 1 l. 20-22)."""
+    from arrol_pl.core.pruning import decide_batch
+
+    params = PrunerParams(policy="arrol", keep_ratio=0.5, balance_strength=0.5, min_keep_per_group=2, seed=17,
+                          bin_posteriors=tuple(0.1 + 0.1 * i for i in range(8)))
+    result = engine.generate(PROMPTS, 6, dict(max_tokens=6, temperature=1.0, seed=4, ignore_eos=True),
+                             detect_length=2, pruner=params)
+    rs = result.rollouts
+    replay = decide_batch(params, torch.tensor([r.score for r in rs]), torch.tensor([r.eligible for r in rs]),
+                          torch.tensor([r.prompt_index for r in rs]))
+    assert [not r.pruned for r in rs] == replay.keep.tolist()
+    assert [r.survival for r in rs] == pytest.approx(replay.survival.tolist())
+    for p in range(len(PROMPTS)):
+        assert sum(not r.pruned for r in rs if r.prompt_index == p) >= 2, "per-group floor"
+
+
+def test_hooks_do_not_change_what_is_generated(engine):
+    """The benchmark's stock baseline and the hooked engine at κ = 1 produce the same rollouts."""
+    sampling = dict(max_tokens=8, temperature=1.0, seed=13, ignore_eos=True)
+    stock = engine.generate_stock(PROMPTS, 3, sampling)
+    hooked = engine.generate(PROMPTS, 3, sampling, detect_length=2, pruner=PrunerParams(keep_ratio=1.0))
+    assert [r.response_token_ids for r in stock.rollouts] == [r.response_token_ids for r in hooked.rollouts]
+    assert stock.generated_tokens == hooked.generated_tokens == 8 * 3 * len(PROMPTS)
+    assert engine.llm.tap.runner.execute_model == engine.llm.tap._execute_model, "tap reinstalled after stock run"
+
+
+@pytest.mark.parametrize("policy", ["random", "arrol"])
+def test_achieved_keep_ratio_is_near_kappa(engine, policy):
+    result = engine.generate(
+        [f"{a} + {a + 1} =" for a in range(16)], 8, dict(max_tokens=4, temperature=1.0, seed=0, ignore_eos=True),
+        detect_length=2, pruner=PrunerParams(policy=policy, keep_ratio=0.5, min_keep_per_group=0, seed=123),
+    )
+    assert len(result.rollouts) == 128
+    assert abs(result.keep_ratio - 0.5) < 0.15
+
+
+def test_top_k_logprobs_are_returned_per_token(engine):
+    result = engine.generate(PROMPTS[:1], 2, dict(max_tokens=5, temperature=1.0, seed=1, ignore_eos=True),
+                             detect_length=2, logprobs_topk=2)
+    for r in result.rollouts:
+        assert len(r.logprobs) == len(r.response_token_ids)
+        for token, entry in zip(r.response_token_ids, r.logprobs):
+            assert token in entry and len(entry) >= 2
+            assert all(lp <= 0.0 for lp in entry.values())
+
+
+def test_weight_sync_serves_the_updated_policy(engine, tiny_model_dirs, hf_policy):
+    from transformers import AutoModelForCausalLM
+
+    updated = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["updated"], dtype=torch.float32).eval()
+    long_prompt = " ".join(f"{a} + {a} = {2 * a}." for a in range(40))
+    prompts = [long_prompt, PROMPTS[0]]
+    assert len(engine.tokenizer.encode(long_prompt)) > 200
+    sampling = dict(max_tokens=8, temperature=0.0, ignore_eos=True)
+    engine.generate(prompts, 1, sampling)  # fills the prefix cache with the old policy's KV
+
+    def hf_greedy(model, ids):
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)
+        return out[0, len(ids):].tolist()
+
+    new_head = QualityHead(engine.hidden_size, 256)
+    old_head = {k: v.clone() for k, v in engine.head.state_dict().items()}
+    try:
+        seconds = engine.sync_weights(updated.state_dict().items(), new_head.state_dict())
+        assert seconds > 0 and engine.sync_seconds[-1] == seconds
+        result = engine.generate(prompts, 1, sampling, detect_length=3)
+        for r in result.rollouts:
+            assert r.response_token_ids == hf_greedy(updated, r.prompt_token_ids)
+            with torch.no_grad():
+                assert r.score == pytest.approx(float(new_head(r.feature[None])), abs=1e-5)
+    finally:
+        engine.sync_weights(hf_policy.state_dict().items(), old_head)
+    result = engine.generate(prompts, 1, sampling)
+    for r in result.rollouts:
+        assert r.response_token_ids == hf_greedy(hf_policy, r.prompt_token_ids)
+
+
+def test_bad_inputs_raise_clear_errors_and_engine_stays_usable(engine):
+    sampling = dict(max_tokens=6, temperature=0.0)
+    with pytest.raises(ValueError, match="prompts is empty"):
+        engine.generate([], 2, sampling)
+    with pytest.raises(ValueError, match="detect_length"):
+        engine.generate(PROMPTS, 2, sampling, detect_length=6)
+    with pytest.raises(ValueError, match="longer than the model context"):
+        engine.generate([PROMPTS[0], [5] * engine.max_model_len], 2, sampling)
+    with pytest.raises(ValueError, match="hidden size"):
+        engine.set_head(QualityHead(engine.hidden_size + 1))
+    with pytest.raises(ValueError, match="hidden size"):
+        engine.sync_weights(head_state=QualityHead(engine.hidden_size // 2).state_dict())
+    assert not engine.llm.has_unfinished_requests()
+    result = engine.generate(PROMPTS, 2, sampling, detect_length=3,
+                             pruner=PrunerParams(policy="none"))
+    assert len(result.rollouts) == 2 * len(PROMPTS)
+    assert all(r.feature is not None for r in result.rollouts)
