@@ -1,9 +1,8 @@
-"""Entry point: `python experiments/run.py [overrides]` (Hydra; config in conf/).
+"""`python experiments/simulate_pruning.py [overrides]`: the pruning loop without a model.
 
-Until the Lightning trainer lands (issue 4) this runs the self-check of the algorithm core: the
-ARRoL pruning loop of Algorithm 1 on simulated rollouts (see arrol_pl/core/simulation.py), with the
-configured policy beside random pruning at the same κ and no pruning, all from the same seed. It
-prints a table and writes summary.json into the run directory.
+The ARRoL pruning loop of Algorithm 1 on simulated rollouts whose latent success probabilities are
+known (see arrol_pl/core/simulation.py): ARRoL with both balance targets beside random pruning at the
+same κ and no pruning, from the same seed. Prints a table and writes summary.json. Seconds, no model.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ def mean_after(history: list[dict[str, float]], key: str, start: int) -> float:
     return sum(h[key] for h in rows) / len(rows)
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="config")
+@hydra.main(version_base=None, config_path="../conf", config_name="simulate")
 def main(cfg: DictConfig) -> None:
     config = pruning_config(cfg.pruning)
     sc = cfg.selfcheck
@@ -60,7 +59,7 @@ def main(cfg: DictConfig) -> None:
         }
     wall = time.perf_counter() - t0
 
-    print(f"\nARRoL self-check: simulated pruning loop, κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
+    print(f"\nARRoL pruning simulation: simulated pruning loop, κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
           f"{sc.steps} steps × {sc.num_groups} groups × G={sc.group_size}, "
           f"means after the {config.cold_start_steps}-step cold start")
     header = f"{'policy':<13} {'keep':>6} {'E[ρ̂(1-ρ̂)]':>11} {'zero-adv':>9} {'E[ρ̂]':>7} {'|q-q*|':>7}"

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(*overrides: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "run.py"), *overrides],
+        [sys.executable, str(ROOT / "experiments" / "simulate_pruning.py"), *overrides],
         cwd=cwd, capture_output=True, text=True, timeout=300,
     )
 

@@ -20,7 +20,12 @@ KL_ESTIMATORS = ("k1", "k3")
 
 
 def aggregate_loss(
-    loss_mat: torch.Tensor, mask: torch.Tensor, mode: str, norm_length: int | None = None
+    loss_mat: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    norm_length: int | None = None,
+    total_tokens: int | None = None,
+    total_seqs: int | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss to a scalar.
 
@@ -30,18 +35,24 @@ def aggregate_loss(
         mode: one of :data:`LOSS_AGG_MODES`.
         norm_length: the constant of ``seq-mean-token-sum-norm`` (default ``T``; Dr.GRPO uses the
             maximum response length).
+        total_tokens, total_seqs: the denominators of the *whole* mini-batch when this call sees one
+            micro-batch of it, so that summing the micro-batch losses equals the mini-batch loss
+            (gradient accumulation). Default: this call's own counts.
     """
     mask = mask.to(loss_mat.dtype)
     if mode == "token-mean":
-        return (loss_mat * mask).sum() / mask.sum().clamp(min=1)
+        denom = total_tokens if total_tokens is not None else mask.sum().clamp(min=1)
+        return (loss_mat * mask).sum() / denom
     if mode == "seq-mean-token-mean":
         lengths = mask.sum(-1)
         per_seq = (loss_mat * mask).sum(-1) / lengths.clamp(min=1)
         valid = lengths > 0
-        return per_seq[valid].sum() / valid.sum().clamp(min=1)
+        denom = total_seqs if total_seqs is not None else valid.sum().clamp(min=1)
+        return per_seq[valid].sum() / denom
     if mode == "seq-mean-token-sum-norm":
         norm = float(norm_length if norm_length is not None else loss_mat.shape[-1])
-        return (loss_mat * mask).sum() / (loss_mat.shape[0] * norm)
+        n_seqs = total_seqs if total_seqs is not None else loss_mat.shape[0]
+        return (loss_mat * mask).sum() / (n_seqs * norm)
     raise ValueError(f"unknown loss aggregation mode {mode!r}; choose one of {list(LOSS_AGG_MODES)}")
 
 
@@ -76,10 +87,13 @@ def ppo_clip_loss(
     kl_coef: float = 0.0,
     kl_estimator: str = "k3",
     norm_length: int | None = None,
+    total_tokens: int | None = None,
+    total_seqs: int | None = None,
 ) -> PolicyLossOutput:
     """Clipped surrogate ``-min(r A, clip(r, 1-ε_low, 1+ε_high) A)`` plus ``β KL``.
 
     Shapes: ``log_probs, old_log_probs, ref_log_probs, response_mask: (N, T)``; ``advantages: (N,)``.
+    ``total_tokens``/``total_seqs``: see :func:`aggregate_loss` (micro-batch accumulation).
     """
     ratio = torch.exp(log_probs - old_log_probs)
     adv = advantages.to(log_probs.dtype).unsqueeze(-1)
@@ -92,6 +106,6 @@ def ppo_clip_loss(
         kl_mat = kl_penalty(log_probs, ref_log_probs, kl_estimator)
         per_token = per_token + kl_coef * kl_mat
         kl = (kl_mat.detach() * mask).sum() / mask.sum().clamp(min=1)
-    loss = aggregate_loss(per_token, mask, loss_agg_mode, norm_length)
+    loss = aggregate_loss(per_token, mask, loss_agg_mode, norm_length, total_tokens, total_seqs)
     clip_frac = (((clipped < unclipped).to(mask.dtype)) * mask).sum() / mask.sum().clamp(min=1)
     return PolicyLossOutput(loss=loss, clip_fraction=clip_frac.detach(), kl=kl)

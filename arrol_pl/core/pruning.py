@@ -73,6 +73,11 @@ class SurvivalSettings:
             raise ValueError(f"pruning.p_min and pruning.p_max must lie in [0, 1], got {self.p_min}, {self.p_max}")
         if self.p_min > self.p_max:
             raise ValueError(f"pruning.p_min ({self.p_min}) must not exceed pruning.p_max ({self.p_max})")
+        if not self.p_min <= self.keep_ratio <= self.p_max:
+            raise ValueError(
+                f"pruning.keep_ratio (κ={self.keep_ratio}) must lie in [pruning.p_min, pruning.p_max] = "
+                f"[{self.p_min}, {self.p_max}], or the mean survival can never reach it"
+            )
         if self.balance_target not in BALANCE_TARGETS:
             raise ValueError(f"pruning.balance_target={self.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
         if self.min_keep_per_group < 0:

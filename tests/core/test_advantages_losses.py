@@ -93,3 +93,15 @@ def test_kl_estimators():
     assert float(out.loss) == pytest.approx(0.1 * float(k3.mean()), rel=1e-5)
     with pytest.raises(ValueError, match="KL estimator"):
         kl_penalty(lp, ref, "k2")
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_micro_batch_losses_sum_to_the_full_batch_loss(mode):
+    g = torch.Generator().manual_seed(0)
+    loss = torch.randn(6, 5, generator=g)
+    mask = (torch.rand(6, 5, generator=g) < 0.7).long()
+    mask[:, 0] = 1
+    full = aggregate_loss(loss, mask, mode, norm_length=5)
+    tokens, seqs = int(mask.sum()), 6
+    parts = [aggregate_loss(loss[i : i + 2], mask[i : i + 2], mode, 5, tokens, seqs) for i in range(0, 6, 2)]
+    assert float(sum(parts)) == pytest.approx(float(full), rel=1e-6)

@@ -1,0 +1,264 @@
+"""Typed run configuration (litgpt-style): every field documented, combinations validated before any
+model loads, messages naming the config key. Hydra composes the YAML in ``conf/``; :func:`load_run_config`
+merges it onto these dataclasses (an unknown key or a wrong type fails with its full key) and builds the
+objects, whose ``__post_init__`` checks values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
+from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
+from arrol_pl.core.pruning import PruningConfig
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the key."""
+
+
+@dataclass
+class TinyModelConfig:
+    """The locally built Qwen3-architecture policy of the CPU default (used when ``model.path`` is None)."""
+
+    hidden_size: int = 128
+    """Model width."""
+    num_layers: int = 2
+    """Transformer blocks."""
+    num_heads: int = 4
+    """Attention heads."""
+    num_kv_heads: int = 2
+    """Key/value heads (GQA)."""
+    head_dim: int = 32
+    """Per-head width (>= 32: vLLM's CPU attention)."""
+    vocab_size: int = 512
+    """Upper bound of the locally trained BPE vocabulary."""
+    max_position_embeddings: int = 512
+    """Longest sequence the model supports."""
+    seed: int = 0
+    """Initialisation seed."""
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm start of the tiny policy so RL starts with a pass rate inside (0, 1)."""
+
+    steps: int = 300
+    """Optimizer steps of supervised training on worked solutions (0 disables)."""
+    batch_size: int = 32
+    """Sequences per step."""
+    lr: float = 3e-3
+    """AdamW learning rate."""
+    target_pass_rate: tuple[float, float] = (0.2, 0.8)
+    """Sampled pass rate the warm start aims for; it stops early once inside and reports otherwise."""
+    check_every: int = 50
+    """Steps between pass-rate checks."""
+
+
+@dataclass
+class ModelConfig:
+    """The policy (and frozen reference) and the quality head."""
+
+    path: str | None = None
+    """An HF causal-LM directory; None builds the tiny local policy (``tiny``) with a warm start."""
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    """Architecture of the tiny policy."""
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    """Supervised warm start of the tiny policy."""
+    head_hidden_dim: int = 256
+    """Hidden width of the quality head MLP."""
+    cache_dir: str = "outputs/cache"
+    """Where built tokenizers, tiny models and warm starts are cached."""
+
+    def __post_init__(self) -> None:
+        if self.head_hidden_dim < 1:
+            raise ConfigError(f"model.head_hidden_dim must be >= 1, got {self.head_hidden_dim}")
+
+
+@dataclass
+class DataConfig:
+    """Training and held-out problems."""
+
+    name: str = "arithmetic"
+    """Task adapter: arithmetic | dapo_math | math500 | minerva | olympiadbench | amc23 | aime24 | aime25 | jsonl."""
+    path: str | None = None
+    """Local copy (json, jsonl, parquet or a saved dataset dir); required offline for public datasets."""
+    split: str | None = None
+    """Split of the training source."""
+    heldout_name: str | None = None
+    """Adapter of the held-out set; None uses the held-out split of ``name`` (arithmetic) or skips it."""
+    heldout_path: str | None = None
+    """Local copy of the held-out set."""
+    num_heldout: int = 128
+    """Held-out problems evaluated before and after training (0 disables)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Adapter keyword arguments (e.g. arithmetic difficulty, jsonl field names)."""
+
+
+@dataclass
+class AlgoConfig:
+    """The RLVR algorithm (GRPO or DAPO settings) and its batch shapes."""
+
+    name: str = "grpo"
+    """Label of the preset (grpo | dapo)."""
+    advantage: str = "grpo"
+    """Advantage estimator: grpo | drgrpo."""
+    clip_low: float = 0.2
+    """ε_low of PPO-clip."""
+    clip_high: float = 0.2
+    """ε_high of PPO-clip (DAPO clip-higher: 0.28)."""
+    loss_agg_mode: str = "seq-mean-token-mean"
+    """token-mean (DAPO) | seq-mean-token-mean (GRPO) | seq-mean-token-sum-norm (Dr.GRPO)."""
+    kl_coef: float = 0.0
+    """β of the KL penalty to the frozen reference (0: no reference forward)."""
+    kl_estimator: str = "k3"
+    """k1 | k3."""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose survivors share one reward."""
+    overlong_cache_length: int = 0
+    """DAPO soft overlong penalty window in tokens (0 disables)."""
+    prompts_per_step: int = 16
+    """B: prompts per training step."""
+    group_size: int = 8
+    """G: rollouts per prompt."""
+    max_response_tokens: int = 64
+    """Longest response."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts (log-probs use the same)."""
+    top_p: float = 1.0
+    """Nucleus sampling."""
+    lr: float = 1e-4
+    """Policy learning rate (AdamW)."""
+    head_lr: float = 1e-3
+    """Quality-head learning rate (AdamW)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay of the policy."""
+    grad_clip: float = 1.0
+    """Max gradient norm of the policy (0 disables)."""
+    micro_batch_tokens: int = 4096
+    """Token budget of a re-batched micro-batch (rows × longest sequence)."""
+
+    def __post_init__(self) -> None:
+        if self.advantage not in ADVANTAGE_ESTIMATORS:
+            raise ConfigError(f"algo.advantage={self.advantage!r}; choose one of {ADVANTAGE_ESTIMATORS.names()}")
+        if self.loss_agg_mode not in LOSS_AGG_MODES:
+            raise ConfigError(f"algo.loss_agg_mode={self.loss_agg_mode!r}; choose one of {list(LOSS_AGG_MODES)}")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ConfigError(f"algo.kl_estimator={self.kl_estimator!r}; choose one of {list(KL_ESTIMATORS)}")
+        for key in ("clip_low", "clip_high"):
+            if not 0 <= getattr(self, key) < 1:
+                raise ConfigError(f"algo.{key} must be in [0, 1), got {getattr(self, key)}")
+        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"algo.{key} must be >= 1, got {getattr(self, key)}")
+        if self.group_size < 2:
+            raise ConfigError(f"algo.group_size must be >= 2 (group-relative advantages), got {self.group_size}")
+        if self.temperature <= 0:
+            raise ConfigError(f"algo.temperature must be > 0 for RL sampling, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"algo.top_p must be in (0, 1], got {self.top_p}")
+        if self.lr <= 0 or self.head_lr <= 0:
+            raise ConfigError(f"algo.lr and algo.head_lr must be > 0, got {self.lr}, {self.head_lr}")
+        if not 0 <= self.overlong_cache_length <= self.max_response_tokens:
+            raise ConfigError(
+                f"algo.overlong_cache_length must be in [0, algo.max_response_tokens={self.max_response_tokens}], "
+                f"got {self.overlong_cache_length}"
+            )
+
+
+@dataclass
+class EngineSettings:
+    """The vLLM rollout engine."""
+
+    detect_length: int = 16
+    """L_detect: generated length at which rollouts are scored and pruned (< algo.max_response_tokens)."""
+    dtype: str = "float32"
+    """Engine dtype: float32 (CPU default: exact parity with the trainer) | bfloat16 | float16."""
+    cpu_kv_cache_gib: int = 1
+    """CPU: KV-cache GiB."""
+    gpu_memory_utilization: float = 0.4
+    """GPU: fraction of memory for vLLM (the rest trains)."""
+    enable_sleep_mode: bool = False
+    """GPU: release engine memory during the update."""
+    enforce_eager: bool = True
+    """Skip compilation (fast start)."""
+    max_model_len: int | None = None
+    """Context length; None: longest prompt + algo.max_response_tokens, rounded up."""
+
+
+@dataclass
+class TrainerConfig:
+    """Lightning trainer and run bookkeeping."""
+
+    max_steps: int = 60
+    """Training steps."""
+    accelerator: str = "auto"
+    """cpu | gpu | auto."""
+    devices: int = 1
+    """Devices per node (multi-GPU FSDP: a colocated engine per rank; verified in a later issue)."""
+    strategy: str = "auto"
+    """auto | fsdp."""
+    precision: str = "32-true"
+    """Lightning precision of the policy update (bf16-mixed on GPU)."""
+    seed: int = 0
+    """Global seed."""
+    log_every: int = 1
+    """Steps between scalar logs."""
+    sample_texts: int = 2
+    """Completions logged as text every ``text_every`` steps."""
+    text_every: int = 20
+    """Steps between text samples."""
+    checkpoint_every: int = 20
+    """Steps between checkpoints (the last step always saves)."""
+    eval_temperature: float = 0.0
+    """Held-out decoding temperature (0: greedy)."""
+    resume: str | None = None
+    """A Lightning checkpoint to resume from."""
+    output_dir: str | None = None
+    """Run directory; None uses Hydra's."""
+
+
+@dataclass
+class RunConfig:
+    """One experiment."""
+
+    name: str = "arrol"
+    """Run label (TensorBoard and tables)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    pruning: PruningConfig = field(default_factory=PruningConfig)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
+            raise ConfigError(
+                f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="
+                f"{self.algo.max_response_tokens}, got {self.engine.detect_length}"
+            )
+        if self.trainer.max_steps < 1:
+            raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
+        if self.trainer.strategy not in ("auto", "fsdp", "ddp"):
+            raise ConfigError(f"trainer.strategy={self.trainer.strategy!r}; choose auto | fsdp | ddp")
+        if self.model.path is None and self.data.name != "arithmetic" and self.model.warm_start.steps > 0:
+            raise ConfigError(
+                "model.path is unset, so the tiny local policy is used, but its warm start only knows the built-in "
+                f"arithmetic task (data.name={self.data.name!r}); set model.path or model.warm_start.steps=0"
+            )
+
+
+def load_run_config(cfg: DictConfig | dict) -> RunConfig:
+    """Merge a composed Hydra config onto :class:`RunConfig` and validate it; raises :class:`ConfigError`."""
+    node = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), node)
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise ConfigError(str(exc).splitlines()[0] + f" (key: {getattr(exc, 'full_key', '?')})") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

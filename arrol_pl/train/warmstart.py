@@ -1,0 +1,136 @@
+"""The tiny local policy of the CPU default: tokenizer, model and a short supervised warm start.
+
+Decisions:
+- RL needs groups with mixed outcomes: a random tiny model never writes a correct ``\\boxed{}`` and a
+  fully trained one always does. The warm start trains on worked solutions (loss on the completion
+  and its eos only) and stops at the first check whose *sampled* pass rate (temperature 1, the RL
+  sampling) on training problems lies inside ``target_pass_rate``.
+- Everything is cached under ``model.cache_dir`` by a content key of the task, architecture and
+  warm-start settings, so repeated runs and tests reuse the same directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from arrol_pl.models.tiny import build_tiny_model, build_tokenizer
+from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_examples, tokenizer_corpus
+from arrol_pl.tasks.problem import Problem
+from arrol_pl.tasks.reward import extract_boxed
+from arrol_pl.train.config import ModelConfig
+
+logger = logging.getLogger(__name__)
+
+
+def sampled_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_tokens: int, seed: int = 0) -> float:
+    """Fraction of problems whose sampled (temperature 1) completion boxes the gold answer.
+
+    Exact string match of the boxed integer: the arithmetic golds are integers, and this check runs
+    often during the warm start, where worker-process math-verify would dominate the time.
+    """
+    torch.manual_seed(seed)
+    tokenizer.padding_side = "left"
+    enc = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True, add_special_tokens=False)
+    model.eval()
+    with torch.no_grad():
+        out = model.generate(
+            **enc, do_sample=True, temperature=1.0, top_k=0, max_new_tokens=max_new_tokens,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        )
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return sum(extract_boxed(t) == p.answer for t, p in zip(texts, problems)) / len(problems)
+
+
+def _sft_batch(tokenizer, pairs: Sequence[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids, attention_mask, labels`` with the loss on completion + eos only."""
+    rows, labels = [], []
+    for prompt, completion in pairs:
+        p = tokenizer.encode(prompt, add_special_tokens=False)
+        c = tokenizer.encode(completion, add_special_tokens=False) + [tokenizer.eos_token_id]
+        rows.append(p + c)
+        labels.append([-100] * len(p) + c)
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    lab = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, lb) in enumerate(zip(rows, labels)):
+        ids[i, : len(r)] = torch.tensor(r)
+        lab[i, : len(lb)] = torch.tensor(lb)
+        mask[i, : len(r)] = 1
+    return ids, mask, lab
+
+
+def warm_start(model_dir: Path, out_dir: Path, problems: Sequence[Problem], cfg: ModelConfig, max_new_tokens: int,
+               seed: int) -> dict:
+    """Supervised training of ``model_dir`` on ``problems``; saves to ``out_dir``; returns its report."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    ws = cfg.warm_start
+    pairs = sft_examples(problems)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
+    probe = list(problems[: 64])
+    lo, hi = ws.target_pass_rate
+    history = []
+    rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed)
+    step = 0
+    while step < ws.steps and not lo <= rate <= hi:
+        model.train()
+        for _ in range(ws.check_every):
+            idx = torch.randint(len(pairs), (ws.batch_size,), generator=gen).tolist()
+            ids, mask, labels = _sft_batch(tokenizer, [pairs[i] for i in idx])
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+        rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed + step)
+        history.append({"step": step, "loss": float(loss.detach()), "pass_rate": rate})
+        logger.info("warm start step %d: loss %.3f, sampled pass rate %.2f", step, float(loss), rate)
+    if not lo <= rate <= hi:
+        logger.warning("warm start ended at pass rate %.2f, outside the target %s", rate, (lo, hi))
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    report = {"steps": step, "pass_rate": rate, "target": [lo, hi], "history": history}
+    (out_dir / "warm_start.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def prepare_tiny_policy(cfg: ModelConfig, task_options: dict, max_new_tokens: int, seed: int = 0) -> Path:
+    """Build (or reuse) tokenizer → tiny Qwen3 → warm start; returns the policy directory."""
+    task = ArithmeticConfig(**task_options)
+    cache = Path(cfg.cache_dir)
+    tok_dir = build_tokenizer(tokenizer_corpus(task), cache, vocab_size=cfg.tiny.vocab_size)
+    t = cfg.tiny
+    model_dir = build_tiny_model(
+        tok_dir, cache, hidden_size=t.hidden_size, num_layers=t.num_layers, num_heads=t.num_heads,
+        num_kv_heads=t.num_kv_heads, head_dim=t.head_dim, max_position_embeddings=t.max_position_embeddings,
+        seed=t.seed, initializer_range=0.02,
+    )
+    if cfg.warm_start.steps == 0:
+        return model_dir
+    key = hashlib.sha256(
+        json.dumps([model_dir.name, asdict(task), asdict(cfg.warm_start), max_new_tokens, seed], sort_keys=True).encode()
+    ).hexdigest()[:16]
+    final = cache / f"warm-{key}"
+    if (final / "warm_start.json").exists():
+        return final
+    tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=cache))
+    train, _ = arithmetic_splits(task)
+    warm_start(model_dir, tmp, train, cfg, max_new_tokens, seed)
+    if final.exists():  # a concurrent run finished first
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(final)
+    return final

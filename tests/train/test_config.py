@@ -1,0 +1,61 @@
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from arrol_pl.train.config import ConfigError, load_run_config
+
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
+EXPERIMENTS = sorted(p.stem for p in (Path(CONF) / "exp").glob("*.yaml"))
+
+
+def compose_run(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        cfg = compose("config", overrides=list(overrides))
+    return load_run_config(cfg)
+
+
+def test_default_config_composes_and_validates():
+    run = compose_run()
+    assert run.algo.name == "grpo" and run.pruning.policy == "arrol"
+    assert run.engine.detect_length < run.algo.max_response_tokens
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_every_experiment_composes_and_validates(exp):
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        cfg = compose("config", overrides=[f"+exp={exp}"], return_hydra_config=True)
+        sweep = dict(cfg.hydra.sweeper.params)
+        assert sweep, f"exp={exp} sweeps nothing"
+        # every point of the sweep is a valid run too
+        for key, values in sweep.items():
+            for value in str(values).split(","):
+                point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
+                load_run_config(point)
+    assert EXPERIMENTS == ["ablation_kappa", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning"]
+
+
+def test_algo_presets():
+    dapo = compose_run("algo=dapo")
+    assert (dapo.algo.clip_low, dapo.algo.clip_high) == (0.2, 0.28)
+    assert dapo.algo.loss_agg_mode == "token-mean" and dapo.algo.dynamic_sampling
+
+
+@pytest.mark.parametrize("override,key", [
+    ("pruning.keep_ratio=0", "pruning.keep_ratio"),
+    ("pruning.keep_ratio=1.2", "pruning.keep_ratio"),
+    ("pruning.target_positive_ratio=1.5", "pruning.target_positive_ratio"),
+    ("pruning.p_min=0.9", "pruning.p_min"),
+    ("engine.detect_length=48", "engine.detect_length"),
+    ("engine.detect_length=100", "engine.detect_length"),
+    ("+pruning.kappa=0.5", "pruning.kappa"),
+    ("pruning.policy=greedy", "pruning.policy"),
+    ("algo.advantage=gae", "algo.advantage"),
+    ("algo.group_size=1", "algo.group_size"),
+    ("algo.loss_agg_mode=sum", "algo.loss_agg_mode"),
+    ("algo.group_size=many", "algo.group_size"),
+    ("trainer.strategy=deepspeed", "trainer.strategy"),
+])
+def test_bad_values_name_the_key(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        compose_run(override)
