@@ -7,7 +7,6 @@ The configuration is validated before any model loads; a bad value fails naming 
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path

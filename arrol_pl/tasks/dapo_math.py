@@ -11,17 +11,13 @@ repeated prompts are dropped. ``open-r1/DAPO-Math-17k-Processed`` rows (``prompt
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 from arrol_pl.tasks.problem import (
-    MATH_PROMPT_TEMPLATE,
     BadRowError,
     DatasetSpec,
-    ProblemSet,
     chat_user_content,
     first_field,
-    load_spec,
 )
 
 SPEC = DatasetSpec(
@@ -58,11 +54,3 @@ def question_of(row: Mapping[str, Any]) -> str:
         raise BadRowError(f"empty prompt in field {name!r}")
     return question
 
-
-def load(
-    path: str | os.PathLike | None = None,
-    split: str | None = None,
-    template: str = MATH_PROMPT_TEMPLATE,
-    limit: int | None = None,
-) -> ProblemSet:
-    return load_spec(SPEC, path, split, template, question_of=question_of, limit=limit)

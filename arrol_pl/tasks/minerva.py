@@ -7,17 +7,13 @@ gold is then the solution's last ``\\boxed{}``.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 from arrol_pl.tasks.problem import (
-    MATH_PROMPT_TEMPLATE,
     BadRowError,
     DatasetSpec,
-    ProblemSet,
     answer_field,
     first_field,
-    load_spec,
 )
 from arrol_pl.tasks.reward import extract_boxed
 
@@ -42,11 +38,3 @@ def answer_of(row: Mapping[str, Any]) -> str:
         raise BadRowError("missing answer: no answer field and no \\boxed{} in solution")
     return boxed
 
-
-def load(
-    path: str | os.PathLike | None = None,
-    split: str | None = None,
-    template: str = MATH_PROMPT_TEMPLATE,
-    limit: int | None = None,
-) -> ProblemSet:
-    return load_spec(SPEC, path, split, template, answer_of=answer_of, limit=limit)

@@ -8,10 +8,9 @@ Multiple final answers are joined with ", " (math-verify compares comma lists as
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
-from arrol_pl.tasks.problem import MATH_PROMPT_TEMPLATE, BadRowError, DatasetSpec, ProblemSet, first_field, load_spec
+from arrol_pl.tasks.problem import BadRowError, DatasetSpec, first_field
 
 SPEC = DatasetSpec(
     name="olympiadbench",
@@ -42,11 +41,3 @@ def answer_of(row: Mapping[str, Any]) -> str:
         raise BadRowError(f"empty answer in field {name!r}")
     return ", ".join(answers)
 
-
-def load(
-    path: str | os.PathLike | None = None,
-    split: str | None = None,
-    template: str = MATH_PROMPT_TEMPLATE,
-    limit: int | None = None,
-) -> ProblemSet:
-    return load_spec(SPEC, path, split, template, answer_of=answer_of, limit=limit)

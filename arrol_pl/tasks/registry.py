@@ -23,8 +23,9 @@ ADAPTERS: dict[str, str] = {
     "aime25": "arrol_pl.tasks.aime25",
     "jsonl": "arrol_pl.tasks.jsonl",
 }
-"""Dataset name → adapter module: it exposes ``load(path=None, split=None, ...)``, or only a
-:class:`DatasetSpec` ``SPEC`` when its fields need no unwrapping (loaded by :func:`load_spec`)."""
+"""Dataset name → adapter module: it exposes ``load(path=None, split=None, ...)``, or a
+:class:`DatasetSpec` ``SPEC`` (plus ``question_of`` / ``answer_of`` where a field needs unwrapping),
+loaded by :func:`load_spec`."""
 
 ALIASES = {
     "dapo": "dapo_math",
@@ -58,4 +59,5 @@ def load_problems(name: str, path: str | os.PathLike | None = None, split: str |
     module = importlib.import_module(ADAPTERS[key])
     if hasattr(module, "load"):
         return module.load(path=path, split=split, **kwargs)
-    return load_spec(module.SPEC, path, split, **kwargs)
+    return load_spec(module.SPEC, path, split, question_of=getattr(module, "question_of", None),
+                     answer_of=getattr(module, "answer_of", None), **kwargs)

@@ -3,7 +3,6 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import balance_stats
 from arrol_pl.core.pruning import (
     PrunerParams,
