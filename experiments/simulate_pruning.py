@@ -59,7 +59,7 @@ def main(cfg: DictConfig) -> None:
         }
     wall = time.perf_counter() - t0
 
-    print(f"\nARRoL pruning simulation: simulated pruning loop, κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
+    print(f"\nARRoL pruning simulation: κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
           f"{sc.steps} steps × {sc.num_groups} groups × G={sc.group_size}, "
           f"means after the {config.cold_start_steps}-step cold start")
     header = f"{'policy':<13} {'keep':>6} {'E[ρ̂(1-ρ̂)]':>11} {'zero-adv':>9} {'E[ρ̂]':>7} {'|q-q*|':>7}"

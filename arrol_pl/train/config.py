@@ -135,6 +135,12 @@ class AlgoConfig:
     """Policy learning rate (AdamW)."""
     head_lr: float = 1e-3
     """Quality-head learning rate (AdamW)."""
+    head_steps: int = 8
+    """Head minibatch steps per training step, drawn from the replay window."""
+    head_batch_size: int = 256
+    """Head minibatch size."""
+    head_replay: int = 2048
+    """Labelled detect-time features the head's replay window holds."""
     weight_decay: float = 0.0
     """AdamW weight decay of the policy."""
     grad_clip: float = 1.0
@@ -152,7 +158,8 @@ class AlgoConfig:
         for key in ("clip_low", "clip_high"):
             if not 0 <= getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be in [0, 1), got {getattr(self, key)}")
-        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens"):
+        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens", "head_steps",
+                    "head_batch_size", "head_replay"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be >= 1, got {getattr(self, key)}")
         if self.group_size < 2:
@@ -194,7 +201,7 @@ class EngineSettings:
 class TrainerConfig:
     """Lightning trainer and run bookkeeping."""
 
-    max_steps: int = 60
+    max_steps: int = 300
     """Training steps."""
     accelerator: str = "auto"
     """cpu | gpu | auto."""
@@ -212,7 +219,7 @@ class TrainerConfig:
     """Completions logged as text every ``text_every`` steps."""
     text_every: int = 20
     """Steps between text samples."""
-    checkpoint_every: int = 20
+    checkpoint_every: int = 100
     """Steps between checkpoints (the last step always saves)."""
     eval_temperature: float = 0.0
     """Held-out decoding temperature (0: greedy)."""

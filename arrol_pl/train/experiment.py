@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
                 ) if heldout else (lambda: None)
     before = evaluate()
     t = run.trainer
+    # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     checkpoints = ModelCheckpoint(dirpath=out_dir / "checkpoints", every_n_train_steps=t.checkpoint_every,
                                   save_last=True, save_top_k=-1, filename="step{step:05d}",
                                   auto_insert_metric_name=False)

@@ -4,8 +4,9 @@ each phase in :mod:`.phases`.
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
 kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
 to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with its ``generate`` /
-``sync_weights``). Manual optimisation: one optimizer with a policy group and a head group, one step per
-training step, so ``global_step`` counts training steps.
+``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and steps once per training
+step, so ``global_step`` counts training steps; the head has its own small optimizer, stepped several
+times per training step on a replay window of labelled features, and saved with the checkpoint.
 """
 
 from __future__ import annotations
@@ -36,37 +37,46 @@ class ArrolModule(L.LightningModule):
         self.pad_id = pad_id
         # A list keeps the frozen reference out of state_dict, parameters() and the optimizer.
         self._reference = [reference.eval().requires_grad_(False)] if reference is not None else []
+        self.replay = phases.FeatureReplay(cfg.algo.head_replay)
+        self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.algo.head_lr)
+        self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.history: list[dict[str, float]] = []
         self._fit_started: float | None = None
 
     # ---------------------------------------------------------------- Lightning plumbing
     def configure_optimizers(self):
         a = self.cfg.algo
-        return torch.optim.AdamW(
-            [
-                {"params": self.policy.parameters(), "lr": a.lr, "weight_decay": a.weight_decay},
-                {"params": self.head.parameters(), "lr": a.head_lr, "weight_decay": 0.0},
-            ]
-        )
+        return torch.optim.AdamW(self.policy.parameters(), lr=a.lr, weight_decay=a.weight_decay)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         return batch  # a list of Problems: text, consumed by the engine
 
     def on_train_start(self) -> None:
         self._fit_started = time.perf_counter()
+        self.policy.train()
+        self.head.train()
         if self._reference:
             self._reference[0].to(self.device)
         # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
         self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["arrol"] = {"calibrator": self.calibrator.state_dict(), "history": self.history}
+        checkpoint["arrol"] = {
+            "calibrator": self.calibrator.state_dict(),
+            "replay": self.replay.state_dict(),
+            "head_optimizer": self.head_optimizer.state_dict(),
+            "head_generator": self.head_generator.get_state(),
+            "history": self.history,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("arrol")
         if state is None:
             raise ValueError("checkpoint has no 'arrol' entry (calibrator state): not written by ArrolModule")
         self.calibrator.load_state_dict(state["calibrator"])
+        self.replay.load_state_dict(state["replay"])
+        self.head_optimizer.load_state_dict(state["head_optimizer"])
+        self.head_generator.set_state(state["head_generator"])
         self.history = list(state["history"])
 
     # ---------------------------------------------------------------- one step of Algorithm 1
@@ -94,15 +104,16 @@ class ArrolModule(L.LightningModule):
         reference = self._reference[0] if self._reference else None
         stats = phases.policy_update(self.policy, reference, surv, advantages, rows, algo, self.pad_id,
                                      self.manual_backward, timer)
-        weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else None
-        with timer("head"):
-            head_loss = phases.head_loss(self.head, surv.features, labels, weights)
-            self.manual_backward(head_loss)
+        weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
         with timer("optimizer"):
             if algo.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip)
             opt.step()
         self.calibrator.update(surv.scores, labels, weights)
+        with timer("head"):
+            self.replay.add(surv.features, labels, weights)
+            head_loss = phases.head_update(self.head, self.head_optimizer, self.replay, algo.head_steps,
+                                           algo.head_batch_size, self.head_generator)
         with timer("sync"):
             self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
 
@@ -113,7 +124,7 @@ class ArrolModule(L.LightningModule):
             **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
             **phases.balance_metrics(labels, surv.group_ids),
             **phases.head_metrics(surv.scores, params.posterior(surv.scores) if len(self.calibrator) else None, labels),
-            "head/loss": float(head_loss.detach()),
+            "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},
             **{f"time/{k}": v for k, v in timer.seconds.items()},
             "time/step": time.perf_counter() - step_start,

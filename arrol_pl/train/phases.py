@@ -131,12 +131,57 @@ def policy_update(
             "micro_batches": float(len(batches))}
 
 
-def head_loss(head: QualityHead, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """BCE of the head on detached features; weights normalised to mean 1."""
-    if weights is not None:
-        weights = weights / weights.mean()
+class FeatureReplay:
+    """A sliding window of labelled detect-time features ``(features (N, D), labels (N,), weights (N,))``.
+
+    One RL step yields only B×G×κ labelled features; the head learns from several minibatches drawn
+    from the recent window instead of a single gradient step on the newest ones.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"algo.head_replay must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.features = torch.empty(0)
+        self.labels = torch.empty(0)
+        self.weights = torch.empty(0)
+
+    def __len__(self) -> int:
+        return int(self.labels.numel())
+
+    def add(self, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> None:
+        keep = slice(-self.capacity, None)
+        if len(self) == 0:
+            self.features, self.labels, self.weights = features.float(), labels.float(), weights.float()
+        else:
+            self.features = torch.cat([self.features, features.float()])
+            self.labels = torch.cat([self.labels, labels.float()])
+            self.weights = torch.cat([self.weights, weights.float()])
+        self.features, self.labels, self.weights = self.features[keep], self.labels[keep], self.weights[keep]
+
+    def state_dict(self) -> dict[str, torch.Tensor | int]:
+        return {"capacity": self.capacity, "features": self.features, "labels": self.labels, "weights": self.weights}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.capacity = int(state["capacity"])
+        self.features, self.labels, self.weights = state["features"], state["labels"], state["weights"]
+
+
+def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
+                batch_size: int, generator: torch.Generator) -> float:
+    """``steps`` minibatch BCE steps of the head on the replay window (features are detached: no
+    gradient reaches the policy); weights normalised to mean 1 per minibatch. Returns the mean loss."""
     device = next(head.parameters()).device
-    return head.loss(features.to(device), labels.to(device), None if weights is None else weights.to(device))
+    total = 0.0
+    for _ in range(steps):
+        idx = torch.randint(len(replay), (min(batch_size, len(replay)),), generator=generator)
+        w = replay.weights[idx]
+        loss = head.loss(replay.features[idx].to(device), replay.labels[idx].to(device), (w / w.mean()).to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += float(loss.detach())
+    return total / max(steps, 1)
 
 
 def head_metrics(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor) -> dict[str, float]:
