@@ -12,7 +12,9 @@ What the engine relies on, per supported vLLM version (V1 engine, in-process: ``
 - ``LLMEngine.add_request`` returns the internal request id (external id + random suffix), the id the
   runner and scheduler use; ``abort_request(ids, internal=True)`` frees it in the scheduler;
 - ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` loads HF-named full tensors in place
-  (qkv / gate-up packing handled by the model's ``load_weights``); ``reset_prefix_cache()`` afterwards.
+  (qkv / gate-up packing handled by the model's ``load_weights``); ``reset_prefix_cache()`` afterwards;
+- ``llm_engine.engine_core.shutdown()`` tears the in-process core down (and vLLM's distributed groups),
+  so a later engine in the same process starts clean.
 
 :class:`HiddenStateTap` wraps ``execute_model`` on the runner instance. It is a no-op unless requests are
 registered, and then copies only the rows of registered requests that have generated fewer tokens than
@@ -119,6 +121,16 @@ def reset_prefix_cache(llm_engine: Any) -> None:
     """Drop cached prefix KV (stale after a weight sync); fails if requests are still running."""
     if not llm_engine.reset_prefix_cache():
         raise RuntimeError("reset_prefix_cache refused: requests are still running in the engine")
+
+
+def shutdown(llm_engine: Any) -> None:
+    """Tear the in-process engine core down now (model, KV cache, vLLM's distributed groups).
+
+    Left to the garbage collector, the core's finalizer runs whenever the old engine is collected, which
+    can be in the middle of the next engine's step in the same process (seen in Hydra multiruns:
+    "pipeline model parallel group is not initialized").
+    """
+    llm_engine.engine_core.shutdown()
 
 
 def set_sleep(llm_engine: Any, asleep: bool, level: int = 1) -> None:

@@ -339,6 +339,18 @@ class ArrolEngine:
         self.sync_seconds.append(seconds)
         return seconds
 
+    def close(self) -> None:
+        """Shut the engine down now; a new engine may then start in this process (Hydra multiruns)."""
+        if self.llm.has_unfinished_requests():
+            raise RuntimeError("close called while requests are running")
+        adapter.shutdown(self.llm)
+
+    def __enter__(self) -> "ArrolEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def sleep(self, level: int = 1) -> bool:
         """Free engine memory for training (GPU with ``enable_sleep_mode``); False where unsupported (CPU)."""
         if self.platform != "cuda" or not self.config.enable_sleep_mode:

@@ -221,8 +221,6 @@ class TrainerConfig:
     """Steps between text samples."""
     checkpoint_every: int = 100
     """Steps between checkpoints (the last step always saves)."""
-    eval_temperature: float = 0.0
-    """Held-out decoding temperature (0: greedy)."""
     resume: str | None = None
     """A Lightning checkpoint to resume from."""
     output_dir: str | None = None

@@ -118,7 +118,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     train, heldout = load_splits(run)
     policy_dir = policy_directory(run)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
-    if engine is None:
+    owns_engine = engine is None
+    if owns_engine:
         from arrol_pl.engine import ArrolEngine, EngineConfig
 
         e = run.engine
@@ -160,6 +161,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         export_dir = export_policy(module, tokenizer, out_dir / "export")
     finally:
         reward.close()
+        if owns_engine:  # before the next multirun job starts its own engine in this process
+            engine.close()
     summary = summarise(run, module.history, before, after, time.perf_counter() - t0, {
         "fit_seconds": fit_wall,
         "policy_dir": str(policy_dir),

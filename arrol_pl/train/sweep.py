@@ -37,12 +37,13 @@ def table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[d
     """Markdown table plus the same numbers as records; speedup = baseline s/step ÷ run s/step."""
     base = next((r for r in rows if baseline and baseline in r["overrides"]), None)
     base_sps = base["summary"]["seconds_per_step"] if base else None
+    shared = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
     records = []
     for r in rows:
         s = r["summary"]
         sps = s["seconds_per_step"]
         records.append({
-            "run": " ".join(r["overrides"]) or r["dir"],
+            "run": " ".join(o for o in r["overrides"] if o not in shared) or r["dir"],
             "held-out acc before": s["heldout_accuracy_before"],
             "held-out acc after": s["heldout_accuracy_after"],
             "train acc (last 10)": s["train_accuracy_last10"],
@@ -57,7 +58,8 @@ def table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[d
         cells = ["n/a" if rec[c] is None else fmt.format(rec[c]) for c, fmt in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     note = f"\nspeedup relative to `{baseline}`" if base else ""
-    return "\n".join(lines) + note + "\n", records
+    common = f"\nevery run: `{' '.join(sorted(shared))}`" if shared else ""
+    return "\n".join(lines) + note + common + "\n", records
 
 
 class AggregateSummaries(Callback):

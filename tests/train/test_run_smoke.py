@@ -90,3 +90,17 @@ def test_bad_config_fails_before_any_model_loads(tmp_path):
     assert out.returncode != 0
     assert "pruning.keep_ratio" in out.stderr
     assert not (tmp_path / "cache").exists()  # nothing was built
+
+
+def test_multirun_sweep_writes_one_table(tmp_path):
+    """+exp=grpo_vs_arrol runs two jobs in one process (engines shut down between them) and aggregates."""
+    sweep = tmp_path / "sweep"
+    out = run_script(tmp_path, "+exp=grpo_vs_arrol", "trainer.max_steps=2", f"hydra.sweep.dir={sweep}")
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert len(list(sweep.glob("*/summary.json"))) == 2
+    records = json.loads((sweep / "summary_table.json").read_text())
+    runs = {r["run"]: r for r in records}
+    assert set(runs) == {"pruning=none", "pruning=arrol"}
+    assert runs["pruning=none"]["speedup"] == 1.0
+    assert runs["pruning=none"]["keep ratio"] == 1.0
+    assert "| pruning=arrol |" in (sweep / "summary_table.md").read_text()
