@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def run_script(tmp: Path, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
+def run_script(tmp: Path, *overrides: str, warm: bool = False) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.warm_start.steps={1000 if warm else 0}",
            f"model.cache_dir={tmp / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
            "algo.group_size=4", "pruning.cold_start_steps=1", "trainer.checkpoint_every=2", *overrides]
     return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
@@ -24,7 +24,8 @@ def run_script(tmp: Path, *overrides: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smoke")
-    out = run_script(tmp, "trainer.max_steps=3", f"hydra.run.dir={tmp / 'run'}")
+    # warm-started, so the policy writes real answers for the evaluation test below
+    out = run_script(tmp, "trainer.max_steps=3", f"hydra.run.dir={tmp / 'run'}", warm=True)
     assert out.returncode == 0, out.stderr[-4000:]
     return tmp, out
 
@@ -69,7 +70,8 @@ def test_resume_restores_calibrator_and_step(first_run):
     # every survivor of steps 0 and 1 (GRPO trains on all of them) went into the calibrator, none twice
     assert restored.total_seen == sum(h["policy/trained_rollouts"] for h in ckpt["arrol"]["history"])
 
-    out = run_script(tmp, "trainer.max_steps=3", f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}")
+    out = run_script(tmp, "trainer.max_steps=3", f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}",
+                     warm=True)
     assert out.returncode == 0, out.stderr[-4000:]
     first = json.loads((tmp / "run" / "summary.json").read_text())
     resumed = json.loads((tmp / "resumed" / "summary.json").read_text())
@@ -104,3 +106,53 @@ def test_multirun_sweep_writes_one_table(tmp_path):
     assert runs["pruning=none"]["speedup"] == 1.0
     assert runs["pruning=none"]["keep ratio"] == 1.0
     assert "| pruning=arrol |" in (sweep / "summary_table.md").read_text()
+
+
+@pytest.mark.parametrize("source", ["export", "checkpoint"])
+def test_evaluate_writes_consistent_tables(first_run, source):
+    """experiments/evaluate.py on the trained tiny policy: JSON, Markdown and JSONL agree, and maj@k,
+    the ARRoL vote and pass@k are recomputed from the per-problem records."""
+    tmp, _ = first_run
+    ckpt = tmp / "run" / ("export" if source == "export" else "checkpoints/last.ckpt")
+    out_dir = tmp / f"eval-{source}"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=4", "limit=12",
+         f"hydra.run.dir={out_dir}"], cwd=tmp, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    metrics = json.loads((out_dir / "metrics.json").read_text())["metrics"]["arithmetic"]
+    records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
+    assert len(records) == metrics["problems"] == 12 and metrics["k"] == 4
+
+    from arrol_pl.core.metrics import pass_at_k
+    from arrol_pl.core.voting import arrol_vote, majority_vote
+
+    def voted_correct(r, winner):
+        return winner is not None and any(c for cls, c in zip(r["classes"], r["correct"]) if cls == winner)
+
+    assert sum(a is not None for r in records for a in r["answers"]) > 0, "the warm-started policy gave no answers"
+    maj = sum(voted_correct(r, majority_vote(r["classes"])) for r in records) / len(records)
+    arrol = sum(voted_correct(r, arrol_vote(r["classes"], r["head_scores"])) for r in records) / len(records)
+    avg = sum(sum(r["correct"]) for r in records) / (4 * len(records))
+    passk = sum(pass_at_k(4, sum(r["correct"]), 4) for r in records) / len(records)
+    assert metrics["maj@k"] == pytest.approx(maj)
+    assert metrics["arrol@k"] == pytest.approx(arrol)
+    assert metrics["avg@k"] == pytest.approx(avg) and metrics["pass@k"] == pytest.approx(passk)
+    assert all(len(r["head_scores"]) == 4 and all(math.isfinite(x) for x in r["deepconf"]) for r in records)
+    table = (out_dir / "results.md").read_text()
+    assert f"| majority vote (maj@k) | {100 * maj:.2f} |" in table
+
+
+@pytest.mark.parametrize("override,message", [
+    ("checkpoint=/nonexistent/export", "checkpoint='/nonexistent/export' does not exist"),
+    ("k=0", "k must be >= 1"),
+    ("+datasets.nope.split=test", "datasets.nope: unknown dataset"),
+])
+def test_evaluate_bad_input_is_named(tmp_path, override, message):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "quality_head.pt").write_bytes(b"")
+    args = [f"checkpoint={export}", override] if not override.startswith("checkpoint=") else [override]
+    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), *args,
+                          f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert message in out.stderr

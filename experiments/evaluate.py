@@ -1,0 +1,128 @@
+"""`python experiments/evaluate.py checkpoint=<run>/export [overrides]`: test-time evaluation (Hydra).
+
+Samples k completions per problem with the vLLM engine (no pruning; the quality head scores each
+completion at its end) and writes, under the run directory: metrics.json, results.md (the layout of
+the paper's Tables 1 and 3) and records.jsonl (per problem: answers, classes, correctness, head
+scores, DeepConf confidences, votes), from which every metric can be recomputed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+logger = logging.getLogger("evaluate")
+
+
+def check(cfg: DictConfig) -> None:
+    """Validate before any model loads; messages name the key."""
+    from arrol_pl.core.confidence import TRACE_MODES
+    from arrol_pl.tasks.registry import ALIASES, available
+
+    path = Path(cfg.checkpoint)
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} does not exist")
+    if path.is_dir() and not (path / "quality_head.pt").exists():
+        raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} has no quality_head.pt: pass a run's export/ directory")
+    if cfg.k < 1:
+        raise ValueError(f"k must be >= 1, got {cfg.k}")
+    if cfg.temperature <= 0:
+        raise ValueError(f"temperature must be > 0 (k samples per problem), got {cfg.temperature}")
+    if cfg.deepconf.mode not in TRACE_MODES:
+        raise ValueError(f"deepconf.mode={cfg.deepconf.mode!r}; choose one of {list(TRACE_MODES)}")
+    if not cfg.datasets:
+        raise ValueError("datasets is empty")
+    for name in cfg.datasets:
+        if ALIASES.get(name, name) not in available():
+            raise ValueError(f"datasets.{name}: unknown dataset; choose from {available()}")
+
+
+def resolve_checkpoint(path: Path, scratch: Path):
+    """``(policy_dir, QualityHead)`` from an export dir, or from a Lightning checkpoint of a run."""
+    import torch
+
+    from arrol_pl.core.quality_head import QualityHead
+
+    if path.is_dir():
+        blob = torch.load(path / "quality_head.pt", map_location="cpu")
+        head = QualityHead(blob["input_dim"], blob["hidden_dim"])
+        head.load_state_dict(blob["state_dict"])
+        return path, head
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    summary = path.parent.parent / "summary.json"
+    if not summary.exists():
+        raise FileNotFoundError(f"checkpoint={path}: no {summary} to find the base policy directory")
+    base = json.loads(summary.read_text())["policy_dir"]
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    state = ckpt["state_dict"]
+    policy = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    policy.load_state_dict({k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")})
+    head_state = {k[len("head."):]: v for k, v in state.items() if k.startswith("head.")}
+    head = QualityHead(head_state["fc1.weight"].shape[1], head_state["fc1.weight"].shape[0])
+    head.load_state_dict(head_state)
+    policy.save_pretrained(scratch)
+    AutoTokenizer.from_pretrained(base).save_pretrained(scratch)
+    return scratch, head
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    check(cfg)
+    from transformers import AutoTokenizer
+
+    from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.tasks.registry import load_problems
+    from arrol_pl.tasks.reward import MathReward
+    from arrol_pl.train.evaluation import DeepConfSettings, evaluate_dataset, write_report
+    from arrol_pl.train.experiment import context_length
+
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    problems = {}
+    for name, spec in cfg.datasets.items():
+        options = OmegaConf.to_container(spec.get("options") or {}, resolve=True)
+        loaded = load_problems(name, path=spec.get("path"), split=spec.get("split"), **options)
+        problems[name] = loaded.problems[: cfg.limit] if cfg.limit else loaded.problems
+        if not problems[name]:
+            raise ValueError(f"datasets.{name}: no problems loaded")
+    with tempfile.TemporaryDirectory(prefix="arrol-eval-") as scratch:
+        policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
+        tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+        all_problems = [p for ps in problems.values() for p in ps]
+        e = cfg.engine
+        engine = ArrolEngine(EngineConfig(
+            model=str(policy_dir), dtype=e.dtype, cpu_kv_cache_gib=e.cpu_kv_cache_gib,
+            gpu_memory_utilization=e.gpu_memory_utilization,
+            max_model_len=e.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
+        ), head=head)
+        sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
+        deepconf = DeepConfSettings(**OmegaConf.to_container(cfg.deepconf))
+        try:
+            with MathReward() as reward:
+                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, sampling, deepconf)
+                           for name, ps in problems.items()}
+        finally:
+            engine.close()
+    meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
+            "config": OmegaConf.to_container(cfg, resolve=True)}
+    metrics = write_report(out_dir, records, meta)
+    print((out_dir / "results.md").read_text())
+    print(f"outputs: {out_dir} (metrics.json, results.md, records.jsonl)")
+    for name, m in metrics.items():
+        logger.info("%s: %s", name, m)
+
+
+if __name__ == "__main__":
+    main()
