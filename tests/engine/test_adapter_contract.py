@@ -110,3 +110,17 @@ def test_reload_weights_and_prefix_cache_reset(engine):
     params = inspect.signature(adapter.model_runner(llm).reload_weights).parameters
     assert "weights_iterator" in params
     assert llm.reset_prefix_cache() is True
+
+
+def test_shutdown_entry_point(engine):
+    # adapter.shutdown relies on the in-process core client's shutdown (EngineCore.shutdown tears down
+    # the model, KV cache and distributed groups). Calling it here would break the session engine, so the
+    # contract checks the entry point; tests/train/test_run_smoke.py::test_multirun_sweep_writes_one_table
+    # starts a second engine in one process after closing the first.
+    from vllm.v1.engine.core_client import InprocClient
+
+    core = engine.llm.engine_core
+    assert isinstance(core, InprocClient), type(core)
+    # adapter.shutdown calls it without arguments
+    params = inspect.signature(core.shutdown).parameters.values()
+    assert all(p.default is not inspect.Parameter.empty for p in params), list(params)
