@@ -84,6 +84,7 @@ def main(cfg: DictConfig) -> None:
     from transformers import AutoTokenizer
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward import MathReward
     from arrol_pl.train.evaluation import DeepConfSettings, evaluate_dataset, write_report
@@ -100,6 +101,7 @@ def main(cfg: DictConfig) -> None:
     with tempfile.TemporaryDirectory(prefix="arrol-eval-") as scratch:
         policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
         tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+        problems = {name: render_problems(ps, tokenizer) for name, ps in problems.items()}  # chat models
         all_problems = [p for ps in problems.values() for p in ps]
         e = cfg.engine
         engine = ArrolEngine(EngineConfig(

@@ -259,6 +259,16 @@ class ArrolLLMEngine(LLMEngine):
         adapter.abort_internal(self, to_abort)
 
 
+def _rollout_params(base: SamplingParams, rollout_index: int, logprobs_topk: int | None) -> SamplingParams:
+    """Per-rollout sampling params: streamed deltas, and with ``base.seed`` a seed of its own per rollout."""
+    params = base.clone()
+    params.output_kind = RequestOutputKind.DELTA
+    params.logprobs = logprobs_topk
+    if base.seed is not None:
+        params.seed = (base.seed * 1_000_003 + rollout_index) % (2**31 - 1)
+    return params
+
+
 class ArrolEngine:
     """The rollout backend: ``generate`` with in-engine pruning, ``sync_weights``, ``sleep``/``wake_up``."""
 
@@ -435,11 +445,7 @@ class ArrolEngine:
                 engine_input = adapter.render_token_prompt(self.llm, ids)
                 group = []
                 for g in range(group_size):
-                    params = base.clone()
-                    params.output_kind = RequestOutputKind.DELTA
-                    params.logprobs = logprobs_topk
-                    if base.seed is not None:
-                        params.seed = (base.seed * 1_000_003 + b * group_size + g) % (2**31 - 1)
+                    params = _rollout_params(base, b * group_size + g, logprobs_topk)
                     ext_id = f"arrol-{b}-{g}"
                     internal = self.llm.add_request(ext_id, engine_input, params)
                     tr = _Track(ext_id, internal, b, g, ids, logprobs=[] if gen.want_logprobs else None)
@@ -507,10 +513,7 @@ class ArrolEngine:
             for b, ids in enumerate(prompt_ids):
                 engine_input = adapter.render_token_prompt(self.llm, ids)
                 for g in range(group_size):
-                    params = base.clone()
-                    params.output_kind = RequestOutputKind.DELTA
-                    if base.seed is not None:
-                        params.seed = (base.seed * 1_000_003 + b * group_size + g) % (2**31 - 1)
+                    params = _rollout_params(base, b * group_size + g, None)
                     ext_id = f"stock-{b}-{g}"
                     self.llm.add_request(ext_id, engine_input, params)
                     tokens[ext_id] = []

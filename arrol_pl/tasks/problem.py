@@ -16,6 +16,8 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import os
 from dataclasses import dataclass, field
@@ -87,6 +89,13 @@ def render_prompt(prompt: str, tokenizer: Any = None, system_prompt: str | None 
     if system_prompt:
         messages.insert(0, {"role": "system", "content": system_prompt})
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def render_problems(problems: Sequence[Problem], tokenizer: Any = None) -> list[Problem]:
+    """``problems`` with their prompts passed through :func:`render_prompt` (unchanged without a template)."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return list(problems)
+    return [dataclasses.replace(p, prompt=render_prompt(p.prompt, tokenizer)) for p in problems]
 
 
 # ---------------------------------------------------------------------------------------------

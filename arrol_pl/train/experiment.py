@@ -107,6 +107,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     from lightning.pytorch.loggers import TensorBoardLogger
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
     from arrol_pl.train.data import PromptDataModule
     from arrol_pl.train.module import ArrolModule
@@ -118,6 +119,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     train, heldout = load_splits(run)
     policy_dir = policy_directory(run)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+    train, heldout = render_problems(train, tokenizer), render_problems(heldout, tokenizer)  # chat models
     owns_engine = engine is None
     if owns_engine:
         from arrol_pl.engine import ArrolEngine, EngineConfig

@@ -182,3 +182,18 @@ def test_render_prompt_uses_the_chat_template_only_when_there_is_one():
 def test_template_constant_is_the_papers_instruction():
     assert format_prompt("  1+1?  ") == "1+1?\n" + INSTRUCTION
     assert "{question}" in MATH_PROMPT_TEMPLATE
+
+
+def test_render_problems_applies_a_chat_template_only_when_there_is_one():
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models
+
+    from arrol_pl.tasks.problem import Problem, render_problems
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
+    problems = [Problem("a", "Compute 1 + 1.", "2")]
+    assert render_problems(problems, tok) == problems
+    tok.chat_template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>"
+    rendered = render_problems(problems, tok)
+    assert rendered[0].prompt == "<|user|>Compute 1 + 1.<|assistant|>"
+    assert rendered[0].answer == "2" and rendered[0].id == "a"
