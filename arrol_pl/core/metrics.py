@@ -32,6 +32,11 @@ def mean_accuracy(correct: Sequence[Sequence[bool]]) -> float:
     return sum(sum(map(float, row)) / len(row) for row in correct) / len(correct)
 
 
+def voted_answer_correct(answers: Sequence[Hashable | None], correct: Sequence[bool], winner: Hashable | None) -> bool:
+    """A voted answer is correct when any sample carrying it was judged correct."""
+    return winner is not None and any(c for a, c in zip(answers, correct) if a == winner)
+
+
 def vote_accuracy(
     answers: Sequence[Sequence[Hashable | None]],
     correct: Sequence[Sequence[bool]],
@@ -45,7 +50,7 @@ def vote_accuracy(
     hits = 0.0
     for i, (ans, cor) in enumerate(zip(answers, correct)):
         winner = vote(ans) if weights is None else vote(ans, weights[i])
-        hits += float(winner is not None and any(c for a, c in zip(ans, cor) if a == winner))
+        hits += float(voted_answer_correct(ans, cor, winner))
     return hits / len(answers)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from arrol_pl.core.confidence import token_confidence, trace_confidence
-from arrol_pl.core.metrics import pass_at_k
+from arrol_pl.core.metrics import mean_accuracy, pass_at_k, voted_answer_correct
 from arrol_pl.core.voting import majority_vote, rank_weights, weighted_vote
 
 METRICS = ("avg@k", "pass@k", "maj@k", "deepconf@k", "arrol@k")
@@ -48,16 +48,14 @@ def trace_scores(logprobs: Sequence[dict[int, float]] | None, settings: DeepConf
 
 def vote_record(classes: list[int | None], correct: list[bool], weights_conf: list[float], head_scores: list[float]) -> dict:
     """Votes of one problem and whether each is correct."""
-    def is_correct(winner: int | None) -> bool:
-        return winner is not None and any(c for cls, c in zip(classes, correct) if cls == winner)
-
     conf = [0.0 if math.isnan(w) else w for w in weights_conf]
     votes = {
         "majority": majority_vote(classes),
         "deepconf": weighted_vote(classes, conf),
         "arrol": weighted_vote(classes, rank_weights(head_scores).tolist()),
     }
-    return {"votes": votes, "vote_correct": {name: is_correct(w) for name, w in votes.items()}}
+    return {"votes": votes,
+            "vote_correct": {name: voted_answer_correct(classes, correct, w) for name, w in votes.items()}}
 
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -67,7 +65,7 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, float]:
     return {
         "problems": n,
         "k": k,
-        "avg@k": sum(sum(r["correct"]) / k for r in records) / n,
+        "avg@k": mean_accuracy([r["correct"] for r in records]),
         "pass@k": sum(pass_at_k(k, sum(r["correct"]), k) for r in records) / n,
         "maj@k": sum(r["vote_correct"]["majority"] for r in records) / n,
         "deepconf@k": sum(r["vote_correct"]["deepconf"] for r in records) / n,

@@ -123,11 +123,11 @@ def test_evaluate_writes_consistent_tables(first_run, source):
     records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
     assert len(records) == metrics["problems"] == 12 and metrics["k"] == 4
 
-    from arrol_pl.core.metrics import pass_at_k
+    from arrol_pl.core.metrics import pass_at_k, voted_answer_correct
     from arrol_pl.core.voting import arrol_vote, majority_vote
 
     def voted_correct(r, winner):
-        return winner is not None and any(c for cls, c in zip(r["classes"], r["correct"]) if cls == winner)
+        return voted_answer_correct(r["classes"], r["correct"], winner)
 
     assert sum(a is not None for r in records for a in r["answers"]) > 0, "the warm-started policy gave no answers"
     maj = sum(voted_correct(r, majority_vote(r["classes"])) for r in records) / len(records)
