@@ -146,6 +146,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     t = run.trainer
     # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+    # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
+    warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
     checkpoints = ModelCheckpoint(dirpath=out_dir / "checkpoints", every_n_train_steps=t.checkpoint_every,
                                   save_last=True, save_top_k=-1, filename="step{step:05d}",
                                   auto_insert_metric_name=False)

@@ -29,7 +29,7 @@ class ArrolModule(L.LightningModule):
         super().__init__()
         self.automatic_optimization = False
         self.cfg = cfg
-        self.policy = policy
+        self.policy = policy.train()  # from_pretrained returns eval mode; Lightning warns before on_train_start
         self.head = QualityHead(policy.config.hidden_size, cfg.model.head_hidden_dim)
         self.calibrator = cfg.pruning.make_calibrator()
         self.engine = engine

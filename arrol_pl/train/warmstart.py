@@ -97,7 +97,7 @@ def warm_start(model_dir: Path, out_dir: Path, problems: Sequence[Problem], cfg:
             step += 1
         rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed + step)
         history.append({"step": step, "loss": float(loss.detach()), "pass_rate": rate})
-        logger.info("warm start step %d: loss %.3f, sampled pass rate %.2f", step, float(loss), rate)
+        logger.info("warm start step %d: loss %.3f, sampled pass rate %.2f", step, float(loss.detach()), rate)
     if not lo <= rate <= hi:
         logger.warning("warm start ended at pass rate %.2f, outside the target %s", rate, (lo, hi))
     model.save_pretrained(out_dir, safe_serialization=True)
