@@ -27,7 +27,7 @@ logger = logging.getLogger("evaluate")
 def check(cfg: DictConfig) -> None:
     """Validate before any model loads; messages name the key."""
     from arrol_pl.core.confidence import TRACE_MODES
-    from arrol_pl.tasks.registry import ALIASES, available
+    from arrol_pl.tasks.registry import canonical_name
 
     path = Path(cfg.checkpoint)
     if not path.exists():
@@ -43,8 +43,10 @@ def check(cfg: DictConfig) -> None:
     if not cfg.datasets:
         raise ValueError("datasets is empty")
     for name in cfg.datasets:
-        if ALIASES.get(name, name) not in available():
-            raise ValueError(f"datasets.{name}: unknown dataset; choose from {available()}")
+        try:
+            canonical_name(name)
+        except ValueError as exc:
+            raise ValueError(f"datasets.{name}: {exc}") from None
 
 
 def resolve_checkpoint(path: Path, scratch: Path):

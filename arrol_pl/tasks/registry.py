@@ -47,16 +47,21 @@ def available() -> list[str]:
     return sorted(ADAPTERS)
 
 
+def canonical_name(name: str) -> str:
+    """The adapter key of ``name`` (aliases and case folded); ValueError naming the choices if unknown."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in ADAPTERS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(available())}")
+    return key
+
+
 def load_problems(name: str, path: str | os.PathLike | None = None, split: str | None = None, **kwargs: Any) -> ProblemSet:
     """The problems of dataset ``name`` from ``path`` (local copy) or its hub id.
 
     ``kwargs`` go to the adapter: ``template``, ``limit``; the field names and ``hub_id`` of
     ``jsonl``; the difficulty of ``arithmetic`` (see :class:`ArithmeticConfig`).
     """
-    key = ALIASES.get(name.lower(), name.lower())
-    if key not in ADAPTERS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(available())}")
-    module = importlib.import_module(ADAPTERS[key])
+    module = importlib.import_module(ADAPTERS[canonical_name(name)])
     if hasattr(module, "load"):
         return module.load(path=path, split=split, **kwargs)
     return load_spec(module.SPEC, path, split, question_of=getattr(module, "question_of", None),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 import time
 import warnings
@@ -19,13 +18,12 @@ import torch
 
 from arrol_pl.train.config import RunConfig
 
-logger = logging.getLogger(__name__)
 
 SUMMARY_PHASES = ("generation", "reward", "ref_logprob", "update", "head", "optimizer", "sync", "step")
 
 
 def load_splits(run: RunConfig) -> tuple[list, list]:
-    """Training and held-out problems; bad rows are skipped and counted by the adapters."""
+    """Training and held-out problems; bad rows are skipped, counted and logged with their ids by the adapters."""
     from arrol_pl.tasks.registry import load_problems
 
     d = run.data
@@ -36,9 +34,6 @@ def load_splits(run: RunConfig) -> tuple[list, list]:
         heldout = load_problems("arithmetic", split="heldout", **d.options).problems
     else:
         heldout = []
-    for ps in (train,):
-        if ps.skipped:
-            logger.warning("%s: skipped %d bad rows (first: %s)", ps.name, len(ps.skipped), ps.skipped[0])
     return train.problems, heldout[: d.num_heldout]
 
 
