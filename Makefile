@@ -1,11 +1,12 @@
 # `make run` runs the default experiment, `make test` the test suite; both build .venv first if needed.
 #   make run ARGS="+exp=ablation_kappa"      make test PYTEST_ARGS="tests/core -x"
+# `make results` reruns the paper measurements (about 25 min on 2 CPU cores) and rewrites docs/results.md.
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 PY := .venv/bin/python
 
-.PHONY: setup run test
+.PHONY: setup run test results
 setup:
 	@bash scripts/setup_env.sh
 
@@ -14,3 +15,6 @@ run: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+results: setup
+	$(PY) experiments/reproduce.py $(ARGS)

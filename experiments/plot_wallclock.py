@@ -2,9 +2,10 @@
 
     python experiments/plot_wallclock.py outputs/runs/<grpo run> outputs/runs/<arrol run> -o wallclock.png
 
-Each argument is a run directory (holding ``tb/``) or a TensorBoard log directory. The x axis is seconds
-since the run's first logged step, from the events' own wall times; the y axis a scalar tag
-(default ``reward/accuracy``), smoothed with an exponential moving average.
+Each argument is a run directory or a TensorBoard log directory. The x axis is training seconds: the
+run's ``time/wall`` per step (held-out evaluations excluded) when it has ``history.jsonl``, else the
+events' own wall times; the y axis a scalar tag (default ``reward/accuracy``; ``heldout/accuracy`` with
+``trainer.eval_every``), smoothed with an exponential moving average (``--smooth 0``: none).
 """
 
 from __future__ import annotations
@@ -14,7 +15,28 @@ import json
 from pathlib import Path
 
 
+BEFORE = {"heldout/accuracy": "heldout_accuracy_before", "heldout/greedy_accuracy": "heldout_greedy_accuracy_before"}
+"""Held-out tags → the summary key of their value before training (the curve's point at 0 s)."""
+
+
 def load_curve(run: Path, tag: str) -> tuple[list[float], list[float]]:
+    """``(seconds, values)`` of ``tag``: from the run's ``history.jsonl`` when it has one (x = ``time/wall``,
+    training time without the held-out evaluations), else from TensorBoard events' wall times."""
+    history = run / "history.jsonl"
+    if history.exists():
+        rows = [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
+        points = [(h["time/wall"], h[tag]) for h in rows if tag in h]
+        if not points:
+            raise KeyError(f"{history} has no {tag!r}; it has {sorted(rows[-1]) if rows else []}")
+        summary = run / "summary.json"
+        before = json.loads(summary.read_text()).get(BEFORE.get(tag, ""), None) if summary.exists() else None
+        if before is not None:
+            points.insert(0, (0.0, before))
+        return [p[0] for p in points], [p[1] for p in points]
+    return load_events(run, tag)
+
+
+def load_events(run: Path, tag: str) -> tuple[list[float], list[float]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logdir = run / "tb" if (run / "tb").is_dir() else run

@@ -195,6 +195,8 @@ class EngineSettings:
     """Skip compilation (fast start)."""
     max_model_len: int | None = None
     """Context length; None: longest prompt + algo.max_response_tokens, rounded up."""
+    max_num_seqs: int = 256
+    """Most rollouts decoded at once; fewer than B×G models KV-memory-bound concurrency (long responses)."""
 
 
 @dataclass
@@ -219,6 +221,9 @@ class TrainerConfig:
     """Completions logged as text every ``text_every`` steps."""
     text_every: int = 20
     """Steps between text samples."""
+    eval_every: int = 0
+    """Steps between held-out evaluations during training (0: before and after only); their seconds are
+    left out of ``time/wall``, the x axis of the wall-clock plots."""
     checkpoint_every: int = 100
     """Steps between checkpoints (the last step always saves)."""
     resume: str | None = None
@@ -246,6 +251,10 @@ class RunConfig:
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="
                 f"{self.algo.max_response_tokens}, got {self.engine.detect_length}"
             )
+        if self.trainer.eval_every < 0:
+            raise ConfigError(f"trainer.eval_every must be >= 0, got {self.trainer.eval_every}")
+        if self.engine.max_num_seqs < 1:
+            raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.engine.max_num_seqs}")
         if self.trainer.max_steps < 1:
             raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
         if self.trainer.strategy not in ("auto", "fsdp", "ddp"):

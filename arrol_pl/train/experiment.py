@@ -53,6 +53,20 @@ def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
     return int(math.ceil((longest + max_response_tokens + 1) / 64) * 64)
 
 
+def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
+    """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``."""
+    from arrol_pl.engine import ArrolEngine, EngineConfig
+
+    e = run.engine
+    return ArrolEngine(EngineConfig(
+        model=str(policy_dir), dtype=e.dtype, seed=run.trainer.seed, enforce_eager=e.enforce_eager,
+        max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
+        cpu_kv_cache_gib=e.cpu_kv_cache_gib, gpu_memory_utilization=e.gpu_memory_utilization,
+        enable_sleep_mode=e.enable_sleep_mode, head_hidden_dim=run.model.head_hidden_dim,
+        max_num_seqs=e.max_num_seqs,
+    ))
+
+
 def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:
     values = [h[key] for h in history[start:] if key in h and math.isfinite(h[key])]
     return sum(values) / len(values) if values else None
@@ -73,6 +87,10 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         "keep_ratio_mean": mean_after(history, "pruning/keep_ratio", start),
         "head_accuracy_after_cold_start": mean_after(history, "head/accuracy", start),
         "head_auc_after_cold_start": mean_after(history, "head/auc", start),
+        "head_spearman_after_cold_start": mean_after(history, "head/spearman", start),
+        "head_calibration_error_after_cold_start": mean_after(history, "head/calibration_error", start),
+        "positive_ratio_mean": mean_after(history, "balance/positive_ratio", start),
+        "rho_1_minus_rho_mean": mean_after(history, "balance/rho_1_minus_rho", start),
         "zero_advantage_fraction": mean_after(history, "balance/zero_advantage_fraction", start),
         "seconds_per_phase": {p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
         "seconds_per_step": mean_after(history, "time/step", start),
@@ -105,7 +123,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
     from arrol_pl.train.data import PromptDataModule
-    from arrol_pl.train.module import ArrolModule
+    from arrol_pl.train.module import ArrolModule, HeldoutEvaluation, heldout_metrics
     from arrol_pl.train.phases import evaluate_heldout
 
     t0 = time.perf_counter()
@@ -117,15 +135,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     train, heldout = render_problems(train, tokenizer), render_problems(heldout, tokenizer)  # chat models
     owns_engine = engine is None
     if owns_engine:
-        from arrol_pl.engine import ArrolEngine, EngineConfig
-
-        e = run.engine
-        engine = ArrolEngine(EngineConfig(
-            model=str(policy_dir), dtype=e.dtype, seed=run.trainer.seed, enforce_eager=e.enforce_eager,
-            max_model_len=e.max_model_len or context_length(tokenizer, train + heldout, run.algo.max_response_tokens),
-            cpu_kv_cache_gib=e.cpu_kv_cache_gib, gpu_memory_utilization=e.gpu_memory_utilization,
-            enable_sleep_mode=e.enable_sleep_mode, head_hidden_dim=run.model.head_hidden_dim,
-        ))
+        engine = build_engine(run, policy_dir, tokenizer, train + heldout)
     policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
     reference = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32) if run.algo.kl_coef > 0 else None
     a = run.algo
@@ -149,7 +159,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     trainer = L.Trainer(
         max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
         precision=t.precision, logger=TensorBoardLogger(str(out_dir), name="tb", version=""),
-        callbacks=[checkpoints], log_every_n_steps=t.log_every, num_sanity_val_steps=0,
+        callbacks=[checkpoints] + ([HeldoutEvaluation(t.eval_every, evaluate)] if t.eval_every and heldout else []),
+        log_every_n_steps=t.log_every, num_sanity_val_steps=0,
         limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
     )
     fit_start = time.perf_counter()
@@ -157,6 +168,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         trainer.fit(module, datamodule=PromptDataModule(train, a.prompts_per_step, t.seed), ckpt_path=t.resume)
         fit_wall = time.perf_counter() - fit_start
         after = evaluate()
+        if after is not None and module.history:  # the last point of the held-out curve
+            module.history[-1].update(heldout_metrics(after))
+            if trainer.logger is not None:
+                trainer.logger.log_metrics(heldout_metrics(after), step=int(module.history[-1]["step"]))
         export_dir = export_policy(module, tokenizer, out_dir / "export")
     finally:
         reward.close()
@@ -171,4 +186,6 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         "overrides": overrides or [],
     })
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    # Every step's metrics, one JSON object per line: what benchmark and results scripts read.
+    (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in module.history))
     return summary

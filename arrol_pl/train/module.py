@@ -42,6 +42,8 @@ class ArrolModule(L.LightningModule):
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.history: list[dict[str, float]] = []
         self._fit_started: float | None = None
+        self.paused_seconds = 0.0
+        """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
 
     # ---------------------------------------------------------------- Lightning plumbing
     def configure_optimizers(self):
@@ -128,7 +130,7 @@ class ArrolModule(L.LightningModule):
             **{f"policy/{k}": v for k, v in stats.items()},
             **{f"time/{k}": v for k, v in timer.seconds.items()},
             "time/step": time.perf_counter() - step_start,
-            "time/wall": time.perf_counter() - (self._fit_started or step_start),
+            "time/wall": time.perf_counter() - (self._fit_started or step_start) - self.paused_seconds,
             "pruning/delta": params.delta,
         }
         self.history.append({"step": float(step), **metrics})
@@ -140,3 +142,31 @@ class ArrolModule(L.LightningModule):
             lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
             self.logger.experiment.add_text("samples", "\n\n".join(lines), step)
+
+
+class HeldoutEvaluation(L.Callback):
+    """Held-out accuracy every ``every`` steps, for accuracy-vs-wall-clock curves (paper Fig. 4).
+
+    ``evaluate()`` runs on the engine's weights, which the step has just synced. Its seconds are added to
+    the module's ``paused_seconds`` so ``time/wall`` stays training time. The last step is left to the
+    caller's final evaluation.
+    """
+
+    def __init__(self, every: int, evaluate) -> None:
+        self.every = every
+        self.evaluate = evaluate
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every or step >= trainer.max_steps or not pl_module.history:
+            return
+        start = time.perf_counter()
+        metrics = heldout_metrics(self.evaluate())
+        pl_module.paused_seconds += time.perf_counter() - start
+        pl_module.history[-1].update(metrics)
+        if trainer.logger is not None:
+            trainer.logger.log_metrics(metrics, step=int(pl_module.history[-1]["step"]))
+
+
+def heldout_metrics(result) -> dict[str, float]:
+    return {"heldout/accuracy": result.accuracy, "heldout/greedy_accuracy": result.greedy_accuracy}

@@ -21,18 +21,37 @@ def test_default_config_composes_and_validates():
     assert run.engine.detect_length < run.algo.max_response_tokens
 
 
+SINGLE_RUN = {"bench_phases"}
+"""Presets that configure one run (read by a benchmark script) rather than a sweep."""
+
+
 @pytest.mark.parametrize("exp", EXPERIMENTS)
 def test_every_experiment_composes_and_validates(exp):
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose("config", overrides=[f"+exp={exp}"], return_hydra_config=True)
-        sweep = dict(cfg.hydra.sweeper.params)
-        assert sweep, f"exp={exp} sweeps nothing"
+        load_run_config(compose("config", overrides=[f"+exp={exp}"]))
+        sweep = dict(cfg.hydra.sweeper.params or {})
+        assert bool(sweep) != (exp in SINGLE_RUN), f"exp={exp}: sweep {sweep}"
         # every point of the sweep is a valid run too
         for key, values in sweep.items():
             for value in str(values).split(","):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
-    assert EXPERIMENTS == ["ablation_kappa", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning"]
+    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning"]
+
+
+def test_bench_preset_is_the_long_response_setting():
+    run = compose_run("+exp=bench_phases")
+    assert run.data.options["min_operands"] >= 8 and run.algo.max_response_tokens == 128
+    assert run.engine.detect_length * 16 == run.algo.max_response_tokens  # the paper's 512 of 8192
+    assert run.engine.max_num_seqs < run.algo.prompts_per_step * run.algo.group_size
+    assert run.algo.kl_coef > 0  # a reference log-prob phase, as in Table 5
+
+
+def test_group_balance_preset():
+    run = compose_run("pruning=arrol_group")
+    assert run.pruning.policy == "arrol" and run.pruning.balance_target == "group"
+    assert run.pruning.keep_ratio == compose_run().pruning.keep_ratio
 
 
 def test_algo_presets():
@@ -55,6 +74,8 @@ def test_algo_presets():
     ("algo.loss_agg_mode=sum", "algo.loss_agg_mode"),
     ("algo.group_size=many", "algo.group_size"),
     ("trainer.strategy=deepspeed", "trainer.strategy"),
+    ("trainer.eval_every=-1", "trainer.eval_every"),
+    ("engine.max_num_seqs=0", "engine.max_num_seqs"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

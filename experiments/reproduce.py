@@ -1,0 +1,137 @@
+"""Run every paper measurement of issue 6 in one go, then write ``docs/results.md`` from the outputs.
+
+    python experiments/reproduce.py                      # the CPU default set (under 30 min on 2 cores)
+    python experiments/reproduce.py --only voting page   # redo some parts; the others are reused
+    python experiments/reproduce.py --out outputs/results/gpu -- model=hf model.path=/models/Qwen3-1.7B-Base
+
+Parts, in order; each is the public script a user would run, as a subprocess with its log under
+``<out>/logs/``:
+
+- ``phases``    experiments/bench_phases.py: Table 5, GRPO vs ARRoL κ = 0.5 / 0.25, same prompts and weights;
+- ``kappa``     experiments/run.py +exp=ablation_kappa: Table 6 and the runs behind Fig. 4;
+- ``balance``   experiments/run.py +exp=random_pruning, without the κ = 0.5 global-δ job ``kappa`` already ran: Table 4;
+- ``head``      experiments/head_quality.py on the κ = 0.5 run's policy: Fig. 2(b–d);
+- ``voting``    experiments/evaluate.py k = 32 on the κ = 0.5 run's export: Table 3;
+- ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;
+- ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
+
+Hydra overrides after ``--`` go to every training part (``phases``, ``kappa``, ``balance``); ``--head-args``
+and ``--vote-args`` point the probe and the votes at other data (real models: the held-out sets). A part that
+fails stops the set with its log's tail; the parts already done stay on disk and ``--only`` resumes.
+``manifest.json`` records each part's command, exit status and wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "page")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=ROOT / "outputs" / "results" / "default")
+    p.add_argument("--only", nargs="+", choices=PARTS, default=None, help="run these parts only")
+    p.add_argument("--page", type=Path, default=ROOT / "docs" / "results.md", help="where the page goes")
+    p.add_argument("--quick", action="store_true",
+                   help="a few steps per part on the default task (the test suite's smoke run; figures meaningless)")
+    p.add_argument("--vote-k", type=int, default=32, help="samples per problem for the voting table")
+    p.add_argument("--head-args", default="", help="extra arguments of head_quality.py, e.g. "
+                   "'--dataset math500 --data-path /data/math500.jsonl --max-tokens 8192'")
+    p.add_argument("--vote-args", default="", help="extra Hydra overrides of evaluate.py, e.g. "
+                   "'~datasets.arithmetic +datasets.amc23.path=/data/amc23.jsonl max_tokens=8192'")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides for the training parts")
+    args = p.parse_args(argv)
+    if args.vote_k < 1:
+        p.error(f"--vote-k must be >= 1, got {args.vote_k}")
+    return args
+
+
+def find_run(sweep_dir: Path, **match) -> Path:
+    """The job directory of a sweep whose summary's ``config.pruning`` has the ``match`` values."""
+    for summary in sorted(sweep_dir.glob("*/summary.json")):
+        pruning = json.loads(summary.read_text())["config"]["pruning"]
+        if all(pruning.get(k) == v for k, v in match.items()):
+            return summary.parent
+    raise FileNotFoundError(f"no run under {sweep_dir} with pruning {match}: run the part that makes it first")
+
+
+def commands(args: argparse.Namespace) -> dict[str, list[str]]:
+    """Part → argv, resolved lazily by the caller (later parts read earlier parts' outputs)."""
+    py, out, ov = sys.executable, args.out, list(args.overrides)
+    quick_train = ["trainer.max_steps=4", "trainer.eval_every=2", "pruning.cold_start_steps=1", "data.num_heldout=8"] if args.quick else []
+    phases = [py, "experiments/bench_phases.py", "--out", str(out / "phases")]
+    if args.quick:
+        phases += ["--preset", "", "--warmup", "1", "--steps", "1", "--rounds", "1"]
+    return {
+        "phases": phases + ["--", *ov],
+        "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train],
+        "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=arrol_group,random",
+                    f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
+    }
+
+
+def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
+    py, out = sys.executable, args.out
+    arrol = find_run(out / "kappa", keep_ratio=0.5)
+    grpo = find_run(out / "kappa", keep_ratio=1.0)
+    quick_eval = ["limit=8"] if args.quick else []
+    head = [py, "experiments/head_quality.py", "--policy", str(arrol / "export"), "--out", str(out / "head"),
+            *shlex.split(args.head_args)]
+    if args.quick:
+        head += ["--limit", "16", "--samples", "2"]
+    return {
+        "head": head,
+        "voting": [py, "experiments/evaluate.py", f"checkpoint={arrol / 'export'}", f"k={args.vote_k}",
+                   f"hydra.run.dir={out / 'voting'}", *quick_eval, *shlex.split(args.vote_args)],
+        "wallclock": [py, "experiments/plot_wallclock.py", str(grpo), str(arrol), "-o", str(out / "wallclock.png"),
+                      "--labels", "GRPO (κ=1)", "ARRoL (κ=0.5)", "--tag", "heldout/accuracy", "--smooth", "0"],
+        "page": [py, "experiments/write_results.py", str(out), "-o", str(args.page)],
+    }
+
+
+def run_part(name: str, argv: list[str], out: Path, manifest: dict) -> None:
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{name}.log"
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(argv[1:])}", flush=True)
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        rc = subprocess.run(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=os.environ.copy()).returncode
+    seconds = time.perf_counter() - t0
+    manifest["parts"][name] = {"command": " ".join(argv[1:]), "returncode": rc, "seconds": round(seconds, 1),
+                               "log": str(log), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    print(f"    {seconds:.0f} s, exit {rc}", flush=True)
+    if rc != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise SystemExit(f"part {name!r} failed (exit {rc}); the parts before it are kept. Log {log}:\n{tail}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    manifest_path = args.out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"parts": {}}
+    manifest.update({"quick": args.quick, "overrides": args.overrides})
+    parts = args.only or list(PARTS)
+    early = commands(args)
+    for name in PARTS:
+        if name not in parts:
+            continue
+        argv_ = early[name] if name in early else late_commands(args)[name]
+        run_part(name, argv_, args.out, manifest)
+    total = sum(p["seconds"] for k, p in manifest["parts"].items() if k != "page")
+    print(f"measurement parts: {total / 60:.1f} min in total; page: {args.page}")
+
+
+if __name__ == "__main__":
+    main()

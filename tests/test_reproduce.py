@@ -1,0 +1,43 @@
+"""The whole measurement set end to end in its quick mode: every part's script runs for real (a few steps
+each on the default task) and the results page is built from what they wrote."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [pytest.mark.slow, pytest.mark.engine]
+
+
+def test_reproduce_quick_builds_every_section(tmp_path: Path):
+    out, page = tmp_path / "results", tmp_path / "docs" / "results.md"
+    proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--out", str(out), "--page", str(page)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert set(manifest["parts"]) == {"phases", "kappa", "balance", "head", "voting", "wallclock", "page"}
+    assert all(p["returncode"] == 0 for p in manifest["parts"].values())
+
+    phases = json.loads((out / "phases" / "phases.json").read_text())
+    assert set(phases["arms"]) == {"1", "0.5", "0.25"}
+    for arm in phases["arms"].values():  # real steps were timed and counted
+        assert arm["medians"]["step"] > 0 and arm["medians"]["generated_tokens"] > 0
+    grpo, half = phases["arms"]["1"]["medians"], phases["arms"]["0.5"]["medians"]
+    assert grpo["keep_ratio"] == 1.0 and half["trained_tokens"] < grpo["trained_tokens"]
+
+    assert len(list((out / "kappa").glob("*/summary.json"))) == 4
+    assert len(list((out / "balance").glob("*/summary.json"))) == 2  # the κ = 0.5 global job is not rerun
+    assert json.loads((out / "voting" / "metrics.json").read_text())["k"] == 32
+    assert (out / "wallclock.png").stat().st_size > 1000
+
+    text = page.read_text()
+    for n in range(1, 7):
+        assert f"## {n}." in text
+    assert "Not run" not in text and "not run" not in text.split("## 1.")[0]
+    assert "Quick smoke run" in text
+    assert (page.parent / "figures" / "wallclock.png").exists()
+    assert (page.parent / "figures" / "head_quality.png").exists()

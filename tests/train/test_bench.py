@@ -1,0 +1,62 @@
+"""Phase-decomposition arithmetic of experiments/bench_phases.py (arrol_pl.train.bench)."""
+
+import json
+import math
+
+import pytest
+
+from arrol_pl.train import bench
+
+
+def step(gen, ref, update, opt=0.0, reward=0.01, head=0.01, sync=0.01, extra=0.0, tokens=1000, trained=900, keep=1.0):
+    total = gen + ref + update + opt + reward + head + sync + extra
+    return {"time/generation": gen, "time/ref_logprob": ref, "time/update": update, "time/optimizer": opt,
+            "time/reward": reward, "time/head": head, "time/sync": sync, "time/step": total,
+            "tokens/generated": tokens, "policy/trained_tokens": trained, "pruning/keep_ratio": keep,
+            "reward/accuracy": 0.3}
+
+
+def test_medians_skip_warmup_and_sum_timers():
+    history = [step(100.0, 1, 1)] * 2 + [step(2.0, 0.5, 1.0, opt=0.25), step(4.0, 0.5, 1.0, opt=0.25),
+                                         step(3.0, 0.5, 1.0, opt=0.25, extra=0.1)]
+    m = bench.step_medians(history, warmup=2)
+    assert m["generation"] == 3.0  # the warm-up's 100 s steps are not counted
+    assert m["update"] == pytest.approx(1.25)  # update + optimizer
+    assert m["log-prob"] == 0.5 and m["steps"] == 3
+    assert m["other"] == pytest.approx(0.1)  # the median step is the one with 0.1 s outside the timers
+    with pytest.raises(ValueError, match="warmup=5"):
+        bench.step_medians(history, warmup=5)
+
+
+def test_diagnose_names_the_phase_that_holds_back():
+    base = bench.step_medians([step(6.0, 1.0, 3.0, tokens=1000, trained=1000)], 0)
+    fast = bench.step_medians([step(3.0, 0.5, 1.5, tokens=500, trained=500, keep=0.5)], 0)
+    d = bench.diagnose(base, fast, goal=1.8)
+    assert d["met"] and d["end_to_end"] == pytest.approx(base["step"] / fast["step"])
+    assert d["generation_gap"] == pytest.approx(0.0)
+    slow_gen = bench.step_medians([step(5.0, 0.5, 1.5, tokens=500, trained=500, keep=0.5)], 0)
+    d = bench.diagnose(base, slow_gen, goal=1.8)
+    assert not d["met"] and d["holding_back"] == "generation"
+    assert d["holding_back_ratio"] == pytest.approx(6.0 / 5.0) and d["holding_back_limit"] == pytest.approx(2.0)
+    assert d["generation_gap"] == pytest.approx(1.2 / 2.0 - 1)
+    text = bench.diagnosis_text(d, "ARRoL (κ=0.5)")
+    assert "short" in text and "generation holds it back" in text
+
+
+def test_table_and_json_history(tmp_path):
+    base = bench.step_medians([step(6.0, 1.0, 3.0)], 0)
+    arm = bench.step_medians([step(3.0, 0.5, 1.5, tokens=500, trained=450, keep=0.5)], 0)
+    table = bench.markdown_table([("GRPO", base), ("ARRoL", arm)], base)
+    lines = table.splitlines()
+    assert len(lines) == 4 and "(2.00×)" in lines[3] and "(2.00×)" not in lines[2]
+    rows = [step(1.0, 0.1, 0.2), step(2.0, 0.1, 0.2)]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert bench.read_history(tmp_path) == rows
+    with pytest.raises(FileNotFoundError, match="history.jsonl"):
+        bench.read_history(tmp_path / "missing")
+
+
+def test_ratios_of_a_zero_phase_are_nan():
+    base = bench.step_medians([step(6.0, 0.0, 3.0)], 0)
+    r = bench.ratios(base, base)
+    assert math.isnan(r["log-prob"]) and r["step"] == 1.0

@@ -1,0 +1,179 @@
+"""The offline quality-head probe (arrol_pl/train/probe.py): positions, eligibility, the split, the probe itself."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from arrol_pl.core.calibration import BinnedCalibrator
+from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
+from arrol_pl.train.probe import (
+    ProbeSettings,
+    deepconf_at,
+    detect_features,
+    detect_lengths,
+    detect_position,
+    eligible_at,
+    evaluate_length,
+    load_exported_head,
+    markdown_table,
+    probe_lengths,
+    problem_parts,
+    split_by_problem,
+)
+
+
+def test_detect_lengths_are_fractions_of_max_tokens_and_must_be_distinct():
+    assert detect_lengths([1 / 16, 1 / 8, 1 / 4, 1 / 2], 48) == [3, 6, 12, 24]
+    with pytest.raises(ValueError, match="L=0"):
+        detect_lengths([1 / 64], 48)
+    with pytest.raises(ValueError, match="twice"):
+        detect_lengths([0.1, 0.09], 48)
+    with pytest.raises(ValueError, match="max_tokens"):
+        detect_lengths([1.0], 48)
+
+
+def test_detect_position_follows_the_engine_convention():
+    # prompt of 5 tokens: L=1 reads the last prompt token, L reads the state that sampled token L
+    assert detect_position(5, 10, 1) == 4
+    assert detect_position(5, 10, 3) == 6
+    # a rollout that ended before L: the state that sampled its last token
+    assert detect_position(5, 2, 6) == 5
+    with pytest.raises(ValueError):
+        detect_position(5, 0, 3)
+
+
+def test_eligible_means_reached_L_unfinished():
+    assert eligible_at(torch.tensor([3, 4, 5, 48]), 4).tolist() == [False, False, True, True]
+
+
+def test_split_by_problem_keeps_each_problem_in_one_part():
+    problems = torch.arange(40).repeat_interleave(8)
+    test = split_by_problem(problems, 0.5, seed=3)
+    assert not set(problems[test].tolist()) & set(problems[~test].tolist())
+    assert len(set(problems[test].tolist())) == 20
+    assert torch.equal(test, split_by_problem(problems, 0.5, seed=3))
+    assert not torch.equal(test, split_by_problem(problems, 0.5, seed=4))
+    assert not split_by_problem(problems, 0.0, seed=3).any()
+    test, calibration = problem_parts(problems, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
+    assert not (test & calibration).any()
+    for part in (test, calibration, ~test & ~calibration):
+        assert not set(problems[part].tolist()) & set(problems[~part].tolist())
+    assert len(set(problems[calibration].tolist())) == 5
+    # at least one problem on each side, however small the fraction
+    assert len(set(problems[split_by_problem(problems, 0.001, seed=0)].tolist())) == 1
+    with pytest.raises(ValueError, match="at least 2 problems"):
+        split_by_problem(torch.zeros(8, dtype=torch.long), 0.5, seed=0)
+
+
+def _synthetic(separable: bool, problems: int = 200, group: int = 8, dim: int = 8):
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(problems * group, dim, generator=g)
+    if separable:
+        labels = (features[:, 0] > 0.3).float()
+    else:
+        labels = (torch.rand(problems * group, generator=g) < 0.4).float()
+    return features, labels, torch.arange(problems).repeat_interleave(group)
+
+
+def test_probe_on_separable_features_ranks_correct_rollouts_first():
+    features, labels, problems = _synthetic(separable=True)
+    settings = ProbeSettings(hidden_dim=32, steps=300, lr=1e-2)
+    test, calibration = problem_parts(problems, settings)
+    eligible = torch.ones_like(labels, dtype=torch.bool)
+    confidence = torch.randn(labels.numel(), dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    r = evaluate_length(4, features, labels, confidence, eligible, test, calibration, settings)
+    assert r.n_train + r.n_calibration + r.n_test == labels.numel()
+    assert r.head_auc > 0.97 and r.head_spearman > 0.7
+    assert r.head_accuracy > max(0.9, r.majority_accuracy)
+    assert r.head_ece < 0.1
+    assert abs(r.deepconf_spearman) < 0.15  # random confidences: no signal
+    assert r.test_head_scores.shape == r.test_labels.shape == (r.n_test,)
+
+
+def test_probe_on_random_features_finds_no_signal():
+    features, labels, problems = _synthetic(separable=False)
+    settings = ProbeSettings(hidden_dim=32, steps=200, lr=1e-2)
+    test, calibration = problem_parts(problems, settings)
+    eligible = torch.ones_like(labels, dtype=torch.bool)
+    r = evaluate_length(4, features, labels, torch.zeros(labels.numel()), eligible, test, calibration, settings)
+    assert abs(r.head_spearman) < 0.12
+    assert abs(r.head_auc - 0.5) < 0.08
+    assert math.isnan(r.deepconf_spearman)  # constant confidence: undefined, not 0
+
+
+def test_only_rollouts_longer_than_L_enter_the_probe_and_empty_parts_give_nan():
+    features, labels, problems = _synthetic(separable=True, problems=40)
+    response_lengths = torch.tensor([2, 9] * (labels.numel() // 2))
+    logprobs = [[{0: -0.1, 1: -2.0}] * n for n in response_lengths.tolist()]
+    settings = ProbeSettings(hidden_dim=16, steps=50, calibration_fraction=0.0)
+    results = probe_lengths({1: features, 4: features, 9: features}, labels, response_lengths, problems, logprobs,
+                            [1, 4, 9], settings, fractions=[0.1, 0.4, 0.9])
+    assert [r.n_eligible for r in results] == [labels.numel(), labels.numel() // 2, 0]
+    assert [r.fraction for r in results] == [0.1, 0.4, 0.9]
+    assert results[1].n_train + results[1].n_test == labels.numel() // 2 and results[1].n_calibration == 0
+    assert math.isnan(results[2].head_spearman) and results[2].n_test == 0
+    row = results[2].row()
+    assert row["head_spearman"] is None and "test_labels" not in row
+    json.dumps([r.row() for r in results], allow_nan=False)
+    table = markdown_table(results)
+    assert "| 4 (2/5) |" in table and "n/a" in table
+
+
+def test_deepconf_reads_only_the_first_L_tokens():
+    settings = DeepConfSettings(topk=2)
+    confident, unsure = {0: -0.01, 1: -5.0}, {0: -0.7, 1: -0.7}
+    rollouts = [[confident] * 3 + [unsure] * 5, [unsure] * 8]
+    at3 = deepconf_at(rollouts, 3, settings)
+    assert at3[0] == pytest.approx(trace_scores([confident] * 3, settings))
+    assert at3[0] > at3[1]
+    assert deepconf_at(rollouts, 8, settings)[0] == pytest.approx(trace_scores(rollouts[0], settings))
+
+
+def test_detect_features_batched_with_padding_match_one_sequence_at_a_time():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    model = Qwen3ForCausalLM(config).eval()
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(1, 64, (p,), generator=g).tolist() for p in (4, 7, 5, 6)]
+    responses = [torch.randint(1, 64, (n,), generator=g).tolist() for n in (9, 2, 12, 5)]
+    lengths = [1, 3, 6]
+    # a budget of 24 tokens forces several micro-batches, each right-padded
+    got = detect_features(model, prompts, responses, lengths, pad_id=0, batch_tokens=24)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        with torch.no_grad():
+            states = model.model(torch.tensor([p + r])).last_hidden_state[0]
+        for length in lengths:
+            expected = states[len(p) + min(len(r), length) - 2]
+            torch.testing.assert_close(got[length][i], expected, atol=1e-5, rtol=0)
+
+
+def test_load_exported_head_reads_head_calibrator_and_the_runs_detect_length(tmp_path):
+    export = tmp_path / "run" / "export"
+    export.mkdir(parents=True)
+    assert load_exported_head(export) == (None, None, None)
+    head = QualityHead(8, 4)
+    torch.save({"state_dict": head.state_dict(), "input_dim": 8, "hidden_dim": 4}, export / "quality_head.pt")
+    calibrator = BinnedCalibrator(num_bins=16, capacity=32)
+    calibrator.update(torch.tensor([-1.0, 2.0]), torch.tensor([0, 1]))
+    torch.save(calibrator.state_dict(), export / "calibrator.pt")
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"config": {"engine": {"detect_length": 12}}}))
+    loaded, cal, detect = load_exported_head(export)
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(loaded(x), head(x))
+    assert torch.equal(cal.bin_posteriors(), calibrator.bin_posteriors())
+    assert detect == 12
+
+
+def test_probe_settings_name_the_bad_field():
+    with pytest.raises(ValueError, match="test_fraction"):
+        ProbeSettings(test_fraction=1.0)
+    with pytest.raises(ValueError, match="calibration_fraction"):
+        ProbeSettings(calibration_fraction=-0.1)
+    with pytest.raises(ValueError, match="steps"):
+        ProbeSettings(steps=0)
