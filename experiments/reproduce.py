@@ -118,6 +118,10 @@ def run_part(name: str, argv: list[str], out: Path, manifest: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    args.out, args.page = args.out.resolve(), args.page.resolve()
+    os.chdir(ROOT)  # the parts run in ROOT; paths inside it are written relative (short, portable in the page)
+    if args.out.is_relative_to(ROOT):
+        args.out = args.out.relative_to(ROOT)
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"parts": {}}
