@@ -270,6 +270,10 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
     """Merge a composed Hydra config onto :class:`RunConfig` and validate it; raises :class:`ConfigError`."""
     node = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
     try:
+        # A missing value (``path: ???``) merged onto a dataclass default keeps the default: refuse it first.
+        missing = sorted(OmegaConf.missing_keys(node))
+        if missing:
+            raise ConfigError(f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default")
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), node)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as exc:

@@ -76,6 +76,7 @@ def test_algo_presets():
     ("trainer.strategy=deepspeed", "trainer.strategy"),
     ("trainer.eval_every=-1", "trainer.eval_every"),
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
+    ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
