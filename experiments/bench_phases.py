@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(table)
     for v in verdicts.values():
         print(v["text"])
-    print(f"generation wall ratio vs generated-token ratio: " + ", ".join(
+    print("generation wall ratio vs generated-token ratio: " + ", ".join(
         f"κ={k} {v['generation_gap']:+.1%}" for k, v in verdicts.items()))
     print(f"\noutputs: {out}")
     print(json.dumps({"phases_json": str(out / "phases.json"),

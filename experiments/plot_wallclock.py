@@ -15,23 +15,13 @@ import json
 from pathlib import Path
 
 
-BEFORE = {"heldout/accuracy": "heldout_accuracy_before", "heldout/greedy_accuracy": "heldout_greedy_accuracy_before"}
-"""Held-out tags → the summary key of their value before training (the curve's point at 0 s)."""
-
-
 def load_curve(run: Path, tag: str) -> tuple[list[float], list[float]]:
     """``(seconds, values)`` of ``tag``: from the run's ``history.jsonl`` when it has one (x = ``time/wall``,
     training time without the held-out evaluations), else from TensorBoard events' wall times."""
-    history = run / "history.jsonl"
-    if history.exists():
-        rows = [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
-        points = [(h["time/wall"], h[tag]) for h in rows if tag in h]
-        if not points:
-            raise KeyError(f"{history} has no {tag!r}; it has {sorted(rows[-1]) if rows else []}")
-        summary = run / "summary.json"
-        before = json.loads(summary.read_text()).get(BEFORE.get(tag, ""), None) if summary.exists() else None
-        if before is not None:
-            points.insert(0, (0.0, before))
+    if (run / "history.jsonl").exists():
+        from arrol_pl.train.bench import history_curve
+
+        points = history_curve(run, tag)
         return [p[0] for p in points], [p[1] for p in points]
     return load_events(run, tag)
 

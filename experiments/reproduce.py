@@ -55,13 +55,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def find_run(sweep_dir: Path, **match) -> Path:
-    """The job directory of a sweep whose summary's ``config.pruning`` has the ``match`` values."""
-    for summary in sorted(sweep_dir.glob("*/summary.json")):
-        pruning = json.loads(summary.read_text())["config"]["pruning"]
-        if all(pruning.get(k) == v for k, v in match.items()):
-            return summary.parent
-    raise FileNotFoundError(f"no run under {sweep_dir} with pruning {match}: run the part that makes it first")
+def find_run(sweep_dir: Path, **pruning) -> Path:
+    """The job directory of a sweep whose summary's ``config.pruning`` has the ``pruning`` values."""
+    from arrol_pl.train.results import pick, sweep_runs
+
+    run = pick(sweep_runs(sweep_dir), **pruning)
+    if run is None:
+        raise FileNotFoundError(f"no run under {sweep_dir} with pruning {pruning}: run the part that makes it first")
+    return Path(run["run_dir"])
 
 
 def commands(args: argparse.Namespace) -> dict[str, list[str]]:

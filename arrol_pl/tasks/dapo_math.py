@@ -16,8 +16,7 @@ from typing import Any, Mapping
 from arrol_pl.tasks.problem import (
     BadRowError,
     DatasetSpec,
-    chat_user_content,
-    first_field,
+    text_field,
 )
 
 SPEC = DatasetSpec(
@@ -43,14 +42,8 @@ def strip_dapo_instruction(content: str) -> str:
 
 
 def question_of(row: Mapping[str, Any]) -> str:
-    name, value = first_field(row, SPEC.question_fields)
-    if name is None:
-        raise BadRowError(f"missing prompt (looked for {', '.join(SPEC.question_fields)})")
-    content = chat_user_content(value)
-    if not isinstance(content, str):
-        raise BadRowError(f"prompt field {name!r} holds {type(content).__name__}, not text or chat messages")
-    question = strip_dapo_instruction(content)
+    question = strip_dapo_instruction(text_field(row, SPEC.question_fields, "prompt", chat=True))
     if not question:
-        raise BadRowError(f"empty prompt in field {name!r}")
+        raise BadRowError("empty prompt once DAPO's instruction is removed")
     return question
 

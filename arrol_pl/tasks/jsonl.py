@@ -13,12 +13,10 @@ from typing import Any, Mapping
 
 from arrol_pl.tasks.problem import (
     MATH_PROMPT_TEMPLATE,
-    BadRowError,
     DatasetSpec,
     ProblemSet,
-    chat_user_content,
-    first_field,
     load_spec,
+    text_field,
 )
 
 
@@ -46,14 +44,6 @@ def load(
     )
 
     def question_of(row: Mapping[str, Any]) -> str:
-        found, value = first_field(row, spec.question_fields)
-        if found is None:
-            raise BadRowError(f"missing prompt (looked for {prompt_field})")
-        content = chat_user_content(value)
-        if not isinstance(content, str):
-            raise BadRowError(f"prompt field {prompt_field!r} is {type(content).__name__}, not a string")
-        if not content.strip():
-            raise BadRowError(f"empty prompt in field {prompt_field!r}")
-        return content
+        return text_field(row, spec.question_fields, "prompt", chat=True)
 
     return load_spec(spec, path, split, template, question_of=question_of, limit=limit)

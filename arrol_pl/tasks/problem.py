@@ -194,13 +194,18 @@ def first_field(row: Mapping[str, Any], names: Sequence[str]) -> tuple[str | Non
     return None, None
 
 
-def text_field(row: Mapping[str, Any], names: Sequence[str], what: str) -> str:
-    """A non-empty string from the first present field of ``names``; BadRowError otherwise."""
+def text_field(row: Mapping[str, Any], names: Sequence[str], what: str, chat: bool = False) -> str:
+    """A non-empty string from the first present field of ``names``; BadRowError otherwise.
+
+    ``chat``: the field may also hold chat messages, whose last user content is the text."""
     name, value = first_field(row, names)
     if name is None:
         raise BadRowError(f"missing {what} (looked for {', '.join(names)})")
+    if chat:
+        value = chat_user_content(value)
     if not isinstance(value, str):
-        raise BadRowError(f"{what} field {name!r} is {type(value).__name__}, not a string")
+        kinds = "a string or chat messages" if chat else "a string"
+        raise BadRowError(f"{what} field {name!r} is {type(value).__name__}, not {kinds}")
     if not value.strip():
         raise BadRowError(f"empty {what} in field {name!r}")
     return value

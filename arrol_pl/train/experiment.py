@@ -123,7 +123,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
     from arrol_pl.train.data import PromptDataModule
-    from arrol_pl.train.module import ArrolModule, HeldoutEvaluation, heldout_metrics
+    from arrol_pl.train.module import ArrolModule, HeldoutEvaluation
     from arrol_pl.train.phases import evaluate_heldout
 
     t0 = time.perf_counter()
@@ -169,9 +169,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         fit_wall = time.perf_counter() - fit_start
         after = evaluate()
         if after is not None and module.history:  # the last point of the held-out curve
-            module.history[-1].update(heldout_metrics(after))
-            if trainer.logger is not None:
-                trainer.logger.log_metrics(heldout_metrics(after), step=int(module.history[-1]["step"]))
+            module.record_heldout(after)
         export_dir = export_policy(module, tokenizer, out_dir / "export")
     finally:
         reward.close()

@@ -81,6 +81,13 @@ class ArrolModule(L.LightningModule):
         self.head_generator.set_state(state["head_generator"])
         self.history = list(state["history"])
 
+    def record_heldout(self, result) -> None:
+        """Attach a held-out evaluation to the latest step's history row and log it at that step."""
+        metrics = {"heldout/accuracy": result.accuracy, "heldout/greedy_accuracy": result.greedy_accuracy}
+        self.history[-1].update(metrics)
+        if self.logger is not None:
+            self.logger.log_metrics(metrics, step=int(self.history[-1]["step"]))
+
     # ---------------------------------------------------------------- one step of Algorithm 1
     def training_step(self, batch, batch_idx: int) -> None:
         cfg, algo = self.cfg, self.cfg.algo
@@ -161,12 +168,6 @@ class HeldoutEvaluation(L.Callback):
         if step % self.every or step >= trainer.max_steps or not pl_module.history:
             return
         start = time.perf_counter()
-        metrics = heldout_metrics(self.evaluate())
+        result = self.evaluate()
         pl_module.paused_seconds += time.perf_counter() - start
-        pl_module.history[-1].update(metrics)
-        if trainer.logger is not None:
-            trainer.logger.log_metrics(metrics, step=int(pl_module.history[-1]["step"]))
-
-
-def heldout_metrics(result) -> dict[str, float]:
-    return {"heldout/accuracy": result.accuracy, "heldout/greedy_accuracy": result.greedy_accuracy}
+        pl_module.record_heldout(result)

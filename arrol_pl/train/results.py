@@ -24,7 +24,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from arrol_pl.train.bench import read_history
+from arrol_pl.train.bench import history_curve, read_history
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
                 "ARRoL": {"generation": 72.96, "log-prob": 10.02, "update": 30.26}}
@@ -72,10 +72,10 @@ def pick(runs: Sequence[dict[str, Any]], **pruning) -> dict[str, Any] | None:
 
 def heldout_curve(run: dict[str, Any]) -> list[tuple[float, float]]:
     """``(training seconds, held-out avg@k)`` of a run: before training at 0 s, then every evaluation."""
-    points = [(0.0, run["heldout_accuracy_before"])] if run.get("heldout_accuracy_before") is not None else []
-    points += [(h["time/wall"], h["heldout/accuracy"]) for h in read_history(Path(run["run_dir"]))
-               if "heldout/accuracy" in h]
-    return points
+    try:
+        return history_curve(Path(run["run_dir"]), "heldout/accuracy")
+    except KeyError:  # trained with trainer.eval_every=0 and no held-out set
+        return []
 
 
 def time_to_reach(curve: Sequence[tuple[float, float]], level: float) -> float | None:
@@ -145,8 +145,8 @@ def section_phases(root: Path) -> tuple[list[str], list[str]]:
     return lines, claims
 
 
-def section_balance(root: Path) -> tuple[list[str], list[str]]:
-    kappa_runs, balance_runs = sweep_runs(root / "kappa"), sweep_runs(root / "balance")
+def section_balance(root: Path, kappa_runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    balance_runs = sweep_runs(root / "balance")
     lines = ["## 2. Balance against random pruning (paper Table 4)", ""]
     rows = [("GRPO, no pruning (κ = 1)", pick(kappa_runs, keep_ratio=1.0)),
             ("random pruning (κ = 0.5)", pick(balance_runs, policy="random")),
@@ -192,9 +192,9 @@ def section_balance(root: Path) -> tuple[list[str], list[str]]:
     return lines, claims
 
 
-def section_head(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
+def section_head(root: Path, kappa_runs: list[dict[str, Any]], figures: Path,
+                 page_dir: Path) -> tuple[list[str], list[str]]:
     lines = ["## 3. Quality head against DeepConf trace confidence (paper Fig. 2 b–d)", ""]
-    kappa_runs = sweep_runs(root / "kappa")
     online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
     claims = []
     if online is not None:
@@ -264,8 +264,7 @@ def _num(x: Any) -> float:
     return float("-inf") if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def section_kappa(root: Path) -> tuple[list[str], list[str]]:
-    runs = sweep_runs(root / "kappa")
+def section_kappa(runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     lines = ["## 4. κ ablation (paper Table 6)", ""]
     base = pick(runs, keep_ratio=1.0)
     if not runs or base is None:
@@ -328,9 +327,9 @@ def section_voting(root: Path) -> tuple[list[str], list[str]]:
     return lines, claims
 
 
-def section_wallclock(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
+def section_wallclock(root: Path, runs: list[dict[str, Any]], figures: Path,
+                      page_dir: Path) -> tuple[list[str], list[str]]:
     lines = ["## 6. Wall-clock convergence (paper Fig. 4)", ""]
-    runs = sweep_runs(root / "kappa")
     grpo, arrol = pick(runs, keep_ratio=1.0), pick(runs, keep_ratio=0.5, policy="arrol")
     png = root / "wallclock.png"
     if grpo is None or arrol is None or not png.exists():
@@ -361,9 +360,9 @@ def section_wallclock(root: Path, figures: Path, page_dir: Path) -> tuple[list[s
     return lines, claims
 
 
-def reading(root: Path) -> list[str]:
+def reading(kappa_runs: list[dict[str, Any]]) -> list[str]:
     """How to read the verdicts, from how well the online head predicted correctness."""
-    online = pick(sweep_runs(root / "kappa"), keep_ratio=0.5, policy="arrol")
+    online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
     auc = online.get("head_auc_after_cold_start") if online else None
     if auc is None:
         return []
@@ -384,10 +383,11 @@ def build_page(root: Path, page: Path) -> str:
     manifest = _load(root / "manifest.json") or {"parts": {}}
     phases = _load(root / "phases" / "phases.json")
     machine = phases["machine"] if phases else None
+    kappa_runs = sweep_runs(root / "kappa")  # read once: five sections use these runs
     sections: list[Callable[[], tuple[list[str], list[str]]]] = [
-        lambda: section_phases(root), lambda: section_balance(root),
-        lambda: section_head(root, figures, page.parent), lambda: section_kappa(root),
-        lambda: section_voting(root), lambda: section_wallclock(root, figures, page.parent),
+        lambda: section_phases(root), lambda: section_balance(root, kappa_runs),
+        lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
+        lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
     ]
     bodies, claims = [], []
     for make in sections:
@@ -412,7 +412,7 @@ def build_page(root: Path, page: Path) -> str:
     if manifest.get("quick"):
         header.append("**Quick smoke run: a few steps per part, the figures mean nothing.**")
     header += ["", "## What reproduced and what did not", ""] + [f"- {c}" for c in claims] + [""]
-    header += reading(root)
+    header += reading(kappa_runs)
     text = "\n".join(header) + "\n" + "\n\n".join(bodies) + "\n"
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)
