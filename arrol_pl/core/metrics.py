@@ -104,6 +104,27 @@ def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return (float(ranks[labels].sum()) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
+def within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> float:
+    """AUC over the (correct, incorrect) pairs of the *same* group: the share ordered right, ties 1/2.
+
+    What balance and votes need: pruning and voting compare rollouts of one prompt, where the
+    difficulty signal that lifts a pooled AUC is shared. ``scores, labels, group_ids: (N,)``; NaN when
+    no group has both outcomes.
+    """
+    scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
+    labels = torch.as_tensor(labels).flatten().to(torch.bool)
+    group_ids = torch.as_tensor(group_ids).flatten()
+    right = pairs = 0.0
+    for g in torch.unique(group_ids):
+        in_group = group_ids == g
+        pos, neg = scores[in_group & labels], scores[in_group & ~labels]
+        if pos.numel() and neg.numel():
+            diff = pos[:, None] - neg[None, :]
+            right += float((diff > 0).sum()) + 0.5 * float((diff == 0).sum())
+            pairs += pos.numel() * neg.numel()
+    return right / pairs if pairs else float("nan")
+
+
 def expected_calibration_error(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> float:
     """ECE with ``num_bins`` equal-width bins: Σ_b (n_b/N) |mean(label) - mean(prob)|."""
     probs = torch.as_tensor(probs, dtype=torch.float64).flatten()

@@ -91,11 +91,45 @@ def render_prompt(prompt: str, tokenizer: Any = None, system_prompt: str | None 
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def render_problems(problems: Sequence[Problem], tokenizer: Any = None) -> list[Problem]:
-    """``problems`` with their prompts passed through :func:`render_prompt` (unchanged without a template)."""
-    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+@dataclass(frozen=True)
+class PromptFormat:
+    """How a problem's prompt becomes the text the policy is fed, and where its generations stop.
+
+    ``template`` holds one ``{question}`` where the prompt goes (a few-shot prefix around it: small
+    pretrained models answer one-step arithmetic in a raw few-shot format and almost never inside their
+    chat template); ``chat`` applies the tokenizer's chat template afterwards when it has one; ``stop``
+    are the stop strings of every generation (``("\\n",)`` for one-line answers).
+    """
+
+    template: str | None = None
+    chat: bool = True
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.template is not None and self.template.count("{question}") != 1:
+            raise ValueError(f"prompt_template must hold exactly one {{question}}, got {self.template!r}")
+        if any(not s for s in self.stop):
+            raise ValueError(f"stop strings must be non-empty, got {list(self.stop)!r}")
+
+    def text(self, prompt: str) -> str:
+        """The model input for one problem prompt (``str.replace``, so braces in the template need no escaping)."""
+        return prompt if self.template is None else self.template.replace("{question}", prompt)
+
+    def sampling(self) -> dict[str, Any]:
+        """Keyword arguments every generation's sampling params take from the format (``stop``)."""
+        return {"stop": list(self.stop)} if self.stop else {}
+
+
+def render_problems(problems: Sequence[Problem], tokenizer: Any = None,
+                    prompt_format: PromptFormat | None = None) -> list[Problem]:
+    """``problems`` with their prompts placed in ``prompt_format``'s template, then passed through
+    :func:`render_prompt` when the format allows the chat template (unchanged without either)."""
+    fmt = prompt_format or PromptFormat()
+    chat = fmt.chat and tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
+    if fmt.template is None and not chat:
         return list(problems)
-    return [dataclasses.replace(p, prompt=render_prompt(p.prompt, tokenizer)) for p in problems]
+    return [dataclasses.replace(p, prompt=render_prompt(fmt.text(p.prompt), tokenizer if chat else None))
+            for p in problems]
 
 
 # ---------------------------------------------------------------------------------------------

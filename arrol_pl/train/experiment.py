@@ -38,6 +38,10 @@ def load_splits(run: RunConfig) -> tuple[list, list]:
 
 
 def policy_directory(run: RunConfig) -> Path:
+    if run.model.pretrained == "smollm2":
+        from arrol_pl.models.smollm2 import prepare_smollm2
+
+        return prepare_smollm2(run.model.cache_dir)
     if run.model.path is not None:
         path = Path(run.model.path)
         if not (path / "config.json").exists():
@@ -132,7 +136,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     train, heldout = load_splits(run)
     policy_dir = policy_directory(run)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
-    train, heldout = render_problems(train, tokenizer), render_problems(heldout, tokenizer)  # chat models
+    fmt = run.data.prompt_format()
+    train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)
     owns_engine = engine is None
     if owns_engine:
         engine = build_engine(run, policy_dir, tokenizer, train + heldout)
@@ -145,8 +150,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     ))
     module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
     engine.sync_weights(None, module.head.state_dict())
-    evaluate = (lambda: evaluate_heldout(engine, reward, heldout, 4, a.temperature, a.max_response_tokens)
-                ) if heldout else (lambda: None)
+    evaluate = (lambda: evaluate_heldout(engine, reward, heldout, 4, a.temperature, a.max_response_tokens,
+                                         fmt.stop)) if heldout else (lambda: None)
     before = evaluate()
     t = run.trainer
     # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.

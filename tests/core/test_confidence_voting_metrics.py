@@ -12,6 +12,7 @@ from arrol_pl.core.metrics import (
     pass_at_k,
     spearman,
     vote_accuracy,
+    within_group_auc,
 )
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.core.voting import arrol_vote, majority_vote, rank_weights, weighted_vote
@@ -81,6 +82,17 @@ def test_rank_statistics():
     assert math.isnan(spearman(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 1.0])))
     probs = torch.tensor([0.1, 0.1, 0.9, 0.9])
     assert expected_calibration_error(probs, torch.tensor([0, 0, 1, 1])) == pytest.approx(0.1)
+
+
+def test_within_group_auc_compares_only_rollouts_of_one_group():
+    # pooled the scores separate perfectly (group 1 is easier), within each group they are reversed or tied
+    scores = torch.tensor([0.1, 0.2, 0.9, 0.8, 0.8, 5.0, 5.0])
+    labels = torch.tensor([0, 1, 0, 1, 1, 1, 1])
+    groups = torch.tensor([0, 0, 1, 1, 1, 2, 2])
+    # group 0: 1 pair, right; group 1: pairs (0.8 vs 0.9) wrong twice; group 2: no negative
+    assert within_group_auc(scores, labels, groups) == pytest.approx(1 / 3)
+    assert within_group_auc(torch.tensor([1.0, 1.0]), torch.tensor([0, 1]), torch.tensor([4, 4])) == pytest.approx(0.5)
+    assert math.isnan(within_group_auc(scores, torch.ones(7), groups))
 
 
 def test_quality_head_learns_a_separable_signal():

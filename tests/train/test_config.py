@@ -77,7 +77,22 @@ def test_algo_presets():
     ("trainer.eval_every=-1", "trainer.eval_every"),
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
     ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
+    ("model.pretrained=gpt5", "model.pretrained"),
+    ("model=smollm2 model.path=/models/x", "model.pretrained"),
+    ("+data.prompt_template=no-placeholder", "data.prompt_template"),
+    ("+data.stop=['']", "data.stop"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         compose_run(override)
+
+
+def test_smollm2_preset_pairs_a_pretrained_policy_with_a_raw_few_shot_task():
+    run = compose_run("model=smollm2", "data=arithmetic_fewshot")
+    assert run.model.pretrained == "smollm2" and run.model.path is None and run.model.warm_start.steps == 0
+    fmt = run.data.prompt_format()
+    assert not fmt.chat and fmt.stop == ("\n",)
+    text = fmt.text("Compute 7 + 4.")
+    assert text.startswith("Q: Compute 3 + 5.\nA: 3 + 5 = 8. The answer is \\boxed{8}.\n")
+    assert text.endswith("Q: Compute 7 + 4.\nA:")
+    assert fmt.sampling() == {"stop": ["\n"]}

@@ -18,9 +18,15 @@ from arrol_pl.train.probe import (
     eligible_at,
     evaluate_length,
     load_exported_head,
+    balance_table,
+    fit_calibrator,
+    inputs_table,
     markdown_table,
+    prefix_features,
+    prefix_stats,
     probe_lengths,
     problem_parts,
+    replay_balance,
     split_by_problem,
 )
 
@@ -177,3 +183,86 @@ def test_probe_settings_name_the_bad_field():
         ProbeSettings(calibration_fraction=-0.1)
     with pytest.raises(ValueError, match="steps"):
         ProbeSettings(steps=0)
+
+
+def _tiny_qwen(layers: int = 4):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    return Qwen3ForCausalLM(config).eval()
+
+
+def test_prefix_features_mean_and_middle_layer_match_one_sequence_at_a_time():
+    model = _tiny_qwen(layers=4)
+    g = torch.Generator().manual_seed(2)
+    shared = torch.randint(1, 64, (6,), generator=g).tolist()
+    # two rollouts share a prompt (one cached prompt forward serves both), one has its own
+    prompts = [shared, shared, torch.randint(1, 64, (3,), generator=g).tolist()]
+    responses = [torch.randint(1, 64, (n,), generator=g).tolist() for n in (7, 2, 5)]
+    lengths = [1, 3, 6]
+    got = prefix_features(model, prompts, responses, lengths, ("last", "mean", "middle"), batch_tokens=5)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        with torch.no_grad():
+            out = model.model(torch.tensor([p + r]), output_hidden_states=True)
+        final, middle = out.last_hidden_state[0], out.hidden_states[2][0]  # 4 layers: the middle is after layer 2
+        for length in lengths:
+            k = min(len(r), length)
+            torch.testing.assert_close(got["last"][length][i], final[len(p) + k - 2], atol=1e-5, rtol=0)
+            torch.testing.assert_close(got["middle"][length][i], middle[len(p) + k - 2], atol=1e-5, rtol=0)
+            torch.testing.assert_close(got["mean"][length][i], final[len(p) - 1: len(p) + k - 1].mean(0),
+                                       atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="stats"):
+        prefix_features(model, prompts, responses, lengths, ("stats",))
+
+
+def test_prefix_stats_hand_computed():
+    # token 0 sampled twice; at t=1 the sampled token (5) was not the most likely one
+    logprobs = [[{0: -0.1, 1: -2.5}, {5: -1.5, 2: -0.5}, {0: -0.2, 3: -1.8}]]
+    stats = prefix_stats([[0, 5, 0]], logprobs, detect_length=2, topk=2)
+    mean_lp, min_lp, last_lp, conf, top1 = stats[0].tolist()
+    assert mean_lp == pytest.approx((-0.1 - 1.5) / 2) and min_lp == pytest.approx(-1.5)
+    assert last_lp == pytest.approx(-1.5)
+    assert conf == pytest.approx(((0.1 + 2.5) / 2 + (1.5 + 0.5) / 2) / 2)
+    assert top1 == pytest.approx(0.5)
+    assert torch.isnan(prefix_stats([[1, 2]], [None], 2)).all()
+
+
+def test_replay_balance_steers_groups_with_an_informative_head():
+    # 60 groups of 8 at pass rates 1/8..7/8; the head's score is the label plus noise (an informative head)
+    g = torch.Generator().manual_seed(0)
+    rates = torch.tensor([1, 2, 6, 7]).repeat(15) / 8
+    labels = (torch.rand(60, 8, generator=g) < rates[:, None]).float().flatten()
+    groups = torch.arange(60).repeat_interleave(8)
+    scores = 2.0 * (labels - 0.5) + 0.5 * torch.randn(labels.numel(), generator=g)
+    calibrator = fit_calibrator(scores, labels, num_bins=16)
+    eligible = torch.ones(labels.numel(), dtype=torch.bool)
+    out = replay_balance(scores, labels, eligible, groups, calibrator, keep_ratio=0.5, draws=8)
+    assert out["none"]["keep"] == pytest.approx(1.0)
+    for arm in ("arrol_global", "arrol_group", "random"):
+        assert out[arm]["keep"] == pytest.approx(0.5, abs=0.08)
+    # the per-group target moves every group toward ρ = 0.5: fewer zero-advantage groups than random
+    assert out["arrol_group"]["zero_adv_vs_random"] < -2 * out["arrol_group"]["zero_adv_vs_random_se"]
+    assert out["arrol_group"]["balance"] > out["random"]["balance"]
+    table = balance_table([type("R", (), {"detect_length": 4, "balance": out})()])
+    assert "| 4 | ARRoL, per-group target |" in table and "| 4 | random |" in table
+    # an uninformative head (constant scores) prunes like random
+    flat = replay_balance(torch.zeros_like(scores), labels, eligible, groups, calibrator, keep_ratio=0.5, draws=8)
+    assert flat["arrol_group"]["zero_adv"] == pytest.approx(flat["random"]["zero_adv"], abs=0.1)
+
+
+def test_evaluate_length_reports_within_group_auc_and_the_replay():
+    g = torch.Generator().manual_seed(3)
+    problems = torch.arange(40).repeat_interleave(8)
+    labels = (torch.rand(320, generator=g) < 0.5).float()
+    features = torch.randn(320, 6, generator=g)
+    features[:, 0] += 3 * labels  # separable within groups too
+    eligible = torch.ones(320, dtype=torch.bool)
+    test, calibration = problem_parts(problems, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
+    r = evaluate_length(4, features, labels, features[:, 1].double(), eligible, test, calibration,
+                        ProbeSettings(hidden_dim=16, steps=100, lr=1e-2), standardize=True, groups=problems)
+    assert r.head_within_auc > 0.9 and 0.3 < r.deepconf_within_auc < 0.7
+    assert set(r.balance) == {"arrol_global", "arrol_group", "random", "none"}
+    json.dumps(r.row(), allow_nan=False)
+    assert "| stats | 4 |" in inputs_table({"stats": [r]})
