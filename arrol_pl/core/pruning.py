@@ -18,6 +18,11 @@ Decisions (each exposed in :class:`PruningConfig`):
   zero advantage, so the highest-survival pruned rollouts are revived until the floor is met.
 - Decisions use a generator seeded per (step seed, prompt index), so they do not depend on the order
   in which the engine's scheduler brings groups to L_detect.
+- Discrimination gate (beyond the paper, off by default): with ``gate_auc`` set, a step prunes only
+  while the head's AUC over the calibrator window (its scores at L_detect against the final labels)
+  is at least ``gate_auc``. An uninformative head prunes like random pruning, which halves groups
+  without balancing them and turns mixed groups into zero-advantage ones; the gate keeps such a run
+  at plain GRPO/DAPO until the head has learned something, and reopens or closes every step.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Callable
 import torch
 
 from .calibration import BinnedCalibrator, posterior_from_table
+from .metrics import binary_auc
 from .registry import Registry
 from .survival import group_balanced_survival, survival_from_delta, survival_probabilities
 
@@ -98,6 +104,9 @@ class PruningConfig(SurvivalSettings):
     """α, Laplace smoothing of the bin counts."""
     importance_weighting: bool = True
     """Weight buffered survivors by 1/p so δ and the calibrator see the unpruned distribution."""
+    gate_auc: float | None = None
+    """Prune only while the head's AUC over the calibrator window is at least this (beyond the paper;
+    None: the paper's cold start alone decides)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,6 +118,8 @@ class PruningConfig(SurvivalSettings):
             raise ValueError(f"pruning.buffer_capacity must be >= 1, got {self.buffer_capacity}")
         if self.laplace_alpha <= 0:
             raise ValueError(f"pruning.laplace_alpha must be > 0, got {self.laplace_alpha}")
+        if self.gate_auc is not None and not 0.5 <= self.gate_auc <= 1.0:
+            raise ValueError(f"pruning.gate_auc must be in [0.5, 1] or null, got {self.gate_auc}")
 
     def make_calibrator(self) -> BinnedCalibrator:
         return BinnedCalibrator(self.num_bins, self.buffer_capacity, self.laplace_alpha)
@@ -123,7 +134,9 @@ class PrunerParams(SurvivalSettings):
     delta: float = 0.0
     """Global δ of Eq. 2 (ignored with ``balance_target='group'``)."""
     active: bool = True
-    """False during cold start: keep everything."""
+    """False during cold start (or with the gate closed): keep everything."""
+    window_auc: float = float("nan")
+    """The head's AUC over the calibrator window when h_t was built (what ``gate_auc`` is compared to)."""
 
     def posterior(self, scores: torch.Tensor) -> torch.Tensor:
         """Raw head logits ``(N,)`` → calibrated posteriors ``(N,)``."""
@@ -224,6 +237,9 @@ def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, ste
     importance weighting), so the expected keep rate under the buffer distribution is κ (A.4).
     """
     table = calibrator.bin_posteriors()
+    window_scores, window_labels, _ = calibrator.buffer()
+    window_auc = binary_auc(window_scores, window_labels)
+    gate_open = config.gate_auc is None or window_auc >= config.gate_auc  # NaN (one class only) stays closed
     delta = 0.0
     if config.policy == "arrol" and config.balance_target == "global":
         scores, _, weights = calibrator.buffer()
@@ -246,5 +262,6 @@ def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, ste
         **shared,
         bin_posteriors=tuple(float(x) for x in table),
         delta=delta,
-        active=config.policy != "none" and step >= config.cold_start_steps,
+        active=config.policy != "none" and step >= config.cold_start_steps and gate_open,
+        window_auc=window_auc,
     )

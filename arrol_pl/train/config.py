@@ -253,6 +253,10 @@ class TrainerConfig:
     eval_every: int = 0
     """Steps between held-out evaluations during training (0: before and after only); their seconds are
     left out of ``time/wall``, the x axis of the wall-clock plots."""
+    eval_samples: int = 4
+    """Samples per held-out problem (avg@k); the summary gives the standard error over problems beside it."""
+    eval_seed: int = 1234
+    """Seed of the held-out sampling (a stream of its own: evaluations neither see nor move training's)."""
     checkpoint_every: int = 100
     """Steps between checkpoints (the last step always saves)."""
     resume: str | None = None
@@ -280,6 +284,8 @@ class RunConfig:
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="
                 f"{self.algo.max_response_tokens}, got {self.engine.detect_length}"
             )
+        if self.trainer.eval_samples < 1:
+            raise ConfigError(f"trainer.eval_samples must be >= 1, got {self.trainer.eval_samples}")
         if self.trainer.eval_every < 0:
             raise ConfigError(f"trainer.eval_every must be >= 0, got {self.trainer.eval_every}")
         if self.engine.max_num_seqs < 1:

@@ -84,11 +84,15 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         "heldout_accuracy_after": after.accuracy if after else None,
         "heldout_greedy_accuracy_before": before.greedy_accuracy if before else None,
         "heldout_greedy_accuracy_after": after.greedy_accuracy if after else None,
+        "heldout_accuracy_se_before": before.accuracy_se if before else None,
+        "heldout_accuracy_se_after": after.accuracy_se if after else None,
         "heldout_problems": after.problems if after else 0,
+        "heldout_samples": after.samples if after else 0,
         "train_accuracy_first": history[0]["reward/accuracy"] if history else None,
         "train_accuracy_last10": mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
         "keep_ratio_target": run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,
         "keep_ratio_mean": mean_after(history, "pruning/keep_ratio", start),
+        "pruning_active_fraction": mean_after(history, "pruning/active", start),
         "head_accuracy_after_cold_start": mean_after(history, "head/accuracy", start),
         "head_auc_after_cold_start": mean_after(history, "head/auc", start),
         "head_spearman_after_cold_start": mean_after(history, "head/spearman", start),
@@ -148,12 +152,16 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
         overlong_cache_length=a.overlong_cache_length,
     ))
+    # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so the
+    # run itself does not depend on whether the cache existed.
+    L.seed_everything(run.trainer.seed, workers=True, verbose=False)
     module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
     engine.sync_weights(None, module.head.state_dict())
-    evaluate = (lambda: evaluate_heldout(engine, reward, heldout, 4, a.temperature, a.max_response_tokens,
-                                         fmt.stop)) if heldout else (lambda: None)
-    before = evaluate()
     t = run.trainer
+    evaluate = (lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
+                                         a.max_response_tokens, fmt.stop, seed=t.eval_seed)
+                ) if heldout else (lambda: None)
+    before = evaluate()
     # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.

@@ -140,6 +140,7 @@ class ArrolModule(L.LightningModule):
             "time/step": time.perf_counter() - step_start,
             "time/wall": time.perf_counter() - (self._fit_started or step_start) - self.paused_seconds,
             "pruning/delta": params.delta,
+            "pruning/window_auc": params.window_auc,
         }
         self.history.append({"step": float(step), **metrics})
         self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=len(batch))

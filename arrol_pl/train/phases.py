@@ -226,23 +226,38 @@ def policy_weights(policy: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
 
 @dataclass
 class HeldoutResult:
-    """``accuracy``: mean over problems and ``samples`` sampled completions (avg@k); ``greedy_accuracy``."""
+    """``accuracy``: mean over problems and ``samples`` sampled completions (avg@k), ``accuracy_se`` its standard
+    error over problems (the samples of one problem are correlated); ``greedy_accuracy``."""
 
     accuracy: float
     greedy_accuracy: float
     samples: int
     problems: int
+    accuracy_se: float = float("nan")
 
 
 def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int,
-                     stop: Sequence[str] = ()) -> HeldoutResult:
-    """Held-out accuracy of the engine's current weights: greedy, and avg@k at the RL temperature."""
+                     stop: Sequence[str] = (), seed: int | None = None) -> HeldoutResult:
+    """Held-out accuracy of the engine's current weights: greedy, and avg@k at the RL temperature.
+
+    With ``seed``, sampling draws from a random stream of its own (the engine samples from torch's global
+    generator): the same weights give the same figure wherever the evaluation falls, and training's stream
+    continues afterwards as if no evaluation had run.
+    """
     prompts = [p.prompt for p in problems]
     golds = [p.answer for p in problems]
     base = {"max_tokens": max_tokens, **({"stop": list(stop)} if stop else {})}
-    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
+    with torch.random.fork_rng(devices=[], enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(seed)
+        greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
+        sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
     greedy_acc = reward.score([r.text for r in greedy.rollouts], golds).accuracy
-    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
     sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
-    acc = reward.score([r.text for r in sampled.rollouts], sampled_golds).accuracy
-    return HeldoutResult(accuracy=acc, greedy_accuracy=greedy_acc, samples=samples, problems=len(problems))
+    correct = torch.as_tensor(reward.score([r.text for r in sampled.rollouts], sampled_golds).correct,
+                              dtype=torch.float64)
+    per_problem = torch.zeros(len(problems), dtype=torch.float64).index_add_(
+        0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct) / samples
+    se = float(per_problem.std() / len(problems) ** 0.5) if len(problems) > 1 else float("nan")
+    return HeldoutResult(accuracy=float(per_problem.mean()), greedy_accuracy=greedy_acc, samples=samples,
+                         problems=len(problems), accuracy_se=se)

@@ -85,6 +85,7 @@ def test_group_balance_target_keeps_kappa_per_group():
     ("p_min", 0.9, "p_min"),
     ("balance_target", "both", "balance_target"),
     ("cold_start_steps", -1, "cold_start_steps"),
+    ("gate_auc", 0.4, "gate_auc"),
 ])
 def test_config_validation_names_the_field(field, value, match):
     kwargs = {field: value}
@@ -109,6 +110,23 @@ def test_cold_start_and_delta_from_buffer():
     p = survival_from_delta(cal.posterior(s), params.delta, 0.5, 0.5, 0.5, cfg.p_min, cfg.p_max)
     assert float(p.mean()) == pytest.approx(0.5, abs=1e-4)
     assert build_pruner_params(cfg, cal, 3).seed != build_pruner_params(cfg, cal, 4).seed
+
+
+def test_gate_keeps_pruning_off_until_the_head_discriminates():
+    cfg = PruningConfig(cold_start_steps=0, gate_auc=0.65)
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(2000, generator=g)
+    uninformative = cfg.make_calibrator()
+    uninformative.update(s, (torch.rand(2000, generator=g) < 0.3).long())
+    closed = build_pruner_params(cfg, uninformative, step=5)
+    assert not closed.active and 0.45 < closed.window_auc < 0.55
+    informative = cfg.make_calibrator()
+    informative.update(s, (torch.rand(2000, generator=g) < torch.sigmoid(3 * s)).long())
+    opened = build_pruner_params(cfg, informative, step=5)
+    assert opened.active and opened.window_auc > 0.8
+    # an empty window has no AUC: the gate stays closed; without a gate the cold start alone decides
+    assert not build_pruner_params(cfg, cfg.make_calibrator(), step=5).active
+    assert build_pruner_params(PruningConfig(cold_start_steps=0), uninformative, step=5).active
 
 
 def simulate_groups(n_groups: int, group_size: int, eps: float, seed: int, difficulty_mean: float = 0.0):

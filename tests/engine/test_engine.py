@@ -230,3 +230,35 @@ def test_bad_inputs_raise_clear_errors_and_engine_stays_usable(engine):
                              pruner=PrunerParams(policy="none"))
     assert len(result.rollouts) == 2 * len(PROMPTS)
     assert all(r.feature is not None for r in result.rollouts)
+
+
+def test_heldout_evaluation_has_a_random_stream_of_its_own(engine):
+    import torch
+
+    from arrol_pl.tasks.problem import Problem
+    from arrol_pl.tasks.reward import MathReward, RewardConfig
+    from arrol_pl.train.phases import evaluate_heldout
+
+    problems = [Problem(f"p{i}", f"Compute {i} + 1.", str(i + 1)) for i in range(6)]
+    reward = MathReward(RewardConfig(num_workers=0))
+    try:
+        torch.manual_seed(99)
+        state = torch.get_rng_state()
+        first = evaluate_heldout(engine, reward, problems, 3, 1.0, 12, seed=5)
+        # training's stream is where it was: the evaluation drew from its own
+        assert torch.equal(torch.get_rng_state(), state)
+        torch.manual_seed(7)  # a different training state, the same evaluation
+        again = evaluate_heldout(engine, reward, problems, 3, 1.0, 12, seed=5)
+    finally:
+        reward.close()
+    assert (first.accuracy, first.greedy_accuracy) == (again.accuracy, again.greedy_accuracy)
+    assert first.problems == 6 and first.samples == 3 and first.accuracy_se >= 0
+
+    # what that relies on: without per-request seeds the engine samples from torch's global generator
+    def sample(seed):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            rollouts = engine.generate([p.prompt for p in problems], 3, {"temperature": 1.0, "max_tokens": 12}).rollouts
+        return [r.response_token_ids for r in rollouts]
+
+    assert sample(5) == sample(5) != sample(6)
