@@ -78,13 +78,17 @@ def test_algo_presets():
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
     ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
     ("model.pretrained=gpt5", "model.pretrained"),
-    ("model=smollm2 model.path=/models/x", "model.pretrained"),
     ("+data.prompt_template=no-placeholder", "data.prompt_template"),
     ("+data.stop=['']", "data.stop"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         compose_run(override)
+
+
+def test_a_pretrained_policy_and_a_path_are_exclusive():
+    with pytest.raises(ConfigError, match=r"model\.pretrained='smollm2' and model\.path"):
+        compose_run("model=smollm2", "model.path=/models/x")
 
 
 def test_smollm2_preset_pairs_a_pretrained_policy_with_a_raw_few_shot_task():
