@@ -13,6 +13,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``head``      experiments/head_quality.py on the κ = 0.5 run's policy: Fig. 2(b–d);
 - ``voting``    experiments/evaluate.py k = 32 on the κ = 0.5 run's export: Table 3;
 - ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;
+- ``pretrained`` experiments/head_quality.py on SmolLM2-135M-Instruct (``--policy smollm2``, few-shot arithmetic):
+  Fig. 2 with a policy whose hidden state predicts correctness, head inputs side by side, Table 4 by replay;
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 Hydra overrides after ``--`` go to every training part (``phases``, ``kappa``, ``balance``); ``--head-args``
@@ -33,7 +35,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "page")
+PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "page")
+PRETRAINED_PROBE = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--limit", "160", "--samples", "8",
+                    "--max-tokens", "32", "--temperature", "0.8"]
+"""The real pretrained policy's probe: SmolLM2-135M-Instruct, 160 held-out one-step problems × 8 at T = 0.8."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,8 +77,12 @@ def commands(args: argparse.Namespace) -> dict[str, list[str]]:
     phases = [py, "experiments/bench_phases.py", "--out", str(out / "phases")]
     if args.quick:
         phases += ["--preset", "", "--warmup", "1", "--steps", "1", "--rounds", "1"]
+    pretrained = [py, "experiments/head_quality.py", *PRETRAINED_PROBE, "--out", str(out / "pretrained")]
+    if args.quick:
+        pretrained += ["--limit", "6", "--samples", "2", "--max-tokens", "16", "--head-steps", "5"]
     return {
         "phases": phases + ["--", *ov],
+        "pretrained": pretrained,
         "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],

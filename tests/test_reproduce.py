@@ -19,7 +19,8 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path):
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["parts"]) == {"phases", "kappa", "balance", "head", "voting", "wallclock", "page"}
+    assert set(manifest["parts"]) == {"phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained",
+                                         "page"}
     assert all(p["returncode"] == 0 for p in manifest["parts"].values())
 
     phases = json.loads((out / "phases" / "phases.json").read_text())
@@ -33,9 +34,12 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path):
     assert len(list((out / "balance").glob("*/summary.json"))) == 2  # the κ = 0.5 global job is not rerun
     assert json.loads((out / "voting" / "metrics.json").read_text())["k"] == 32
     assert (out / "wallclock.png").stat().st_size > 1000
+    pretrained = json.loads((out / "pretrained" / "head_quality.json").read_text())
+    assert pretrained["settings"]["prompt_format"]["stop"] == ["\n"] and pretrained["rollouts"] == 12
+    assert set(pretrained["inputs"]) == {"last", "mean", "middle", "stats"}
 
     text = page.read_text()
-    for n in range(1, 7):
+    for n in range(1, 8):
         assert f"## {n}." in text
     assert "Not run" not in text and "not run" not in text.split("## 1.")[0]
     assert "Quick smoke run" in text

@@ -12,6 +12,7 @@ Layout of a results directory (what ``reproduce.py`` writes)::
     head/head_quality.json        experiments/head_quality.py (+ head_quality.png)
     voting/metrics.json           experiments/evaluate.py k = 32
     wallclock.png                 experiments/plot_wallclock.py
+    pretrained/head_quality.json  experiments/head_quality.py --policy smollm2 --data arithmetic_fewshot
     manifest.json                 commands, exit codes and seconds per part
 """
 
@@ -360,6 +361,86 @@ def section_wallclock(root: Path, runs: list[dict[str, Any]], figures: Path,
     return lines, claims
 
 
+BALANCE_ARMS_SHOWN = (("arrol_global", "ARRoL, global δ (Eq. 2)"), ("arrol_group", "ARRoL, per-group target"),
+                      ("random", "random"), ("none", "no pruning"))
+
+
+def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
+    """The real pretrained policy (SmolLM2-135M-Instruct on few-shot arithmetic): Fig. 2, head inputs, Table 4 by replay."""
+    lines = ["## 7. A real pretrained policy on CPU: SmolLM2-135M-Instruct (Fig. 2, Table 4 by replay)", ""]
+    data = _load(root / "pretrained" / "head_quality.json")
+    if data is None:
+        return lines + ["Not run (`pretrained/head_quality.json` missing): `python experiments/reproduce.py --only "
+                        "pretrained page`."], []
+    rows, st = data["rows"], data["settings"]
+    lines += [
+        f"Command: `{data['command']}`. {data['rollouts']} rollouts ({st['problems']} held-out problems × "
+        f"{st['samples']}, T = {st['temperature']}, raw two-shot prompts, one-line answers): accuracy "
+        f"{data['accuracy']:.3f}, mixed groups {_f(data.get('mixed_group_fraction'))}, mean length "
+        f"{data['mean_response_length']:.1f} of {st['max_tokens']} tokens; generation {data['generation_seconds']:.0f} s, "
+        f"features {data['feature_seconds']:.0f} s. Probe features equal the engine's to "
+        f"{data['feature_parity']['max_abs_diff']:.1e}. The same probe as section 3, on a policy "
+        "whose hidden state can carry the signal that the tiny policy's lacks.",
+        "",
+        "| L_detect | share | test rollouts | positive rate | head Spearman | DeepConf Spearman | head AUC | DeepConf AUC "
+        "| head AUC within groups | DeepConf AUC within groups | head accuracy | majority class |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        share = str(Fraction(r["fraction"]).limit_denominator(64)) if r.get("fraction") is not None else ""
+        lines.append(
+            f"| {r['detect_length']} | {share} | {r['n_test']} | {_f(r['positive_rate'])} | {_f(r['head_spearman'])} | "
+            f"{_f(r['deepconf_spearman'])} | {_f(r['head_auc'])} | {_f(r['deepconf_auc'])} | "
+            f"{_f(r.get('head_within_auc'))} | {_f(r.get('deepconf_within_auc'))} | {_f(r['head_accuracy'])} | "
+            f"{_f(r['majority_accuracy'])} |")
+    inputs = data.get("inputs") or {}
+    if inputs:
+        lines += ["", "Head inputs side by side (the paper's is `last`; `mean` averages the final-layer states over "
+                  "the prefix, `middle` reads layer num_layers/2, `stats` are five prefix log-prob statistics the "
+                  "engine samples with). Head AUC over all test rollouts / within groups:", "",
+                  "| L_detect | " + " | ".join(inputs) + " |", "|---|" + "---|" * len(inputs)]
+        for i, r in enumerate(rows):
+            cells = [f"{_f(v[i]['head_auc'])} / {_f(v[i].get('head_within_auc'))}" for v in inputs.values()]
+            lines.append(f"| {r['detect_length']} | " + " | ".join(cells) + " |")
+    lines += ["", "The engine's keep/prune rule replayed on the test groups with each length's head and calibrator "
+              "(κ = 0.5, ρ = 0.5, 32 decision draws; ± one standard error over groups):", "",
+              "| L_detect | rule | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-advantage groups | keep | zero-adv. vs random (paired) |",
+              "|---|---|---|---|---|---|---|"]
+    claims = []
+    balance_wins = {arm: 0 for arm, _ in BALANCE_ARMS_SHOWN[:2]}
+    for r in rows:
+        b = r.get("balance") or {}
+        for arm, title in BALANCE_ARMS_SHOWN:
+            if arm not in b:
+                continue
+            x = b[arm]
+            vs = (f"{x['zero_adv_vs_random']:+.3f} ± {_f(x['zero_adv_vs_random_se'])}"
+                  if x.get("zero_adv_vs_random") is not None else "")
+            lines.append(f"| {r['detect_length']} | {title} | {_f(x['rho'])} ± {_f(x['rho_se'])} | {_f(x['balance'])} | "
+                         f"{_f(x['zero_adv'])} ± {_f(x['zero_adv_se'])} | {_f(x['keep'], '.2f')} | {vs} |")
+        for arm in balance_wins:
+            if arm in b and "random" in b:
+                closer = abs(_num(b[arm]["rho"]) - 0.5) < abs(_num(b["random"]["rho"]) - 0.5)
+                fewer = _num(b[arm].get("zero_adv_vs_random")) < -_num(b[arm].get("zero_adv_vs_random_se"))
+                balance_wins[arm] += int(closer and fewer)
+    png = root / "pretrained" / "head_quality.png"
+    if png.exists():
+        target = figures / "pretrained_head_quality.png"
+        shutil.copyfile(png, target)
+        lines += ["", f"![SmolLM2: score distributions and Spearman vs L_detect]({target.relative_to(page_dir)})"]
+    n = len(rows)
+    spearman_wins = sum(_num(r["head_spearman"]) > _num(r["deepconf_spearman"]) for r in rows)
+    auc_ok = sum(_num(r["head_auc"]) >= 0.80 for r in rows)
+    claims.append(f"Fig. 2(c) on SmolLM2-135M: the head's Spearman exceeds DeepConf's at {spearman_wins} of {n} "
+                  f"detection lengths and its AUC is ≥ 0.80 at {auc_ok} of {n} — "
+                  f"{verdict(spearman_wins == n and auc_ok == n)}.")
+    for arm, title in BALANCE_ARMS_SHOWN[:2]:
+        claims.append(f"Table 4 by replay on SmolLM2-135M, {title}: E[ρ̂] closer to ρ than random and fewer "
+                      f"zero-advantage groups (by more than one standard error) at {balance_wins[arm]} of {n} "
+                      f"detection lengths — {verdict(balance_wins[arm] == n)}.")
+    return lines, claims
+
+
 def reading(kappa_runs: list[dict[str, Any]]) -> list[str]:
     """How to read the verdicts, from how well the online head predicted correctness."""
     online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
@@ -388,6 +469,7 @@ def build_page(root: Path, page: Path) -> str:
         lambda: section_phases(root), lambda: section_balance(root, kappa_runs),
         lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
         lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
+        lambda: section_pretrained(root, figures, page.parent),
     ]
     bodies, claims = [], []
     for make in sections:
