@@ -79,12 +79,18 @@ class ModelConfig:
     """Supervised warm start of the tiny policy."""
     head_hidden_dim: int = 256
     """Hidden width of the quality head MLP."""
+    trainable_layers: int | None = None
+    """Train only the top this-many decoder blocks and the final norm (None: every parameter); the rest
+    (embeddings, tied LM head, lower blocks) stays frozen and only the trained tensors are synced into the
+    engine each step. What makes a pretrained policy affordable to train on CPU."""
     cache_dir: str = "outputs/cache"
     """Where built tokenizers, tiny models and warm starts are cached."""
 
     def __post_init__(self) -> None:
         if self.head_hidden_dim < 1:
             raise ConfigError(f"model.head_hidden_dim must be >= 1, got {self.head_hidden_dim}")
+        if self.trainable_layers is not None and self.trainable_layers < 1:
+            raise ConfigError(f"model.trainable_layers must be >= 1 or null (every layer), got {self.trainable_layers}")
         if self.pretrained is not None:
             if self.pretrained not in PRETRAINED_POLICIES:
                 raise ConfigError(f"model.pretrained={self.pretrained!r}; choose one of {list(PRETRAINED_POLICIES)}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from arrol_pl.train.config import RunConfig
+from arrol_pl.train.config import ConfigError, RunConfig
 
 
 SUMMARY_PHASES = ("generation", "reward", "ref_logprob", "update", "head", "optimizer", "sync", "step")
@@ -50,6 +50,14 @@ def policy_directory(run: RunConfig) -> Path:
     from arrol_pl.train.warmstart import prepare_tiny_policy
 
     return prepare_tiny_policy(run.model, run.data.options, run.algo.max_response_tokens, run.trainer.seed)
+
+
+def check_trainable_layers(run: RunConfig, policy_dir: Path) -> None:
+    """``model.trainable_layers`` against the policy's depth (its config.json), before any weights load."""
+    wanted = run.model.trainable_layers
+    layers = json.loads((policy_dir / "config.json").read_text()).get("num_hidden_layers")
+    if wanted is not None and layers is not None and wanted > layers:
+        raise ConfigError(f"model.trainable_layers={wanted}: the policy in {policy_dir} has {layers} decoder layers")
 
 
 def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
@@ -139,6 +147,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)
     train, heldout = load_splits(run)
     policy_dir = policy_directory(run)
+    check_trainable_layers(run, policy_dir)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     fmt = run.data.prompt_format()
     train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)

@@ -30,6 +30,8 @@ class ArrolModule(L.LightningModule):
         self.automatic_optimization = False
         self.cfg = cfg
         self.policy = policy.train()  # from_pretrained returns eval mode; Lightning warns before on_train_start
+        if cfg.model.trainable_layers is not None:
+            phases.freeze_lower_layers(policy, cfg.model.trainable_layers)
         self.head = QualityHead(policy.config.hidden_size, cfg.model.head_hidden_dim)
         self.calibrator = cfg.pruning.make_calibrator()
         self.engine = engine
@@ -48,7 +50,8 @@ class ArrolModule(L.LightningModule):
     # ---------------------------------------------------------------- Lightning plumbing
     def configure_optimizers(self):
         a = self.cfg.algo
-        return torch.optim.AdamW(self.policy.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+        trained = [p for p in self.policy.parameters() if p.requires_grad]
+        return torch.optim.AdamW(trained, lr=a.lr, weight_decay=a.weight_decay)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         return batch  # a list of Problems: text, consumed by the engine

@@ -262,3 +262,35 @@ def test_heldout_evaluation_has_a_random_stream_of_its_own(engine):
         return [r.response_token_ids for r in rollouts]
 
     assert sample(5) == sample(5) != sample(6)
+
+
+def test_partial_weight_sync_of_the_trained_top_layer(engine, tiny_model_dirs, hf_policy):
+    """model.trainable_layers: only the top block and final norm are synced; the engine keeps the rest."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from arrol_pl.train.phases import freeze_lower_layers, policy_weights
+
+    updated = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["updated"], dtype=torch.float32).eval()
+    mixed = copy.deepcopy(hf_policy)
+    top = len(mixed.model.layers) - 1
+    mixed.model.layers[top].load_state_dict(updated.model.layers[top].state_dict())
+    mixed.model.norm.load_state_dict(updated.model.norm.state_dict())
+    assert freeze_lower_layers(mixed, 1) < sum(p.numel() for p in mixed.parameters()) // 2
+    names = [name for name, _ in policy_weights(mixed)]
+    assert names and all(n.startswith((f"model.layers.{top}.", "model.norm.")) for n in names)
+    sampling = dict(max_tokens=8, temperature=0.0, ignore_eos=True)
+
+    def hf_greedy(model, ids):
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)
+        return out[0, len(ids):].tolist()
+
+    try:
+        engine.sync_weights(policy_weights(mixed))
+        for r in engine.generate(PROMPTS, 1, sampling).rollouts:
+            assert r.response_token_ids == hf_greedy(mixed, r.prompt_token_ids)
+    finally:
+        engine.sync_weights(hf_policy.state_dict().items())

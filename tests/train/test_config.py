@@ -78,6 +78,9 @@ def test_algo_presets():
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
     ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
     ("model.pretrained=gpt5", "model.pretrained"),
+    ("model.trainable_layers=0", "model.trainable_layers"),
+    ("pruning.gate_auc=0.3", "pruning.gate_auc"),
+    ("trainer.eval_samples=0", "trainer.eval_samples"),
     ("+data.prompt_template=no-placeholder", "data.prompt_template"),
     ("+data.stop=['']", "data.stop"),
 ])
