@@ -180,6 +180,14 @@ def test_top_k_logprobs_are_returned_per_token(engine):
             assert all(lp <= 0.0 for lp in entry.values())
 
 
+def hf_greedy(model, ids):
+    """transformers' greedy continuation of 8 tokens (EOS ignored), the reference for engine outputs."""
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                             eos_token_id=None, pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
 def test_weight_sync_serves_the_updated_policy(engine, tiny_model_dirs, hf_policy):
     from transformers import AutoModelForCausalLM
 
@@ -189,12 +197,6 @@ def test_weight_sync_serves_the_updated_policy(engine, tiny_model_dirs, hf_polic
     assert len(engine.tokenizer.encode(long_prompt)) > 200
     sampling = dict(max_tokens=8, temperature=0.0, ignore_eos=True)
     engine.generate(prompts, 1, sampling)  # fills the prefix cache with the old policy's KV
-
-    def hf_greedy(model, ids):
-        with torch.no_grad():
-            out = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                                 eos_token_id=None, pad_token_id=0)
-        return out[0, len(ids):].tolist()
 
     new_head = QualityHead(engine.hidden_size, 256)
     old_head = {k: v.clone() for k, v in engine.head.state_dict().items()}
@@ -281,12 +283,6 @@ def test_partial_weight_sync_of_the_trained_top_layer(engine, tiny_model_dirs, h
     names = [name for name, _ in policy_weights(mixed)]
     assert names and all(n.startswith((f"model.layers.{top}.", "model.norm.")) for n in names)
     sampling = dict(max_tokens=8, temperature=0.0, ignore_eos=True)
-
-    def hf_greedy(model, ids):
-        with torch.no_grad():
-            out = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                                 eos_token_id=None, pad_token_id=0)
-        return out[0, len(ids):].tolist()
 
     try:
         engine.sync_weights(policy_weights(mixed))
