@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head-lr", type=float, default=ProbeSettings.lr)
     p.add_argument("--head-hidden-dim", type=int, default=ProbeSettings.hidden_dim)
     p.add_argument("--head-batch-size", type=int, default=ProbeSettings.batch_size)
-    p.add_argument("--calibration-bins", type=int, default=ProbeSettings.calibration_bins)
+    p.add_argument("--calibration-bins", type=int, default=ProbeSettings.calibration_bins,
+                   help="calibrator bins (default: one per 32 calibration rollouts, at most 128)")
     p.add_argument("--calibration-fraction", type=float, default=ProbeSettings.calibration_fraction,
                    help="share of the head-training problems held apart to fit the calibrator")
     p.add_argument("--test-fraction", type=float, default=ProbeSettings.test_fraction)

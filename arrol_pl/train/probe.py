@@ -63,8 +63,10 @@ class ProbeSettings:
     """AdamW learning rate (``algo.head_lr``)."""
     batch_size: int = 256
     """Minibatch size (``algo.head_batch_size``)."""
-    calibration_bins: int = 128
-    """B of the binned calibrator (``pruning.num_bins``)."""
+    calibration_bins: int | None = None
+    """B of the binned calibrator; None: one bin per 32 calibration rollouts, at most 128 (the density of the
+    engine's 128 bins over its 4096-rollout window; 128 bins over a few hundred rollouts leave most bins
+    empty and the posterior no longer follows the score's order)."""
     test_fraction: float = 0.5
     """Share of the problems whose rollouts test the head (the rest train and calibrate it)."""
     calibration_fraction: float = 0.25
@@ -81,7 +83,7 @@ class ProbeSettings:
             raise ValueError(f"ProbeSettings.lr must be > 0, got {self.lr}")
         if self.batch_size < 1:
             raise ValueError(f"ProbeSettings.batch_size must be >= 1, got {self.batch_size}")
-        if self.calibration_bins < 1:
+        if self.calibration_bins is not None and self.calibration_bins < 1:
             raise ValueError(f"ProbeSettings.calibration_bins must be >= 1, got {self.calibration_bins}")
         if not 0.0 < self.test_fraction < 1.0:
             raise ValueError(f"ProbeSettings.test_fraction must be in (0, 1), got {self.test_fraction}")
@@ -408,7 +410,8 @@ def evaluate_length(
         fit = features[fit_rows]
         features = (features - fit.mean(0)) / fit.std(0).clamp_min(1e-6)
     head, train_loss = train_probe(features[fit_rows], labels[fit_rows], settings)
-    calibrator = fit_calibrator(head_scores(head, features[cal_rows]), labels[cal_rows], settings.calibration_bins)
+    bins = settings.calibration_bins or min(128, max(1, int(cal_rows.sum()) // 32))
+    calibrator = fit_calibrator(head_scores(head, features[cal_rows]), labels[cal_rows], bins)
     scores = head_scores(head, features[test_rows])
     conf = confidences[test_rows]
     head_m = quality_metrics(scores, y, calibrator)
