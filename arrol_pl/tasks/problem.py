@@ -253,7 +253,7 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
         for number, raw in enumerate(f, start=1):
             where = f"{label}:{number}"
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 yield where, BadRowError(f"line is not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})", "not_utf8")
                 continue

@@ -174,8 +174,9 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
                 f"model.tiny.max_position_embeddings={t.max_position_embeddings} tokens; raise it, or use a real "
                 f"model (model=hf model.path=...)"
             )
-        logger.info("warm start on %d of %d worked solutions of %s (the rest exceed %d tokens)", len(pairs), n_pairs,
-                    data.name, t.max_position_embeddings)
+        if len(pairs) < n_pairs:
+            logger.warning("warm start on %d of %d worked solutions of %s: the rest exceed %d tokens", len(pairs),
+                           n_pairs, data.name, t.max_position_embeddings)
     tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=cache))
     warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
     if final.exists():  # a concurrent run finished first
