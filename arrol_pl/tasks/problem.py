@@ -138,7 +138,8 @@ SPLIT_WORDS = ("train", "test", "validation", "valid", "dev")
 """Words that name a split in a data file's path (``test-00000-of-00001.parquet``, ``data/train.jsonl``)."""
 
 Row = tuple[str, "Mapping[str, Any] | BadRowError"]
-"""``(where, row)``: the row's place (``file:line``) and the record, or the error that made it unreadable."""
+"""``(where, row)``: the row's place (``file:line`` of json lines, ``file row i`` of a table, counted from
+0) and the record, or the error that made it unreadable."""
 
 
 def hub_offline() -> bool:
@@ -291,7 +292,7 @@ def _dataset_rows(rows, label: str) -> Iterator[Row]:
     for batch in rows.iter(batch_size=4096):
         keys = list(batch)
         for values in zip(*(batch[k] for k in keys)):
-            yield f"{label}:{index}", dict(zip(keys, values))
+            yield f"{label} row {index}", dict(zip(keys, values))
             index += 1
 
 

@@ -115,8 +115,8 @@ def load_heldout(data) -> ProblemSet:
     """The held-out problems of a run's data config, at most ``num_heldout``; empty without a held-out source.
 
     The held-out set is ``data.heldout_name`` (default: ``data.name``) read from ``data.heldout_path``
-    (or its hub id); read by the training adapter it also takes the training fields and options and
-    defaults to split ``test``. Arithmetic holds out its own hash bucket.
+    (or its hub id) with ``data.heldout_fields``; read by the training adapter it also takes the training
+    fields and options and defaults to split ``test``. Arithmetic holds out its own hash bucket.
     """
     if data.num_heldout == 0 or (data.heldout_name is None and data.heldout_path is None and not is_generated(data.name)):
         return ProblemSet(name=data.heldout_name or data.name, source="none", problems=[])
@@ -126,8 +126,9 @@ def load_heldout(data) -> ProblemSet:
         name = data.heldout_name or data.name
         same = canonical_name(name) == canonical_name(data.name)
         split = data.heldout_split or ("test" if same else None)
+        own = {k: v for k, v in data.heldout_fields.items() if v is not None}
         heldout = load_problems(name, path=data.heldout_path, split=split,
-                                **_row_kwargs(name, "data.heldout_path", _fields(data) if same else {}),
+                                **_row_kwargs(name, "data.heldout_path", {**(_fields(data) if same else {}), **own}),
                                 **(data.options if same else {}))
     return dataclasses.replace(heldout, problems=heldout.problems[: data.num_heldout])
 

@@ -111,6 +111,9 @@ class DataConfig:
     """Local copy of the held-out set."""
     heldout_split: str | None = None
     """Split of the held-out source (None: ``test`` for the training adapter, else the adapter's)."""
+    heldout_fields: dict[str, Any] = field(default_factory=dict)
+    """The held-out rows' own ``prompt_field`` / ``answer_field`` / ``id_field`` / ``solution_field`` /
+    ``answer_pattern`` where they differ (None or absent: the training ones when read by the same adapter)."""
     num_heldout: int = 128
     """Held-out problems evaluated before and after training (0 disables)."""
     options: dict[str, Any] = field(default_factory=dict)
@@ -140,17 +143,23 @@ class DataConfig:
             except (TypeError, ValueError) as e:
                 raise ConfigError(f"data.options of data.name={self.name}: {e}") from None
         if registry.is_generated(self.name):
-            for key in ("path", "heldout_path", *registry.ROW_FIELDS):
-                if getattr(self, key) is not None:
+            keys = {k: getattr(self, k) for k in ("path", "heldout_path", *registry.ROW_FIELDS)}
+            keys.update({f"heldout_fields.{k}": v for k, v in self.heldout_fields.items()})
+            for key, value in keys.items():
+                if value is not None:
                     raise ConfigError(f"data.{key} does not apply to data.name={self.name}: it is generated, not read from rows")
         elif self.path is None and registry.canonical_name(self.name) == "jsonl" and not self.options.get("hub_id"):
             raise ConfigError("data.path must be set for data.name=jsonl (a json, jsonl or parquet file or a folder), "
                               "or data.options.hub_id")
-        if self.answer_pattern is not None:
-            try:
-                compile_answer_pattern(self.answer_pattern)
-            except ValueError as e:
-                raise ConfigError(f"data.{e}") from None
+        for key in self.heldout_fields:
+            if key not in registry.ROW_FIELDS:
+                raise ConfigError(f"data.heldout_fields.{key} is not a row field; choose among {', '.join(registry.ROW_FIELDS)}")
+        for key, pattern in (("data", self.answer_pattern), ("data.heldout_fields", self.heldout_fields.get("answer_pattern"))):
+            if pattern is not None:
+                try:
+                    compile_answer_pattern(pattern)
+                except ValueError as e:
+                    raise ConfigError(f"{key}.{e}") from None
 
 
 @dataclass

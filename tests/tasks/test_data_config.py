@@ -30,6 +30,16 @@ def test_jsonl_preset_reads_any_file_with_its_fields_and_answer_pattern():
     assert train.report()["skipped"] == {"no_pattern_match": 1}
 
 
+def test_heldout_fields_read_a_heldout_file_of_another_shape():
+    run = compose_run("data=jsonl", f"data.path={FIXTURES / 'broken_lines.jsonl'}",
+                      f"data.heldout_path={FIXTURES / 'generic.jsonl'}", "data.heldout_fields.prompt_field=q",
+                      "data.heldout_fields.answer_field=meta.gold", "model.warm_start.steps=0")
+    train, heldout = load_data(run.data)
+    assert [p.answer for p in train] == ["5", "3"] and [p.answer for p in heldout] == ["27", "\\frac{3}{4}"]
+    with pytest.raises(ConfigError, match=r"data\.heldout_fields\.question is not a row field"):
+        compose_run("data=jsonl", f"data.path={GSM8K}", "+data.heldout_fields.question=q")
+
+
 def test_gsm8k_preset_trains_on_train_and_holds_out_test():
     main = FIXTURES / "gsm8k_hub" / "main"
     run = compose_run("data=gsm8k", f"data.path={main}", f"data.heldout_path={main}", "data.num_heldout=2")
