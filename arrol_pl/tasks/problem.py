@@ -263,7 +263,7 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as e:
-                yield where, BadRowError(f"invalid JSON ({e.msg} at column {e.colno})", "invalid_json")
+                yield where, BadRowError(f"invalid JSON ({e.msg}, column {e.colno})", "invalid_json")
                 continue
             yield where, row if isinstance(row, dict) else BadRowError(
                 f"line holds a JSON {type(row).__name__}, not an object", "not_an_object"

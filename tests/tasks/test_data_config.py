@@ -25,7 +25,7 @@ def test_jsonl_preset_reads_any_file_with_its_fields_and_answer_pattern():
     run = compose_run("data=jsonl", f"data.path={GSM8K}", "data.prompt_field=question", "data.answer_field=answer",
                       "data.answer_pattern='#### (.+)$'", f"data.heldout_path={FIXTURES / 'gsm8k_hub' / 'main'}")
     train, heldout = load_data(run.data)
-    assert [p.answer for p in train] == ["18", "3", "1250"]
+    assert [p.answer for p in train] == ["18", "3", "1250", "41"]
     assert [p.answer for p in heldout] == ["18", "3", "1250"]  # the folder's test split, read with the same fields
     assert train.report()["skipped"] == {"no_pattern_match": 1}
 
@@ -98,4 +98,4 @@ def test_no_heldout_source_is_an_empty_set():
     run = compose_run("data=jsonl", f"data.path={GSM8K}", "data.prompt_field=question",
                       "data.answer_pattern='#### (.+)$'")
     train, heldout = load_data(run.data)
-    assert len(train) == 3 and len(heldout) == 0 and heldout.report()["rows"] is None
+    assert len(train) == 4 and len(heldout) == 0 and heldout.report()["rows"] is None

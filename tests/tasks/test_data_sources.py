@@ -36,7 +36,7 @@ def test_no_usable_row_is_one_error_naming_file_fields_and_counts():
     message = str(info.value)
     assert str(FIXTURES / "gsm8k.jsonl") in message and "data.path" in message
     assert "looked for prompt in prompt; answer in answer" in message
-    assert "4 rows" in message and "skipped: missing_prompt 4" in message
+    assert "5 rows" in message and "skipped: missing_prompt 5" in message
 
 
 def test_no_usable_row_counts_every_reason(tmp_path):
@@ -118,13 +118,18 @@ def test_extract_answer_takes_the_last_match_and_drops_thousands_separators():
 
 
 def test_gsm8k_golds_score_right_under_math_verify(reward):
-    """The whole worked solution as gold let math-verify pick an intermediate number: 9 scored, 18 did not."""
-    janet = load_problems("gsm8k", path=FIXTURES / "gsm8k.jsonl")[0]
+    """The whole worked solution as gold lets math-verify pick another number ("the answer is 5 apples" before
+    "#### 41"): 5 scored and 41 did not. The extracted gold scores 41 only."""
+    rows = [json.loads(line) for line in (FIXTURES / "gsm8k.jsonl").read_text().splitlines()]
+    maria = load_problems("gsm8k", path=FIXTURES / "gsm8k.jsonl")[-1]
+    assert maria.answer == "41"
+    completions = ["... \\boxed{41}", "... \\boxed{5}"]
+    whole = reward.score(completions, [rows[-1]["answer"]] * 2)
+    extracted = reward.score(completions, [maria.answer] * 2)
+    assert whole.correct.tolist() == [False, True]
+    assert extracted.correct.tolist() == [True, False] and extracted.status == ["ok", "ok"]
     thousands = load_problems("gsm8k", path=FIXTURES / "gsm8k.jsonl")[2]
-    result = reward.score(["... \\boxed{18}", "... \\boxed{9}", "... \\boxed{1250}"],
-                          [janet.answer, janet.answer, thousands.answer])
-    assert result.status == ["ok"] * 3
-    assert result.correct.tolist() == [True, False, True]
+    assert reward.score(["\\boxed{1250}"], [thousands.answer]).correct.tolist() == [True]
 
 
 def test_the_heldout_key_is_named_offline(monkeypatch):
