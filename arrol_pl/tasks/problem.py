@@ -242,7 +242,7 @@ def _file_rows(path: Path, label: str) -> Iterator[Row]:
         return
     with open(path, "rb") as f:
         head = f.read(4096).lstrip()
-    if head.startswith(b"["):
+    if path.suffix.lower() == ".json" and head.startswith(b"["):
         yield from _json_array_rows(path, label)
     else:
         yield from _json_lines(path, label)
@@ -254,7 +254,7 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
         for number, raw in enumerate(f, start=1):
             where = f"{label}:{number}"
             try:
-                text = raw.decode("utf-8").rstrip("\r\n")
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
                 yield where, BadRowError(f"line is not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})", "not_utf8")
                 continue
@@ -273,7 +273,7 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
 def _json_array_rows(path: Path, label: str) -> Iterator[Row]:
     """A file holding one JSON array: unlike JSON lines, one broken byte breaks the whole file."""
     try:
-        rows = json.loads(path.read_bytes().decode("utf-8"))
+        rows = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DatasetUnavailableError(
             f"{path}: not a readable JSON array ({e}); write the rows as JSON lines (.jsonl) so a broken row "

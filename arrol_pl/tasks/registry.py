@@ -14,7 +14,7 @@ import importlib
 import os
 from typing import Any
 
-from arrol_pl.tasks.problem import ProblemSet, load_spec
+from arrol_pl.tasks.problem import ProblemSet, compile_answer_pattern, load_spec
 
 ADAPTERS: dict[str, str] = {
     "arithmetic": "arrol_pl.tasks.arithmetic",
@@ -84,6 +84,54 @@ def provides_solutions(name: str, solution_field: str | None = None, answer_patt
     """Whether ``name``'s problems carry worked solutions: built in, or from ``solution_field``, or the
     text before ``answer_pattern``'s match."""
     return getattr(adapter(name), "SOLUTIONS", False) or bool(solution_field or answer_pattern)
+
+
+def check_data_config(data) -> None:
+    """ValueError naming the ``data.*`` key when a run's data config cannot work; reads no rows.
+
+    ``data.options`` must be options of the chosen adapter (its ``OPTIONS``), so a preset's options never
+    reach another adapter; a generated task takes no path and no fields; patterns must compile.
+    """
+    for key in ("name", "heldout_name"):
+        if getattr(data, key) is not None:
+            try:
+                canonical_name(getattr(data, key))
+            except ValueError as e:
+                raise ValueError(f"data.{key}: {e}") from None
+    if data.num_heldout < 0:
+        raise ValueError(f"data.num_heldout must be >= 0, got {data.num_heldout}")
+    declared = adapter_options(data.name)
+    known = [f.name for f in dataclasses.fields(declared)] if declared else []
+    for key in data.options:
+        if key not in known:
+            takes = f"its options: {', '.join(known)}" if known else "it takes none"
+            raise ValueError(
+                f"data.options.{key} is not an option of data.name={data.name} ({takes}); choose a dataset with "
+                f"its preset, data={data.name}, so no other preset's options carry over"
+            )
+    if declared is not None:
+        try:
+            declared(**data.options)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"data.options of data.name={data.name}: {e}") from None
+    for key in data.heldout_fields:
+        if key not in ROW_FIELDS:
+            raise ValueError(f"data.heldout_fields.{key} is not a row field; choose among {', '.join(ROW_FIELDS)}")
+    if is_generated(data.name):
+        keys = {k: getattr(data, k) for k in ("path", "heldout_path", *ROW_FIELDS)}
+        keys.update({f"heldout_fields.{k}": v for k, v in data.heldout_fields.items()})
+        for key, value in keys.items():
+            if value is not None:
+                raise ValueError(f"data.{key} does not apply to data.name={data.name}: it is generated, not read from rows")
+    elif data.path is None and canonical_name(data.name) == "jsonl" and not data.options.get("hub_id"):
+        raise ValueError("data.path must be set for data.name=jsonl (a json, jsonl or parquet file or a folder), "
+                         "or data.options.hub_id")
+    for key, pattern in (("data", data.answer_pattern), ("data.heldout_fields", data.heldout_fields.get("answer_pattern"))):
+        if pattern is not None:
+            try:
+                compile_answer_pattern(pattern)
+            except ValueError as e:
+                raise ValueError(f"{key}.{e}") from None
 
 
 def load_problems(name: str, path: str | os.PathLike | None = None, split: str | None = None, **kwargs: Any) -> ProblemSet:

@@ -6,7 +6,6 @@ objects, whose ``__post_init__`` checks values.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,6 @@ from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.tasks import registry
-from arrol_pl.tasks.problem import compile_answer_pattern
 
 
 class ConfigError(ValueError):
@@ -120,46 +118,10 @@ class DataConfig:
     """The adapter's own options (its ``OPTIONS`` dataclass: arithmetic difficulty, jsonl hub id)."""
 
     def __post_init__(self) -> None:
-        for key in ("name", "heldout_name"):
-            if getattr(self, key) is not None:
-                try:
-                    registry.canonical_name(getattr(self, key))
-                except ValueError as e:
-                    raise ConfigError(f"data.{key}: {e}") from None
-        if self.num_heldout < 0:
-            raise ConfigError(f"data.num_heldout must be >= 0, got {self.num_heldout}")
-        declared = registry.adapter_options(self.name)
-        known = [f.name for f in dataclasses.fields(declared)] if declared else []
-        for key in self.options:
-            if key not in known:
-                takes = f"its options: {', '.join(known)}" if known else "it takes none"
-                raise ConfigError(
-                    f"data.options.{key} is not an option of data.name={self.name} ({takes}); choose a dataset with "
-                    f"its preset, data={self.name}, so no other preset's options carry over"
-                )
-        if declared is not None:
-            try:
-                declared(**self.options)
-            except (TypeError, ValueError) as e:
-                raise ConfigError(f"data.options of data.name={self.name}: {e}") from None
-        if registry.is_generated(self.name):
-            keys = {k: getattr(self, k) for k in ("path", "heldout_path", *registry.ROW_FIELDS)}
-            keys.update({f"heldout_fields.{k}": v for k, v in self.heldout_fields.items()})
-            for key, value in keys.items():
-                if value is not None:
-                    raise ConfigError(f"data.{key} does not apply to data.name={self.name}: it is generated, not read from rows")
-        elif self.path is None and registry.canonical_name(self.name) == "jsonl" and not self.options.get("hub_id"):
-            raise ConfigError("data.path must be set for data.name=jsonl (a json, jsonl or parquet file or a folder), "
-                              "or data.options.hub_id")
-        for key in self.heldout_fields:
-            if key not in registry.ROW_FIELDS:
-                raise ConfigError(f"data.heldout_fields.{key} is not a row field; choose among {', '.join(registry.ROW_FIELDS)}")
-        for key, pattern in (("data", self.answer_pattern), ("data.heldout_fields", self.heldout_fields.get("answer_pattern"))):
-            if pattern is not None:
-                try:
-                    compile_answer_pattern(pattern)
-                except ValueError as e:
-                    raise ConfigError(f"{key}.{e}") from None
+        try:
+            registry.check_data_config(self)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
 
 @dataclass

@@ -136,3 +136,12 @@ def test_the_heldout_key_is_named_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(DatasetUnavailableError, match="no data.heldout_path is set.*set data.heldout_path=/data/math500"):
         load_problems("math500", key="data.heldout_path")
+
+
+def test_a_byte_order_mark_and_a_list_on_the_first_line_cost_nothing_more(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"prompt": "p?", "answer": "1"}\n')
+    assert [p.answer for p in load_problems("jsonl", path=path)] == ["1"]
+    path.write_text('["a list"]\n{"prompt": "p?", "answer": "2"}\n')
+    problems = load_problems("jsonl", path=path)
+    assert [p.answer for p in problems] == ["2"] and problems.skip_counts() == {"not_an_object": 1}
