@@ -1,7 +1,8 @@
 """Tasks: datasets → ``Problem(id, prompt, answer)``, the built-in arithmetic task, and the math reward.
 
 Imports stay light (no ``datasets``, no ``math_verify``): those load inside the functions that need
-them. Entry points: :func:`load_problems` (datasets by name), :class:`arrol_pl.tasks.reward.MathReward`
+them. Entry points: :func:`load_problems` (datasets by name), :func:`arrol_pl.tasks.registry.load_data`
+(a run's training and held-out sets), :class:`arrol_pl.tasks.reward.MathReward`
 (R = 1[answer ≡ gold] in worker processes), :mod:`arrol_pl.tasks.arithmetic` (the CPU default task).
 """
 

@@ -170,6 +170,11 @@ def tokenizer_corpus(config: ArithmeticConfig | None = None) -> list[str]:
     return sft_texts(train) + ["Compute 0123456789 + - * = . \\boxed{}"]
 
 
+GENERATED = True
+SOLUTIONS = True
+OPTIONS = ArithmeticConfig
+
+
 def load(split: str | None = None, path: None = None, **config) -> ProblemSet:
     """The ``train`` or ``heldout`` (alias ``test``) split as a ProblemSet; ``config`` → ArithmeticConfig."""
     if path is not None:

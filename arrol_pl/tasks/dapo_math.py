@@ -41,9 +41,9 @@ def strip_dapo_instruction(content: str) -> str:
     return content.removeprefix(DAPO_PREFIX).removesuffix(DAPO_SUFFIX).strip()
 
 
-def question_of(row: Mapping[str, Any]) -> str:
-    question = strip_dapo_instruction(text_field(row, SPEC.question_fields, "prompt", chat=True))
+def question_of(row: Mapping[str, Any], spec: DatasetSpec) -> str:
+    question = strip_dapo_instruction(text_field(row, spec.question_fields, "prompt", chat=True))
     if not question:
-        raise BadRowError("empty prompt once DAPO's instruction is removed")
+        raise BadRowError("empty prompt once DAPO's instruction is removed", "empty_prompt")
     return question
 

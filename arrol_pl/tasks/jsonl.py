@@ -1,49 +1,50 @@
 """Any other verifiable dataset (``data=jsonl``): a local json/jsonl/parquet file, a ``save_to_disk``
-directory, or a hub id, with configurable field names.
+directory or a folder of data files, or a hub id (``data.options.hub_id``), with configurable fields.
 
-Field names may be dotted paths into nested records (``reward_model.ground_truth``); a prompt field
-holding a chat message list contributes its last user message. Without an id field, ids are
-``"{name}-{row index}"``.
+Fields (``data.prompt_field``, ``data.answer_field``, ``data.id_field``, ``data.solution_field``) may be
+dotted paths into nested records (``reward_model.ground_truth``); a prompt field holding a chat message
+list contributes its last user message. ``data.answer_pattern`` takes the gold out of a worked solution.
+Without an id field, ids are ``"{name}-{row index}"``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from arrol_pl.tasks.problem import (
-    MATH_PROMPT_TEMPLATE,
-    DatasetSpec,
-    ProblemSet,
-    load_spec,
-    text_field,
-)
+from arrol_pl.tasks.problem import DatasetSpec, ProblemSet, load_spec
+
+
+@dataclass(frozen=True)
+class JsonlOptions:
+    """``data.options`` of the jsonl adapter."""
+
+    hub_id: str | None = None
+    """Hub dataset to load when ``data.path`` is unset (online only)."""
+    hub_config: str | None = None
+    """Its configuration name, if it has several."""
+
+
+OPTIONS = JsonlOptions
 
 
 def load(
     path: str | os.PathLike | None = None,
     split: str | None = None,
-    template: str = MATH_PROMPT_TEMPLATE,
-    limit: int | None = None,
-    prompt_field: str = "prompt",
-    answer_field: str = "answer",
-    id_field: str | None = "id",
     hub_id: str | None = None,
     hub_config: str | None = None,
     name: str = "jsonl",
+    **kwargs: Any,
 ) -> ProblemSet:
-    """Problems from ``path`` (or ``hub_id``) whose question is ``prompt_field`` and gold ``answer_field``."""
+    """Problems from ``path`` (or ``hub_id``); ``kwargs`` go to :func:`load_spec` (fields, pattern, template, limit)."""
     spec = DatasetSpec(
         name=name,
         hub_id=hub_id,
         split=split or "train",
-        question_fields=(prompt_field,),
-        answer_fields=(answer_field,),
-        id_fields=(id_field,) if id_field else (),
+        question_fields=("prompt",),
+        answer_fields=("answer",),
+        id_fields=("id",),
         hub_config=hub_config,
     )
-
-    def question_of(row: Mapping[str, Any]) -> str:
-        return text_field(row, spec.question_fields, "prompt", chat=True)
-
-    return load_spec(spec, path, split, template, question_of=question_of, limit=limit)
+    return load_spec(spec, path, split, **kwargs)

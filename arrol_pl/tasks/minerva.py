@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from arrol_pl.tasks.problem import (
     BadRowError,
     DatasetSpec,
-    answer_field,
+    answer_value,
     first_field,
 )
 from arrol_pl.tasks.reward import extract_boxed
@@ -27,14 +27,14 @@ SPEC = DatasetSpec(
 )
 
 
-def answer_of(row: Mapping[str, Any]) -> str:
-    if first_field(row, SPEC.answer_fields)[0] is not None:
-        return answer_field(row, SPEC.answer_fields)
+def answer_of(row: Mapping[str, Any], spec: DatasetSpec) -> str:
+    if first_field(row, spec.answer_fields)[0] is not None:
+        return answer_value(row, spec.answer_fields)
     _, solution = first_field(row, ("solution",))
     if not isinstance(solution, str):
-        raise BadRowError("missing answer (looked for answer, and a \\boxed{} in solution)")
+        raise BadRowError("missing answer (looked for answer, and a \\boxed{} in solution)", "missing_answer")
     boxed = extract_boxed(solution)
     if not boxed:
-        raise BadRowError("missing answer: no answer field and no \\boxed{} in solution")
+        raise BadRowError("missing answer: no answer field and no \\boxed{} in solution", "missing_answer")
     return boxed
 

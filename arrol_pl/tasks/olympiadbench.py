@@ -27,17 +27,17 @@ def _unwrap(s: str) -> str:
     return s[1:-1].strip() if len(s) >= 2 and s.startswith("$") and s.endswith("$") and s.count("$") == 2 else s
 
 
-def answer_of(row: Mapping[str, Any]) -> str:
-    name, value = first_field(row, SPEC.answer_fields)
+def answer_of(row: Mapping[str, Any], spec: DatasetSpec) -> str:
+    name, value = first_field(row, spec.answer_fields)
     if name is None:
-        raise BadRowError(f"missing answer (looked for {', '.join(SPEC.answer_fields)})")
+        raise BadRowError(f"missing answer (looked for {', '.join(spec.answer_fields)})", "missing_answer")
     parts = value if isinstance(value, list) else [value]
     if not parts:
-        raise BadRowError(f"empty answer list in field {name!r}")
+        raise BadRowError(f"empty answer list in field {name!r}", "empty_answer")
     if not all(isinstance(p, str) for p in parts):
-        raise BadRowError(f"answer field {name!r} must be a string or a list of strings")
+        raise BadRowError(f"answer field {name!r} must be a string or a list of strings", "wrong_type")
     answers = [_unwrap(p) for p in parts if p.strip()]
     if not answers:
-        raise BadRowError(f"empty answer in field {name!r}")
+        raise BadRowError(f"empty answer in field {name!r}", "empty_answer")
     return ", ".join(answers)
 

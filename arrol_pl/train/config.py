@@ -15,6 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
+from arrol_pl.tasks import registry
 from arrol_pl.tasks.problem import PromptFormat
 
 
@@ -100,22 +101,40 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    """Training and held-out problems."""
+    """Training and held-out problems. Each ``conf/data`` preset names its adapter and its own ``options``;
+    everything is checked here, before any model loads."""
 
     name: str = "arithmetic"
-    """Task adapter: arithmetic | dapo_math | math500 | minerva | olympiadbench | amc23 | aime24 | aime25 | jsonl."""
+    """Task adapter: arithmetic | gsm8k | dapo_math | math500 | minerva | olympiadbench | amc23 | aime24 | aime25 | jsonl."""
     path: str | None = None
-    """Local copy (json, jsonl, parquet or a saved dataset dir); required offline for public datasets."""
+    """Local copy (a json, jsonl or parquet file, a saved dataset dir, or a folder of data files); required
+    offline for public datasets."""
     split: str | None = None
-    """Split of the training source."""
+    """Split of the training source (None: the adapter's, e.g. ``train``)."""
+    prompt_field: str | None = None
+    """Row field holding the question (dotted for nested records; chat messages allowed); None: the adapter's."""
+    answer_field: str | None = None
+    """Row field holding the gold answer; None: the adapter's."""
+    id_field: str | None = None
+    """Row field holding the problem id; None: the adapter's (rows without one get ``{name}-{index}``)."""
+    solution_field: str | None = None
+    """Row field holding a worked solution (the tiny policy's warm start); None: the adapter's, if any."""
+    answer_pattern: str | None = None
+    """Regex with one group taking the gold out of the answer field (GSM8K: ``'#### (.+)$'``); None: the adapter's."""
     heldout_name: str | None = None
-    """Adapter of the held-out set; None uses the held-out split of ``name`` (arithmetic) or skips it."""
+    """Adapter of the held-out set; None: the held-out split of ``name`` (arithmetic), or ``name`` when
+    ``heldout_path`` is set."""
     heldout_path: str | None = None
     """Local copy of the held-out set."""
+    heldout_split: str | None = None
+    """Split of the held-out source (None: ``test`` for the training adapter, else the adapter's)."""
+    heldout_fields: dict[str, Any] = field(default_factory=dict)
+    """The held-out rows' own ``prompt_field`` / ``answer_field`` / ``id_field`` / ``solution_field`` /
+    ``answer_pattern`` where they differ (None or absent: the training ones when read by the same adapter)."""
     num_heldout: int = 128
     """Held-out problems evaluated before and after training (0 disables)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Adapter keyword arguments (e.g. arithmetic difficulty, jsonl field names)."""
+    """The adapter's own options (its ``OPTIONS`` dataclass: arithmetic difficulty, jsonl hub id)."""
     prompt_template: str | None = None
     """Text the problem prompt is placed into at ``{question}`` (e.g. a few-shot prefix); None: the prompt as is."""
     chat_template: bool = True
@@ -125,9 +144,10 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         try:
+            registry.check_data_config(self)
             self.prompt_format()
-        except ValueError as exc:
-            raise ConfigError(f"data.{exc}") from None
+        except ValueError as e:
+            raise ConfigError(str(e) if str(e).startswith("data.") else f"data.{e}") from None
 
     def prompt_format(self) -> PromptFormat:
         """How problems become the policy's input text, and where generation stops."""
@@ -300,11 +320,14 @@ class RunConfig:
             raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
         if self.trainer.strategy not in ("auto", "fsdp", "ddp"):
             raise ConfigError(f"trainer.strategy={self.trainer.strategy!r}; choose auto | fsdp | ddp")
-        if (self.model.path is None and self.model.pretrained is None and self.data.name != "arithmetic"
-                and self.model.warm_start.steps > 0):
+        d = self.data
+        if (self.model.path is None and self.model.pretrained is None and self.model.warm_start.steps > 0
+                and not registry.provides_solutions(d.name, d.solution_field, d.answer_pattern)):
             raise ConfigError(
-                "model.path is unset, so the tiny local policy is used, but its warm start only knows the built-in "
-                f"arithmetic task (data.name={self.data.name!r}); set model.path or model.warm_start.steps=0"
+                f"model.path is unset, so the tiny local policy is used, and its warm start trains on worked solutions, "
+                f"which data.name={d.name} does not have; use a real model (model=hf model.path=...), or name a "
+                f"solution field (data.solution_field=..., or data.answer_pattern=... when the answer ends a worked "
+                f"solution), or set model.warm_start.steps=0 to train the untrained tiny policy (expect reward 0)"
             )
 
 

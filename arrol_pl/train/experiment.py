@@ -22,19 +22,11 @@ from arrol_pl.train.config import ConfigError, RunConfig
 SUMMARY_PHASES = ("generation", "reward", "ref_logprob", "update", "head", "optimizer", "sync", "step")
 
 
-def load_splits(run: RunConfig) -> tuple[list, list]:
-    """Training and held-out problems; bad rows are skipped, counted and logged with their ids by the adapters."""
-    from arrol_pl.tasks.registry import load_problems
+def load_splits(run: RunConfig) -> tuple:
+    """Training and held-out ProblemSets; bad rows are skipped, counted and logged with their ids by the adapters."""
+    from arrol_pl.tasks.registry import load_data
 
-    d = run.data
-    train = load_problems(d.name, path=d.path, split=d.split or "train", **d.options)
-    if d.heldout_name is not None or d.heldout_path is not None:
-        heldout = load_problems(d.heldout_name or d.name, path=d.heldout_path, split="test").problems
-    elif d.name == "arithmetic":
-        heldout = load_problems("arithmetic", split="heldout", **d.options).problems
-    else:
-        heldout = []
-    return train.problems, heldout[: d.num_heldout]
+    return load_data(run.data)
 
 
 def policy_directory(run: RunConfig) -> Path:
@@ -49,7 +41,7 @@ def policy_directory(run: RunConfig) -> Path:
         return path
     from arrol_pl.train.warmstart import prepare_tiny_policy
 
-    return prepare_tiny_policy(run.model, run.data.options, run.algo.max_response_tokens, run.trainer.seed)
+    return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
 
 
 def check_trainable_layers(run: RunConfig, policy_dir: Path) -> None:
@@ -146,6 +138,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     out_dir.mkdir(parents=True, exist_ok=True)
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)
     train, heldout = load_splits(run)
+    data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
     policy_dir = policy_directory(run)
     check_trainable_layers(run, policy_dir)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
@@ -204,6 +197,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         "checkpoint_dir": str(out_dir / "checkpoints"),
         "tensorboard_dir": str(out_dir / "tb"),
         "overrides": overrides or [],
+        "data_rows": data_rows,
     })
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     # Every step's metrics, one JSON object per line: what benchmark and results scripts read.

@@ -5,8 +5,13 @@ Decisions:
   fully trained one always does. The warm start trains on worked solutions (loss on the completion
   and its eos only) and stops at the first check whose *sampled* pass rate (temperature 1, the RL
   sampling) on training problems lies inside ``target_pass_rate``.
-- Everything is cached under ``model.cache_dir`` by a content key of the task, architecture and
-  warm-start settings, so repeated runs and tests reuse the same directory.
+- Any dataset whose problems carry worked solutions works (GSM8K's, ``data.solution_field``, the text
+  before ``data.answer_pattern``'s match): tokenizer and warm start are trained on its training
+  problems, keeping the examples that fit ``model.tiny.max_position_embeddings``. A dataset without
+  solutions is refused by the config unless ``model.warm_start.steps=0``.
+- Everything is cached under ``model.cache_dir`` by a content key of the task (the arithmetic settings,
+  or the dataset's texts), architecture and warm-start settings, so repeated runs and tests reuse the
+  same directory.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ import torch
 from arrol_pl.models.tiny import build_tiny_model, build_tokenizer
 from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_examples, tokenizer_corpus
 from arrol_pl.tasks.problem import Problem
+from arrol_pl.tasks.registry import is_generated, load_train
 from arrol_pl.tasks.reward import extract_boxed
-from arrol_pl.train.config import ModelConfig
+from arrol_pl.train.config import DataConfig, ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +75,15 @@ def _sft_batch(tokenizer, pairs: Sequence[tuple[str, str]]) -> tuple[torch.Tenso
     return ids, mask, lab
 
 
-def warm_start(model_dir: Path, out_dir: Path, problems: Sequence[Problem], cfg: ModelConfig, max_new_tokens: int,
-               seed: int) -> dict:
-    """Supervised training of ``model_dir`` on ``problems``; saves to ``out_dir``; returns its report."""
+def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]], problems: Sequence[Problem],
+               cfg: ModelConfig, max_new_tokens: int, seed: int) -> dict:
+    """Supervised training of ``model_dir`` on ``(prompt, completion)`` ``pairs``, its pass rate checked on
+    ``problems``; saves to ``out_dir``; returns its report."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     ws = cfg.warm_start
-    pairs = sft_examples(problems)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
     probe = list(problems[: 64])
@@ -107,11 +113,40 @@ def warm_start(model_dir: Path, out_dir: Path, problems: Sequence[Problem], cfg:
     return report
 
 
-def prepare_tiny_policy(cfg: ModelConfig, task_options: dict, max_new_tokens: int, seed: int = 0) -> Path:
-    """Build (or reuse) tokenizer → tiny Qwen3 → warm start; returns the policy directory."""
-    task = ArithmeticConfig(**task_options)
+def task_texts(data: DataConfig) -> tuple[list[str], list[tuple[str, str]], list[Problem], object]:
+    """``(tokenizer corpus, warm-start pairs, training problems, cache key part)`` of the run's task.
+
+    A dataset's pairs are its problems' worked solutions (``"\\n" + solution``); without any (only
+    reachable with ``model.warm_start.steps=0``) the corpus is its prompts and golds.
+    """
+    if is_generated(data.name):
+        task = ArithmeticConfig(**data.options)
+        train, _ = arithmetic_splits(task)
+        return tokenizer_corpus(task), sft_examples(train), train, asdict(task)
+    train = load_train(data).problems
+    pairs = [(p.prompt, "\n" + p.solution) for p in train if p.solution]
+    corpus = [prompt + completion for prompt, completion in pairs] or [f"{p.prompt}\n\\boxed{{{p.answer}}}" for p in train]
+    corpus.append("0123456789 + - * / = . \\boxed{}")
+    return corpus, pairs, [p for p in train if p.solution], hashlib.sha256(json.dumps(corpus).encode()).hexdigest()
+
+
+def fitting(tokenizer, pairs: Sequence[tuple[str, str]], problems: Sequence[Problem], max_len: int,
+            max_new_tokens: int) -> tuple[list[tuple[str, str]], list[Problem]]:
+    """The pairs whose prompt + completion + eos fit ``max_len`` tokens, and the problems whose prompt leaves
+    room for ``max_new_tokens``: the tiny policy has no positions beyond ``max_len``."""
+    def length(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    kept_pairs = [(p, c) for p, c in pairs if length(p) + length(c) + 1 <= max_len]
+    kept_problems = [p for p in problems if length(p.prompt) + max_new_tokens <= max_len]
+    return kept_pairs, kept_problems
+
+
+def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int, seed: int = 0) -> Path:
+    """Build (or reuse) tokenizer → tiny Qwen3 → warm start on the run's task; returns the policy directory."""
+    corpus, pairs, problems, task_key = task_texts(data)
     cache = Path(cfg.cache_dir)
-    tok_dir = build_tokenizer(tokenizer_corpus(task), cache, vocab_size=cfg.tiny.vocab_size)
+    tok_dir = build_tokenizer(corpus, cache, vocab_size=cfg.tiny.vocab_size)
     t = cfg.tiny
     model_dir = build_tiny_model(
         tok_dir, cache, hidden_size=t.hidden_size, num_layers=t.num_layers, num_heads=t.num_heads,
@@ -121,14 +156,29 @@ def prepare_tiny_policy(cfg: ModelConfig, task_options: dict, max_new_tokens: in
     if cfg.warm_start.steps == 0:
         return model_dir
     key = hashlib.sha256(
-        json.dumps([model_dir.name, asdict(task), asdict(cfg.warm_start), max_new_tokens, seed], sort_keys=True).encode()
+        json.dumps([model_dir.name, task_key, asdict(cfg.warm_start), max_new_tokens, seed], sort_keys=True).encode()
     ).hexdigest()[:16]
     final = cache / f"warm-{key}"
     if (final / "warm_start.json").exists():
         return final
+    if not is_generated(data.name):
+        from transformers import AutoTokenizer
+
+        n_pairs, n_problems = len(pairs), len(problems)
+        pairs, problems = fitting(AutoTokenizer.from_pretrained(tok_dir), pairs, problems, t.max_position_embeddings,
+                                  max_new_tokens)
+        if not pairs or not problems:
+            raise ValueError(
+                f"data.name={data.name}: none of {n_pairs} worked solutions (or {n_problems} prompts plus "
+                f"algo.max_response_tokens={max_new_tokens}) fits the tiny policy's "
+                f"model.tiny.max_position_embeddings={t.max_position_embeddings} tokens; raise it, or use a real "
+                f"model (model=hf model.path=...)"
+            )
+        if len(pairs) < n_pairs:
+            logger.warning("warm start on %d of %d worked solutions of %s: the rest exceed %d tokens", len(pairs),
+                           n_pairs, data.name, t.max_position_embeddings)
     tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=cache))
-    train, _ = arithmetic_splits(task)
-    warm_start(model_dir, tmp, train, cfg, max_new_tokens, seed)
+    warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
     if final.exists():  # a concurrent run finished first
         shutil.rmtree(tmp)
     else:

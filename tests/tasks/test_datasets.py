@@ -36,16 +36,22 @@ CASES = {
         ],
         ["test/algebra/3.json", "test/algebra/4.json", "test/algebra/5.json"],
     ),
-    "minerva": ("minerva.jsonl", {}, [("minerva-0", "10"), ("minerva-1", "500")], ["minerva-2"]),
+    "minerva": ("minerva.jsonl", {}, [("minerva-0", "10"), ("minerva-1", "500")], ["minerva.jsonl:3"]),
     "olympiadbench": ("olympiadbench.json", {}, [("1606", "8"), ("1607", "-2, 2")], ["1608"]),
     "amc23": ("amc23.parquet", {}, [("0", "24"), ("1", "8")], ["2"]),
     "aime24": ("aime24", {}, [("60", "024"), ("61", "10")], []),
     "aime25": ("aime25.jsonl", {}, [("0", "70"), ("1", "15")], ["2"]),
     "jsonl": (
         "generic.jsonl",
-        {"prompt_field": "q", "answer_field": "meta.gold", "id_field": None},
+        {"prompt_field": "q", "answer_field": "meta.gold"},
         [("jsonl-0", "27"), ("jsonl-1", "\\frac{3}{4}")],
-        ["jsonl-2"],
+        ["generic.jsonl:3"],  # no id field: reported by file and line
+    ),
+    "gsm8k": (
+        "gsm8k.jsonl",
+        {},
+        [("gsm8k-0", "18"), ("gsm8k-1", "3"), ("gsm8k-2", "1250"), ("gsm8k-4", "41")],  # "#### 1,250" → 1250
+        ["gsm8k.jsonl:4"],
     ),
 }
 
@@ -147,7 +153,7 @@ def test_limit_and_template():
 
 def test_unknown_dataset_lists_the_choices():
     with pytest.raises(ValueError, match="math500"):
-        load_problems("gsm8k")
+        load_problems("gsm9k")
     assert load_problems("AIME2025", path=FIXTURES / "aime25.jsonl").name == "aime25"  # aliases, any case
 
 
