@@ -5,10 +5,10 @@ script, the results page and the tests share one reading of them.
 
 Decisions:
 - Medians over the measured steps (warm-up excluded): the machines are shared and noisy.
-- The paper's phases map onto the trainer's timers: generation; log-prob = the reference model's
-  forward (``ref_logprob``; the policy's own old log-probs come out of the update's forward, as the
-  update is on-policy); update = forward + backward + optimizer step; the rest (reward, head, sync and
-  the loop around them) is reported beside them and is part of end to end.
+- The paper's phases map onto the trainer's timers: generation; log-prob = the policy's old log-probs
+  plus the reference model's (``old_logprob`` + ``ref_logprob``, one no-grad forward each per step, as
+  verl); update = forward + backward + optimizer steps over every PPO mini-batch and epoch; the rest
+  (reward, head, sync and the loop around them) is reported beside them and is part of end to end.
 - A phase's *limit* is the work it has to do less of: generated tokens for generation, trained tokens
   for log-prob and update. The *holding back* phase is the one whose seconds exceed most what they
   would be if that phase ran at the end-to-end goal.
@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 PHASES: dict[str, tuple[str, ...]] = {
     "generation": ("time/generation",),
     "reward": ("time/reward",),
-    "log-prob": ("time/ref_logprob",),
+    "log-prob": ("time/old_logprob", "time/ref_logprob"),
     "update": ("time/update", "time/optimizer"),
     "head": ("time/head",),
     "sync": ("time/sync",),

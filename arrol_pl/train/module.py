@@ -100,7 +100,7 @@ class ArrolModule(L.LightningModule):
         sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens}
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
-                                       cfg.engine.detect_length, params)
+                                       cfg.engine.detect_length, params, logprobs_topk=0)  # the sampled token's
         surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
         with timer("reward"):
             scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
@@ -108,16 +108,22 @@ class ArrolModule(L.LightningModule):
         labels = torch.as_tensor(scored.correct, dtype=torch.float32)
         advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
 
+        reference = self._reference[0] if self._reference else None
+        logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer)
         opt = self.optimizers()
         opt.zero_grad()
-        reference = self._reference[0] if self._reference else None
-        stats = phases.policy_update(self.policy, reference, surv, advantages, rows, algo, self.pad_id,
-                                     self.manual_backward, timer)
+
+        def optimizer_step(last: bool) -> float:
+            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip or float("inf"))
+            # Lightning counts every LightningOptimizer.step as a global step; the earlier PPO mini-batches
+            # step the wrapped optimizer so that global_step keeps counting training steps.
+            (opt.step if last else opt.optimizer.step)()
+            opt.zero_grad()
+            return float(norm)
+
+        stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
+                                     self.manual_backward, optimizer_step, timer)
         weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
-        with timer("optimizer"):
-            if algo.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip)
-            opt.step()
         self.calibrator.update(surv.scores, labels, weights)
         with timer("head"):
             self.replay.add(surv.features, labels, weights)
