@@ -388,8 +388,11 @@ def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperatu
     prompts = [p.prompt for p in problems]
     golds = [p.answer for p in problems]
     greedy = engine.generate(prompts, 1, {"temperature": 0.0, "max_tokens": max_tokens})
-    greedy_acc = reward.score([r.text for r in greedy.rollouts], golds).accuracy
+    # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
+    greedy_acc = reward.score([r.text for r in greedy.rollouts], golds,
+                              lengths=[len(r.response_token_ids) for r in greedy.rollouts]).accuracy
     sampled = engine.generate(prompts, samples, {"temperature": temperature, "max_tokens": max_tokens})
     sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
-    acc = reward.score([r.text for r in sampled.rollouts], sampled_golds).accuracy
+    acc = reward.score([r.text for r in sampled.rollouts], sampled_golds,
+                       lengths=[len(r.response_token_ids) for r in sampled.rollouts]).accuracy
     return HeldoutResult(accuracy=acc, greedy_accuracy=greedy_acc, samples=samples, problems=len(problems))
