@@ -126,6 +126,31 @@ def diagnosis_text(d: dict[str, Any], arm_name: str) -> str:
             f"+{d['holding_back_excess_seconds']:.2f} s/step over the goal's share).")
 
 
+def phase_verdict(baseline: dict[str, float], arm: dict[str, float], phase: str, goal: float) -> dict[str, Any]:
+    """Whether ``phase`` (one that scales with tokens: :data:`LIMITS`) reaches ``goal``× and, if not, why.
+
+    A phase's seconds are modelled as ``fixed + per_token · tokens`` through the two arms' points; ``fixed``
+    is the part that no pruning removes (optimizer steps, per-batch launch and Python overhead).
+    """
+    r = ratios(baseline, arm)
+    tokens = LIMITS[phase]
+    t_base, t_arm, n_base, n_arm = baseline[phase], arm[phase], baseline[tokens], arm[tokens]
+    fixed = (t_arm * n_base - t_base * n_arm) / (n_base - n_arm) if n_base != n_arm else float("nan")
+    return {"phase": phase, "ratio": r[phase], "goal": goal, "met": r[phase] >= goal, "limit": r[tokens],
+            "fixed_seconds": fixed, "seconds": t_arm}
+
+
+def phase_verdict_text(v: dict[str, Any], arm_name: str) -> str:
+    """One sentence for ``phase_verdict``'s result."""
+    head = f"{arm_name}: {v['phase']} {v['ratio']:.2f}× (goal {v['goal']:.2f}×)"
+    if v["met"]:
+        return head + ": met."
+    if v["limit"] < v["goal"]:
+        return f"{head}: short; its work shrinks only {v['limit']:.2f}× (the pruned arm trains on that many times fewer tokens)."
+    return (f"{head}: short; its work shrinks {v['limit']:.2f}×, but about {v['fixed_seconds']:.3f} s of its "
+            f"{v['seconds']:.3f} s/step does not scale with tokens (optimizer steps, per-batch overhead).")
+
+
 def markdown_table(arms: Sequence[tuple[str, dict[str, float]]], baseline: dict[str, float]) -> str:
     """Seconds per phase (median) with the speedup vs ``baseline`` in brackets, and the token counts."""
     cols = [*PHASES, "other", "step"]
