@@ -282,6 +282,11 @@ class RunConfig:
             raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.engine.max_num_seqs}")
         if self.trainer.max_steps < 1:
             raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
+        if "16" in self.trainer.precision and "bf16" not in self.trainer.precision and (
+                self.algo.num_mini_batches * self.algo.ppo_epochs > 1):
+            # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
+            raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
+                              "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")
         if self.trainer.strategy not in ("auto", "fsdp", "ddp"):
             raise ConfigError(f"trainer.strategy={self.trainer.strategy!r}; choose auto | fsdp | ddp")
         if self.model.path is None and self.data.name != "arithmetic" and self.model.warm_start.steps > 0:

@@ -85,6 +85,7 @@ def test_algo_presets():
     ("algo.clip_ratio_c=1.0", "algo.clip_ratio_c"),
     ("algo.rollout_is_cap=0", "algo.rollout_is_cap"),
     ("algo.kl_estimator=k4", "algo.kl_estimator"),
+    ("trainer.precision=16-mixed algo.ppo_epochs=2", "trainer.precision"),
     ("trainer.strategy=deepspeed", "trainer.strategy"),
     ("trainer.eval_every=-1", "trainer.eval_every"),
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
@@ -92,4 +93,4 @@ def test_algo_presets():
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        compose_run(override)
+        compose_run(*override.split())
