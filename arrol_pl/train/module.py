@@ -4,8 +4,9 @@ each phase in :mod:`.phases`.
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
 kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
 to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with its ``generate`` /
-``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and steps once per training
-step, so ``global_step`` counts training steps; the head has its own small optimizer, stepped several
+``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
+mini-batch step of each training step (the earlier ones step the wrapped optimizer), so ``global_step``
+counts training steps; the head has its own small optimizer, stepped several
 times per training step on a replay window of labelled features, and saved with the checkpoint.
 """
 
