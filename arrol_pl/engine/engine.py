@@ -87,6 +87,9 @@ class EngineConfig:
     """GPU only: allow :meth:`ArrolEngine.sleep` / :meth:`ArrolEngine.wake_up` to free memory for training."""
     head_hidden_dim: int = 256
     """Hidden width of the quality head built when none is given."""
+    logprobs_mode: str = "raw_logprobs"
+    """vLLM's ``logprobs_mode`` of returned log-probs: ``raw_logprobs`` (before temperature) or
+    ``processed_logprobs`` (the distribution actually sampled from: what a trainer compares against)."""
 
     def __post_init__(self) -> None:
         if self.dtype not in ("bfloat16", "float16", "float32", "auto"):
@@ -97,6 +100,8 @@ class EngineConfig:
             raise ValueError(
                 f"EngineConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.logprobs_mode not in ("raw_logprobs", "processed_logprobs"):
+            raise ValueError(f"EngineConfig.logprobs_mode must be raw_logprobs or processed_logprobs, got {self.logprobs_mode!r}")
         if self.cpu_kv_cache_gib < 1:
             raise ValueError(f"EngineConfig.cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib}")
 
@@ -290,6 +295,7 @@ class ArrolEngine:
             max_num_seqs=config.max_num_seqs,
             async_scheduling=False,
             disable_log_stats=True,
+            logprobs_mode=config.logprobs_mode,
         )
         if config.max_num_batched_tokens is not None:
             args["max_num_batched_tokens"] = config.max_num_batched_tokens

@@ -5,10 +5,10 @@ script, the results page and the tests share one reading of them.
 
 Decisions:
 - Medians over the measured steps (warm-up excluded): the machines are shared and noisy.
-- The paper's phases map onto the trainer's timers: generation; log-prob = the reference model's
-  forward (``ref_logprob``; the policy's own old log-probs come out of the update's forward, as the
-  update is on-policy); update = forward + backward + optimizer step; the rest (reward, head, sync and
-  the loop around them) is reported beside them and is part of end to end.
+- The paper's phases map onto the trainer's timers: generation; log-prob = the policy's old log-probs
+  plus the reference model's (``old_logprob`` + ``ref_logprob``, one no-grad forward each per step, as
+  verl); update = forward + backward + optimizer steps over every PPO mini-batch and epoch; the rest
+  (reward, head, sync and the loop around them) is reported beside them and is part of end to end.
 - A phase's *limit* is the work it has to do less of: generated tokens for generation, trained tokens
   for log-prob and update. The *holding back* phase is the one whose seconds exceed most what they
   would be if that phase ran at the end-to-end goal.
@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 PHASES: dict[str, tuple[str, ...]] = {
     "generation": ("time/generation",),
     "reward": ("time/reward",),
-    "log-prob": ("time/ref_logprob",),
+    "log-prob": ("time/old_logprob", "time/ref_logprob"),
     "update": ("time/update", "time/optimizer"),
     "head": ("time/head",),
     "sync": ("time/sync",),
@@ -124,6 +124,31 @@ def diagnosis_text(d: dict[str, Any], arm_name: str) -> str:
     return (f"{head}: short; {d['holding_back']} holds it back ({d['holding_back_share']:.0%} of the step, "
             f"{d['holding_back_ratio']:.2f}× where its work shrinks {d['holding_back_limit']:.2f}×; "
             f"+{d['holding_back_excess_seconds']:.2f} s/step over the goal's share).")
+
+
+def phase_verdict(baseline: dict[str, float], arm: dict[str, float], phase: str, goal: float) -> dict[str, Any]:
+    """Whether ``phase`` (one that scales with tokens: :data:`LIMITS`) reaches ``goal``× and, if not, why.
+
+    A phase's seconds are modelled as ``fixed + per_token · tokens`` through the two arms' points; ``fixed``
+    is the part that no pruning removes (optimizer steps, per-batch launch and Python overhead).
+    """
+    r = ratios(baseline, arm)
+    tokens = LIMITS[phase]
+    t_base, t_arm, n_base, n_arm = baseline[phase], arm[phase], baseline[tokens], arm[tokens]
+    fixed = (t_arm * n_base - t_base * n_arm) / (n_base - n_arm) if n_base != n_arm else float("nan")
+    return {"phase": phase, "ratio": r[phase], "goal": goal, "met": r[phase] >= goal, "limit": r[tokens],
+            "fixed_seconds": fixed, "seconds": t_arm}
+
+
+def phase_verdict_text(v: dict[str, Any], arm_name: str) -> str:
+    """One sentence for ``phase_verdict``'s result."""
+    head = f"{arm_name}: {v['phase']} {v['ratio']:.2f}× (goal {v['goal']:.2f}×)"
+    if v["met"]:
+        return head + ": met."
+    if v["limit"] < v["goal"]:
+        return f"{head}: short; its work shrinks only {v['limit']:.2f}× (the pruned arm trains on that many times fewer tokens)."
+    return (f"{head}: short; its work shrinks {v['limit']:.2f}×, but about {v['fixed_seconds']:.3f} s of its "
+            f"{v['seconds']:.3f} s/step does not scale with tokens (optimizer steps, per-batch overhead).")
 
 
 def markdown_table(arms: Sequence[tuple[str, dict[str, float]]], baseline: dict[str, float]) -> str:

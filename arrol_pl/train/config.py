@@ -166,12 +166,14 @@ class AlgoConfig:
     """ε_low of PPO-clip."""
     clip_high: float = 0.2
     """ε_high of PPO-clip (DAPO clip-higher: 0.28)."""
+    clip_ratio_c: float | None = 3.0
+    """Dual-clip bound c (> 1) for negative advantages, verl's default 3.0; null turns dual-clip off."""
     loss_agg_mode: str = "seq-mean-token-mean"
-    """token-mean (DAPO) | seq-mean-token-mean (GRPO) | seq-mean-token-sum-norm (Dr.GRPO)."""
+    """token-mean (DAPO) | seq-mean-token-mean (GRPO) | seq-mean-token-sum | seq-mean-token-sum-norm (Dr.GRPO)."""
     kl_coef: float = 0.0
     """β of the KL penalty to the frozen reference (0: no reference forward)."""
     kl_estimator: str = "k3"
-    """k1 | k3."""
+    """k1 (kl) | k2 (mse) | k3 (low_var_kl), verl's names."""
     dynamic_sampling: bool = False
     """DAPO: drop groups whose survivors share one reward."""
     overlong_cache_length: int = 0
@@ -180,6 +182,14 @@ class AlgoConfig:
     """B: prompts per training step."""
     group_size: int = 8
     """G: rollouts per prompt."""
+    ppo_mini_batch_size: int | None = None
+    """Prompts per optimizer step (their survivors; a group is never split), as verl's; must divide
+    prompts_per_step. None: prompts_per_step (one mini-batch, one optimizer step per epoch)."""
+    ppo_epochs: int = 1
+    """Passes over the step's survivors; every mini-batch after the first is off-policy, so the clip acts."""
+    rollout_is_cap: float | None = None
+    """Truncated importance sampling: weight each token's policy loss by min(π_old / π_engine, cap) to
+    correct for the engine's sampling numerics (verl's TIS; e.g. 2.0). None: off."""
     max_response_tokens: int = 64
     """Longest response."""
     temperature: float = 1.0
@@ -217,6 +227,16 @@ class AlgoConfig:
                     "head_batch_size", "head_replay"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be >= 1, got {getattr(self, key)}")
+        if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
+            raise ConfigError(f"algo.clip_ratio_c must be > 1 (or null: no dual-clip), got {self.clip_ratio_c}")
+        if self.ppo_epochs < 1:
+            raise ConfigError(f"algo.ppo_epochs must be >= 1, got {self.ppo_epochs}")
+        mbs = self.ppo_mini_batch_size
+        if mbs is not None and not (1 <= mbs <= self.prompts_per_step and self.prompts_per_step % mbs == 0):
+            raise ConfigError(f"algo.ppo_mini_batch_size must divide algo.prompts_per_step={self.prompts_per_step} "
+                              f"(prompts per optimizer step), got {mbs}")
+        if self.rollout_is_cap is not None and self.rollout_is_cap <= 0:
+            raise ConfigError(f"algo.rollout_is_cap must be > 0 (or null: off), got {self.rollout_is_cap}")
         if self.group_size < 2:
             raise ConfigError(f"algo.group_size must be >= 2 (group-relative advantages), got {self.group_size}")
         if self.temperature <= 0:
@@ -230,6 +250,11 @@ class AlgoConfig:
                 f"algo.overlong_cache_length must be in [0, algo.max_response_tokens={self.max_response_tokens}], "
                 f"got {self.overlong_cache_length}"
             )
+
+    @property
+    def num_mini_batches(self) -> int:
+        """PPO mini-batches (optimizer steps) per epoch."""
+        return self.prompts_per_step // (self.ppo_mini_batch_size or self.prompts_per_step)
 
 
 @dataclass
@@ -318,6 +343,11 @@ class RunConfig:
             raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.engine.max_num_seqs}")
         if self.trainer.max_steps < 1:
             raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
+        if "16" in self.trainer.precision and "bf16" not in self.trainer.precision and (
+                self.algo.num_mini_batches * self.algo.ppo_epochs > 1):
+            # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
+            raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
+                              "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")
         if self.trainer.strategy not in ("auto", "fsdp", "ddp"):
             raise ConfigError(f"trainer.strategy={self.trainer.strategy!r}; choose auto | fsdp | ddp")
         d = self.data

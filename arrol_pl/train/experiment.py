@@ -17,9 +17,10 @@ from typing import Any
 import torch
 
 from arrol_pl.train.config import ConfigError, RunConfig
+from arrol_pl.train.phases import POLICY_SUMMARY
 
 
-SUMMARY_PHASES = ("generation", "reward", "ref_logprob", "update", "head", "optimizer", "sync", "step")
+SUMMARY_PHASES = ("generation", "reward", "old_logprob", "ref_logprob", "update", "head", "optimizer", "sync", "step")
 
 
 def load_splits(run: RunConfig) -> tuple:
@@ -67,7 +68,7 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
         max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
         cpu_kv_cache_gib=e.cpu_kv_cache_gib, gpu_memory_utilization=e.gpu_memory_utilization,
         enable_sleep_mode=e.enable_sleep_mode, head_hidden_dim=run.model.head_hidden_dim,
-        max_num_seqs=e.max_num_seqs,
+        max_num_seqs=e.max_num_seqs, logprobs_mode="processed_logprobs",  # the trainer scores T-scaled log-probs
     ))
 
 
@@ -102,6 +103,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         "zero_advantage_fraction": mean_after(history, "balance/zero_advantage_fraction", start),
         "seconds_per_phase": {p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
         "seconds_per_step": mean_after(history, "time/step", start),
+        "policy": {k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
         "steps": len(history),
         "wall_seconds": wall,
         **extra,

@@ -6,6 +6,9 @@ Decisions:
   compute on padding. The order is returned, so results map back to rollouts.
 - Right padding; log-probs are taken only at response positions (the logits of position t score
   token t+1), with logits divided by the sampling temperature, as the engine sampled from them.
+- Log-probs that outlive a micro-batch (old and reference log-probs, computed once per step and reused
+  by every PPO mini-batch and epoch) are kept per row, ``(R_i,)``, so each mini-batch can pack its rows
+  into its own buckets.
 """
 
 from __future__ import annotations
@@ -92,3 +95,26 @@ def response_log_probs(model: nn.Module, batch: MicroBatch, temperature: float =
     targets = batch.input_ids.to(device)[rows, positions + 1]
     logp = torch.log_softmax(picked, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return logp * batch.response_mask.to(device)
+
+
+@torch.no_grad()
+def score_rows(
+    model: nn.Module, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], max_tokens: int,
+    pad_id: int, temperature: float = 1.0,
+) -> list[torch.Tensor]:
+    """Per row ``i``: ``(len(responses[i]),)`` log-probs of its response under ``model``, without gradient,
+    computed in length buckets of ``max_tokens`` (rows in input order, on the model's device)."""
+    out: list[torch.Tensor | None] = [None] * len(prompts)
+    for mb in make_micro_batches(prompts, responses, max_tokens, pad_id):
+        lp = response_log_probs(model, mb, temperature)
+        for row, i in enumerate(mb.indices):
+            out[i] = lp[row, : int(mb.response_lengths[row])].clone()
+    return out  # type: ignore[return-value]
+
+
+def gather_rows(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """Right-pad per-row ``(R_i,)`` tensors with 0 into ``(len(rows), width)`` (a micro-batch's layout)."""
+    out = rows[0].new_zeros((len(rows), width))
+    for j, r in enumerate(rows):
+        out[j, : r.numel()] = r
+    return out

@@ -4,8 +4,9 @@ each phase in :mod:`.phases`.
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
 kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
 to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with its ``generate`` /
-``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and steps once per training
-step, so ``global_step`` counts training steps; the head has its own small optimizer, stepped several
+``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
+mini-batch step of each training step (the earlier ones step the wrapped optimizer), so ``global_step``
+counts training steps; the head has its own small optimizer, stepped several
 times per training step on a replay window of labelled features, and saved with the checkpoint.
 """
 
@@ -104,7 +105,7 @@ class ArrolModule(L.LightningModule):
                     **cfg.data.prompt_format().sampling()}
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
-                                       cfg.engine.detect_length, params)
+                                       cfg.engine.detect_length, params, logprobs_topk=0)  # the sampled token's
         surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
         with timer("reward"):
             scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
@@ -112,16 +113,22 @@ class ArrolModule(L.LightningModule):
         labels = torch.as_tensor(scored.correct, dtype=torch.float32)
         advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
 
+        reference = self._reference[0] if self._reference else None
+        logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer)
         opt = self.optimizers()
         opt.zero_grad()
-        reference = self._reference[0] if self._reference else None
-        stats = phases.policy_update(self.policy, reference, surv, advantages, rows, algo, self.pad_id,
-                                     self.manual_backward, timer)
+
+        def optimizer_step(last: bool) -> float:
+            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip or float("inf"))
+            # Lightning counts every LightningOptimizer.step as a global step; the earlier PPO mini-batches
+            # step the wrapped optimizer so that global_step keeps counting training steps.
+            (opt.step if last else opt.optimizer.step)()
+            opt.zero_grad()
+            return float(norm)
+
+        stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
+                                     self.manual_backward, optimizer_step, timer)
         weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
-        with timer("optimizer"):
-            if algo.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip)
-            opt.step()
         self.calibrator.update(surv.scores, labels, weights)
         with timer("head"):
             self.replay.add(surv.features, labels, weights)

@@ -3,8 +3,11 @@
 Decisions:
 - Rewards, advantages, the policy loss and the head loss see only survivors (pruned rollouts are
   dropped before anything is computed on them; §4.3 (ii)).
-- One PPO epoch per step on fresh on-policy samples, so the "old" log-probs equal the current ones
-  detached (ratio 1 at the first and only update) and no extra forward is spent on them.
+- As verl: the old log-probs of the training rows are computed once per step, before the update and
+  beside the reference's (the log-prob phase of Table 5); the update then runs ``algo.ppo_epochs``
+  passes over ``prompts_per_step / ppo_mini_batch_size`` mini-batches of whole groups, one optimizer
+  step each, so every mini-batch after the first is off-policy and the clip acts. With one mini-batch
+  and one epoch the ratio is 1 (up to bucketing round-off) and the update is plain on-policy GRPO.
 - The head is trained with BCE on the detached detect-time features the engine returned, labelled by
   final correctness; with importance weighting each survivor counts 1/p, like in the calibrator.
 - Policy weights go to the engine as (HF name, full tensor) pairs; under FSDP the caller gathers them.
@@ -12,22 +15,23 @@ Decisions:
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
-from arrol_pl.core.losses import ppo_clip_loss
+from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
 from arrol_pl.core.metrics import balance_stats, binary_auc, expected_calibration_error, spearman
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
+from arrol_pl.train.logprobs import gather_rows, make_micro_batches, response_log_probs, score_rows
 
 
 class PhaseTimer:
@@ -57,6 +61,8 @@ class Survivors:
     scores: torch.Tensor
     survival: torch.Tensor
     golds: list[str]
+    rollout_log_probs: list[torch.Tensor] | None = None
+    """Per survivor, ``(R_i,)``: the engine's log-prob of each sampled response token (None if not returned)."""
 
 
 def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Survivors:
@@ -73,7 +79,22 @@ def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Sur
         scores=torch.tensor([r.score for r in kept], dtype=torch.float32),
         survival=torch.tensor([1.0 if r.survival is None else r.survival for r in kept], dtype=torch.float32),
         golds=[golds_by_prompt[r.prompt_index] for r in kept],
+        rollout_log_probs=sampled_log_probs(kept),
     )
+
+
+def sampled_log_probs(rollouts: Sequence) -> list[torch.Tensor] | None:
+    """The engine's log-prob of every sampled token, ``(R_i,)`` per rollout (from its per-token top-k dicts,
+    which always hold the sampled token); None unless every rollout has them."""
+    if any(r.logprobs is None for r in rollouts):
+        return None
+    out = []
+    for r in rollouts:
+        if len(r.logprobs) != len(r.response_token_ids):
+            raise RuntimeError(f"rollout {r.prompt_index}-{r.sample_index}: {len(r.logprobs)} log-prob entries "
+                               f"for {len(r.response_token_ids)} response tokens")
+        out.append(torch.tensor([lp[t] for lp, t in zip(r.logprobs, r.response_token_ids)], dtype=torch.float32))
+    return out
 
 
 def step_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, algo: AlgoConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,52 +104,180 @@ def step_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, algo: AlgoCo
     return adv, train_rows
 
 
+@dataclass
+class StepLogProbs:
+    """The log-prob phase's output, per trained survivor index ``i``: ``(R_i,)`` tensors over its response.
+
+    ``old``: π_old (the policy before this step's update); ``ref``: π_ref (None without a KL term);
+    ``rollout``: the engine's sampling log-probs (None when the engine returned none); ``is_weights``:
+    truncated importance weights (None unless ``algo.rollout_is_cap``); ``metrics``: the engine-vs-trainer
+    mismatch of :func:`logprob_mismatch`.
+    """
+
+    old: dict[int, torch.Tensor]
+    ref: dict[int, torch.Tensor] | None
+    rollout: dict[int, torch.Tensor] | None
+    is_weights: dict[int, torch.Tensor] | None
+    metrics: dict[str, float]
+
+
+def logprob_mismatch(old: Sequence[torch.Tensor], rollout: Sequence[torch.Tensor],
+                     is_weights: Sequence[torch.Tensor] | None = None, cap: float | None = None) -> dict[str, float]:
+    """Engine vs trainer on the same tokens: mean and max ``|log π_engine - log π_old|`` over all tokens
+    (the first check when a vLLM-plus-trainer stack drifts); with importance weights, their mean and the
+    fraction of tokens at the cap. Empty without tokens."""
+    if not old:
+        return {}
+    diff = torch.cat([(o.float().cpu() - r.float().cpu()).abs() for o, r in zip(old, rollout)])
+    out = {"engine_logprob_diff_mean": float(diff.mean()), "engine_logprob_diff_max": float(diff.max())}
+    if is_weights is not None and cap is not None:
+        w = torch.cat([x.float().cpu() for x in is_weights])
+        out.update({"is_weight_mean": float(w.mean()), "is_capped_fraction": float((w >= cap).float().mean())})
+    return out
+
+
+def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Survivors, rows: torch.Tensor,
+                  algo: AlgoConfig, pad_id: int, timer: PhaseTimer) -> StepLogProbs:
+    """Old log-probs of the training rows under the current policy and, with a KL term, the reference's
+    (Table 5's log-prob phase), each once per step, without gradient, in length buckets."""
+    idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
+    prompts = [survivors.prompt_ids[i] for i in idx]
+    responses = [survivors.response_ids[i] for i in idx]
+    with timer("old_logprob"):
+        old = dict(zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id, algo.temperature)))
+    ref = None
+    if reference is not None and algo.kl_coef > 0:
+        with timer("ref_logprob"):
+            ref = dict(zip(idx, score_rows(reference, prompts, responses, algo.micro_batch_tokens, pad_id,
+                                           algo.temperature)))
+    rollout = weights = None
+    metrics: dict[str, float] = {}
+    if survivors.rollout_log_probs is not None:
+        rollout = {i: survivors.rollout_log_probs[i].to(old[i].device) for i in idx}
+        if algo.rollout_is_cap is not None:
+            weights = {i: truncated_is_weights(old[i], rollout[i], algo.rollout_is_cap) for i in idx}
+        metrics = logprob_mismatch([old[i] for i in idx], [rollout[i] for i in idx],
+                                   None if weights is None else [weights[i] for i in idx], algo.rollout_is_cap)
+    elif algo.rollout_is_cap is not None:
+        raise ValueError("algo.rollout_is_cap is set but the engine returned no sampling log-probs")
+    return StepLogProbs(old, ref, rollout, weights, metrics)
+
+
+def ppo_mini_batches(group_ids: torch.Tensor, idx: Sequence[int], n: int) -> list[list[int]]:
+    """Split the training rows ``idx`` into at most ``n`` mini-batches of whole groups, in prompt order.
+
+    The groups left to train (after dynamic sampling) are divided as evenly as possible among the ``n``
+    mini-batches, so every training step makes the same number of optimizer steps while at least ``n``
+    groups train; a group's survivors always share a mini-batch (their advantages are relative to one
+    another). Order is kept, as verl's actor does by default (``shuffle: false``): the dataloader already
+    shuffles the prompts.
+    """
+    groups: dict[int, list[int]] = {}
+    for i in idx:
+        groups.setdefault(int(group_ids[i]), []).append(i)
+    keys = list(groups)
+    if not keys:
+        return []
+    chunks = np.array_split(np.arange(len(keys)), min(n, len(keys)))
+    return [[i for k in chunk for i in groups[keys[k]]] for chunk in chunks]
+
+
+_MEAN_STATS = ("clip_fraction", "clip_fraction_low", "clip_fraction_high", "dual_clip_fraction", "ppo_kl",
+               "approx_kl", "ratio_mean", "kl")
+
+POLICY_SUMMARY = (*_MEAN_STATS, "ratio_min", "ratio_max", "grad_norm", "optimizer_steps",
+                  "engine_logprob_diff_mean", "engine_logprob_diff_max")
+"""``policy/*`` metrics whose run means ``summary.json`` reports."""
+
+
+class _LossStats:
+    """Token-weighted means, min and max of :class:`PolicyLossOutput` diagnostics over micro-batches."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = defaultdict(float)
+        self.tokens = 0
+        self.ratio_min, self.ratio_max = math.inf, -math.inf
+
+    def add(self, out: PolicyLossOutput) -> None:
+        if out.tokens == 0:
+            return
+        for key in _MEAN_STATS:
+            self.sums[key] += float(getattr(out, key)) * out.tokens
+        self.tokens += out.tokens
+        self.ratio_min = min(self.ratio_min, float(out.ratio_min))
+        self.ratio_max = max(self.ratio_max, float(out.ratio_max))
+
+    def result(self) -> dict[str, float]:
+        if not self.tokens:
+            return {key: 0.0 for key in _MEAN_STATS} | {"ratio_min": 1.0, "ratio_max": 1.0, "ratio_mean": 1.0}
+        return {key: self.sums[key] / self.tokens for key in _MEAN_STATS} | {
+            "ratio_min": self.ratio_min, "ratio_max": self.ratio_max}
+
+
 def policy_update(
     policy: nn.Module,
-    reference: nn.Module | None,
     survivors: Survivors,
     advantages: torch.Tensor,
     rows: torch.Tensor,
+    logps: StepLogProbs,
     algo: AlgoConfig,
     pad_id: int,
-    backward,
+    backward: Callable[[torch.Tensor], None],
+    optimizer_step: Callable[[bool], float],
     timer: PhaseTimer,
 ) -> dict[str, float]:
-    """Re-batch the training rows into length buckets and accumulate the PPO-clip gradient.
+    """``algo.ppo_epochs`` passes over :func:`ppo_mini_batches` of the training rows: per mini-batch, its rows
+    re-batched into length buckets, the PPO loss against ``logps.old`` accumulated over the buckets with the
+    mini-batch's own normaliser (so bucketing does not change the loss), then one optimizer step.
 
-    ``backward(loss)`` is the caller's (Lightning's ``manual_backward``). Returns loss statistics.
+    ``backward(loss)`` is the caller's (Lightning's ``manual_backward``); ``optimizer_step(last)`` clips,
+    steps, zeroes the gradients and returns the gradient norm before clipping (``last``: the step's final
+    one). With no training row it is still called once, on no gradient: the trainer counts training steps
+    by optimizer steps. Returns the step's loss statistics.
     """
     idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
-    if not idx:
-        return {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "trained_tokens": 0.0, "trained_rollouts": 0.0}
-    prompts = [survivors.prompt_ids[i] for i in idx]
-    responses = [survivors.response_ids[i] for i in idx]
-    batches = make_micro_batches(prompts, responses, algo.micro_batch_tokens, pad_id)
-    total_tokens = sum(mb.num_tokens for mb in batches)
-    adv = advantages[idx]
-    ref_lp: dict[int, torch.Tensor] = {}
-    if reference is not None and algo.kl_coef > 0:
-        with timer("ref_logprob"), torch.no_grad():
-            for k, mb in enumerate(batches):
-                ref_lp[k] = response_log_probs(reference, mb, algo.temperature)
-    loss_sum = clip_sum = kl_sum = 0.0
-    for k, mb in enumerate(batches):
-        with timer("update"):
-            lp = response_log_probs(policy, mb, algo.temperature)
-            out = ppo_clip_loss(
-                lp, lp.detach(), adv[mb.indices].to(lp.device), mb.response_mask.to(lp.device),
-                algo.clip_low, algo.clip_high, algo.loss_agg_mode,
-                ref_log_probs=ref_lp.get(k), kl_coef=algo.kl_coef, kl_estimator=algo.kl_estimator,
-                norm_length=algo.max_response_tokens, total_tokens=total_tokens, total_seqs=len(idx),
-            )
-            backward(out.loss)
-        share = mb.num_tokens / total_tokens
-        loss_sum += float(out.loss.detach())
-        clip_sum += float(out.clip_fraction) * share
-        kl_sum += float(out.kl) * share
-    return {"loss": loss_sum, "clip_fraction": clip_sum, "kl": kl_sum,
-            "trained_tokens": float(total_tokens), "trained_rollouts": float(len(idx)),
-            "micro_batches": float(len(batches))}
+    minis = ppo_mini_batches(survivors.group_ids, idx, algo.num_mini_batches)
+    stats = _LossStats()
+    losses: list[float] = []
+    grad_norms: list[float] = []
+    micro = 0
+    total_steps = len(minis) * algo.ppo_epochs
+    for _ in range(algo.ppo_epochs):
+        for mini in minis:
+            with timer("update"):
+                batches = make_micro_batches([survivors.prompt_ids[i] for i in mini],
+                                             [survivors.response_ids[i] for i in mini], algo.micro_batch_tokens, pad_id)
+                counts = [batch_counts(mb.response_mask) for mb in batches]
+                n_tok, n_seq = sum(c[0] for c in counts), sum(c[1] for c in counts)
+                loss = 0.0
+                for mb in batches:
+                    ids = [mini[j] for j in mb.indices]
+                    lp = response_log_probs(policy, mb, algo.temperature)
+                    width = lp.shape[1]
+                    out = ppo_clip_loss(
+                        lp, gather_rows([logps.old[i] for i in ids], width), advantages[ids].to(lp.device),
+                        mb.response_mask.to(lp.device), algo.clip_low, algo.clip_high, algo.loss_agg_mode,
+                        ref_log_probs=None if logps.ref is None else gather_rows([logps.ref[i] for i in ids], width),
+                        kl_coef=algo.kl_coef, kl_estimator=algo.kl_estimator, norm_length=algo.max_response_tokens,
+                        total_tokens=n_tok, total_seqs=n_seq, clip_ratio_c=algo.clip_ratio_c,
+                        is_weights=None if logps.is_weights is None
+                        else gather_rows([logps.is_weights[i] for i in ids], width),
+                    )
+                    backward(out.loss)
+                    stats.add(out)
+                    loss += float(out.loss.detach())
+                micro += len(batches)
+            with timer("optimizer"):
+                grad_norms.append(optimizer_step(len(grad_norms) + 1 == total_steps))
+            losses.append(loss)
+    if not minis:
+        with timer("optimizer"):
+            optimizer_step(True)
+    return {"loss": float(np.mean(losses)) if losses else 0.0, **stats.result(),
+            "grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
+            "optimizer_steps": float(len(grad_norms)), "mini_batches": float(len(minis)),
+            "micro_batches": float(micro), "trained_tokens": float(sum(len(survivors.response_ids[i]) for i in idx)),
+            "trained_rollouts": float(len(idx)), **logps.metrics}
 
 
 class FeatureReplay:
@@ -274,9 +423,12 @@ def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperatu
             torch.manual_seed(seed)
         greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
         sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
-    greedy_acc = reward.score([r.text for r in greedy.rollouts], golds).accuracy
+    # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
+    greedy_acc = reward.score([r.text for r in greedy.rollouts], golds,
+                              lengths=[len(r.response_token_ids) for r in greedy.rollouts]).accuracy
     sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
-    correct = torch.as_tensor(reward.score([r.text for r in sampled.rollouts], sampled_golds).correct,
+    correct = torch.as_tensor(reward.score([r.text for r in sampled.rollouts], sampled_golds,
+                                           lengths=[len(r.response_token_ids) for r in sampled.rollouts]).correct,
                               dtype=torch.float64)
     per_problem = torch.zeros(len(problems), dtype=torch.float64).index_add_(
         0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct) / samples

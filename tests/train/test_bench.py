@@ -60,3 +60,23 @@ def test_ratios_of_a_zero_phase_are_nan():
     base = bench.step_medians([step(6.0, 0.0, 3.0)], 0)
     r = bench.ratios(base, base)
     assert math.isnan(r["log-prob"]) and r["step"] == 1.0
+
+
+def test_log_prob_phase_sums_old_and_reference_log_probs():
+    row = {**step(2.0, 0.5, 1.0), "time/old_logprob": 0.25}
+    row["time/step"] += 0.25
+    assert bench.step_medians([row], 0)["log-prob"] == pytest.approx(0.75)
+
+
+def test_phase_verdict_separates_fixed_cost_from_token_work():
+    # update = 0.2 s fixed + 1 ms per trained token: 1000 tokens → 1.2 s; 500 → 0.7 s (1.71×, tokens 2×)
+    base = bench.step_medians([step(6.0, 1.0, 1.2, trained=1000)], 0)
+    arm = bench.step_medians([step(3.0, 0.5, 0.7, trained=500, keep=0.5)], 0)
+    v = bench.phase_verdict(base, arm, "update", 1.9)
+    assert not v["met"] and v["ratio"] == pytest.approx(1.2 / 0.7) and v["limit"] == pytest.approx(2.0)
+    assert v["fixed_seconds"] == pytest.approx(0.2)
+    assert "0.200 s of its 0.700 s/step does not scale" in bench.phase_verdict_text(v, "ARRoL")
+    v = bench.phase_verdict(base, arm, "log-prob", 1.9)  # 1.0 → 0.5 s: 2×, met
+    assert v["met"] and bench.phase_verdict_text(v, "ARRoL").endswith("met.")
+    few = bench.step_medians([step(3.0, 0.8, 0.7, trained=800, keep=0.5)], 0)
+    assert "shrinks only 1.25×" in bench.phase_verdict_text(bench.phase_verdict(base, few, "log-prob", 1.9), "ARRoL")

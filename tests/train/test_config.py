@@ -58,6 +58,12 @@ def test_algo_presets():
     dapo = compose_run("algo=dapo")
     assert (dapo.algo.clip_low, dapo.algo.clip_high) == (0.2, 0.28)
     assert dapo.algo.loss_agg_mode == "token-mean" and dapo.algo.dynamic_sampling
+    for run in (dapo, compose_run()):
+        assert run.algo.clip_ratio_c == 3.0 and run.algo.rollout_is_cap is None
+        assert run.algo.num_mini_batches == 1 and run.algo.ppo_epochs == 1
+    run = compose_run("algo.prompts_per_step=16", "algo.ppo_mini_batch_size=4", "algo.clip_ratio_c=null",
+                      "algo.kl_estimator=low_var_kl")
+    assert run.algo.num_mini_batches == 4 and run.algo.clip_ratio_c is None
 
 
 @pytest.mark.parametrize("override,key", [
@@ -73,6 +79,13 @@ def test_algo_presets():
     ("algo.group_size=1", "algo.group_size"),
     ("algo.loss_agg_mode=sum", "algo.loss_agg_mode"),
     ("algo.group_size=many", "algo.group_size"),
+    ("algo.ppo_mini_batch_size=5", "algo.ppo_mini_batch_size"),  # does not divide prompts_per_step=16
+    ("algo.ppo_mini_batch_size=0", "algo.ppo_mini_batch_size"),
+    ("algo.ppo_epochs=0", "algo.ppo_epochs"),
+    ("algo.clip_ratio_c=1.0", "algo.clip_ratio_c"),
+    ("algo.rollout_is_cap=0", "algo.rollout_is_cap"),
+    ("algo.kl_estimator=k4", "algo.kl_estimator"),
+    ("trainer.precision=16-mixed algo.ppo_epochs=2", "trainer.precision"),
     ("trainer.strategy=deepspeed", "trainer.strategy"),
     ("trainer.eval_every=-1", "trainer.eval_every"),
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
@@ -86,7 +99,7 @@ def test_algo_presets():
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        compose_run(override)
+        compose_run(*override.split())
 
 
 def test_a_pretrained_policy_and_a_path_are_exclusive():

@@ -1,8 +1,26 @@
-import torch
+import math
+from types import SimpleNamespace
 
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.phases import FeatureReplay, head_update, step_advantages
 from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
+from arrol_pl.train.phases import (
+    FeatureReplay,
+    PhaseTimer,
+    Survivors,
+    head_update,
+    logprob_mismatch,
+    logprob_phase,
+    policy_update,
+    ppo_mini_batches,
+    sampled_log_probs,
+    step_advantages,
+)
 
 
 def test_feature_replay_keeps_the_newest_window():
@@ -40,3 +58,148 @@ def test_dynamic_sampling_rows_follow_the_algo():
     adv, rows = step_advantages(rewards, groups, AlgoConfig(dynamic_sampling=True))
     assert rows.tolist() == [False, False, True, True]
     assert adv[:2].tolist() == [0.0, 0.0]
+
+
+
+# ---------------------------------------------------------------- log-prob phase and PPO mini-batches
+def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=128)
+    return Qwen3ForCausalLM(cfg)
+
+
+def make_survivors(group_sizes, seed=0, rollout_log_probs=None) -> Survivors:
+    g = torch.Generator().manual_seed(seed)
+    groups = [b for b, n in enumerate(group_sizes) for _ in range(n)]
+    prompts = {b: torch.randint(1, 64, (3 + b % 3,), generator=g).tolist() for b in range(len(group_sizes))}
+    n = len(groups)
+    return Survivors(
+        prompt_ids=[prompts[b] for b in groups],
+        response_ids=[torch.randint(1, 64, (2 + (5 * i) % 9,), generator=g).tolist() for i in range(n)],
+        texts=[""] * n, group_ids=torch.tensor(groups), features=torch.zeros(n, 1), scores=torch.zeros(n),
+        survival=torch.ones(n), golds=[""] * n, rollout_log_probs=rollout_log_probs)
+
+
+def grads_of(model):
+    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+
+
+def test_mini_batches_keep_groups_together_and_split_evenly():
+    groups = torch.tensor([0, 0, 0, 1, 2, 2, 3, 3, 4])
+    idx = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    minis = ppo_mini_batches(groups, idx, 2)
+    assert minis == [[0, 1, 2, 3, 4, 5], [6, 7, 8]]  # 5 groups → 3 + 2, none split
+    assert ppo_mini_batches(groups, idx, 1) == [idx]
+    # dynamic sampling dropped groups 0 and 2: 3 groups left for 4 mini-batches → 3, singleton group 1 alone
+    assert ppo_mini_batches(groups, [3, 6, 7, 8], 4) == [[3], [6, 7], [8]]
+    assert ppo_mini_batches(groups, [], 4) == []
+
+
+def test_one_mini_batch_one_epoch_equals_the_on_policy_update():
+    """The old update (old log-probs = the update's own, detached) and the new one (old log-probs from the
+    log-prob phase) give the same gradient."""
+    algo = AlgoConfig(prompts_per_step=3, micro_batch_tokens=48, loss_agg_mode="seq-mean-token-mean")
+    surv = make_survivors([3, 2, 3])
+    adv = torch.tensor([1.0, -0.5, 0.2, 0.7, -1.0, 0.3, -0.3, 1.5])
+    rows = torch.ones(8, dtype=torch.bool)
+    model = tiny_lm()
+    batches = make_micro_batches(surv.prompt_ids, surv.response_ids, algo.micro_batch_tokens, 0)
+    assert len(batches) > 1
+    total = sum(mb.num_tokens for mb in batches)
+    for mb in batches:
+        lp = response_log_probs(model, mb)
+        ppo_clip_loss(lp, lp.detach(), adv[mb.indices], mb.response_mask, loss_agg_mode=algo.loss_agg_mode,
+                      total_tokens=total, total_seqs=8).loss.backward()
+    expected = grads_of(model)
+    model.zero_grad()
+
+    captured = []
+
+    def step(last):
+        captured.append((last, grads_of(model)))
+        model.zero_grad()
+        return 1.0
+
+    timer = PhaseTimer()
+    logps = logprob_phase(model, None, surv, rows, algo, 0, timer)
+    stats = policy_update(model, surv, adv, rows, logps, algo, 0, lambda loss: loss.backward(), step, timer)
+    assert [c[0] for c in captured] == [True]
+    for got, want in zip(captured[0][1], expected):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    assert stats["optimizer_steps"] == 1 and stats["clip_fraction"] == 0.0
+    assert stats["ratio_min"] == pytest.approx(1.0, abs=1e-5) and stats["ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    assert {"old_logprob", "update", "optimizer"} <= set(timer.seconds)
+
+
+def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_moves():
+    algo = AlgoConfig(prompts_per_step=4, ppo_mini_batch_size=2, ppo_epochs=2, clip_low=0.2, clip_high=0.28,
+                      loss_agg_mode="token-mean", micro_batch_tokens=64)
+    surv = make_survivors([3, 1, 2, 3])
+    adv = torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0, -2.0, 1.0, -1.0, 0.5])
+    rows = torch.ones(9, dtype=torch.bool)
+    model = tiny_lm()
+    opt = torch.optim.SGD(model.parameters(), lr=5.0)
+    lasts = []
+
+    def step(last):
+        lasts.append(last)
+        opt.step()
+        opt.zero_grad()
+        return 1.0
+
+    logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+    stats = policy_update(model, surv, adv, rows, logps, algo, 0, lambda loss: loss.backward(), step, PhaseTimer())
+    assert algo.num_mini_batches == 2
+    assert stats["mini_batches"] == 2 and stats["optimizer_steps"] == 4 and lasts == [False, False, False, True]
+    assert stats["trained_rollouts"] == 9
+    assert stats["clip_fraction"] > 0
+    assert stats["clip_fraction"] == pytest.approx(stats["clip_fraction_low"] + stats["clip_fraction_high"])
+    assert stats["ratio_min"] < 1 < stats["ratio_max"] and stats["approx_kl"] > 0
+
+
+def test_no_training_row_still_steps_once_for_the_trainer():
+    algo = AlgoConfig(prompts_per_step=2)
+    surv = make_survivors([2, 2])
+    rows = torch.zeros(4, dtype=torch.bool)
+    model = tiny_lm()
+    calls = []
+    logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+    stats = policy_update(model, surv, torch.zeros(4), rows, logps, algo, 0, lambda loss: loss.backward(),
+                          lambda last: calls.append(last) or 0.0, PhaseTimer())
+    assert calls == [True] and stats["optimizer_steps"] == 0 and stats["trained_rollouts"] == 0
+
+
+def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
+    assert logprob_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-3.0])],
+                            [torch.tensor([-1.5, -2.0]), torch.tensor([-2.9])]) == pytest.approx(
+        {"engine_logprob_diff_mean": 0.6 / 3, "engine_logprob_diff_max": 0.5})
+    algo = AlgoConfig(prompts_per_step=2, rollout_is_cap=1.5)
+    surv = make_survivors([2, 2])
+    model = tiny_lm()
+    rows = torch.tensor([True, True, False, True])
+    exact = logprob_phase(model, None, surv, rows, AlgoConfig(prompts_per_step=2), 0, PhaseTimer()).old
+    # the "engine" sampled row 0 with half the trainer's probability everywhere: w = 2 → capped at 1.5
+    surv.rollout_log_probs = [exact[i] - (math.log(2) if i == 0 else 0.0) if i in exact else torch.zeros(len(r))
+                              for i, r in enumerate(surv.response_ids)]
+    logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+    assert torch.allclose(logps.is_weights[0], torch.full_like(logps.is_weights[0], 1.5))
+    assert torch.allclose(logps.is_weights[1], torch.ones_like(logps.is_weights[1]), atol=1e-5)
+    n0 = len(surv.response_ids[0])
+    n = sum(len(surv.response_ids[i]) for i in (0, 1, 3))
+    assert logps.metrics["engine_logprob_diff_max"] == pytest.approx(math.log(2), abs=1e-5)
+    assert logps.metrics["engine_logprob_diff_mean"] == pytest.approx(math.log(2) * n0 / n, abs=1e-5)
+    assert logps.metrics["is_capped_fraction"] == pytest.approx(n0 / n)
+    surv.rollout_log_probs = None
+    with pytest.raises(ValueError, match="rollout_is_cap"):
+        logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+
+
+def test_sampled_log_probs_pick_the_sampled_token():
+    r = SimpleNamespace(prompt_index=0, sample_index=0, response_token_ids=[5, 7],
+                        logprobs=[{5: -0.1, 9: -3.0}, {2: -0.5, 7: -1.25}])
+    assert sampled_log_probs([r])[0].tolist() == pytest.approx([-0.1, -1.25])
+    assert sampled_log_probs([r, SimpleNamespace(logprobs=None)]) is None
+    r.response_token_ids = [5]
+    with pytest.raises(RuntimeError, match="2 log-prob entries for 1"):
+        sampled_log_probs([r])
