@@ -349,6 +349,10 @@ class ArrolEngine:
         self.sync_seconds.append(seconds)
         return seconds
 
+    def seed_sampling(self, seed: int) -> None:
+        """Make the next generations' sampling a function of ``seed`` (and the weights): see :func:`adapter.seed_sampling`."""
+        adapter.seed_sampling(seed)
+
     def close(self) -> None:
         """Shut the engine down now; a new engine may then start in this process (Hydra multiruns)."""
         if self.llm.has_unfinished_requests():
