@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from arrol_pl.core.pruning import PrunerParams, decide_group
 from arrol_pl.core.quality_head import QualityHead
@@ -411,6 +412,7 @@ class ArrolEngine:
         detect_length: int | None = None,
         pruner: PrunerParams | None = None,
         logprobs_topk: int | None = None,
+        progress: str | None = None,
     ) -> GenerationResult:
         """Generate ``len(prompts) × group_size`` rollouts, pruning at ``detect_length`` per ``pruner`` (h_t).
 
@@ -422,6 +424,7 @@ class ArrolEngine:
             detect_length: L_detect (< ``max_tokens``); None scores every rollout at its end (no pruning).
             pruner: h_t; None keeps everything (features and scores are still returned).
             logprobs_topk: also return per-token top-k log-probs (DeepConf).
+            progress: a tqdm bar of finished rollouts with this description (long evaluations); None: silent.
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
@@ -457,8 +460,10 @@ class ArrolEngine:
                     gen.tracks[ext_id] = tr
                     group.append(tr)
                 gen.groups.append(group)
-            while self.llm.has_unfinished_requests():
-                self.llm.step()
+            with tqdm(total=len(gen.tracks), desc=progress, unit="rollout", disable=progress is None) as bar:
+                while self.llm.has_unfinished_requests():
+                    self.llm.step()
+                    bar.update(sum(t.finish_reason is not None for t in gen.tracks.values()) - bar.n)
         except BaseException:
             adapter.abort_internal(self.llm, [t.internal_id for t in gen.tracks.values() if t.finish_reason is None])
             raise

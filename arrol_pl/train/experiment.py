@@ -234,7 +234,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
                         ) if heldout else (lambda: None)
             saved_before = resume["arrol"].get("heldout_before") if resume else None
             before = HeldoutResult(**saved_before) if saved_before else evaluate()
-            module.run_info = {"policy_dir": str(policy_dir),
+            module.run_info = {"policy_dir": str(Path(policy_dir).resolve()),
                                "heldout_before": dataclasses.asdict(before) if before else None}
             resume = None  # the trainer reads the checkpoint itself; drop the memory map
             # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
