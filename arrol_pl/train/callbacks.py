@@ -1,4 +1,5 @@
-"""Lightning callbacks of a training run: stop cleanly on SIGINT / SIGTERM, and a progress bar in steps.
+"""Lightning callbacks of a training run: stop cleanly on SIGINT / SIGTERM (and save the last step), and a
+progress bar in steps.
 
 Decisions:
 - **Signals.** The first SIGINT or SIGTERM lets the step in flight finish (its update is consistent),
@@ -26,8 +27,10 @@ logger = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class StopOnSignal(L.Callback):
-    """Use as a context manager around the run (installs the handlers); pass to the Trainer as a callback."""
+class CheckpointOnStop(L.Callback):
+    """Saves a checkpoint when training stops: after a signal (see the module docstring), or at the last
+    step when ``max_steps`` is not a multiple of ``checkpoint_every`` (ModelCheckpoint would not save it).
+    Use as a context manager around the run (installs the signal handlers); pass to the Trainer as a callback."""
 
     def __init__(self, dirpath: Path, checkpoint_every: int) -> None:
         self.dirpath = Path(dirpath)
@@ -40,7 +43,7 @@ class StopOnSignal(L.Callback):
     def requested(self) -> bool:
         return self.signum is not None
 
-    def __enter__(self) -> "StopOnSignal":
+    def __enter__(self) -> "CheckpointOnStop":
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -64,10 +67,11 @@ class StopOnSignal(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if not self.requested:
-            return
-        trainer.should_stop = True
         step = trainer.global_step
+        if self.requested:
+            trainer.should_stop = True
+        elif step < trainer.max_steps:
+            return
         if step % self.checkpoint_every:  # ModelCheckpoint saves these multiples itself, after this hook
             for name in (f"step{step:05d}.ckpt", "last.ckpt"):
                 trainer.save_checkpoint(self.dirpath / name)

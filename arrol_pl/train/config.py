@@ -244,7 +244,7 @@ class TrainerConfig:
     """Steps between held-out evaluations during training (0: before and after only); their seconds are
     left out of ``time/wall``, the x axis of the wall-clock plots."""
     checkpoint_every: int = 100
-    """Steps between checkpoints (the last step always saves)."""
+    """Steps between checkpoints; the last step and a stop on SIGINT / SIGTERM save one too."""
     resume: str | None = None
     """A Lightning checkpoint to resume from."""
     output_dir: str | None = None

@@ -198,7 +198,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
 
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
-    from arrol_pl.train.callbacks import StepProgressBar, StopOnSignal
+    from arrol_pl.train.callbacks import CheckpointOnStop, StepProgressBar
     from arrol_pl.train.checkpoint import AtomicCheckpointIO, CheckpointWriteError
     from arrol_pl.train.data import PromptDataModule
     from arrol_pl.train.module import ArrolModule, HeldoutEvaluation
@@ -209,7 +209,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     train, heldout, resume = preflight(run)
     out_dir.mkdir(parents=True, exist_ok=True)
     t, a = run.trainer, run.algo
-    stop = StopOnSignal(out_dir / "checkpoints", t.checkpoint_every)
+    stop = CheckpointOnStop(out_dir / "checkpoints", t.checkpoint_every)
     io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
     status, failure, before, after, export_dir, fit_wall = "completed", None, None, None, None, 0.0
     owns_engine = engine is None
