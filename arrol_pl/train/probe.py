@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import binary_auc, spearman
@@ -141,7 +142,7 @@ def detect_features(
     device = next(model.parameters()).device
     hidden = model.config.hidden_size
     out = {length: torch.empty(len(prompt_ids), hidden, dtype=torch.float32) for length in lengths}
-    for mb in make_micro_batches(prompt_ids, response_ids, batch_tokens, pad_id):
+    for mb in tqdm(make_micro_batches(prompt_ids, response_ids, batch_tokens, pad_id), desc="features", leave=False):
         states = decoder(input_ids=mb.input_ids.to(device), attention_mask=mb.attention_mask.to(device),
                          use_cache=False).last_hidden_state
         rows = torch.arange(len(mb.indices), device=device)
@@ -357,12 +358,12 @@ def load_exported_head(export_dir: Path) -> tuple[QualityHead | None, BinnedCali
     """
     head = calibrator = detect_length = None
     if (export_dir / "quality_head.pt").exists():
-        blob = torch.load(export_dir / "quality_head.pt", map_location="cpu")
+        blob = torch.load(export_dir / "quality_head.pt", map_location="cpu", weights_only=True)
         head = QualityHead(blob["input_dim"], blob["hidden_dim"])
         head.load_state_dict(blob["state_dict"])
         head.eval()
     if (export_dir / "calibrator.pt").exists():
-        state = torch.load(export_dir / "calibrator.pt", map_location="cpu")
+        state = torch.load(export_dir / "calibrator.pt", map_location="cpu", weights_only=True)
         calibrator = BinnedCalibrator(state["num_bins"], state["capacity"], state["alpha"])
         calibrator.load_state_dict(state)
     summary = export_dir.parent / "summary.json"
