@@ -74,7 +74,7 @@ class CheckpointOnStop(L.Callback):
             return
         if step % self.checkpoint_every:  # ModelCheckpoint saves these multiples itself, after this hook
             for name in (f"step{step:05d}.ckpt", "last.ckpt"):
-                trainer.save_checkpoint(self.dirpath / name)
+                trainer.save_checkpoint(self.dirpath / name, weights_only=False)  # the full state, to resume
 
 
 class StepProgressBar(TQDMProgressBar):
