@@ -34,6 +34,8 @@ def check(cfg: DictConfig) -> None:
         raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} does not exist")
     if path.is_dir() and not (path / "quality_head.pt").exists():
         raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} has no quality_head.pt: pass a run's export/ directory")
+    if path.is_file():
+        checkpoint_policy_dir(path)
     if cfg.k < 1:
         raise ValueError(f"k must be >= 1, got {cfg.k}")
     if cfg.temperature <= 0:
@@ -49,27 +51,41 @@ def check(cfg: DictConfig) -> None:
             raise ValueError(f"datasets.{name}: {exc}") from None
 
 
+def checkpoint_policy_dir(path: Path) -> Path:
+    """The policy directory (architecture and tokenizer) a training checkpoint's weights belong to.
+
+    Every checkpoint records it (``arrol.policy_dir``), so a checkpoint of an unfinished run evaluates too.
+    """
+    from arrol_pl.train.checkpoint import read_checkpoint
+
+    state = read_checkpoint(path, "checkpoint", {"state_dict": "the weights", "arrol": "the run's records"})["arrol"]
+    if "policy_dir" not in state:
+        raise FileNotFoundError(f"checkpoint={str(path)!r} does not record the policy directory its weights belong to "
+                                "(arrol.policy_dir; written before this was recorded): pass the run's export/ directory")
+    base = Path(state["policy_dir"])
+    if not (base / "config.json").is_file():
+        raise FileNotFoundError(
+            f"checkpoint={str(path)!r} was trained from policy directory {str(base)!r}, which has no config.json: it "
+            "holds the model config and tokenizer the weights need (the tiny policy is rebuilt there by experiments/run.py "
+            "with the run's model.* settings), or pass the run's export/ directory")
+    return base
+
+
 def resolve_checkpoint(path: Path, scratch: Path):
-    """``(policy_dir, QualityHead)`` from an export dir, or from a Lightning checkpoint of a run."""
+    """``(policy_dir, QualityHead)`` from an export dir, or from a training checkpoint (read with ``weights_only``)."""
     import torch
 
     from arrol_pl.core.quality_head import QualityHead
 
     if path.is_dir():
-        blob = torch.load(path / "quality_head.pt", map_location="cpu")
+        blob = torch.load(path / "quality_head.pt", map_location="cpu", weights_only=True)
         head = QualityHead(blob["input_dim"], blob["hidden_dim"])
         head.load_state_dict(blob["state_dict"])
         return path, head
-    import json
-
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    summary = path.parent.parent / "summary.json"
-    if not summary.exists():
-        raise FileNotFoundError(f"checkpoint={path}: no {summary} to find the base policy directory")
-    base = json.loads(summary.read_text())["policy_dir"]
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    state = ckpt["state_dict"]
+    base = checkpoint_policy_dir(path)
+    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
     policy = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     policy.load_state_dict({k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")})
     head_state = {k[len("head."):]: v for k, v in state.items() if k.startswith("head.")}
@@ -115,7 +131,7 @@ def main(cfg: DictConfig) -> None:
         deepconf = DeepConfSettings(**OmegaConf.to_container(cfg.deepconf))
         try:
             with MathReward() as reward:
-                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, sampling, deepconf)
+                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, sampling, deepconf, progress=name)
                            for name, ps in problems.items()}
         finally:
             engine.close()

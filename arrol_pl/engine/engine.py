@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from arrol_pl.core.pruning import PrunerParams, decide_group
 from arrol_pl.core.quality_head import QualityHead
@@ -355,6 +356,10 @@ class ArrolEngine:
         self.sync_seconds.append(seconds)
         return seconds
 
+    def seed_sampling(self, seed: int) -> None:
+        """Make the next generations' sampling a function of ``seed`` (and the weights): see :func:`adapter.seed_sampling`."""
+        adapter.seed_sampling(seed)
+
     def close(self) -> None:
         """Shut the engine down now; a new engine may then start in this process (Hydra multiruns)."""
         if self.llm.has_unfinished_requests():
@@ -413,6 +418,7 @@ class ArrolEngine:
         detect_length: int | None = None,
         pruner: PrunerParams | None = None,
         logprobs_topk: int | None = None,
+        progress: str | None = None,
     ) -> GenerationResult:
         """Generate ``len(prompts) × group_size`` rollouts, pruning at ``detect_length`` per ``pruner`` (h_t).
 
@@ -424,6 +430,7 @@ class ArrolEngine:
             detect_length: L_detect (< ``max_tokens``); None scores every rollout at its end (no pruning).
             pruner: h_t; None keeps everything (features and scores are still returned).
             logprobs_topk: also return per-token top-k log-probs (DeepConf).
+            progress: a tqdm bar of finished rollouts with this description (long evaluations); None: silent.
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
@@ -459,8 +466,10 @@ class ArrolEngine:
                     gen.tracks[ext_id] = tr
                     group.append(tr)
                 gen.groups.append(group)
-            while self.llm.has_unfinished_requests():
-                self.llm.step()
+            with tqdm(total=len(gen.tracks), desc=progress, unit="rollout", disable=progress is None) as bar:
+                while self.llm.has_unfinished_requests():
+                    self.llm.step()
+                    bar.update(sum(t.finish_reason is not None for t in gen.tracks.values()) - bar.n)
         except BaseException:
             adapter.abort_internal(self.llm, [t.internal_id for t in gen.tracks.values() if t.finish_reason is None])
             raise

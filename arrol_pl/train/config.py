@@ -7,6 +7,7 @@ objects, whose ``__post_init__`` checks values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -17,6 +18,12 @@ from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.problem import PromptFormat
+
+
+ENGINE_DTYPES = ("float32", "bfloat16", "float16", "auto")
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+STRATEGIES = ("auto", "fsdp", "ddp")
+PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
 
 
 class ConfigError(ValueError):
@@ -278,6 +285,18 @@ class EngineSettings:
     max_num_seqs: int = 256
     """Most rollouts decoded at once; fewer than B×G models KV-memory-bound concurrency (long responses)."""
 
+    def __post_init__(self) -> None:
+        if self.dtype not in ENGINE_DTYPES:
+            raise ConfigError(f"engine.dtype={self.dtype!r}; choose one of {list(ENGINE_DTYPES)}")
+        if self.cpu_kv_cache_gib < 1:
+            raise ConfigError(f"engine.cpu_kv_cache_gib must be >= 1, got {self.cpu_kv_cache_gib}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.max_num_seqs < 1:
+            raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ConfigError(f"engine.max_model_len must be >= 2 or null, got {self.max_model_len}")
+
 
 @dataclass
 class TrainerConfig:
@@ -309,11 +328,31 @@ class TrainerConfig:
     eval_seed: int = 1234
     """Seed of the held-out sampling (a stream of its own: evaluations neither see nor move training's)."""
     checkpoint_every: int = 100
-    """Steps between checkpoints (the last step always saves)."""
+    """Steps between checkpoints; the last step and a stop on SIGINT / SIGTERM save one too."""
     resume: str | None = None
     """A Lightning checkpoint to resume from."""
     output_dir: str | None = None
     """Run directory; None uses Hydra's."""
+
+    def __post_init__(self) -> None:
+        for key in ("max_steps", "devices", "log_every", "text_every", "checkpoint_every", "eval_samples"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")
+        for key in ("eval_every", "sample_texts"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"trainer.seed must be in [0, 2**32), got {self.seed}")
+        if self.accelerator not in ACCELERATORS:
+            raise ConfigError(f"trainer.accelerator={self.accelerator!r}; choose one of {list(ACCELERATORS)}")
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"trainer.strategy={self.strategy!r}; choose one of {list(STRATEGIES)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"trainer.precision={self.precision!r}; choose one of {list(PRECISIONS)}")
+        # Only whether it is a file: the contents are read (weights_only) once the data is known, see
+        # arrol_pl.train.experiment.preflight, still before any model loads.
+        if self.resume is not None and not Path(self.resume).is_file():
+            raise ConfigError(f"trainer.resume={self.resume!r}: no such file")
 
 
 @dataclass
@@ -335,21 +374,11 @@ class RunConfig:
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="
                 f"{self.algo.max_response_tokens}, got {self.engine.detect_length}"
             )
-        if self.trainer.eval_samples < 1:
-            raise ConfigError(f"trainer.eval_samples must be >= 1, got {self.trainer.eval_samples}")
-        if self.trainer.eval_every < 0:
-            raise ConfigError(f"trainer.eval_every must be >= 0, got {self.trainer.eval_every}")
-        if self.engine.max_num_seqs < 1:
-            raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.engine.max_num_seqs}")
-        if self.trainer.max_steps < 1:
-            raise ConfigError(f"trainer.max_steps must be >= 1, got {self.trainer.max_steps}")
         if "16" in self.trainer.precision and "bf16" not in self.trainer.precision and (
                 self.algo.num_mini_batches * self.algo.ppo_epochs > 1):
             # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
             raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
                               "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")
-        if self.trainer.strategy not in ("auto", "fsdp", "ddp"):
-            raise ConfigError(f"trainer.strategy={self.trainer.strategy!r}; choose auto | fsdp | ddp")
         d = self.data
         if (self.model.path is None and self.model.pretrained is None and self.model.warm_start.steps > 0
                 and not registry.provides_solutions(d.name, d.solution_field, d.answer_pattern)):

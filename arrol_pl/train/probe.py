@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import binary_auc, spearman, within_group_auc
@@ -169,7 +170,7 @@ def prefix_features(
     by_prompt: dict[tuple[int, ...], list[int]] = {}
     for i, p in enumerate(prompt_ids):
         by_prompt.setdefault(tuple(p), []).append(i)
-    for prompt, members in by_prompt.items():
+    for prompt, members in tqdm(by_prompt.items(), desc="features", leave=False):
         head = decoder(input_ids=torch.tensor([prompt], device=device), use_cache=True, output_hidden_states=True)
         rows_per_batch = max(1, batch_tokens // max(width - 1, 1))
         for start in range(0, len(members), rows_per_batch):
@@ -521,12 +522,12 @@ def load_exported_head(export_dir: Path) -> tuple[QualityHead | None, BinnedCali
     """
     head = calibrator = detect_length = None
     if (export_dir / "quality_head.pt").exists():
-        blob = torch.load(export_dir / "quality_head.pt", map_location="cpu")
+        blob = torch.load(export_dir / "quality_head.pt", map_location="cpu", weights_only=True)
         head = QualityHead(blob["input_dim"], blob["hidden_dim"])
         head.load_state_dict(blob["state_dict"])
         head.eval()
     if (export_dir / "calibrator.pt").exists():
-        state = torch.load(export_dir / "calibrator.pt", map_location="cpu")
+        state = torch.load(export_dir / "calibrator.pt", map_location="cpu", weights_only=True)
         calibrator = BinnedCalibrator(state["num_bins"], state["capacity"], state["alpha"])
         calibrator.load_state_dict(state)
     summary = export_dir.parent / "summary.json"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 from arrol_pl.models.tiny import build_tiny_model, build_tokenizer
 from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_examples, tokenizer_corpus
@@ -91,6 +92,7 @@ def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]],
     history = []
     rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed)
     step = 0
+    bar = tqdm(total=ws.steps, desc="warm start", unit="step", leave=False)
     while step < ws.steps and not lo <= rate <= hi:
         model.train()
         for _ in range(ws.check_every):
@@ -101,9 +103,11 @@ def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]],
             loss.backward()
             opt.step()
             step += 1
+            bar.update()
         rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed + step)
         history.append({"step": step, "loss": float(loss.detach()), "pass_rate": rate})
         logger.info("warm start step %d: loss %.3f, sampled pass rate %.2f", step, float(loss.detach()), rate)
+    bar.close()
     if not lo <= rate <= hi:
         logger.warning("warm start ended at pass rate %.2f, outside the target %s", rate, (lo, hi))
     model.save_pretrained(out_dir, safe_serialization=True)

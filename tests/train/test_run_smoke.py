@@ -14,24 +14,24 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def run_script(tmp: Path, *overrides: str, warm: bool = False) -> subprocess.CompletedProcess:
+def run_script(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.warm_start.steps={1000 if warm else 0}",
-           f"model.cache_dir={tmp / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
+           f"model.cache_dir={cache or tmp / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
            "algo.group_size=4", "pruning.cold_start_steps=1", "trainer.checkpoint_every=2", *overrides]
     return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory):
+def first_run(tmp_path_factory, policy_cache):
     tmp = tmp_path_factory.mktemp("smoke")
     # warm-started, so the policy writes real answers for the evaluation test below
-    out = run_script(tmp, "trainer.max_steps=3", f"hydra.run.dir={tmp / 'run'}", warm=True)
+    out = run_script(tmp, "trainer.max_steps=3", f"hydra.run.dir={tmp / 'run'}", warm=True, cache=policy_cache)
     assert out.returncode == 0, out.stderr[-4000:]
-    return tmp, out
+    return tmp, out, policy_cache
 
 
 def test_run_writes_events_checkpoints_and_summary(first_run):
-    tmp, out = first_run
+    tmp, out, _ = first_run
     run = tmp / "run"
     assert list((run / "tb").glob("events.out.tfevents.*")), "no TensorBoard event file"
     ckpts = {p.name for p in (run / "checkpoints").glob("*.ckpt")}
@@ -57,9 +57,9 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
 
 
 def test_resume_restores_calibrator_and_step(first_run):
-    tmp, _ = first_run
+    tmp, _, cache = first_run
     ckpt_path = tmp / "run" / "checkpoints" / "step00002.ckpt"
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     assert ckpt["global_step"] == 2
 
     from arrol_pl.core.calibration import BinnedCalibrator
@@ -71,12 +71,12 @@ def test_resume_restores_calibrator_and_step(first_run):
     assert restored.total_seen == sum(h["policy/trained_rollouts"] for h in ckpt["arrol"]["history"])
 
     out = run_script(tmp, "trainer.max_steps=3", f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}",
-                     warm=True)
+                     warm=True, cache=cache)
     assert out.returncode == 0, out.stderr[-4000:]
     first = json.loads((tmp / "run" / "summary.json").read_text())
     resumed = json.loads((tmp / "resumed" / "summary.json").read_text())
     assert resumed["steps"] == 3  # two restored from the checkpoint + one new
-    last = torch.load(tmp / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    last = torch.load(tmp / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["global_step"] == 3
     history = last["arrol"]["history"]
     assert [h["step"] for h in history] == [0.0, 1.0, 2.0]
@@ -112,7 +112,7 @@ def test_multirun_sweep_writes_one_table(tmp_path):
 def test_evaluate_writes_consistent_tables(first_run, source):
     """experiments/evaluate.py on the trained tiny policy: JSON, Markdown and JSONL agree, and maj@k,
     the ARRoL vote and pass@k are recomputed from the per-problem records."""
-    tmp, _ = first_run
+    tmp, _, _ = first_run
     ckpt = tmp / "run" / ("export" if source == "export" else "checkpoints/last.ckpt")
     out_dir = tmp / f"eval-{source}"
     out = subprocess.run(

@@ -1,0 +1,207 @@
+"""Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
+kill -9 and resume, SIGINT / SIGTERM, a checkpoint write that fails, configs that must fail before any
+model loads, a pruning config whose steps can lose every rollout, and evaluation of an unfinished run.
+
+Resume is exact on CPU float32: every history line of a resumed run equals the uninterrupted run's,
+except the ``time/*`` keys (wall-clock measurements).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+STEPS = 6
+
+
+def command(cache: Path, run_dir: Path, *overrides: str) -> list[str]:
+    return [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=1000",
+            f"model.cache_dir={cache}", "data.num_heldout=8", "algo.prompts_per_step=4", "algo.group_size=4",
+            "pruning.cold_start_steps=1", "trainer.checkpoint_every=2", f"trainer.max_steps={STEPS}",
+            f"hydra.run.dir={run_dir}", *overrides]
+
+
+def run(cache: Path, run_dir: Path, *overrides: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(command(cache, run_dir, *overrides), cwd=run_dir.parent, capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def start(cache: Path, run_dir: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen(command(cache, run_dir, *overrides), cwd=run_dir.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"run ended before {path.name} appeared: {proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.02)
+
+
+def history(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+def without_times(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+
+
+def load(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, policy_cache):
+    """The uninterrupted run every fault is compared with."""
+    run_dir = tmp_path_factory.mktemp("faults") / "reference"
+    out = run(policy_cache, run_dir)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert len(history(run_dir)) == STEPS
+    return run_dir
+
+
+def assert_resumes_exactly(reference: Path, checkpoint: Path, cache: Path, run_dir: Path) -> None:
+    out = run(cache, run_dir, f"trainer.resume={checkpoint}")
+    assert out.returncode == 0, out.stderr[-4000:]
+    ref, res = history(reference), history(run_dir)
+    assert [r["step"] for r in res] == list(map(float, range(STEPS)))
+    for a, b in zip(without_times(ref), without_times(res)):
+        assert a == b, f"step {a['step']} differs after resuming from {checkpoint.name}"
+    before, after = (json.loads((d / "summary.json").read_text()) for d in (reference, run_dir))
+    for key in ("heldout_accuracy_before", "heldout_accuracy_after", "heldout_greedy_accuracy_after"):
+        assert before[key] == after[key], key
+    # the weights the two runs end with are the same tensors
+    a, b = load(reference / "checkpoints" / "last.ckpt"), load(run_dir / "checkpoints" / "last.ckpt")
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+
+
+def test_kill_9_then_resume_is_identical(reference, policy_cache):
+    run_dir = reference.parent / "killed"
+    proc = start(policy_cache, run_dir)
+    wait_for(run_dir / "checkpoints" / "last.ckpt", proc)  # written by rename: complete once it exists
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (run_dir / "summary.json").exists()
+    for ckpt in (run_dir / "checkpoints").glob("*.ckpt"):  # no file with a checkpoint's name is partial
+        assert load(ckpt)["global_step"] >= 2, ckpt
+    assert_resumes_exactly(reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, reference.parent / "resumed-kill")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_saves_checkpoint_history_and_summary(reference, policy_cache, signum):
+    run_dir = reference.parent / f"signalled-{signum.name}"
+    proc = start(policy_cache, run_dir)
+    wait_for(run_dir / "checkpoints" / "step00002.ckpt", proc)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 128 + signum, stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    steps = summary["steps"]
+    assert summary["status"] == "interrupted" and summary["signal"] == signum.name
+    assert 2 < steps < STEPS, "the step in flight finishes, then the run stops"
+    assert len(history(run_dir)) == steps
+    assert summary["checkpoint"] == str(run_dir / "checkpoints" / "last.ckpt")
+    last = load(run_dir / "checkpoints" / "last.ckpt")
+    assert last["global_step"] == steps and len(last["arrol"]["history"]) == steps
+    assert (run_dir / "checkpoints" / f"step{steps:05d}.ckpt").exists()
+    assert not (run_dir / "export").exists()
+    assert f"interrupted: {signum.name}: stopped after {steps} steps; resume with trainer.resume=" in stderr
+    assert "Traceback" not in stderr
+    if signum == signal.SIGTERM:  # the signal's checkpoint resumes exactly too
+        assert_resumes_exactly(reference, run_dir / "checkpoints" / "last.ckpt", policy_cache,
+                               reference.parent / "resumed-term")
+
+
+def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache):
+    """A file-size limit (RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk) between the sizes
+    of the step-2 and step-4 checkpoints: the step-2 checkpoint is written, the step-4 one fails."""
+    ckpts = reference / "checkpoints"
+    limit = ((ckpts / "step00002.ckpt").stat().st_size + (ckpts / "step00004.ckpt").stat().st_size) // 2
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    run_dir = reference.parent / "full-disk"
+    out = run(policy_cache, run_dir, preexec_fn=limit_file_size)
+    assert out.returncode == 1, out.stderr[-3000:]
+    line = next(x for x in out.stderr.splitlines() if x.startswith("stopped:"))
+    assert f"writing checkpoint {run_dir / 'checkpoints' / 'step00004.ckpt'} failed" in line
+    assert f"the last good checkpoint is {run_dir / 'checkpoints' / 'last.ckpt'}" in line
+    assert "Traceback" not in out.stderr
+    names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert names == ["last.ckpt", "step00002.ckpt"], names  # nothing partial, no temporary file left
+    assert load(run_dir / "checkpoints" / "last.ckpt")["global_step"] == 2
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and "step00004.ckpt" in summary["error"]
+
+
+@pytest.mark.parametrize("override,message", [
+    ("trainer.checkpoint_every=-1", "trainer.checkpoint_every must be >= 1, got -1"),
+    ("trainer.resume=missing.ckpt", "trainer.resume='missing.ckpt': no such file"),
+    ("trainer.resume=truncated.ckpt", "trainer.resume='truncated.ckpt' cannot be read, truncated"),
+    ("algo.prompts_per_step=3000", "algo.prompts_per_step=3000 is larger than the training set (2048 problems)"),
+])
+def test_bad_config_fails_in_one_line_before_any_model_loads(tmp_path, override, message):
+    cache, run_dir = tmp_path / "cache", tmp_path / "run"
+    (tmp_path / "truncated.ckpt").write_bytes(b"PK\x03\x04" + bytes(1000))  # a zip's first bytes, cut short
+    out = run(cache, run_dir, override)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert f"config error: {message}" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not run_dir.exists(), "a rejected config left its run directory behind"
+    assert not cache.exists(), "a model was built before the config was rejected"
+
+
+def test_steps_that_lose_every_rollout_are_skipped_and_counted(tmp_path, policy_cache):
+    """κ = 0.05 with G = 2 and no floor: some steps prune every rollout; they are skipped, not fatal."""
+    run_dir = tmp_path / "run"
+    out = run(policy_cache, run_dir, "pruning.keep_ratio=0.05", "pruning.p_min=0.0", "algo.group_size=2",
+              "pruning.min_keep_per_group=0", "pruning.cold_start_steps=0", "engine.detect_length=2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = history(run_dir)
+    skipped = [r for r in rows if "reward/accuracy" not in r]
+    assert summary["steps"] == STEPS and summary["status"] == "completed"
+    assert summary["skipped_steps"]["no_survivors"] == len(skipped) > 0
+    assert all(r["pruning/keep_ratio"] == 0.0 for r in skipped)
+    assert rows[-1]["skipped/no_survivors"] == len(skipped)
+    logged = out.stdout + out.stderr  # Hydra's log handler writes to stdout
+    assert "skipped (no_survivors): all 8 rollouts were pruned" in logged
+    assert "pruning.min_keep_per_group=0" in logged
+
+
+def test_evaluate_a_checkpoint_of_an_unfinished_run(reference, policy_cache):
+    """The killed run left no summary and no export: its checkpoint alone is enough to evaluate."""
+    killed = reference.parent / "killed"
+    ckpt = killed / "checkpoints" / "last.ckpt"
+    if not ckpt.exists():
+        pytest.skip("needs test_kill_9_then_resume_is_identical's run")
+    out_dir = reference.parent / "eval-killed"
+    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=2",
+                          "limit=4", f"hydra.run.dir={out_dir}"], cwd=reference.parent, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads((out_dir / "metrics.json").read_text())["metrics"]["arithmetic"]["problems"] == 4
+
+
+def test_evaluate_names_what_a_checkpoint_lacks(tmp_path):
+    ckpt = tmp_path / "moved.ckpt"
+    torch.save({"state_dict": {}, "arrol": {"policy_dir": str(tmp_path / "gone")}}, ckpt)
+    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}",
+                          f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert f"was trained from policy directory '{tmp_path / 'gone'}', which has no config.json" in out.stderr

@@ -1,0 +1,125 @@
+"""The parts exact resume and fault handling are built from, without a model: the atomic checkpoint
+writer, the safe reader, the prompt stream and the pruning-floor report."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from arrol_pl.train.checkpoint import REQUIRED_ENTRIES, AtomicCheckpointIO, CheckpointWriteError, read_checkpoint
+from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.data import PromptDataModule, PromptStream, check_stream, stream_identity
+from arrol_pl.train.experiment import effective_keep_ratio, report_pruning_floor
+
+
+def checkpoint() -> dict:
+    return {name: {"x": torch.arange(4.0)} for name in REQUIRED_ENTRIES}
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise pickle.PicklingError("refuses to be saved")
+
+
+def test_atomic_write_keeps_the_old_file_when_a_write_fails_midway(tmp_path):
+    io = AtomicCheckpointIO()
+    target = tmp_path / "ckpt" / "last.ckpt"
+    io.save_checkpoint(checkpoint(), target)
+    good = target.read_bytes()
+    assert io.last_good == target
+    # torch.save has written the archive's first records when the unpicklable entry fails it
+    broken = {**checkpoint(), "big": torch.zeros(100_000), "z": Unpicklable()}
+    with pytest.raises(CheckpointWriteError) as err:
+        io.save_checkpoint(broken, target)
+    assert f"writing checkpoint {target} failed" in str(err.value)
+    assert f"the last good checkpoint is {target}" in str(err.value)
+    assert target.read_bytes() == good
+    assert os.listdir(target.parent) == ["last.ckpt"], "the temporary file was left behind"
+    with pytest.raises(CheckpointWriteError, match="no checkpoint was written before it"):
+        AtomicCheckpointIO().save_checkpoint(broken, tmp_path / "other.ckpt")
+
+
+def test_read_checkpoint_names_the_file_and_what_is_wrong(tmp_path):
+    good = tmp_path / "good.ckpt"
+    torch.save(checkpoint(), good)
+    assert torch.equal(read_checkpoint(good)["arrol"]["x"], torch.arange(4.0))
+
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size * 2 // 3])
+    with pytest.raises(ConfigError, match=r"^trainer.resume='.*truncated.ckpt' cannot be read, truncated"):
+        read_checkpoint(truncated)
+
+    unsafe = tmp_path / "unsafe.ckpt"
+    torch.save({**checkpoint(), "payload": SimpleNamespace(code="anything")}, unsafe)
+    with pytest.raises(ConfigError, match="not a safe torch checkpoint"):
+        read_checkpoint(unsafe)
+
+    partial = tmp_path / "partial.ckpt"
+    torch.save({"state_dict": {}}, partial)
+    with pytest.raises(ConfigError, match=r"lacks 'optimizer_states' \(the policy optimizer\), 'arrol'"):
+        read_checkpoint(partial)
+    with pytest.raises(ConfigError, match="no such file"):
+        read_checkpoint(tmp_path / "missing.ckpt")
+
+
+def test_stream_resumed_at_any_step_yields_the_uninterrupted_batches():
+    full = list(PromptStream(10, 3, total=12, seed=7))
+    assert len(full) == 12 and all(len(b) == 3 for b in full)
+    for k in (0, 1, 3, 5, 11):
+        assert list(PromptStream(10, 3, total=12, seed=7, start=k)) == full[k:]
+    for p in range(4):  # each pass (3 batches of 10 problems, remainder dropped) repeats no problem
+        seen = [i for b in full[3 * p:3 * p + 3] for i in b]
+        assert len(set(seen)) == 9
+    assert full[:3] != full[3:6], "each pass is a new permutation"
+    assert list(PromptStream(10, 3, total=12, seed=8)) != full
+
+
+def test_stream_position_round_trips_and_other_data_is_refused():
+    problems = [SimpleNamespace(id=f"p{i}", prompt=f"{i}?", answer=str(i)) for i in range(10)]
+    dm = PromptDataModule(problems, 3, seed=7, max_steps=12)
+    state = {**dm.state_dict(), "position": 5}
+    resumed = PromptDataModule(problems, 3, seed=7, max_steps=12)
+    resumed.load_state_dict(state)
+    assert [b for b in resumed.train_dataloader()] == [[problems[i] for i in b] for b in PromptStream(10, 3, 12, 7, 5)]
+    with pytest.raises(ConfigError, match="algo.prompts_per_step = 3, this run has 4"):
+        check_stream(state, stream_identity(problems, 4, 7))
+    changed = problems[:9] + [SimpleNamespace(id="p9", prompt="9?", answer="10")]
+    with pytest.raises(ConfigError, match="the training problems"):
+        check_stream(state, stream_identity(changed, 3, 7))
+    with pytest.raises(ConfigError, match=r"algo.prompts_per_step=11 is larger than the training set \(10 problems\)"):
+        PromptDataModule(problems, 11)
+
+
+@pytest.mark.parametrize("overrides,kappa,warning", [
+    ({}, 0.5, None),
+    ({"algo": {"group_size": 2}}, 1.0, "pruning is disabled (effective κ = 1)"),
+    ({"algo": {"group_size": 8}, "pruning": {"keep_ratio": 0.1}}, 0.25, "effective κ = 0.250"),
+    ({"algo": {"group_size": 2}, "pruning": {"keep_ratio": 0.05, "min_keep_per_group": 0}}, 0.05,
+     "a step whose rollouts are all pruned is skipped"),
+    ({"pruning": {"policy": "none"}}, 1.0, None),
+])
+def test_effective_keep_ratio_is_said_at_start(caplog, overrides, kappa, warning):
+    run = load_run_config(overrides)
+    assert effective_keep_ratio(run) == pytest.approx(kappa)
+    with caplog.at_level(logging.WARNING):
+        report_pruning_floor(run)
+    if warning is None:
+        assert not caplog.records
+    else:
+        assert warning in caplog.text
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"trainer": {"checkpoint_every": -1}}, "trainer.checkpoint_every must be >= 1, got -1"),
+    ({"trainer": {"resume": "/nonexistent/last.ckpt"}}, "trainer.resume='/nonexistent/last.ckpt': no such file"),
+    ({"trainer": {"precision": "8-bit"}}, "trainer.precision='8-bit'"),
+    ({"engine": {"dtype": "int4"}}, "engine.dtype='int4'"),
+])
+def test_trainer_and_engine_keys_are_checked(overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_run_config(overrides)
