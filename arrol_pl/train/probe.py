@@ -409,7 +409,8 @@ def evaluate_length(
                             head_ece=nan, head_train_loss=nan, deepconf_spearman=nan, deepconf_auc=nan)
     if standardize:
         fit = features[fit_rows]
-        features = (features - fit.mean(0)) / fit.std(0).clamp_min(1e-6)
+        # population std: a fit part of one rollout (tiny probes) gives 0, clamped, not NaN
+        features = torch.nan_to_num((features - fit.mean(0)) / fit.std(0, correction=0).clamp_min(1e-6))
     head, train_loss = train_probe(features[fit_rows], labels[fit_rows], settings)
     bins = settings.calibration_bins or min(128, max(1, int(cal_rows.sum()) // 32))
     calibrator = fit_calibrator(head_scores(head, features[cal_rows]), labels[cal_rows], bins)
