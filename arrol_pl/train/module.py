@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from typing import Any
 
@@ -179,8 +180,9 @@ class ArrolModule(L.LightningModule):
             "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},
             "pruning/delta": params.delta,
-            "pruning/window_auc": params.window_auc,
         }
+        if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
+            metrics["pruning/window_auc"] = params.window_auc
         self._record(step, metrics, timer, step_start, len(batch))
         t = cfg.trainer
         if t.sample_texts and step % t.text_every == 0 and self.logger is not None:

@@ -112,7 +112,9 @@ def test_signal_saves_checkpoint_history_and_summary(reference, policy_cache, si
     summary = json.loads((run_dir / "summary.json").read_text())
     steps = summary["steps"]
     assert summary["status"] == "interrupted" and summary["signal"] == signum.name
-    assert 2 < steps < STEPS, "the step in flight finishes, then the run stops"
+    # the signal can land after step 2's checkpoint and before step 3 starts (nothing in flight: 2 steps),
+    # or during step 3, which then finishes; either way the run stops before STEPS
+    assert 2 <= steps < STEPS, "the step in flight finishes, then the run stops"
     assert len(history(run_dir)) == steps
     assert summary["checkpoint"] == str(run_dir / "checkpoints" / "last.ckpt")
     last = load(run_dir / "checkpoints" / "last.ckpt")
