@@ -8,6 +8,7 @@ scores, DeepConf confidences, votes), from which every metric can be recomputed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -44,11 +45,29 @@ def check(cfg: DictConfig) -> None:
         raise ValueError(f"deepconf.mode={cfg.deepconf.mode!r}; choose one of {list(TRACE_MODES)}")
     if not cfg.datasets:
         raise ValueError("datasets is empty")
-    for name in cfg.datasets:
+    for name, spec in cfg.datasets.items():
         try:
             canonical_name(name)
         except ValueError as exc:
             raise ValueError(f"datasets.{name}: {exc}") from None
+        dataset_format(name, spec, None)
+
+
+def dataset_format(name: str, spec, trained):
+    """``datasets.<name>``'s prompt format: its own ``prompt_template`` / ``chat_template`` / ``stop`` where
+    set (not null), else the format the checkpoint was trained in (an export's ``prompt_format.json``), else
+    the bare prompt through the tokenizer's chat template."""
+    from arrol_pl.tasks.problem import PromptFormat
+
+    base = trained or PromptFormat()
+    own = {key: spec.get(key) for key in ("prompt_template", "chat_template", "stop")}
+    try:
+        return PromptFormat(
+            base.template if own["prompt_template"] is None else own["prompt_template"],
+            base.chat if own["chat_template"] is None else bool(own["chat_template"]),
+            base.stop if own["stop"] is None else tuple(own["stop"]))
+    except ValueError as exc:
+        raise ValueError(f"datasets.{name}: {exc}") from None
 
 
 def checkpoint_policy_dir(path: Path) -> Path:
@@ -102,7 +121,7 @@ def main(cfg: DictConfig) -> None:
     from transformers import AutoTokenizer
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
-    from arrol_pl.tasks.problem import render_problems
+    from arrol_pl.tasks.problem import PromptFormat, render_problems
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward import MathReward
     from arrol_pl.train.evaluation import DeepConfSettings, evaluate_dataset, write_report
@@ -119,7 +138,9 @@ def main(cfg: DictConfig) -> None:
     with tempfile.TemporaryDirectory(prefix="arrol-eval-") as scratch:
         policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
         tokenizer = AutoTokenizer.from_pretrained(policy_dir)
-        problems = {name: render_problems(ps, tokenizer) for name, ps in problems.items()}  # chat models
+        trained = PromptFormat.load(policy_dir) if Path(cfg.checkpoint).is_dir() else None
+        formats = {name: dataset_format(name, spec, trained) for name, spec in cfg.datasets.items()}
+        problems = {name: render_problems(ps, tokenizer, formats[name]) for name, ps in problems.items()}
         all_problems = [p for ps in problems.values() for p in ps]
         e = cfg.engine
         engine = ArrolEngine(EngineConfig(
@@ -131,11 +152,13 @@ def main(cfg: DictConfig) -> None:
         deepconf = DeepConfSettings(**OmegaConf.to_container(cfg.deepconf))
         try:
             with MathReward() as reward:
-                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, sampling, deepconf, progress=name)
+                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, {**sampling, **formats[name].sampling()},
+                                                  deepconf, progress=name)
                            for name, ps in problems.items()}
         finally:
             engine.close()
     meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
+            "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
             "config": OmegaConf.to_container(cfg, resolve=True)}
     metrics = write_report(out_dir, records, meta)
     print((out_dir / "results.md").read_text())

@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed, problem split and head initialisation")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                    help="engine and feature-extraction dtype (float32 for parity on CPU)")
+    p.add_argument("--votes", action=argparse.BooleanOptionalAction, default=True,
+                   help="replay Table 3's votes (majority, DeepConf, ARRoL) on the test problems")
     p.add_argument("--deepconf-mode", choices=TRACE_MODES, default="lowest_group")
     p.add_argument("--forward-batch-tokens", type=int, default=16384,
                    help="micro-batch budget (rows x longest) of the feature forward pass")
@@ -230,9 +232,10 @@ def main(argv: list[str] | None = None) -> dict:
     from arrol_pl.tasks.reward import MathReward
     from arrol_pl.train.evaluation import DeepConfSettings
     from arrol_pl.train.experiment import context_length
+    from arrol_pl.train.evaluation import trace_scores
     from arrol_pl.train.probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
                                       markdown_table, online_head_metrics, prefix_features, prefix_stats,
-                                      probe_lengths)
+                                      probe_lengths, problem_parts, replay_votes, votes_table)
 
     if str(args.policy) == "smollm2":
         from arrol_pl.models.smollm2 import prepare_smollm2
@@ -262,6 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
                                  logprobs_topk=deepconf.topk, progress="generate")
         rollouts = result.rollouts
         scored = reward.score([r.text for r in rollouts], [problems[r.prompt_index].answer for r in rollouts])
+        # answer classes by math-verify equivalence, per problem in row order (the votes' candidates)
+        classes = reward.answer_classes([scored.answers[i * args.samples:(i + 1) * args.samples]
+                                         for i in range(len(problems))]) if args.votes else None
     finally:
         reward.close()
         engine.close()
@@ -275,7 +281,8 @@ def main(argv: list[str] | None = None) -> dict:
     model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=getattr(torch, args.dtype)).to(device).eval()
     start = time.perf_counter()
     hidden_kinds = sorted(set(args.features) - {"stats"} | {"last"})
-    all_lengths = sorted(set(lengths) | {engine_detect})
+    # the votes score each complete rollout: its feature at L = max_tokens is the one at its last token
+    all_lengths = sorted(set(lengths) | {engine_detect} | ({args.max_tokens} if args.votes else set()))
     features = prefix_features(model, prompt_ids, response_ids, all_lengths, hidden_kinds,
                                tokenizer.pad_token_id or 0, args.forward_batch_tokens)
     if "stats" in args.features:
@@ -295,6 +302,13 @@ def main(argv: list[str] | None = None) -> dict:
                                       settings, deepconf, fractions=args.fractions, standardize=kind == "stats")
     results = by_kind.get("last") or probe_lengths(features["last"], labels, response_lengths, problem_ids,
                                                    logprobs, lengths, settings, deepconf, fractions=args.fractions)
+    votes = None
+    if args.votes:
+        full_conf = torch.tensor([trace_scores(r.logprobs, deepconf) for r in rollouts])
+        test, calibration = problem_parts(problem_ids, settings)
+        votes = replay_votes(features["last"][args.max_tokens], features["last"][engine_detect], labels,
+                             eligible_at(response_lengths, engine_detect), problem_ids, classes, full_conf, test,
+                             calibration, settings)
     online, online_skipped = None, None
     if online_head is None:
         online_skipped = f"no quality_head.pt in {args.policy}"
@@ -330,6 +344,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": [r.row() for r in results],
         "inputs": {kind: [r.row() for r in rows] for kind, rows in by_kind.items()},
         "online_head": online,
+        "votes": votes,
         "online_head_skipped": online_skipped,
     }
     (args.out / "head_quality.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
@@ -343,6 +358,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(inputs_table(by_kind))
     print("\nPruning replayed on the test groups (κ = 0.5, ρ = 0.5, paper's head input):")
     print(balance_table(results))
+    if votes is not None:
+        print(f"\nVotes replayed on the test problems (heads fit on the other problems; L_detect = {engine_detect}):")
+        print(votes_table(votes))
     if online is not None:
         shown = ", ".join(f"{k} {online[k]:.3f}" for k in ("spearman", "auc", "accuracy", "ece") if online[k] is not None)
         print(f"online head of the run at its L_detect={online['detect_length']} (n={online['n']}): {shown}")

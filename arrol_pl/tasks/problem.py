@@ -122,6 +122,9 @@ def render_prompt(prompt: str, tokenizer: Any = None, system_prompt: str | None 
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
+PROMPT_FORMAT_FILE = "prompt_format.json"
+
+
 @dataclass(frozen=True)
 class PromptFormat:
     """How a problem's prompt becomes the text the policy is fed, and where its generations stop.
@@ -149,6 +152,20 @@ class PromptFormat:
     def sampling(self) -> dict[str, Any]:
         """Keyword arguments every generation's sampling params take from the format (``stop``)."""
         return {"stop": list(self.stop)} if self.stop else {}
+
+    def save(self, directory: Path) -> None:
+        """Write ``directory/prompt_format.json`` (beside an exported policy: the format it was trained in)."""
+        record = {"template": self.template, "chat": self.chat, "stop": list(self.stop)}
+        (Path(directory) / PROMPT_FORMAT_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> "PromptFormat | None":
+        """The format saved by :meth:`save` in ``directory``; None when it has none (exports of older runs)."""
+        path = Path(directory) / PROMPT_FORMAT_FILE
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text())
+        return cls(record["template"], record["chat"], tuple(record["stop"]))
 
 
 def render_problems(problems: Sequence[Problem], tokenizer: Any = None,

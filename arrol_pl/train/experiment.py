@@ -121,9 +121,12 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
     }
 
 
-def export_policy(module, tokenizer, out_dir: Path) -> Path:
-    """A transformers directory plus the head's weights and the calibrator, for evaluation and serving."""
+def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
+    """A transformers directory plus the head's weights, the calibrator and the prompt format the policy
+    was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    if prompt_format is not None:
+        prompt_format.save(out_dir)
     module.policy.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     torch.save({"state_dict": module.head.state_dict(), "input_dim": module.head.input_dim,
@@ -278,7 +281,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
                 after = evaluate()
                 if after is not None and module.history:  # the last point of the held-out curve
                     module.record_heldout(after)
-                export_dir = export_policy(module, tokenizer, out_dir / "export")
+                export_dir = export_policy(module, tokenizer, out_dir / "export", run.data.prompt_format())
     except CheckpointWriteError as exc:
         status, failure = "failed", exc
     except (KeyboardInterrupt, SystemExit):

@@ -44,9 +44,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from arrol_pl.core.calibration import BinnedCalibrator
-from arrol_pl.core.metrics import binary_auc, spearman, within_group_auc
+from arrol_pl.core.metrics import binary_auc, spearman, voted_answer_correct, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.train.logprobs import make_micro_batches
 from arrol_pl.train.phases import FeatureReplay, head_metrics, head_update
@@ -482,6 +483,78 @@ def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.T
             out[arm][f"{name}_vs_random"] = float(diff.mean())
             out[arm][f"{name}_vs_random_se"] = float(diff.std() / math.sqrt(max(ids.numel(), 1)))
     return out
+
+
+VOTE_RULES = {
+    "majority": "majority vote (maj@k)",
+    "deepconf": "DeepConf-weighted vote (full-trace confidence)",
+    "arrol_detect": "ARRoL vote, head trained at L_detect (the pruning head, scoring complete rollouts)",
+    "arrol_end": "ARRoL vote, head trained on complete rollouts",
+}
+"""Voting rules :func:`replay_votes` compares (Table 3); ARRoL's votes weigh answers by the ranks of the head's
+scores of each complete rollout (§4.4)."""
+
+
+def replay_votes(end_features: torch.Tensor, detect_features: torch.Tensor, labels: torch.Tensor,
+                 eligible: torch.Tensor, groups: torch.Tensor, classes: Sequence[Sequence[int | None]],
+                 confidences: torch.Tensor, test: torch.Tensor, calibration: torch.Tensor,
+                 settings: ProbeSettings) -> dict[str, dict[str, float]]:
+    """Table 3 by replay: k-sample votes on the test problems, with heads fit on the other problems' rollouts.
+
+    ``end_features, detect_features: (N, D)`` hidden states at each rollout's last token and at L_detect;
+    ``labels, eligible (at L_detect), groups (problem ids 0..P-1), confidences (full-trace DeepConf): (N,)``;
+    ``classes[p]``: the answer classes of problem ``p``'s k rollouts in row order (None: no answer); ``test``,
+    ``calibration``: problem-level parts as in :func:`evaluate_length` (the calibration part also fits the
+    heads: votes need no calibrator). Per rule of :data:`VOTE_RULES`: ``accuracy`` (voted answer correct) and
+    its standard error over test problems, paired differences ``vs_majority`` / ``vs_deepconf`` with theirs;
+    ``avg`` and ``pass`` give the mean sample accuracy and the oracle (any sample correct) of the same problems.
+    """
+    labels = torch.as_tensor(labels, dtype=torch.float32)
+    groups = torch.as_tensor(groups, dtype=torch.long)
+    fit = ~test
+    head_end, _ = train_probe(end_features[fit], labels[fit], settings)
+    head_detect, _ = train_probe(detect_features[fit & eligible], labels[fit & eligible], settings)
+    scores = {"arrol_end": head_scores(head_end, end_features), "arrol_detect": head_scores(head_detect, end_features)}
+    conf = torch.nan_to_num(torch.as_tensor(confidences, dtype=torch.float64), nan=0.0)
+    problems = torch.unique(groups[test]).tolist()
+    hits = {rule: [] for rule in (*VOTE_RULES, "avg", "pass")}
+    for g in problems:
+        rows = torch.nonzero(groups == g, as_tuple=True)[0]
+        cls, correct = list(classes[g]), [bool(c) for c in labels[rows]]
+        winners = {"majority": majority_vote(cls), "deepconf": weighted_vote(cls, conf[rows].tolist()),
+                    **{rule: arrol_vote(cls, scores[rule][rows]) for rule in ("arrol_detect", "arrol_end")}}
+        for rule, winner in winners.items():
+            hits[rule].append(float(voted_answer_correct(cls, correct, winner)))
+        hits["avg"].append(sum(correct) / len(correct))
+        hits["pass"].append(float(any(correct)))
+    table = {rule: torch.tensor(v, dtype=torch.float64) for rule, v in hits.items()}
+    n = len(problems)
+
+    def mean_se(x: torch.Tensor) -> tuple[float, float]:
+        return float(x.mean()), float(x.std() / math.sqrt(n)) if n > 1 else float("nan")
+
+    out: dict[str, dict[str, float]] = {"problems": {"n": float(n), "k": float(len(classes[problems[0]]))}}
+    for rule, x in table.items():
+        acc, se = mean_se(x)
+        out[rule] = {"accuracy": acc, "accuracy_se": se}
+        if rule in VOTE_RULES:
+            for base in ("majority", "deepconf"):
+                diff, diff_se = mean_se(x - table[base])
+                out[rule] |= {f"vs_{base}": diff, f"vs_{base}_se": diff_se}
+    return out
+
+
+def votes_table(votes: dict[str, dict[str, float]]) -> str:
+    """Markdown: each rule's vote accuracy (± standard error) and its paired difference to majority and DeepConf."""
+    k, n = int(votes["problems"]["k"]), int(votes["problems"]["n"])
+    lines = [f"| rule (k = {k}, {n} test problems) | accuracy | vs majority | vs DeepConf |", "|---|---|---|---|"]
+    for rule, title in (*VOTE_RULES.items(), ("avg", "mean sample accuracy (avg@k)"), ("pass", "any sample correct (pass@k)")):
+        v = votes[rule]
+        cells = [f"{v['accuracy']:.3f} ± {v['accuracy_se']:.3f}"]
+        for base in ("majority", "deepconf"):
+            cells.append("" if rule == base or f"vs_{base}" not in v else f"{v[f'vs_{base}']:+.3f} ± {v[f'vs_{base}_se']:.3f}")
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def probe_lengths(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,56 @@ def table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[d
     return "\n".join(lines) + note + common + "\n", records
 
 
+SEED_OVERRIDE = "trainer.seed="
+
+
+def _mean_sd_se(values: list[float]) -> tuple[float, float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else float("nan")
+    return mean, sd, sd / math.sqrt(n)
+
+
+def _fmt(stats: tuple[float, float, float]) -> str:
+    return f"{stats[0]:.3f} ± {stats[1]:.3f} (SE {stats[2]:.3f})"
+
+
+def seed_table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
+    """Per arm (the overrides other than ``trainer.seed``) over its seeds: held-out accuracy after training and
+    its gain over the before figure, as mean ± sd with the standard error of the mean, each seed's gain, and
+    the difference to the ``baseline`` arm paired by seed (each seed starts from the same policy in every arm).
+    Empty when no arm ran more than one seed."""
+    shared = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
+    arms: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        seed = next((o[len(SEED_OVERRIDE):] for o in r["overrides"] if o.startswith(SEED_OVERRIDE)), None)
+        if seed is None:
+            continue
+        arm = " ".join(o for o in r["overrides"] if o not in shared and not o.startswith(SEED_OVERRIDE)) or "all"
+        arms.setdefault(arm, {})[seed] = r["summary"]
+    if not any(len(runs) > 1 for runs in arms.values()):
+        return "", []
+    base = next((runs for arm, runs in arms.items() if baseline and baseline in arm.split()), None)
+    lines = ["| arm | seeds | held-out after | gain | gain per seed | vs baseline (paired) | s / step |",
+             "|---|---|---|---|---|---|---|"]
+    records = []
+    for arm, runs in arms.items():
+        seeds = sorted(runs, key=lambda x: int(x) if x.lstrip("-").isdigit() else x)
+        after = [runs[x]["heldout_accuracy_after"] for x in seeds]
+        gain = [runs[x]["heldout_accuracy_after"] - runs[x]["heldout_accuracy_before"] for x in seeds]
+        paired = [runs[x]["heldout_accuracy_after"] - base[x]["heldout_accuracy_after"]
+                  for x in seeds if base is not None and x in base]
+        rec = {"arm": arm, "seeds": seeds, "after": _mean_sd_se(after), "gain": _mean_sd_se(gain),
+               "gain_per_seed": gain, "vs_baseline": _mean_sd_se(paired) if paired and base is not runs else None,
+               "seconds_per_step": sum(runs[x]["seconds_per_step"] for x in seeds) / len(seeds)}
+        records.append(rec)
+        lines.append(f"| {arm} | {len(seeds)} | {_fmt(rec['after'])} | {_fmt(rec['gain'])} | "
+                     + " ".join(f"{g:+.3f}" for g in gain)
+                     + f" | {_fmt(rec['vs_baseline']) if rec['vs_baseline'] else ''} | {rec['seconds_per_step']:.2f} |")
+    note = f"\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
+    return "\n".join(lines) + note + "\n", records
+
+
 class AggregateSummaries(Callback):
     """At the end of a multirun, write ``summary_table.md`` / ``.json`` into the sweep directory."""
 
@@ -75,6 +126,10 @@ class AggregateSummaries(Callback):
             logger.warning("no summary.json under %s: nothing to aggregate", sweep_dir)
             return
         markdown, records = table(rows, self.baseline)
+        seeds_markdown, seed_records = seed_table(rows, self.baseline)
+        if seeds_markdown:
+            markdown += "\nOver seeds:\n\n" + seeds_markdown
+            (sweep_dir / "seed_table.json").write_text(json.dumps(seed_records, indent=2))
         (sweep_dir / "summary_table.md").write_text(markdown)
         (sweep_dir / "summary_table.json").write_text(json.dumps(records, indent=2))
         print(f"\n{markdown}\n(written to {sweep_dir / 'summary_table.md'})")

@@ -32,3 +32,10 @@ def test_stop_strings_go_to_sampling_and_bad_formats_fail():
         PromptFormat("{question} and {question}")
     with pytest.raises(ValueError, match="non-empty"):
         PromptFormat(stop=("",))
+
+
+def test_format_saved_beside_an_export_loads_back(tmp_path):
+    assert PromptFormat.load(tmp_path) is None  # exports of older runs have none
+    fmt = PromptFormat("Q: {question}\nA:", chat=False, stop=("\n", "Q:"))
+    fmt.save(tmp_path)
+    assert PromptFormat.load(tmp_path) == fmt

@@ -27,6 +27,8 @@ from arrol_pl.train.probe import (
     probe_lengths,
     problem_parts,
     replay_balance,
+    replay_votes,
+    votes_table,
     split_by_problem,
 )
 
@@ -266,3 +268,25 @@ def test_evaluate_length_reports_within_group_auc_and_the_replay():
     assert set(r.balance) == {"arrol_global", "arrol_group", "random", "none"}
     json.dumps(r.row(), allow_nan=False)
     assert "| stats | 4 |" in inputs_table({"stats": [r]})
+
+
+def test_replay_votes_an_informative_head_outvotes_a_wrong_majority():
+    # 40 problems x 8 rollouts: 3 correct answers (class 0) against 5 identical wrong ones (class 1), so the
+    # majority is always wrong; the features at L_detect and at the end both carry the label
+    g = torch.Generator().manual_seed(1)
+    labels = torch.tensor([1.0] * 3 + [0.0] * 5).repeat(40)
+    groups = torch.arange(40).repeat_interleave(8)
+    classes = [[0, 0, 0, 1, 1, 1, 1, 1]] * 40
+    end = torch.randn(320, 4, generator=g)
+    end[:, 0] += 4 * labels
+    detect = end + 0.5 * torch.randn(320, 4, generator=g)
+    test, calibration = problem_parts(groups, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
+    out = replay_votes(end, detect, labels, torch.ones(320, dtype=torch.bool), groups, classes,
+                       torch.ones(320, dtype=torch.float64), test, calibration,
+                       ProbeSettings(hidden_dim=16, steps=100, lr=1e-2))
+    assert out["problems"] == {"n": float(int(test.view(40, 8)[:, 0].sum())), "k": 8.0}
+    assert out["majority"]["accuracy"] == 0.0 and out["deepconf"]["accuracy"] == 0.0  # equal weights: majority
+    assert out["arrol_end"]["accuracy"] == 1.0 and out["arrol_end"]["vs_majority"] == 1.0
+    assert out["pass"]["accuracy"] == 1.0 and out["avg"]["accuracy"] == pytest.approx(3 / 8)
+    assert out["arrol_detect"]["accuracy"] == 1.0  # the pruning head, applied to complete rollouts
+    assert "| ARRoL vote, head trained on complete rollouts | 1.000 ± 0.000 | +1.000 ± 0.000 |" in votes_table(out)

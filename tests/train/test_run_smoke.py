@@ -122,6 +122,9 @@ def test_evaluate_writes_consistent_tables(first_run, source):
     metrics = json.loads((out_dir / "metrics.json").read_text())["metrics"]["arithmetic"]
     records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
     assert len(records) == metrics["problems"] == 12 and metrics["k"] == 4
+    # the export records the run's prompt format and evaluation used it (the tiny task's: chat template, no stop)
+    assert json.loads((out_dir / "metrics.json").read_text())["prompt_formats"] == {
+        "arithmetic": {"template": None, "chat": True, "stop": []}}
 
     from arrol_pl.core.metrics import pass_at_k, voted_answer_correct
     from arrol_pl.core.voting import arrol_vote, majority_vote
@@ -146,6 +149,7 @@ def test_evaluate_writes_consistent_tables(first_run, source):
     ("checkpoint=/nonexistent/export", "checkpoint='/nonexistent/export' does not exist"),
     ("k=0", "k must be >= 1"),
     ("+datasets.nope.split=test", "datasets.nope: unknown dataset"),
+    ("datasets.arithmetic.prompt_template=no-placeholder", "datasets.arithmetic: prompt_template must hold exactly one"),
 ])
 def test_evaluate_bad_input_is_named(tmp_path, override, message):
     export = tmp_path / "export"
