@@ -37,11 +37,13 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path):
     pretrained = json.loads((out / "pretrained" / "head_quality.json").read_text())
     assert pretrained["settings"]["prompt_format"]["stop"] == ["\n"] and pretrained["rollouts"] == 12
     assert set(pretrained["inputs"]) == {"last", "mean", "middle", "stats"}
+    assert pretrained["votes"]["problems"]["k"] == 2
 
     text = page.read_text()
     for n in range(1, 8):
         assert f"## {n}." in text
     assert "Not run" not in text and "not run" not in text.split("## 1.")[0]
     assert "Quick smoke run" in text
+    assert "Table 3 by replay on SmolLM2-135M" in text
     assert (page.parent / "figures" / "wallclock.png").exists()
     assert (page.parent / "figures" / "head_quality.png").exists()

@@ -61,6 +61,30 @@ class PromptStream(Sampler[list[int]]):
             yield self.batch(step)
 
 
+class PromptBatch:
+    """One step's problems, in stream order (iterable, indexable, sized).
+
+    Deliberately not a list or a ``Sequence``: Lightning's precision plugins walk a batch's sequences and
+    dataclasses to cast its floating tensors, and refuse frozen dataclasses such as ``Problem``
+    (``trainer.precision=bf16-true`` failed on a list of them). The prompts are text for the engine; nothing
+    in a batch is a tensor to cast.
+    """
+
+    __slots__ = ("problems",)
+
+    def __init__(self, problems: Sequence) -> None:
+        self.problems = tuple(problems)
+
+    def __iter__(self) -> Iterator:
+        return iter(self.problems)
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+    def __getitem__(self, index: int):
+        return self.problems[index]
+
+
 class PromptDataModule(L.LightningDataModule):
     """The training stream; its ``state_dict`` (saved by Lightning in every checkpoint) is the position."""
 
@@ -84,7 +108,7 @@ class PromptDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         stream = PromptStream(len(self.problems), self.prompts_per_step, self.max_steps, self.seed, self.start)
-        return DataLoader(self.problems, batch_sampler=stream, collate_fn=list)
+        return DataLoader(self.problems, batch_sampler=stream, collate_fn=PromptBatch)
 
 
 def check_fits(num_problems: int, prompts_per_step: int) -> None:

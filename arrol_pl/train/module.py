@@ -77,7 +77,7 @@ class ArrolModule(L.LightningModule):
         return torch.optim.AdamW(trained, lr=a.lr, weight_decay=a.weight_decay)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
-        return batch  # a list of Problems: text, consumed by the engine
+        return batch  # a PromptBatch of Problems: text, consumed by the engine
 
     def on_train_start(self) -> None:
         self._fit_started = time.perf_counter()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from arrol_pl.train.bench import history_curve, read_history
+from arrol_pl.train.probe import VOTE_RULES, votes_table
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
                 "ARRoL": {"generation": 72.96, "log-prob": 10.02, "update": 30.26}}
@@ -366,8 +367,8 @@ BALANCE_ARMS_SHOWN = (("arrol_global", "ARRoL, global δ (Eq. 2)"), ("arrol_grou
 
 
 def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
-    """The real pretrained policy (SmolLM2-135M-Instruct on few-shot arithmetic): Fig. 2, head inputs, Table 4 by replay."""
-    lines = ["## 7. A real pretrained policy on CPU: SmolLM2-135M-Instruct (Fig. 2, Table 4 by replay)", ""]
+    """The real pretrained policy (SmolLM2-135M-Instruct on few-shot arithmetic): Fig. 2, head inputs, Tables 4 and 3 by replay."""
+    lines = ["## 7. A real pretrained policy on CPU: SmolLM2-135M-Instruct (Fig. 2, Tables 4 and 3 by replay)", ""]
     data = _load(root / "pretrained" / "head_quality.json")
     if data is None:
         return lines + ["Not run (`pretrained/head_quality.json` missing): `python experiments/reproduce.py --only "
@@ -428,6 +429,13 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         target = figures / "pretrained_head_quality.png"
         shutil.copyfile(png, target)
         lines += ["", f"![SmolLM2: score distributions and Spearman vs L_detect]({target.relative_to(page_dir)})"]
+    votes = data.get("votes")
+    if votes:
+        lines += ["", f"Table 3 by replay: votes over each test problem's k = {int(votes['problems']['k'])} rollouts "
+                  f"({int(votes['problems']['n'])} problems), with heads fit on the other problems' rollouts; ARRoL "
+                  "weighs answers by the ranks of the head's scores of the complete rollouts (§4.4), DeepConf by the "
+                  "full-trace confidence (± one standard error over problems; differences paired by problem):", "",
+                  votes_table(votes).rstrip("\n")]
     n = len(rows)
     spearman_wins = sum(_num(r["head_spearman"]) > _num(r["deepconf_spearman"]) for r in rows)
     auc_ok = sum(_num(r["head_auc"]) >= 0.80 for r in rows)
@@ -438,6 +446,13 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         claims.append(f"Table 4 by replay on SmolLM2-135M, {title}: E[ρ̂] closer to ρ than random and fewer "
                       f"zero-advantage groups (by more than one standard error) at {balance_wins[arm]} of {n} "
                       f"detection lengths — {verdict(balance_wins[arm] == n)}.")
+    if votes:
+        for rule in ("arrol_detect", "arrol_end"):
+            v = votes[rule]
+            above = all(v[f"vs_{base}"] > v[f"vs_{base}_se"] for base in ("majority", "deepconf"))
+            claims.append(f"Table 3 by replay on SmolLM2-135M ({VOTE_RULES[rule]}): the vote beats majority by "
+                          f"{v['vs_majority']:+.3f} ± {_f(v['vs_majority_se'])} and DeepConf by {v['vs_deepconf']:+.3f} "
+                          f"± {_f(v['vs_deepconf_se'])} — {verdict(above)} (above both by more than one standard error).")
     return lines, claims
 
 

@@ -85,7 +85,7 @@ def test_stream_position_round_trips_and_other_data_is_refused():
     state = {**dm.state_dict(), "position": 5}
     resumed = PromptDataModule(problems, 3, seed=7, max_steps=12)
     resumed.load_state_dict(state)
-    assert [b for b in resumed.train_dataloader()] == [[problems[i] for i in b] for b in PromptStream(10, 3, 12, 7, 5)]
+    assert [list(b) for b in resumed.train_dataloader()] == [[problems[i] for i in b] for b in PromptStream(10, 3, 12, 7, 5)]
     with pytest.raises(ConfigError, match="algo.prompts_per_step = 3, this run has 4"):
         check_stream(state, stream_identity(problems, 4, 7))
     changed = problems[:9] + [SimpleNamespace(id="p9", prompt="9?", answer="10")]
