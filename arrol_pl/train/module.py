@@ -3,8 +3,8 @@ each phase in :mod:`.phases`.
 
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
 kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
-to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with its ``generate`` /
-``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
+to a rollout engine through :class:`~arrol_pl.engine.protocol.RolloutEngine` (``generate`` with the
+step's h_t as an argument, ``sync_weights``, ``seed_sampling``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
 mini-batch step of each training step (the earlier ones step the wrapped optimizer), so ``global_step``
 counts training steps; the head has its own small optimizer, stepped several
 times per training step on a replay window of labelled features, and saved with the checkpoint.
@@ -29,6 +29,7 @@ import torch
 
 from arrol_pl.core.pruning import build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.engine.protocol import RolloutEngine
 from arrol_pl.train import phases
 from arrol_pl.train.config import RunConfig
 
@@ -41,7 +42,7 @@ def sampling_seed(seed: int, step: int) -> int:
 
 
 class ArrolModule(L.LightningModule):
-    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: Any, reward: Any, pad_id: int,
+    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: RolloutEngine, reward: Any, pad_id: int,
                  reference: torch.nn.Module | None = None) -> None:
         super().__init__()
         self.automatic_optimization = False
