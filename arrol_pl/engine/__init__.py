@@ -1,7 +1,7 @@
 """The rollout backend: in-engine quality scoring at L_detect and pruning (paper §4.3).
 
 :mod:`.protocol` (the :class:`RolloutEngine` boundary and the rollout records) and :mod:`.tracking` (the
-per-generation bookkeeping) import without vLLM; :class:`ArrolEngine` and :class:`EngineConfig` are
+per-generation bookkeeping) and :class:`EngineConfig` import without vLLM; :class:`ArrolEngine` is
 loaded on first use. Importing this package defaults ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the hooks
 need the engine core in this process; an explicit other value is refused when an engine starts).
 """
@@ -10,6 +10,7 @@ import os
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
+from arrol_pl.engine.config import EngineConfig  # noqa: E402
 from arrol_pl.engine.protocol import GenerationResult, Rollout, RolloutEngine  # noqa: E402
 
 __all__ = ["ArrolEngine", "EngineConfig", "GenerationResult", "Rollout", "RolloutEngine"]
@@ -18,8 +19,8 @@ __all__ = ["ArrolEngine", "EngineConfig", "GenerationResult", "Rollout", "Rollou
 def __getattr__(name: str):
     # The vLLM-backed engine loads on first use, so that the trainer and the analysis code can import the
     # records and the Protocol on machines (and in processes) without vLLM.
-    if name in ("ArrolEngine", "EngineConfig"):
-        from arrol_pl.engine import engine
+    if name == "ArrolEngine":
+        from arrol_pl.engine.engine import ArrolEngine
 
-        return getattr(engine, name)
+        return ArrolEngine
     raise AttributeError(f"module 'arrol_pl.engine' has no attribute {name!r}")

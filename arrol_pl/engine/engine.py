@@ -39,7 +39,6 @@ import copy
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,57 +47,9 @@ from tqdm.auto import tqdm
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.engine import adapter
+from arrol_pl.engine.config import EngineConfig
 from arrol_pl.engine.protocol import GenerationResult
 from arrol_pl.engine.tracking import GenerationTracker, Track
-
-
-@dataclass
-class EngineConfig:
-    """How to start the rollout engine (one class for CPU and GPU)."""
-
-    model: str
-    """Path of an HF model directory (Qwen3 and other vLLM-supported causal LMs)."""
-    tokenizer: str | None = None
-    """Tokenizer directory; defaults to ``model``."""
-    dtype: str = "bfloat16"
-    """``bfloat16`` | ``float16`` | ``float32`` (``float32`` for parity tests on CPU)."""
-    max_model_len: int = 4096
-    """Context length: prompt + response tokens."""
-    seed: int = 0
-    """vLLM's global seed (per-rollout seeds come from the sampling params)."""
-    enforce_eager: bool = True
-    """Skip torch.compile / CUDA graphs (start-up ~3 s on CPU instead of ~22 s)."""
-    enable_prefix_caching: bool = True
-    """Share prompt KV across the G rollouts of a group."""
-    max_num_seqs: int = 256
-    """Most concurrent rollouts per engine step."""
-    max_num_batched_tokens: int | None = None
-    """Token budget per step (vLLM's default when None)."""
-    cpu_kv_cache_gib: int = 1
-    """CPU only: KV cache size in GiB (sets ``VLLM_CPU_KVCACHE_SPACE`` unless already set)."""
-    gpu_memory_utilization: float = 0.5
-    """GPU only: fraction of device memory vLLM may take (the rest stays for training)."""
-    enable_sleep_mode: bool = False
-    """GPU only: allow :meth:`ArrolEngine.sleep` / :meth:`ArrolEngine.wake_up` to free memory for training."""
-    head_hidden_dim: int = 256
-    """Hidden width of the quality head built when none is given."""
-    logprobs_mode: str = "raw_logprobs"
-    """vLLM's ``logprobs_mode`` of returned log-probs: ``raw_logprobs`` (before temperature) or
-    ``processed_logprobs`` (the distribution actually sampled from: what a trainer compares against)."""
-
-    def __post_init__(self) -> None:
-        if self.dtype not in ("bfloat16", "float16", "float32", "auto"):
-            raise ValueError(f"EngineConfig.dtype must be bfloat16, float16, float32 or auto, got {self.dtype!r}")
-        if self.max_model_len < 2:
-            raise ValueError(f"EngineConfig.max_model_len must be >= 2, got {self.max_model_len}")
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(
-                f"EngineConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
-            )
-        if self.logprobs_mode not in ("raw_logprobs", "processed_logprobs"):
-            raise ValueError(f"EngineConfig.logprobs_mode must be raw_logprobs or processed_logprobs, got {self.logprobs_mode!r}")
-        if self.cpu_kv_cache_gib < 1:
-            raise ValueError(f"EngineConfig.cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib}")
 
 
 class ArrolEngine:
@@ -112,6 +63,8 @@ class ArrolEngine:
     """
 
     def __init__(self, config: EngineConfig, head: QualityHead | None = None) -> None:
+        if config.model is None:
+            raise ValueError("engine.model must name an HF model directory")
         adapter.check_vllm_version()
         adapter.check_environment()
         self.config = config

@@ -16,11 +16,11 @@ from omegaconf.errors import OmegaConfBaseException
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
+from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.problem import PromptFormat
 
 
-ENGINE_DTYPES = ("float32", "bfloat16", "float16", "auto")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 STRATEGIES = ("auto", "fsdp", "ddp")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
@@ -265,40 +265,6 @@ class AlgoConfig:
 
 
 @dataclass
-class EngineSettings:
-    """The vLLM rollout engine."""
-
-    detect_length: int = 16
-    """L_detect: generated length at which rollouts are scored and pruned (< algo.max_response_tokens)."""
-    dtype: str = "float32"
-    """Engine dtype: float32 (CPU default: exact parity with the trainer) | bfloat16 | float16."""
-    cpu_kv_cache_gib: int = 1
-    """CPU: KV-cache GiB."""
-    gpu_memory_utilization: float = 0.4
-    """GPU: fraction of memory for vLLM (the rest trains)."""
-    enable_sleep_mode: bool = False
-    """GPU: release engine memory during the update."""
-    enforce_eager: bool = True
-    """Skip compilation (fast start)."""
-    max_model_len: int | None = None
-    """Context length; None: longest prompt + algo.max_response_tokens, rounded up."""
-    max_num_seqs: int = 256
-    """Most rollouts decoded at once; fewer than B×G models KV-memory-bound concurrency (long responses)."""
-
-    def __post_init__(self) -> None:
-        if self.dtype not in ENGINE_DTYPES:
-            raise ConfigError(f"engine.dtype={self.dtype!r}; choose one of {list(ENGINE_DTYPES)}")
-        if self.cpu_kv_cache_gib < 1:
-            raise ConfigError(f"engine.cpu_kv_cache_gib must be >= 1, got {self.cpu_kv_cache_gib}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.max_num_seqs < 1:
-            raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if self.max_model_len is not None and self.max_model_len < 2:
-            raise ConfigError(f"engine.max_model_len must be >= 2 or null, got {self.max_model_len}")
-
-
-@dataclass
 class TrainerConfig:
     """Lightning trainer and run bookkeeping."""
 
@@ -365,10 +331,13 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
-    engine: EngineSettings = field(default_factory=EngineSettings)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
+        if self.engine.model is not None or self.engine.tokenizer is not None:
+            raise ConfigError("engine.model and engine.tokenizer are the run's policy: set model.path (or model=...) "
+                              "instead")
         if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
             raise ConfigError(
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="

@@ -70,15 +70,13 @@ def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
 
 def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
     """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``."""
-    from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.engine import ArrolEngine
 
     e = run.engine
-    return ArrolEngine(EngineConfig(
-        model=str(policy_dir), dtype=e.dtype, seed=run.trainer.seed, enforce_eager=e.enforce_eager,
+    return ArrolEngine(dataclasses.replace(
+        e, model=str(policy_dir), seed=run.trainer.seed, head_hidden_dim=run.model.head_hidden_dim,
         max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
-        cpu_kv_cache_gib=e.cpu_kv_cache_gib, gpu_memory_utilization=e.gpu_memory_utilization,
-        enable_sleep_mode=e.enable_sleep_mode, head_hidden_dim=run.model.head_hidden_dim,
-        max_num_seqs=e.max_num_seqs, logprobs_mode="processed_logprobs",  # the trainer scores T-scaled log-probs
+        logprobs_mode="processed_logprobs",  # the trainer scores T-scaled log-probs
     ))
 
 

@@ -116,3 +116,14 @@ def test_smollm2_preset_pairs_a_pretrained_policy_with_a_raw_few_shot_task():
     assert text.startswith("Q: Compute 3 + 5.\nA: 3 + 5 = 8. The answer is \\boxed{8}.\n")
     assert text.endswith("Q: Compute 7 + 4.\nA:")
     assert fmt.sampling() == {"stop": ["\n"]}
+
+
+def test_the_engine_group_is_the_engines_own_config():
+    from arrol_pl.engine.config import EngineConfig
+
+    run = compose_run("+engine.max_num_batched_tokens=512")
+    assert type(run.engine) is EngineConfig and run.engine.max_num_batched_tokens == 512
+    with pytest.raises(ConfigError, match=r"engine\.model and engine\.tokenizer"):
+        compose_run("+engine.model=/models/x")
+    with pytest.raises(ConfigError, match=r"engine\.logprobs_mode='final'"):
+        compose_run("+engine.logprobs_mode=final")
