@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 logger = logging.getLogger("evaluate")
@@ -105,7 +102,7 @@ def main(cfg: DictConfig) -> None:
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.train.evaluation import DeepConfSettings, evaluate_dataset, write_report
+    from arrol_pl.analysis.evaluation import DeepConfSettings, evaluate_dataset, write_report
     from arrol_pl.train.experiment import context_length
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)

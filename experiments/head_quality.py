@@ -11,7 +11,7 @@ task options, prompt template, chat-template switch and stop strings); ``--polic
 L = fraction · ``--max-tokens`` and each head input of ``--features`` (the paper's ``last`` hidden state, a
 ``mean`` over the prefix, a ``middle`` layer, the prefix log-prob ``stats``), a fresh quality head is trained
 on the features of some problems and tested on others, against DeepConf confidence over the same first L
-tokens of the same test rollouts (see :mod:`arrol_pl.train.probe` for the decisions), within groups too;
+tokens of the same test rollouts (see :mod:`arrol_pl.analysis.head_probe` for the decisions), within groups too;
 and the engine's pruning rule is replayed on the test groups with that head (ARRoL vs random, κ = 0.5).
 When ``--policy`` is a run's ``export/`` dir, the head that run trained online is also scored, at the
 run's own L_detect, on every eligible rollout.
@@ -42,10 +42,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
+from arrol_pl.analysis.head_probe import FEATURE_KINDS, ProbeSettings, detect_lengths  # noqa: E402
 from arrol_pl.core.confidence import TRACE_MODES  # noqa: E402
-from arrol_pl.train.probe import FEATURE_KINDS, ProbeSettings, detect_lengths  # noqa: E402
 
 DATA_PRESETS = REPO / "conf" / "data"
 SETTINGS_FLAGS = {
@@ -228,9 +227,9 @@ def main(argv: list[str] | None = None) -> dict:
     from arrol_pl.engine import ArrolEngine, EngineConfig
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.train.evaluation import DeepConfSettings
+    from arrol_pl.analysis.evaluation import DeepConfSettings
     from arrol_pl.train.experiment import context_length
-    from arrol_pl.train.probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
+    from arrol_pl.analysis.head_probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
                                       markdown_table, online_head_metrics, prefix_features, prefix_stats,
                                       probe_lengths)
 

@@ -62,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def find_run(sweep_dir: Path, **pruning) -> Path:
     """The job directory of a sweep whose summary's ``config.pruning`` has the ``pruning`` values."""
-    from arrol_pl.train.results import pick, sweep_runs
+    from arrol_pl.analysis.results import pick, sweep_runs
 
     run = pick(sweep_runs(sweep_dir), **pruning)
     if run is None:

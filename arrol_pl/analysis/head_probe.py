@@ -43,11 +43,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import binary_auc, spearman, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.train.logprobs import make_micro_batches
 from arrol_pl.train.phases import FeatureReplay, head_metrics, head_update
 

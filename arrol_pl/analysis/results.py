@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from arrol_pl.train.bench import history_curve, read_history
+from arrol_pl.analysis.history import history_curve, read_history
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
                 "ARRoL": {"generation": 72.96, "log-prob": 10.02, "update": 30.26}}

@@ -1,4 +1,4 @@
-"""The offline quality-head probe (arrol_pl/train/probe.py): positions, eligibility, the split, the probe itself."""
+"""The offline quality-head probe (arrol_pl/analysis/head_probe.py): positions, eligibility, the split, the probe itself."""
 
 import json
 import math
@@ -8,8 +8,8 @@ import torch
 
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
-from arrol_pl.train.probe import (
+from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
+from arrol_pl.analysis.head_probe import (
     ProbeSettings,
     deepconf_at,
     detect_features,
