@@ -67,7 +67,7 @@ def find_run(sweep_dir: Path, **pruning) -> Path:
     run = pick(sweep_runs(sweep_dir), **pruning)
     if run is None:
         raise FileNotFoundError(f"no run under {sweep_dir} with pruning {pruning}: run the part that makes it first")
-    return Path(run["run_dir"])
+    return Path(run.run_dir)
 
 
 def commands(args: argparse.Namespace) -> dict[str, list[str]]:

@@ -10,6 +10,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from arrol_pl.train.summary import RunSummary
+
 logger = logging.getLogger(__name__)
 
 COLUMNS = (
@@ -25,31 +27,27 @@ COLUMNS = (
 )
 
 
-def collect(sweep_dir: Path) -> list[dict[str, Any]]:
-    rows = []
-    for path in sorted(sweep_dir.glob("*/summary.json")):
-        s = json.loads(path.read_text())
-        rows.append({"dir": path.parent.name, "overrides": s.get("overrides", []), "summary": s})
-    return rows
+def collect(sweep_dir: Path) -> list[RunSummary]:
+    """The summaries of a sweep's jobs, in directory order."""
+    return [RunSummary.read(path.parent) for path in sorted(sweep_dir.glob("*/summary.json"))]
 
 
-def table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
+def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
     """Markdown table plus the same numbers as records; speedup = baseline s/step ÷ run s/step."""
-    base = next((r for r in rows if baseline and baseline in r["overrides"]), None)
-    base_sps = base["summary"]["seconds_per_step"] if base else None
-    shared = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
+    base = next((s for s in rows if baseline and baseline in s.overrides), None)
+    base_sps = base.seconds_per_step if base else None
+    shared = set.intersection(*(set(s.overrides) for s in rows)) if rows else set()
     records = []
-    for r in rows:
-        s = r["summary"]
-        sps = s["seconds_per_step"]
+    for s in rows:
+        sps = s.seconds_per_step
         records.append({
-            "run": " ".join(o for o in r["overrides"] if o not in shared) or r["dir"],
-            "held-out acc before": s["heldout_accuracy_before"],
-            "held-out acc after": s["heldout_accuracy_after"],
-            "train acc (last 10)": s["train_accuracy_last10"],
-            "keep ratio": s["keep_ratio_mean"],
-            "head acc": s["head_accuracy_after_cold_start"],
-            "zero-adv groups": s["zero_advantage_fraction"],
+            "run": " ".join(o for o in s.overrides if o not in shared) or Path(s.run_dir).name,
+            "held-out acc before": s.heldout_accuracy_before,
+            "held-out acc after": s.heldout_accuracy_after,
+            "train acc (last 10)": s.train_accuracy_last10,
+            "keep ratio": s.keep_ratio_mean,
+            "head acc": s.head_accuracy_after_cold_start,
+            "zero-adv groups": s.zero_advantage_fraction,
             "s / step": sps,
             "speedup": base_sps / sps if base_sps and sps else None,
         })
