@@ -75,10 +75,7 @@ def resolve_checkpoint(path: Path, scratch: Path):
     from arrol_pl.core.quality_head import QualityHead
 
     if path.is_dir():
-        blob = torch.load(path / "quality_head.pt", map_location="cpu", weights_only=True)
-        head = QualityHead(blob["input_dim"], blob["hidden_dim"])
-        head.load_state_dict(blob["state_dict"])
-        return path, head
+        return path, QualityHead.load(path / "quality_head.pt")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     base = checkpoint_policy_dir(path)

@@ -46,6 +46,8 @@ from typing import Sequence
 
 import numpy as np
 
+from arrol_pl.core.reward_shaping import overlong_penalty
+
 logger = logging.getLogger(__name__)
 
 STATUSES = ("ok", "no_answer", "parse_error", "gold_error", "timeout", "deadline", "error")
@@ -394,21 +396,6 @@ class RewardPool:
 # ---------------------------------------------------------------------------------------------
 # The reward as the trainer sees it
 # ---------------------------------------------------------------------------------------------
-
-
-def overlong_penalty(lengths: Sequence[int] | np.ndarray, max_length: int, cache_length: int) -> np.ndarray:
-    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13), ``(N,)`` lengths → ``(N,)`` penalties.
-
-    0 up to ``max_length - cache_length`` tokens, then linear down to -1 at ``max_length``, and -1
-    beyond it.
-    """
-    if cache_length < 0 or cache_length > max_length:
-        raise ValueError(f"cache_length must be in [0, max_length={max_length}], got {cache_length}")
-    n = np.asarray(lengths, dtype=np.float64)
-    free = max_length - cache_length
-    if cache_length == 0:
-        return np.where(n > max_length, -1.0, 0.0)
-    return np.clip((free - n) / cache_length, -1.0, 0.0)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
+from arrol_pl.core.head_training import HeadTrainingConfig
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.engine.config import EngineConfig
@@ -205,14 +206,6 @@ class AlgoConfig:
     """Nucleus sampling."""
     lr: float = 1e-4
     """Policy learning rate (AdamW)."""
-    head_lr: float = 1e-3
-    """Quality-head learning rate (AdamW)."""
-    head_steps: int = 8
-    """Head minibatch steps per training step, drawn from the replay window."""
-    head_batch_size: int = 256
-    """Head minibatch size."""
-    head_replay: int = 2048
-    """Labelled detect-time features the head's replay window holds."""
     weight_decay: float = 0.0
     """AdamW weight decay of the policy."""
     grad_clip: float = 1.0
@@ -230,8 +223,7 @@ class AlgoConfig:
         for key in ("clip_low", "clip_high"):
             if not 0 <= getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be in [0, 1), got {getattr(self, key)}")
-        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens", "head_steps",
-                    "head_batch_size", "head_replay"):
+        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be >= 1, got {getattr(self, key)}")
         if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
@@ -250,8 +242,8 @@ class AlgoConfig:
             raise ConfigError(f"algo.temperature must be > 0 for RL sampling, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"algo.top_p must be in (0, 1], got {self.top_p}")
-        if self.lr <= 0 or self.head_lr <= 0:
-            raise ConfigError(f"algo.lr and algo.head_lr must be > 0, got {self.lr}, {self.head_lr}")
+        if self.lr <= 0:
+            raise ConfigError(f"algo.lr must be > 0, got {self.lr}")
         if not 0 <= self.overlong_cache_length <= self.max_response_tokens:
             raise ConfigError(
                 f"algo.overlong_cache_length must be in [0, algo.max_response_tokens={self.max_response_tokens}], "
@@ -331,6 +323,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
+    head: HeadTrainingConfig = field(default_factory=HeadTrainingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 

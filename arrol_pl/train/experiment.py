@@ -128,8 +128,7 @@ def export_policy(module, tokenizer, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     module.policy.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
-    torch.save({"state_dict": module.head.state_dict(), "input_dim": module.head.input_dim,
-                "hidden_dim": module.head.hidden_dim}, out_dir / "quality_head.pt")
+    module.head.save(out_dir / "quality_head.pt")
     torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
     return out_dir
 

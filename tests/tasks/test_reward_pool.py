@@ -13,12 +13,12 @@ import time
 import numpy as np
 import pytest
 
+from arrol_pl.core.reward_shaping import overlong_penalty
 from arrol_pl.tasks.reward import (
     MathReward,
     RewardConfig,
     extract_boxed,
     has_boxed_answer,
-    overlong_penalty,
     score_answer,
 )
 
