@@ -1,4 +1,4 @@
-"""Benchmark: does pruning inside the engine turn fewer tokens into less wall time? (issue 3)
+"""Benchmark: does pruning inside the engine turn fewer tokens into less wall time?
 
 One process, one engine, the same prompts and sampling seeds for every configuration:
 

@@ -1,4 +1,4 @@
-"""Benchmark: where a training step's time goes, GRPO vs ARRoL (paper Table 5; issue 6).
+"""Benchmark: where a training step's time goes, GRPO vs ARRoL (paper Table 5).
 
 One process and one shared vLLM engine; every arm is a real training run (Lightning, rewards, updates)
 from the same starting weights, prompts and seeds: GRPO (κ = 1, nothing pruned) and ARRoL at each

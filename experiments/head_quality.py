@@ -152,8 +152,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
                                                        for name, flag in SETTINGS_FLAGS.items()})
     except ValueError as exc:
         flags = {f"ProbeSettings.{name} ": f for name, f in SETTINGS_FLAGS.items()} | {
-            f"head.{name} ": f for name, f in TRAINING_FLAGS.items()}
-        flag = next(f for key, f in flags.items() if key in str(exc))
+            f"{name} ": f for name, f in TRAINING_FLAGS.items()}
+        flag = next(f for key, f in flags.items() if str(exc).startswith(key))
         parser.error(f"{flag}: {exc}")
     from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import canonical_name

@@ -1,4 +1,4 @@
-"""Run every paper measurement of issue 6 in one go, then write ``docs/results.md`` from the outputs.
+"""Run every paper measurement in one go, then write ``docs/results.md`` from the outputs.
 
     python experiments/reproduce.py                      # the CPU default set (under 30 min on 2 cores)
     python experiments/reproduce.py --only voting page   # redo some parts; the others are reused

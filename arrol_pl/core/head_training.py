@@ -36,12 +36,12 @@ class HeadTrainingConfig:
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
-            raise ValueError(f"head.lr must be > 0, got {self.lr}")
+            raise ValueError(f"lr must be > 0, got {self.lr}")
         for key in ("steps", "batch_size"):
             if getattr(self, key) < 1:
-                raise ValueError(f"head.{key} must be >= 1, got {getattr(self, key)}")
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.replay is not None and self.replay < 1:
-            raise ValueError(f"head.replay must be >= 1 or null (every feature), got {self.replay}")
+            raise ValueError(f"replay must be >= 1 or null (every feature), got {self.replay}")
 
 
 class FeatureReplay:
@@ -49,7 +49,7 @@ class FeatureReplay:
 
     def __init__(self, capacity: int | None) -> None:
         if capacity is not None and capacity < 1:
-            raise ValueError(f"head.replay must be >= 1, got {capacity}")
+            raise ValueError(f"replay must be >= 1, got {capacity}")
         self.capacity = capacity
         self.features = torch.empty(0)
         self.labels = torch.empty(0)

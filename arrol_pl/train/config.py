@@ -31,6 +31,11 @@ class ConfigError(ValueError):
     """A bad configuration value; the message names the key."""
 
 
+SECTIONS_FROM_BELOW = ("pruning", "head", "engine")
+"""Sections whose schema is a core or engine dataclass: their messages name the bare field, and
+:func:`load_run_config` puts the section in front."""
+
+
 PRETRAINED_POLICIES = ("smollm2",)
 """Values of ``model.pretrained``: policies that registry packages ship (see :mod:`arrol_pl.models`)."""
 
@@ -361,6 +366,11 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
         if missing:
             raise ConfigError(f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default")
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), node)
+        for section in SECTIONS_FROM_BELOW:
+            try:
+                OmegaConf.to_object(merged[section])
+            except ValueError as exc:
+                raise ConfigError(f"{section}.{exc}") from None
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as exc:
         raise ConfigError(str(exc).splitlines()[0] + f" (key: {getattr(exc, 'full_key', '?')})") from None

@@ -182,7 +182,7 @@ def test_probe_settings_name_the_bad_field():
         ProbeSettings(test_fraction=1.0)
     with pytest.raises(ValueError, match="calibration_fraction"):
         ProbeSettings(calibration_fraction=-0.1)
-    with pytest.raises(ValueError, match=r"head\.steps must be >= 1"):
+    with pytest.raises(ValueError, match=r"^steps must be >= 1"):
         HeadTrainingConfig(steps=0)
 
 

@@ -57,9 +57,9 @@ def test_head_quality_names_its_metrics_without_a_prefix_and_nan_where_undefined
 
 
 def test_head_training_config_names_the_bad_key():
-    with pytest.raises(ValueError, match=r"head\.lr must be > 0"):
+    with pytest.raises(ValueError, match=r"^lr must be > 0"):
         HeadTrainingConfig(lr=0.0)
-    with pytest.raises(ValueError, match=r"head\.replay must be >= 1 or null"):
+    with pytest.raises(ValueError, match=r"^replay must be >= 1 or null"):
         HeadTrainingConfig(replay=0)
 
 

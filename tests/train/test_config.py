@@ -70,7 +70,7 @@ def test_algo_presets():
     ("pruning.keep_ratio=0", "pruning.keep_ratio"),
     ("pruning.keep_ratio=1.2", "pruning.keep_ratio"),
     ("pruning.target_positive_ratio=1.5", "pruning.target_positive_ratio"),
-    ("pruning.p_min=0.9", "pruning.p_min"),
+    ("pruning.p_min=0.9", "pruning.keep_ratio"),  # κ must lie in [p_min, p_max]
     ("engine.detect_length=48", "engine.detect_length"),
     ("engine.detect_length=100", "engine.detect_length"),
     ("+pruning.kappa=0.5", "pruning.kappa"),
@@ -93,6 +93,8 @@ def test_algo_presets():
     ("model.pretrained=gpt5", "model.pretrained"),
     ("model.trainable_layers=0", "model.trainable_layers"),
     ("pruning.gate_auc=0.3", "pruning.gate_auc"),
+    ("head.steps=0", "head.steps must be >= 1"),
+    ("head.replay=0", "head.replay must be >= 1"),
     ("trainer.eval_samples=0", "trainer.eval_samples"),
     ("+data.prompt_template=no-placeholder", "data.prompt_template"),
     ("+data.stop=['']", "data.stop"),
