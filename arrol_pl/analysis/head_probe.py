@@ -49,7 +49,6 @@ from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_
 from arrol_pl.core.metrics import binary_auc, spearman, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.logprobs import make_micro_batches
 from arrol_pl.train.summary import RunSummary
 
 
