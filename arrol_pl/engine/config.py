@@ -12,8 +12,9 @@ LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
 @dataclass
 class EngineConfig:
-    """The vLLM rollout engine. In a training run ``model``, ``tokenizer``, ``seed``, ``head_hidden_dim``
-    and ``logprobs_mode`` are set by the trainer (from ``model.*``, ``trainer.seed``; processed log-probs)."""
+    """The vLLM rollout engine. In a training run the trainer sets ``model`` (the policy of ``model.*``),
+    ``seed`` (``trainer.seed``), ``head_hidden_dim`` (``model.head_hidden_dim``) and ``logprobs_mode``
+    (processed: the trainer's log-probs are temperature-scaled)."""
 
     model: str | None = None
     """Path of an HF model directory (Qwen3 and other vLLM-supported causal LMs); required to start one."""

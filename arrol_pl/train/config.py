@@ -6,7 +6,7 @@ objects, whose ``__post_init__`` checks values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +336,10 @@ class RunConfig:
         if self.engine.model is not None or self.engine.tokenizer is not None:
             raise ConfigError("engine.model and engine.tokenizer are the run's policy: set model.path (or model=...) "
                               "instead")
+        # What the trainer needs of its engine, recorded here so that summary.json shows what ran: the run's seed,
+        # the head's width, and the log-probs of the distribution actually sampled (the trainer's are T-scaled).
+        self.engine = replace(self.engine, seed=self.trainer.seed, head_hidden_dim=self.model.head_hidden_dim,
+                              logprobs_mode="processed_logprobs")
         if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
             raise ConfigError(
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="

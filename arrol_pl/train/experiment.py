@@ -75,9 +75,8 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
 
     e = run.engine
     return ArrolEngine(dataclasses.replace(
-        e, model=str(policy_dir), seed=run.trainer.seed, head_hidden_dim=run.model.head_hidden_dim,
+        e, model=str(policy_dir),
         max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
-        logprobs_mode="processed_logprobs",  # the trainer scores T-scaled log-probs
     ))
 
 

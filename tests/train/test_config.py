@@ -125,6 +125,8 @@ def test_the_engine_group_is_the_engines_own_config():
 
     run = compose_run("+engine.max_num_batched_tokens=512")
     assert type(run.engine) is EngineConfig and run.engine.max_num_batched_tokens == 512
+    run = compose_run("trainer.seed=7", "model.head_hidden_dim=64")
+    assert (run.engine.seed, run.engine.head_hidden_dim, run.engine.logprobs_mode) == (7, 64, "processed_logprobs")
     with pytest.raises(ConfigError, match=r"engine\.model and engine\.tokenizer"):
         compose_run("+engine.model=/models/x")
     with pytest.raises(ConfigError, match=r"engine\.logprobs_mode='final'"):
