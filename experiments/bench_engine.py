@@ -1,8 +1,8 @@
-"""Benchmark: does pruning inside the engine turn fewer tokens into less wall time? (issue 3)
+"""Benchmark: does pruning inside the engine turn fewer tokens into less wall time?
 
 One process, one engine, the same prompts and sampling seeds for every configuration:
 
-- ``stock``: the unmodified ``LLMEngine.step`` loop with the hidden-state tap removed;
+- ``stock``: the same generate loop with the hidden-state tap removed (``features=False``);
 - ``kappa=1.0 / 0.5 / 0.25``: ArrolEngine with the ARRoL policy (uncalibrated: q = 0.5, so p = κ) at
   ``L_detect = max_tokens / 4``, ``ignore_eos`` so that every unpruned rollout runs to ``max_tokens``.
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def run(name: str):
         if name == "stock":
-            return engine.generate_stock(prompts, args.group_size, sampling)
+            return engine.generate(prompts, args.group_size, sampling, features=False)
         kappa = float(name.split("=")[1])
         pruner = PrunerParams(policy="arrol", keep_ratio=kappa, min_keep_per_group=0, seed=args.seed)
         return engine.generate(prompts, args.group_size, sampling, detect_length=detect, pruner=pruner)

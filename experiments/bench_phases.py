@@ -1,4 +1,4 @@
-"""Benchmark: where a training step's time goes, GRPO vs ARRoL (paper Table 5; issue 6).
+"""Benchmark: where a training step's time goes, GRPO vs ARRoL (paper Table 5).
 
 One process and one shared vLLM engine; every arm is a real training run (Lightning, rewards, updates)
 from the same starting weights, prompts and seeds: GRPO (κ = 1, nothing pruned) and ARRoL at each
@@ -30,7 +30,6 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 GOALS = {0.5: 1.8, 0.25: 2.6}
 """End-to-end goals per κ (paper: 1.61–1.70× at κ = 0.5, 2.33× at κ = 0.25)."""
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoTokenizer
 
     from arrol_pl.tasks.problem import render_problems
-    from arrol_pl.train import bench
+    from arrol_pl.analysis import history
     from arrol_pl.train.experiment import build_engine, load_splits, policy_directory, run_experiment
 
     base_run = arms[1.0][0]
@@ -107,31 +106,31 @@ def main(argv: list[str] | None = None) -> dict:
                 run_dir = out / f"kappa-{kappa:g}" / f"round-{r}"
                 t0 = time.perf_counter()
                 run_experiment(run, run_dir, engine=engine, overrides=overrides)
-                rows = bench.read_history(run_dir)[args.warmup:]
+                rows = history.read_history(run_dir)[args.warmup:]
                 measured[kappa] += rows
-                per_round[kappa].append(bench.step_medians(rows, 0)["step"])
+                per_round[kappa].append(history.step_medians(rows, 0)["step"])
                 print(f"round {r}, {arm_name(kappa)}: {time.perf_counter() - t0:.0f} s, "
                       f"{per_round[kappa][-1]:.3f} s/step (median of {len(rows)})", flush=True)
     finally:
         engine.close()
-    medians = {k: bench.step_medians(rows, 0) for k, rows in measured.items()}
+    medians = {k: history.step_medians(rows, 0) for k, rows in measured.items()}
 
     baseline = medians[1.0]
-    table = bench.markdown_table([(arm_name(k), m) for k, m in medians.items()], baseline)
+    table = history.markdown_table([(arm_name(k), m) for k, m in medians.items()], baseline)
     verdicts = {}
     for kappa, m in medians.items():
         if kappa == 1.0:
             continue
-        d = bench.diagnose(baseline, m, GOALS.get(kappa, 1.0 / kappa))
+        d = history.diagnose(baseline, m, GOALS.get(kappa, 1.0 / kappa))
         spread = [b / a for b, a in zip(per_round[1.0], per_round[kappa])]
-        phase_goals = [bench.phase_verdict(baseline, m, p, g) for p, g in PHASE_GOALS.get(kappa, {}).items()]
-        verdicts[f"{kappa:g}"] = {**d, "text": bench.diagnosis_text(d, arm_name(kappa)),
+        phase_goals = [history.phase_verdict(baseline, m, p, g) for p, g in PHASE_GOALS.get(kappa, {}).items()]
+        verdicts[f"{kappa:g}"] = {**d, "text": history.diagnosis_text(d, arm_name(kappa)),
                                   "end_to_end_per_round": spread, "phases": phase_goals,
-                                  "phase_texts": [bench.phase_verdict_text(v, arm_name(kappa)) for v in phase_goals]}
+                                  "phase_texts": [history.phase_verdict_text(v, arm_name(kappa)) for v in phase_goals]}
     e = base_run.engine
     result = {
         "command": "python experiments/bench_phases.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": bench.machine_info(),
+        "machine": history.machine_info(),
         "warmup": args.warmup,
         "steps": args.steps,
         "rounds": args.rounds,
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
                     "ppo_mini_batches": base_run.algo.num_mini_batches, "ppo_epochs": base_run.algo.ppo_epochs,
                     "policy_dir": str(policy_dir)},
         "arms": {f"{k:g}": {"name": arm_name(k), "medians": m,
-                            "ratios": bench.ratios(baseline, m), "run_dir": str(out / f"kappa-{k:g}")}
+                            "ratios": history.ratios(baseline, m), "run_dir": str(out / f"kappa-{k:g}")}
                  for k, m in medians.items()},
         "verdicts": verdicts,
         "table": table,

@@ -11,15 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 logger = logging.getLogger("evaluate")
@@ -97,10 +94,7 @@ def resolve_checkpoint(path: Path, scratch: Path):
     from arrol_pl.core.quality_head import QualityHead
 
     if path.is_dir():
-        blob = torch.load(path / "quality_head.pt", map_location="cpu", weights_only=True)
-        head = QualityHead(blob["input_dim"], blob["hidden_dim"])
-        head.load_state_dict(blob["state_dict"])
-        return path, head
+        return path, QualityHead.load(path / "quality_head.pt")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     base = checkpoint_policy_dir(path)
@@ -124,7 +118,7 @@ def main(cfg: DictConfig) -> None:
     from arrol_pl.tasks.problem import PromptFormat, render_problems
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.train.evaluation import DeepConfSettings, evaluate_dataset, write_report
+    from arrol_pl.analysis.evaluation import DeepConfSettings, evaluate_dataset, write_report
     from arrol_pl.train.experiment import context_length
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)

@@ -11,7 +11,7 @@ task options, prompt template, chat-template switch and stop strings); ``--polic
 L = fraction · ``--max-tokens`` and each head input of ``--features`` (the paper's ``last`` hidden state, a
 ``mean`` over the prefix, a ``middle`` layer, the prefix log-prob ``stats``), a fresh quality head is trained
 on the features of some problems and tested on others, against DeepConf confidence over the same first L
-tokens of the same test rollouts (see :mod:`arrol_pl.train.probe` for the decisions), within groups too;
+tokens of the same test rollouts (see :mod:`arrol_pl.analysis.head_probe` for the decisions), within groups too;
 and the engine's pruning rule is replayed on the test groups with that head (ARRoL vs random, κ = 0.5).
 When ``--policy`` is a run's ``export/`` dir, the head that run trained online is also scored, at the
 run's own L_detect, on every eligible rollout.
@@ -42,18 +42,19 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
+from arrol_pl.analysis.head_probe import FEATURE_KINDS, PROBE_TRAINING, ProbeSettings, detect_lengths  # noqa: E402
 from arrol_pl.core.confidence import TRACE_MODES  # noqa: E402
-from arrol_pl.train.probe import FEATURE_KINDS, ProbeSettings, detect_lengths  # noqa: E402
+from arrol_pl.core.head_training import HeadTrainingConfig  # noqa: E402
 
 DATA_PRESETS = REPO / "conf" / "data"
 SETTINGS_FLAGS = {
-    "hidden_dim": "--head-hidden-dim", "steps": "--head-steps", "lr": "--head-lr", "batch_size": "--head-batch-size",
-    "calibration_bins": "--calibration-bins", "test_fraction": "--test-fraction",
+    "hidden_dim": "--head-hidden-dim", "calibration_bins": "--calibration-bins", "test_fraction": "--test-fraction",
     "calibration_fraction": "--calibration-fraction", "seed": "--seed",
 }
 """ProbeSettings field → the flag that sets it (errors name the flag)."""
+TRAINING_FLAGS = {"steps": "--head-steps", "lr": "--head-lr", "batch_size": "--head-batch-size"}
+"""HeadTrainingConfig field → its flag."""
 
 
 def parse_fraction(text: str) -> float:
@@ -99,10 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=None, help="split of --dataset (default: heldout for arithmetic, else test)")
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                    help="override a task option of the --data preset (repeatable)")
-    p.add_argument("--head-steps", type=int, default=ProbeSettings.steps)
-    p.add_argument("--head-lr", type=float, default=ProbeSettings.lr)
+    p.add_argument("--head-steps", type=int, default=PROBE_TRAINING.steps)
+    p.add_argument("--head-lr", type=float, default=PROBE_TRAINING.lr)
     p.add_argument("--head-hidden-dim", type=int, default=ProbeSettings.hidden_dim)
-    p.add_argument("--head-batch-size", type=int, default=ProbeSettings.batch_size)
+    p.add_argument("--head-batch-size", type=int, default=PROBE_TRAINING.batch_size)
     p.add_argument("--calibration-bins", type=int, default=ProbeSettings.calibration_bins,
                    help="calibrator bins (default: one per 32 calibration rollouts, at most 128)")
     p.add_argument("--calibration-fraction", type=float, default=ProbeSettings.calibration_fraction,
@@ -147,10 +148,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
     except ValueError as exc:
         parser.error(f"--fractions: {exc}")
     try:
-        settings = ProbeSettings(**{name: getattr(args, flag[2:].replace("-", "_"))
-                                    for name, flag in SETTINGS_FLAGS.items()})
+        training = HeadTrainingConfig(replay=PROBE_TRAINING.replay, **{
+            name: getattr(args, flag[2:].replace("-", "_")) for name, flag in TRAINING_FLAGS.items()})
+        settings = ProbeSettings(training=training, **{name: getattr(args, flag[2:].replace("-", "_"))
+                                                       for name, flag in SETTINGS_FLAGS.items()})
     except ValueError as exc:
-        flag = next(f for name, f in SETTINGS_FLAGS.items() if f"ProbeSettings.{name} " in str(exc))
+        flags = {f"ProbeSettings.{name} ": f for name, f in SETTINGS_FLAGS.items()} | {
+            f"{name} ": f for name, f in TRAINING_FLAGS.items()}
+        flag = next(f for key, f in flags.items() if str(exc).startswith(key))
         parser.error(f"{flag}: {exc}")
     from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import canonical_name
@@ -230,10 +235,10 @@ def main(argv: list[str] | None = None) -> dict:
     from arrol_pl.engine import ArrolEngine, EngineConfig
     from arrol_pl.tasks.problem import render_problems
     from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.train.evaluation import DeepConfSettings
+    from arrol_pl.analysis.evaluation import DeepConfSettings
     from arrol_pl.train.experiment import context_length
-    from arrol_pl.train.evaluation import trace_scores
-    from arrol_pl.train.probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
+    from arrol_pl.analysis.evaluation import trace_scores
+    from arrol_pl.analysis.head_probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
                                       markdown_table, online_head_metrics, prefix_features, prefix_stats,
                                       probe_lengths, problem_parts, replay_votes, votes_table)
 

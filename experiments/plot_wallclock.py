@@ -19,7 +19,7 @@ def load_curve(run: Path, tag: str) -> tuple[list[float], list[float]]:
     """``(seconds, values)`` of ``tag``: from the run's ``history.jsonl`` when it has one (x = ``time/wall``,
     training time without the held-out evaluations), else from TensorBoard events' wall times."""
     if (run / "history.jsonl").exists():
-        from arrol_pl.train.bench import history_curve
+        from arrol_pl.analysis.history import history_curve
 
         points = history_curve(run, tag)
         return [p[0] for p in points], [p[1] for p in points]

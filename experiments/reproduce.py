@@ -1,4 +1,4 @@
-"""Run every paper measurement of issue 6 in one go, then write ``docs/results.md`` from the outputs.
+"""Run every paper measurement in one go, then write ``docs/results.md`` from the outputs.
 
     python experiments/reproduce.py                      # the CPU default set (under 30 min on 2 cores)
     python experiments/reproduce.py --only voting page   # redo some parts; the others are reused
@@ -62,12 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def find_run(sweep_dir: Path, **pruning) -> Path:
     """The job directory of a sweep whose summary's ``config.pruning`` has the ``pruning`` values."""
-    from arrol_pl.train.results import pick, sweep_runs
+    from arrol_pl.analysis.results import pick, sweep_runs
 
     run = pick(sweep_runs(sweep_dir), **pruning)
     if run is None:
         raise FileNotFoundError(f"no run under {sweep_dir} with pruning {pruning}: run the part that makes it first")
-    return Path(run["run_dir"])
+    return Path(run.run_dir)
 
 
 def commands(args: argparse.Namespace) -> dict[str, list[str]]:

@@ -19,10 +19,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from arrol_pl.train.config import ConfigError, load_run_config  # noqa: E402
-from arrol_pl.train.report import print_summary  # noqa: E402
+from arrol_pl.analysis.report import print_summary
+from arrol_pl.train.config import ConfigError, load_run_config
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -17,11 +16,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from arrol_pl.core.pruning import PruningConfig  # noqa: E402
-from arrol_pl.core.simulation import run_pruning_simulation  # noqa: E402
-
+from arrol_pl.core.pruning import PruningConfig
+from arrol_pl.core.simulation import run_pruning_simulation
 
 def pruning_config(node: DictConfig) -> PruningConfig:
     """Build the validated config; unknown keys are named like the invalid values are."""

@@ -9,11 +9,9 @@ that was not run is listed as such.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"results directory {args.results} does not exist: run experiments/reproduce.py first")
-    from arrol_pl.train.results import build_page
+    from arrol_pl.analysis.results import build_page
 
     text = build_page(args.results, args.output)
     print(text.split("\n## 1.")[0])

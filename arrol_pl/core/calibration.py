@@ -12,7 +12,7 @@ Decisions:
   once both fill; one window keeps π an estimate over the same recent history as the likelihoods.
 - Optional per-sample weights enter the counts and π. The trainer only sees survivors, which are
   biased toward kept rollouts; weighting each by ``1/p`` (its survival probability) undoes that
-  (importance weighting), see DESIGN.md "Choices the paper leaves open".
+  (importance weighting; the paper leaves this choice open).
 - With an empty buffer π = 0.5 and every bin has the same likelihood, so q = 0.5 everywhere.
 """
 

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import torch
 
@@ -51,13 +50,3 @@ def trace_confidence(
         n = max(1, math.ceil(bottom_fraction * groups.numel()))
         return float(torch.topk(groups, n, largest=False).values.mean())
     raise ValueError(f"unknown trace confidence mode {mode!r}; choose one of {list(TRACE_MODES)}")
-
-
-def trace_confidences(
-    topk_logprobs: Sequence[torch.Tensor], mode: str = "lowest_group", window: int = 2048, tail_tokens: int = 2048
-) -> torch.Tensor:
-    """Batch helper: a list of ``(T_i, k)`` top-k log-prob tensors → ``(N,)`` trace scores."""
-    return torch.tensor(
-        [trace_confidence(token_confidence(lp), mode, window, tail_tokens) for lp in topk_logprobs],
-        dtype=torch.float64,
-    )

@@ -66,28 +66,28 @@ class SurvivalSettings:
     """Seed of the prune decisions (per run in the config, per step in h_t)."""
 
     def __post_init__(self) -> None:
-        """Validation; messages name the config key."""
+        """Validation; messages name the field (the trainer puts its section, ``pruning.``, in front)."""
         if self.policy not in PRUNING_POLICIES:
-            raise ValueError(f"pruning.policy={self.policy!r} is unknown; choose one of {PRUNING_POLICIES.names()}")
+            raise ValueError(f"policy={self.policy!r} is unknown; choose one of {PRUNING_POLICIES.names()}")
         if not 0.0 < self.keep_ratio <= 1.0:
-            raise ValueError(f"pruning.keep_ratio (κ) must be in (0, 1], got {self.keep_ratio}")
+            raise ValueError(f"keep_ratio (κ) must be in (0, 1], got {self.keep_ratio}")
         if not 0.0 <= self.target_positive_ratio <= 1.0:
-            raise ValueError(f"pruning.target_positive_ratio (ρ) must be in [0, 1], got {self.target_positive_ratio}")
+            raise ValueError(f"target_positive_ratio (ρ) must be in [0, 1], got {self.target_positive_ratio}")
         if self.balance_strength < 0:
-            raise ValueError(f"pruning.balance_strength (λ) must be >= 0, got {self.balance_strength}")
+            raise ValueError(f"balance_strength (λ) must be >= 0, got {self.balance_strength}")
         if not 0.0 <= self.p_min <= 1.0 or not 0.0 <= self.p_max <= 1.0:
-            raise ValueError(f"pruning.p_min and pruning.p_max must lie in [0, 1], got {self.p_min}, {self.p_max}")
+            raise ValueError(f"p_min and p_max must lie in [0, 1], got {self.p_min}, {self.p_max}")
         if self.p_min > self.p_max:
-            raise ValueError(f"pruning.p_min ({self.p_min}) must not exceed pruning.p_max ({self.p_max})")
+            raise ValueError(f"p_min ({self.p_min}) must not exceed p_max ({self.p_max})")
         if not self.p_min <= self.keep_ratio <= self.p_max:
             raise ValueError(
-                f"pruning.keep_ratio (κ={self.keep_ratio}) must lie in [pruning.p_min, pruning.p_max] = "
+                f"keep_ratio (κ={self.keep_ratio}) must lie in [p_min, p_max] = "
                 f"[{self.p_min}, {self.p_max}], or the mean survival can never reach it"
             )
         if self.balance_target not in BALANCE_TARGETS:
-            raise ValueError(f"pruning.balance_target={self.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
+            raise ValueError(f"balance_target={self.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
         if self.min_keep_per_group < 0:
-            raise ValueError(f"pruning.min_keep_per_group must be >= 0, got {self.min_keep_per_group}")
+            raise ValueError(f"min_keep_per_group must be >= 0, got {self.min_keep_per_group}")
 
 
 @dataclass
@@ -111,15 +111,15 @@ class PruningConfig(SurvivalSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.cold_start_steps < 0:
-            raise ValueError(f"pruning.cold_start_steps must be >= 0, got {self.cold_start_steps}")
+            raise ValueError(f"cold_start_steps must be >= 0, got {self.cold_start_steps}")
         if self.num_bins < 1:
-            raise ValueError(f"pruning.num_bins must be >= 1, got {self.num_bins}")
+            raise ValueError(f"num_bins must be >= 1, got {self.num_bins}")
         if self.buffer_capacity < 1:
-            raise ValueError(f"pruning.buffer_capacity must be >= 1, got {self.buffer_capacity}")
+            raise ValueError(f"buffer_capacity must be >= 1, got {self.buffer_capacity}")
         if self.laplace_alpha <= 0:
-            raise ValueError(f"pruning.laplace_alpha must be > 0, got {self.laplace_alpha}")
+            raise ValueError(f"laplace_alpha must be > 0, got {self.laplace_alpha}")
         if self.gate_auc is not None and not 0.5 <= self.gate_auc <= 1.0:
-            raise ValueError(f"pruning.gate_auc must be in [0.5, 1] or null, got {self.gate_auc}")
+            raise ValueError(f"gate_auc must be in [0.5, 1] or null, got {self.gate_auc}")
 
     def make_calibrator(self) -> BinnedCalibrator:
         return BinnedCalibrator(self.num_bins, self.buffer_capacity, self.laplace_alpha)

@@ -8,6 +8,8 @@ no gradient reaches the backbone (§4.3 (iii)); its raw output is an uncalibrate
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,3 +39,16 @@ class QualityHead(nn.Module):
         """BCE-with-logits on detached features. ``features: (N, D)``, ``labels: (N,)`` in {0, 1}."""
         logits = self(features.detach())
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), weight=weights)
+
+    def save(self, path: Path | str) -> None:
+        """Weights and sizes in one file (``quality_head.pt`` of an exported run), readable by :meth:`load`."""
+        torch.save({"state_dict": self.state_dict(), "input_dim": self.input_dim, "hidden_dim": self.hidden_dim}, path)
+
+    @classmethod
+    def load(cls, path: Path | str) -> "QualityHead":
+        """A head written by :meth:`save`, on CPU in eval mode; read with ``weights_only`` (tensors and plain
+        types only: nothing in the file is executed)."""
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        head = cls(int(blob["input_dim"]), int(blob["hidden_dim"]))
+        head.load_state_dict(blob["state_dict"])
+        return head.eval()

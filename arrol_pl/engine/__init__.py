@@ -1,14 +1,26 @@
-"""The vLLM rollout backend: in-engine quality scoring at L_detect and pruning (paper §4.3).
+"""The rollout backend: in-engine quality scoring at L_detect and pruning (paper §4.3).
 
-Importing this package checks the installed vLLM against the versions :mod:`.adapter` supports, and
-defaults ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the hooks need the engine core in this process; an
-explicit other value is refused when an engine starts).
+:mod:`.protocol` (the :class:`RolloutEngine` boundary and the rollout records) and :mod:`.tracking` (the
+per-generation bookkeeping) and :class:`EngineConfig` import without vLLM; :class:`ArrolEngine` is
+loaded on first use. Importing this package defaults ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the hooks
+need the engine core in this process; an explicit other value is refused when an engine starts).
 """
 
 import os
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-from arrol_pl.engine.engine import ArrolEngine, ArrolLLMEngine, EngineConfig, GenerationResult, Rollout  # noqa: E402
+from arrol_pl.engine.config import EngineConfig  # noqa: E402
+from arrol_pl.engine.protocol import GenerationResult, Rollout, RolloutEngine  # noqa: E402
 
-__all__ = ["ArrolEngine", "ArrolLLMEngine", "EngineConfig", "GenerationResult", "Rollout"]
+__all__ = ["ArrolEngine", "EngineConfig", "GenerationResult", "Rollout", "RolloutEngine"]
+
+
+def __getattr__(name: str):
+    # The vLLM-backed engine loads on first use, so that the trainer and the analysis code can import the
+    # records and the Protocol on machines (and in processes) without vLLM.
+    if name == "ArrolEngine":
+        from arrol_pl.engine.engine import ArrolEngine
+
+        return ArrolEngine
+    raise AttributeError(f"module 'arrol_pl.engine' has no attribute {name!r}")

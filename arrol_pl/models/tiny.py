@@ -5,7 +5,7 @@ Decisions:
   token, so any text (digits, ``+ - * = ( )``, ``\\boxed{}``, spaces, newlines, English) round-trips.
   It carries ``<|endoftext|>`` (eos) and ``<|pad|>`` and is saved as a ``PreTrainedTokenizerFast`` dir.
 - The model is a randomly initialised ``Qwen3ForCausalLM`` whose ``vocab_size == len(tokenizer)``: a
-  padded vocab lets vLLM sample ids the tokenizer cannot decode (see shared/DESIGN.md). ``head_dim``
+  padded vocab lets vLLM sample ids the tokenizer cannot decode, which the detokenizer then fails on. ``head_dim``
   must be ≥ 32 (vLLM's CPU attention rejects 16). Weights are saved in float32.
 - Both builders cache by a content key (the corpus / tokenizer files plus every config field and the
   seed): the output is ``out_dir/<kind>-<key>``, built in a temp dir and renamed, so a repeated call —

@@ -15,7 +15,7 @@ from arrol_pl.tasks.problem import (
     answer_value,
     first_field,
 )
-from arrol_pl.tasks.reward import extract_boxed
+from arrol_pl.tasks.extraction import extract_boxed
 
 SPEC = DatasetSpec(
     name="minerva",

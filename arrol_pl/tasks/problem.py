@@ -456,7 +456,7 @@ def extract_answer(text: str, pattern: re.Pattern) -> tuple[str, str]:
 
 def boxed_solution(text: str, gold: str) -> str:
     """``text`` ending in ``\\boxed{gold}`` (appended unless the text already boxes an answer)."""
-    from arrol_pl.tasks.reward import extract_boxed
+    from arrol_pl.tasks.extraction import extract_boxed
 
     return text if extract_boxed(text) is not None else f"{text}\n\\boxed{{{gold}}}".lstrip()
 

@@ -6,7 +6,7 @@ objects, whose ``__post_init__`` checks values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +14,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
+from arrol_pl.core.head_training import HeadTrainingConfig
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
+from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.problem import PromptFormat
 
 
-ENGINE_DTYPES = ("float32", "bfloat16", "float16", "auto")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 STRATEGIES = ("auto", "fsdp", "ddp")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
@@ -28,6 +29,11 @@ PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16-true", "16-mixed", "16-true",
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the key."""
+
+
+SECTIONS_FROM_BELOW = ("pruning", "head", "engine")
+"""Sections whose schema is a core or engine dataclass: their messages name the bare field, and
+:func:`load_run_config` puts the section in front."""
 
 
 PRETRAINED_POLICIES = ("smollm2",)
@@ -205,14 +211,6 @@ class AlgoConfig:
     """Nucleus sampling."""
     lr: float = 1e-4
     """Policy learning rate (AdamW)."""
-    head_lr: float = 1e-3
-    """Quality-head learning rate (AdamW)."""
-    head_steps: int = 8
-    """Head minibatch steps per training step, drawn from the replay window."""
-    head_batch_size: int = 256
-    """Head minibatch size."""
-    head_replay: int = 2048
-    """Labelled detect-time features the head's replay window holds."""
     weight_decay: float = 0.0
     """AdamW weight decay of the policy."""
     grad_clip: float = 1.0
@@ -230,8 +228,7 @@ class AlgoConfig:
         for key in ("clip_low", "clip_high"):
             if not 0 <= getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be in [0, 1), got {getattr(self, key)}")
-        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens", "head_steps",
-                    "head_batch_size", "head_replay"):
+        for key in ("prompts_per_step", "group_size", "max_response_tokens", "micro_batch_tokens"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"algo.{key} must be >= 1, got {getattr(self, key)}")
         if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
@@ -250,8 +247,8 @@ class AlgoConfig:
             raise ConfigError(f"algo.temperature must be > 0 for RL sampling, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"algo.top_p must be in (0, 1], got {self.top_p}")
-        if self.lr <= 0 or self.head_lr <= 0:
-            raise ConfigError(f"algo.lr and algo.head_lr must be > 0, got {self.lr}, {self.head_lr}")
+        if self.lr <= 0:
+            raise ConfigError(f"algo.lr must be > 0, got {self.lr}")
         if not 0 <= self.overlong_cache_length <= self.max_response_tokens:
             raise ConfigError(
                 f"algo.overlong_cache_length must be in [0, algo.max_response_tokens={self.max_response_tokens}], "
@@ -262,40 +259,6 @@ class AlgoConfig:
     def num_mini_batches(self) -> int:
         """PPO mini-batches (optimizer steps) per epoch."""
         return self.prompts_per_step // (self.ppo_mini_batch_size or self.prompts_per_step)
-
-
-@dataclass
-class EngineSettings:
-    """The vLLM rollout engine."""
-
-    detect_length: int = 16
-    """L_detect: generated length at which rollouts are scored and pruned (< algo.max_response_tokens)."""
-    dtype: str = "float32"
-    """Engine dtype: float32 (CPU default: exact parity with the trainer) | bfloat16 | float16."""
-    cpu_kv_cache_gib: int = 1
-    """CPU: KV-cache GiB."""
-    gpu_memory_utilization: float = 0.4
-    """GPU: fraction of memory for vLLM (the rest trains)."""
-    enable_sleep_mode: bool = False
-    """GPU: release engine memory during the update."""
-    enforce_eager: bool = True
-    """Skip compilation (fast start)."""
-    max_model_len: int | None = None
-    """Context length; None: longest prompt + algo.max_response_tokens, rounded up."""
-    max_num_seqs: int = 256
-    """Most rollouts decoded at once; fewer than B×G models KV-memory-bound concurrency (long responses)."""
-
-    def __post_init__(self) -> None:
-        if self.dtype not in ENGINE_DTYPES:
-            raise ConfigError(f"engine.dtype={self.dtype!r}; choose one of {list(ENGINE_DTYPES)}")
-        if self.cpu_kv_cache_gib < 1:
-            raise ConfigError(f"engine.cpu_kv_cache_gib must be >= 1, got {self.cpu_kv_cache_gib}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.max_num_seqs < 1:
-            raise ConfigError(f"engine.max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if self.max_model_len is not None and self.max_model_len < 2:
-            raise ConfigError(f"engine.max_model_len must be >= 2 or null, got {self.max_model_len}")
 
 
 @dataclass
@@ -365,10 +328,18 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
-    engine: EngineSettings = field(default_factory=EngineSettings)
+    head: HeadTrainingConfig = field(default_factory=HeadTrainingConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
+        if self.engine.model is not None or self.engine.tokenizer is not None:
+            raise ConfigError("engine.model and engine.tokenizer are the run's policy: set model.path (or model=...) "
+                              "instead")
+        # What the trainer needs of its engine, recorded here so that summary.json shows what ran: the run's seed,
+        # the head's width, and the log-probs of the distribution actually sampled (the trainer's are T-scaled).
+        self.engine = replace(self.engine, seed=self.trainer.seed, head_hidden_dim=self.model.head_hidden_dim,
+                              logprobs_mode="processed_logprobs")
         if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
             raise ConfigError(
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="
@@ -399,6 +370,11 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
         if missing:
             raise ConfigError(f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default")
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), node)
+        for section in SECTIONS_FROM_BELOW:
+            try:
+                OmegaConf.to_object(merged[section])
+            except ValueError as exc:
+                raise ConfigError(f"{section}.{exc}") from None
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as exc:
         raise ConfigError(str(exc).splitlines()[0] + f" (key: {getattr(exc, 'full_key', '?')})") from None

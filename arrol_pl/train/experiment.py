@@ -27,6 +27,7 @@ import torch
 
 from arrol_pl.train.config import ConfigError, RunConfig
 from arrol_pl.train.phases import POLICY_SUMMARY
+from arrol_pl.train.summary import RunSummary
 
 logger = logging.getLogger(__name__)
 
@@ -70,15 +71,12 @@ def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
 
 def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
     """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``."""
-    from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.engine import ArrolEngine
 
     e = run.engine
-    return ArrolEngine(EngineConfig(
-        model=str(policy_dir), dtype=e.dtype, seed=run.trainer.seed, enforce_eager=e.enforce_eager,
+    return ArrolEngine(dataclasses.replace(
+        e, model=str(policy_dir),
         max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
-        cpu_kv_cache_gib=e.cpu_kv_cache_gib, gpu_memory_utilization=e.gpu_memory_utilization,
-        enable_sleep_mode=e.enable_sleep_mode, head_hidden_dim=run.model.head_hidden_dim,
-        max_num_seqs=e.max_num_seqs, logprobs_mode="processed_logprobs",  # the trainer scores T-scaled log-probs
     ))
 
 
@@ -87,38 +85,41 @@ def mean_after(history: list[dict[str, float]], key: str, start: int) -> float |
     return sum(values) / len(values) if values else None
 
 
-def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float, extra: dict) -> dict[str, Any]:
+def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float,
+              **outcome: Any) -> RunSummary:
+    """The run's :class:`RunSummary` from its history and held-out results; ``outcome``: the remaining fields
+    (status, checkpoint, directories, ...)."""
     start = min(run.pruning.cold_start_steps, max(len(history) - 1, 0))
-    return {
-        "name": run.name,
-        "heldout_accuracy_before": before.accuracy if before else None,
-        "heldout_accuracy_after": after.accuracy if after else None,
-        "heldout_greedy_accuracy_before": before.greedy_accuracy if before else None,
-        "heldout_greedy_accuracy_after": after.greedy_accuracy if after else None,
-        "heldout_accuracy_se_before": before.accuracy_se if before else None,
-        "heldout_accuracy_se_after": after.accuracy_se if after else None,
-        "heldout_problems": after.problems if after else 0,
-        "heldout_samples": after.samples if after else 0,
-        "train_accuracy_first": history[0].get("reward/accuracy") if history else None,
-        "train_accuracy_last10": mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
-        "keep_ratio_target": run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,
-        "keep_ratio_mean": mean_after(history, "pruning/keep_ratio", start),
-        "pruning_active_fraction": mean_after(history, "pruning/active", start),
-        "head_accuracy_after_cold_start": mean_after(history, "head/accuracy", start),
-        "head_auc_after_cold_start": mean_after(history, "head/auc", start),
-        "head_spearman_after_cold_start": mean_after(history, "head/spearman", start),
-        "head_calibration_error_after_cold_start": mean_after(history, "head/calibration_error", start),
-        "positive_ratio_mean": mean_after(history, "balance/positive_ratio", start),
-        "rho_1_minus_rho_mean": mean_after(history, "balance/rho_1_minus_rho", start),
-        "zero_advantage_fraction": mean_after(history, "balance/zero_advantage_fraction", start),
-        "seconds_per_phase": {p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
-        "seconds_per_step": mean_after(history, "time/step", start),
-        "policy": {k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
-        "steps": len(history),
-        "wall_seconds": wall,
-        **extra,
-        "config": dataclasses.asdict(run),
-    }
+    return RunSummary(
+        name=run.name,
+        heldout_accuracy_before=before.accuracy if before else None,
+        heldout_accuracy_after=after.accuracy if after else None,
+        heldout_greedy_accuracy_before=before.greedy_accuracy if before else None,
+        heldout_greedy_accuracy_after=after.greedy_accuracy if after else None,
+        heldout_accuracy_se_before=before.accuracy_se if before else None,
+        heldout_accuracy_se_after=after.accuracy_se if after else None,
+        heldout_problems=after.problems if after else 0,
+        heldout_samples=after.samples if after else 0,
+        train_accuracy_first=history[0].get("reward/accuracy") if history else None,
+        train_accuracy_last10=mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
+        keep_ratio_target=run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,
+        keep_ratio_mean=mean_after(history, "pruning/keep_ratio", start),
+        pruning_active_fraction=mean_after(history, "pruning/active", start),
+        head_accuracy_after_cold_start=mean_after(history, "head/accuracy", start),
+        head_auc_after_cold_start=mean_after(history, "head/auc", start),
+        head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
+        head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),
+        positive_ratio_mean=mean_after(history, "balance/positive_ratio", start),
+        rho_1_minus_rho_mean=mean_after(history, "balance/rho_1_minus_rho", start),
+        zero_advantage_fraction=mean_after(history, "balance/zero_advantage_fraction", start),
+        seconds_per_phase={p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
+        seconds_per_step=mean_after(history, "time/step", start),
+        policy={k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
+        steps=len(history),
+        wall_seconds=wall,
+        **outcome,
+        config=dataclasses.asdict(run),
+    )
 
 
 def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
@@ -129,8 +130,7 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
         prompt_format.save(out_dir)
     module.policy.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
-    torch.save({"state_dict": module.head.state_dict(), "input_dim": module.head.input_dim,
-                "hidden_dim": module.head.hidden_dim}, out_dir / "quality_head.pt")
+    module.head.save(out_dir / "quality_head.pt")
     torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
     return out_dir
 
@@ -138,11 +138,11 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
 class RunInterrupted(Exception):
     """Training stopped on a signal; the checkpoint, history and summary (``status: interrupted``) are written."""
 
-    def __init__(self, signum: int, summary: dict[str, Any]) -> None:
+    def __init__(self, signum: int, summary: RunSummary) -> None:
         self.signum, self.summary = signum, summary
-        ckpt = summary["checkpoint"]
+        ckpt = summary.checkpoint
         resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
-        super().__init__(f"{signal.Signals(signum).name}: stopped after {summary['steps']} steps; {resume}")
+        super().__init__(f"{signal.Signals(signum).name}: stopped after {summary.steps} steps; {resume}")
 
 
 def effective_keep_ratio(run: RunConfig) -> float:
@@ -196,7 +196,7 @@ def preflight(run: RunConfig) -> tuple[list, list, dict | None]:
     return train, heldout, ckpt
 
 
-def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None) -> dict[str, Any]:
+def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None) -> RunSummary:
     """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
     ``overrides`` (the command line's) are recorded so sweep tables can name their rows.
 
@@ -296,22 +296,23 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     if stop.requested:
         status = "interrupted"
     history = module.history if module is not None else []
-    summary = summarise(run, history, before, after, time.perf_counter() - t0, {
-        "status": status,
-        "signal": signal.Signals(stop.signum).name if stop.requested else None,
-        "error": str(failure) if failure else None,
-        "checkpoint": str(io.last_good) if io.last_good else None,
-        "skipped_steps": dict(module.skipped) if module is not None else {},
-        "keep_ratio_effective": effective_keep_ratio(run),
-        "fit_seconds": fit_wall,
-        "policy_dir": module.run_info.get("policy_dir") if module is not None else None,
-        "export_dir": str(export_dir) if export_dir else None,
-        "checkpoint_dir": str(out_dir / "checkpoints"),
-        "tensorboard_dir": str(out_dir / "tb"),
-        "overrides": overrides or [],
-        "data_rows": data_rows,
-    })
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    summary = summarise(
+        run, history, before, after, time.perf_counter() - t0,
+        status=status,
+        signal=signal.Signals(stop.signum).name if stop.requested else None,
+        error=str(failure) if failure else None,
+        checkpoint=str(io.last_good) if io.last_good else None,
+        skipped_steps=dict(module.skipped) if module is not None else {},
+        keep_ratio_effective=effective_keep_ratio(run),
+        fit_seconds=fit_wall,
+        policy_dir=module.run_info.get("policy_dir") if module is not None else None,
+        export_dir=str(export_dir) if export_dir else None,
+        checkpoint_dir=str(out_dir / "checkpoints"),
+        tensorboard_dir=str(out_dir / "tb"),
+        overrides=overrides or [],
+        data_rows=data_rows,
+    )
+    summary.write(out_dir)
     # Every step's metrics, one JSON object per line: what benchmark and results scripts read.
     (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     if failure is not None:

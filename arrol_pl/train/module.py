@@ -3,8 +3,8 @@ each phase in :mod:`.phases`.
 
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
 kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
-to a rollout engine (an :class:`~arrol_pl.engine.ArrolEngine`, or anything with its ``generate`` /
-``sync_weights``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
+to a rollout engine through :class:`~arrol_pl.engine.protocol.RolloutEngine` (``generate`` with the
+step's h_t as an argument, ``sync_weights``, ``seed_sampling``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
 mini-batch step of each training step (the earlier ones step the wrapped optimizer), so ``global_step``
 counts training steps; the head has its own small optimizer, stepped several
 times per training step on a replay window of labelled features, and saved with the checkpoint.
@@ -27,8 +27,10 @@ from typing import Any
 import lightning as L
 import torch
 
+from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.engine.protocol import RolloutEngine
 from arrol_pl.train import phases
 from arrol_pl.train.config import RunConfig
 
@@ -41,7 +43,7 @@ def sampling_seed(seed: int, step: int) -> int:
 
 
 class ArrolModule(L.LightningModule):
-    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: Any, reward: Any, pad_id: int,
+    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: RolloutEngine, reward: Any, pad_id: int,
                  reference: torch.nn.Module | None = None) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -56,8 +58,8 @@ class ArrolModule(L.LightningModule):
         self.pad_id = pad_id
         # A list keeps the frozen reference out of state_dict, parameters() and the optimizer.
         self._reference = [reference.eval().requires_grad_(False)] if reference is not None else []
-        self.replay = phases.FeatureReplay(cfg.algo.head_replay)
-        self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.algo.head_lr)
+        self.replay = FeatureReplay(cfg.head.replay)
+        self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.head.lr)
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.history: list[dict[str, float]] = []
         self.skipped: dict[str, int] = {"no_survivors": 0}
@@ -165,8 +167,8 @@ class ArrolModule(L.LightningModule):
         self.calibrator.update(surv.scores, labels, weights)
         with timer("head"):
             self.replay.add(surv.features, labels, weights)
-            head_loss = phases.head_update(self.head, self.head_optimizer, self.replay, algo.head_steps,
-                                           algo.head_batch_size, self.head_generator)
+            head_loss = head_update(self.head, self.head_optimizer, self.replay, cfg.head.steps,
+                                    cfg.head.batch_size, self.head_generator)
         with timer("sync"):
             self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
 
@@ -176,7 +178,9 @@ class ArrolModule(L.LightningModule):
             **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
             **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
             **phases.balance_metrics(labels, surv.group_ids),
-            **phases.head_metrics(surv.scores, params.posterior(surv.scores) if len(self.calibrator) else None, labels),
+            **{f"head/{k}": v for k, v in head_quality(
+                surv.scores, params.posterior(surv.scores) if len(self.calibrator) else None, labels).items()
+               if not math.isnan(v)},  # undefined (one class, no posteriors yet): left out of the history
             "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},
             "pruning/delta": params.delta,

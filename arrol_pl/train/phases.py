@@ -8,8 +8,8 @@ Decisions:
   passes over ``prompts_per_step / ppo_mini_batch_size`` mini-batches of whole groups, one optimizer
   step each, so every mini-batch after the first is off-policy and the clip acts. With one mini-batch
   and one epoch the ratio is 1 (up to bucketing round-off) and the update is plain on-policy GRPO.
-- The head is trained with BCE on the detached detect-time features the engine returned, labelled by
-  final correctness; with importance weighting each survivor counts 1/p, like in the calibrator.
+- The head is trained (:mod:`arrol_pl.core.head_training`) with BCE on the detached detect-time features
+  the engine returned, labelled by final correctness; with importance weighting each survivor counts 1/p.
 - Policy weights go to the engine as (HF name, full tensor) pairs; under FSDP the caller gathers them.
 """
 
@@ -28,8 +28,7 @@ from torch import nn
 
 from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
-from arrol_pl.core.metrics import balance_stats, binary_auc, expected_calibration_error, spearman
-from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.metrics import balance_stats
 from arrol_pl.train.config import AlgoConfig
 from arrol_pl.train.logprobs import gather_rows, make_micro_batches, response_log_probs, score_rows
 
@@ -278,74 +277,6 @@ def policy_update(
             "optimizer_steps": float(len(grad_norms)), "mini_batches": float(len(minis)),
             "micro_batches": float(micro), "trained_tokens": float(sum(len(survivors.response_ids[i]) for i in idx)),
             "trained_rollouts": float(len(idx)), **logps.metrics}
-
-
-class FeatureReplay:
-    """A sliding window of labelled detect-time features ``(features (N, D), labels (N,), weights (N,))``.
-
-    One RL step yields only B×G×κ labelled features; the head learns from several minibatches drawn
-    from the recent window instead of a single gradient step on the newest ones.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"algo.head_replay must be >= 1, got {capacity}")
-        self.capacity = capacity
-        self.features = torch.empty(0)
-        self.labels = torch.empty(0)
-        self.weights = torch.empty(0)
-
-    def __len__(self) -> int:
-        return int(self.labels.numel())
-
-    def add(self, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> None:
-        keep = slice(-self.capacity, None)
-        if len(self) == 0:
-            self.features, self.labels, self.weights = features.float(), labels.float(), weights.float()
-        else:
-            self.features = torch.cat([self.features, features.float()])
-            self.labels = torch.cat([self.labels, labels.float()])
-            self.weights = torch.cat([self.weights, weights.float()])
-        self.features, self.labels, self.weights = self.features[keep], self.labels[keep], self.weights[keep]
-
-    def state_dict(self) -> dict[str, torch.Tensor | int]:
-        return {"capacity": self.capacity, "features": self.features, "labels": self.labels, "weights": self.weights}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.capacity = int(state["capacity"])
-        self.features, self.labels, self.weights = state["features"], state["labels"], state["weights"]
-
-
-def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
-                batch_size: int, generator: torch.Generator) -> float:
-    """``steps`` minibatch BCE steps of the head on the replay window (features are detached: no
-    gradient reaches the policy); weights normalised to mean 1 per minibatch. Returns the mean loss."""
-    device = next(head.parameters()).device
-    total = 0.0
-    for _ in range(steps):
-        idx = torch.randint(len(replay), (min(batch_size, len(replay)),), generator=generator)
-        w = replay.weights[idx]
-        loss = head.loss(replay.features[idx].to(device), replay.labels[idx].to(device), (w / w.mean()).to(device))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        total += float(loss.detach())
-    return total / max(steps, 1)
-
-
-def head_metrics(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor) -> dict[str, float]:
-    """Quality of the in-engine scores against final correctness (Fig. 2): accuracy at logit 0, AUC,
-    Spearman, and the calibration error of the calibrated posteriors."""
-    labels = labels.float()
-    out = {
-        "head/accuracy": float(((scores > 0).float() == labels).float().mean()),
-        "head/auc": binary_auc(scores, labels),
-        "head/spearman": spearman(scores, labels),
-    }
-    if posteriors is not None:
-        out["head/calibration_error"] = expected_calibration_error(posteriors, labels)
-        out["head/posterior_accuracy"] = float(((posteriors > 0.5).float() == labels).float().mean())
-    return {k: v for k, v in out.items() if not np.isnan(v)}
 
 
 def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -> dict[str, float]:

@@ -32,7 +32,7 @@ from arrol_pl.models.tiny import build_tiny_model, build_tokenizer
 from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_examples, tokenizer_corpus
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.registry import is_generated, load_train
-from arrol_pl.tasks.reward import extract_boxed
+from arrol_pl.tasks.extraction import extract_boxed
 from arrol_pl.train.config import DataConfig, ModelConfig
 
 logger = logging.getLogger(__name__)

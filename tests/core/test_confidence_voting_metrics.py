@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.confidence import group_confidence, token_confidence, trace_confidence, trace_confidences
+from arrol_pl.core.confidence import group_confidence, token_confidence, trace_confidence
 from arrol_pl.core.metrics import (
     balance_stats,
     binary_auc,
@@ -30,7 +30,6 @@ def test_token_and_trace_confidence_hand_computed():
     assert trace_confidence(conf, "bottom10", window=2) == pytest.approx(float(groups.min()))
     assert trace_confidence(conf, "tail", tail_tokens=2) == pytest.approx(float(conf[2:].mean()))
     assert trace_confidence(conf, "lowest_group", window=100) == pytest.approx(float(conf.mean()))
-    assert trace_confidences([lp, lp[:2]], window=2).shape == (2,)
     with pytest.raises(ValueError, match="trace confidence mode"):
         trace_confidence(conf, "median")
 

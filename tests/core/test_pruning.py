@@ -78,7 +78,7 @@ def test_group_balance_target_keeps_kappa_per_group():
 
 
 @pytest.mark.parametrize("field,value,match", [
-    ("policy", "magic", "pruning.policy"),
+    ("policy", "magic", "policy='magic'"),
     ("keep_ratio", 0.0, "keep_ratio"),
     ("keep_ratio", 1.5, "keep_ratio"),
     ("target_positive_ratio", -0.1, "target_positive_ratio"),

@@ -39,7 +39,7 @@ def test_runner_attribute_paths(engine):
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     assert isinstance(runner, GPUModelRunner), f"unexpected runner {type(runner)} (V2 model runner?)"
-    assert runner.execute_model == llm.tap._execute_model, "the tap is not installed on the runner"
+    assert runner.execute_model == engine.tap._execute_model, "the tap is not installed on the runner"
     for name in ("execute_model_state", "input_batch", "requests", "model", "reload_weights"):
         assert hasattr(runner, name), f"model runner lost attribute {name!r}"
     assert isinstance(runner.input_batch.req_ids, list)
@@ -69,6 +69,30 @@ def test_request_id_mapping_and_deltas(engine):
             assert internal in runner.requests, "runner must key requests by the internal id"
     assert [len(s) for s in seen] == [1, 1, 1], "DELTA outputs must stream one token per step"
     assert internal not in sched.requests
+
+
+def test_adapter_step_streams_deltas_with_logprobs(engine):
+    """What the engine consumes: adapter.add_request's internal id, adapter.step's RequestDelta records
+    (one new token per step, its log-prob, the finish reason on the last), rollout_params' DELTA kind."""
+    from vllm.sampling_params import RequestOutputKind
+
+    llm = engine.llm
+    base = adapter.sampling_params({"max_tokens": 3, "temperature": 0.0, "seed": 2})
+    params = adapter.rollout_params(base, 5, 0)
+    assert params.output_kind == RequestOutputKind.DELTA and params.logprobs == 0
+    assert params.seed == (2 * 1_000_003 + 5) % (2**31 - 1)
+    prompt = adapter.render_token_prompt(llm, engine.tokenizer.encode("1 + 1 ="))
+    internal = adapter.add_request(llm, "contract-delta", prompt, params)
+    assert internal.startswith("contract-delta-") and internal in adapter.scheduler(llm).requests
+    deltas = []
+    while adapter.has_unfinished_requests(llm):
+        deltas += adapter.step(llm)
+    assert [len(d.token_ids) for d in deltas] == [1, 1, 1]
+    assert all(d.request_id == "contract-delta" and len(d.logprobs) == 1 for d in deltas)
+    assert all(d.token_ids[0] in d.logprobs[0] for d in deltas), "the sampled token's log-prob is returned"
+    assert [d.finished for d in deltas] == [False, False, True] and deltas[-1].finish_reason == "length"
+    with pytest.raises(ValueError, match="n=2"):
+        adapter.sampling_params({"max_tokens": 3, "n": 2})
 
 
 def test_abort_frees_the_request_and_its_kv_blocks(engine):

@@ -153,11 +153,12 @@ def test_decisions_are_a_function_of_seed_prompt_and_scores(engine):
 def test_hooks_do_not_change_what_is_generated(engine):
     """The benchmark's stock baseline and the hooked engine at κ = 1 produce the same rollouts."""
     sampling = dict(max_tokens=8, temperature=1.0, seed=13, ignore_eos=True)
-    stock = engine.generate_stock(PROMPTS, 3, sampling)
+    stock = engine.generate(PROMPTS, 3, sampling, features=False)
     hooked = engine.generate(PROMPTS, 3, sampling, detect_length=2, pruner=PrunerParams(keep_ratio=1.0))
     assert [r.response_token_ids for r in stock.rollouts] == [r.response_token_ids for r in hooked.rollouts]
     assert stock.generated_tokens == hooked.generated_tokens == 8 * 3 * len(PROMPTS)
-    assert engine.llm.tap.runner.execute_model == engine.llm.tap._execute_model, "tap reinstalled after stock run"
+    assert all(r.feature is None and r.score is None for r in stock.rollouts)
+    assert engine.tap.runner.execute_model == engine.tap._execute_model, "tap reinstalled after stock run"
 
 
 @pytest.mark.parametrize("policy", ["random", "arrol"])

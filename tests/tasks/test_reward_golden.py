@@ -6,7 +6,7 @@ Where math-verify disagrees with intuition the real behaviour is asserted, with 
 
 import pytest
 
-from arrol_pl.tasks.reward import STATUSES
+from arrol_pl.tasks.verify import STATUSES
 
 # (completion, gold, expected reward, expected status)
 GOLDEN = [

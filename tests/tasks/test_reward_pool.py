@@ -7,20 +7,18 @@ the pool's own limits can stop it.
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from arrol_pl.tasks.reward import (
-    MathReward,
-    RewardConfig,
-    extract_boxed,
-    has_boxed_answer,
-    overlong_penalty,
-    score_answer,
-)
+from arrol_pl.core.reward_shaping import overlong_penalty
+from arrol_pl.tasks.extraction import extract_boxed, has_boxed_answer
+from arrol_pl.tasks.reward import MathReward, RewardConfig
+from arrol_pl.tasks.verify import score_answer
 
 TOWER = "\\boxed{9^{9^{9^{9}}}}"
 
@@ -218,3 +216,9 @@ def test_answer_classes_group_equivalent_answers(reward):
     assert classes[0] == [0, 0, 2, None, 0, 2, 2, None]
     assert classes[1] == [0, 0, 2]  # a bare comma list compares as a set
     assert classes[2] == [None, None]
+
+
+def test_dataset_adapters_get_extraction_without_the_pool():
+    code = ("import sys, arrol_pl.tasks.minerva, arrol_pl.tasks.problem; "
+            "assert 'arrol_pl.tasks.pool' not in sys.modules and 'math_verify' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

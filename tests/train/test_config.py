@@ -70,7 +70,7 @@ def test_algo_presets():
     ("pruning.keep_ratio=0", "pruning.keep_ratio"),
     ("pruning.keep_ratio=1.2", "pruning.keep_ratio"),
     ("pruning.target_positive_ratio=1.5", "pruning.target_positive_ratio"),
-    ("pruning.p_min=0.9", "pruning.p_min"),
+    ("pruning.p_min=0.9", "pruning.keep_ratio"),  # κ must lie in [p_min, p_max]
     ("engine.detect_length=48", "engine.detect_length"),
     ("engine.detect_length=100", "engine.detect_length"),
     ("+pruning.kappa=0.5", "pruning.kappa"),
@@ -93,6 +93,8 @@ def test_algo_presets():
     ("model.pretrained=gpt5", "model.pretrained"),
     ("model.trainable_layers=0", "model.trainable_layers"),
     ("pruning.gate_auc=0.3", "pruning.gate_auc"),
+    ("head.steps=0", "head.steps must be >= 1"),
+    ("head.replay=0", "head.replay must be >= 1"),
     ("trainer.eval_samples=0", "trainer.eval_samples"),
     ("+data.prompt_template=no-placeholder", "data.prompt_template"),
     ("+data.stop=['']", "data.stop"),
@@ -116,3 +118,16 @@ def test_smollm2_preset_pairs_a_pretrained_policy_with_a_raw_few_shot_task():
     assert text.startswith("Q: Compute 3 + 5.\nA: 3 + 5 = 8. The answer is \\boxed{8}.\n")
     assert text.endswith("Q: Compute 7 + 4.\nA:")
     assert fmt.sampling() == {"stop": ["\n"]}
+
+
+def test_the_engine_group_is_the_engines_own_config():
+    from arrol_pl.engine.config import EngineConfig
+
+    run = compose_run("+engine.max_num_batched_tokens=512")
+    assert type(run.engine) is EngineConfig and run.engine.max_num_batched_tokens == 512
+    run = compose_run("trainer.seed=7", "model.head_hidden_dim=64")
+    assert (run.engine.seed, run.engine.head_hidden_dim, run.engine.logprobs_mode) == (7, 64, "processed_logprobs")
+    with pytest.raises(ConfigError, match=r"engine\.model and engine\.tokenizer"):
+        compose_run("+engine.model=/models/x")
+    with pytest.raises(ConfigError, match=r"engine\.logprobs_mode='final'"):
+        compose_run("+engine.logprobs_mode=final")

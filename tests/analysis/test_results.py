@@ -1,11 +1,11 @@
-"""docs/results.md generation (arrol_pl.train.results): numbers come from the outputs, verdicts from criteria."""
+"""docs/results.md generation (arrol_pl.analysis.results): numbers come from the outputs, verdicts from criteria."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from arrol_pl.train import results
+from arrol_pl.analysis import results
 
 
 def write_run(job: Path, pruning: dict, summary: dict, history: list[dict]) -> None:

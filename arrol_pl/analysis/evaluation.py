@@ -19,7 +19,7 @@ import torch
 
 from arrol_pl.core.confidence import token_confidence, trace_confidence
 from arrol_pl.core.metrics import mean_accuracy, pass_at_k, voted_answer_correct
-from arrol_pl.core.voting import majority_vote, rank_weights, weighted_vote
+from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 
 METRICS = ("avg@k", "pass@k", "maj@k", "deepconf@k", "arrol@k")
 
@@ -52,7 +52,7 @@ def vote_record(classes: list[int | None], correct: list[bool], weights_conf: li
     votes = {
         "majority": majority_vote(classes),
         "deepconf": weighted_vote(classes, conf),
-        "arrol": weighted_vote(classes, rank_weights(head_scores).tolist()),
+        "arrol": arrol_vote(classes, head_scores),
     }
     return {"votes": votes,
             "vote_correct": {name: voted_answer_correct(classes, correct, w) for name, w in votes.items()}}

@@ -25,8 +25,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from arrol_pl.train.bench import history_curve, read_history
-from arrol_pl.train.probe import VOTE_RULES, votes_table
+from arrol_pl.analysis.head_probe import VOTE_RULES, votes_table
+from arrol_pl.analysis.history import history_curve, read_history
+from arrol_pl.train.summary import RunSummary
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
                 "ARRoL": {"generation": 72.96, "log-prob": 10.02, "update": 30.26}}
@@ -53,20 +54,16 @@ def _load(path: Path) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def sweep_runs(sweep_dir: Path) -> list[dict[str, Any]]:
+def sweep_runs(sweep_dir: Path) -> list[RunSummary]:
     """The summaries of a sweep's jobs (each with ``run_dir``), in job order."""
-    runs = []
-    for path in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: p.parent.name):
-        s = json.loads(path.read_text())
-        s["run_dir"] = str(path.parent)
-        runs.append(s)
-    return runs
+    return [RunSummary.read(path.parent)
+            for path in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: p.parent.name)]
 
 
-def pick(runs: Sequence[dict[str, Any]], **pruning) -> dict[str, Any] | None:
+def pick(runs: Sequence[RunSummary], **pruning) -> RunSummary | None:
     """The first run whose ``config.pruning`` has all of ``pruning``'s values."""
     for s in runs:
-        p = s["config"]["pruning"]
+        p = s.config["pruning"]
         if all(p.get(k) == v for k, v in pruning.items()):
             return s
     return None
@@ -75,7 +72,7 @@ def pick(runs: Sequence[dict[str, Any]], **pruning) -> dict[str, Any] | None:
 def heldout_curve(run: dict[str, Any]) -> list[tuple[float, float]]:
     """``(training seconds, held-out avg@k)`` of a run: before training at 0 s, then every evaluation."""
     try:
-        return history_curve(Path(run["run_dir"]), "heldout/accuracy")
+        return history_curve(Path(run.run_dir), "heldout/accuracy")
     except KeyError:  # trained with trainer.eval_every=0 and no held-out set
         return []
 
@@ -147,7 +144,7 @@ def section_phases(root: Path) -> tuple[list[str], list[str]]:
     return lines, claims
 
 
-def section_balance(root: Path, kappa_runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def section_balance(root: Path, kappa_runs: list[RunSummary]) -> tuple[list[str], list[str]]:
     balance_runs = sweep_runs(root / "balance")
     lines = ["## 2. Balance against random pruning (paper Table 4)", ""]
     rows = [("GRPO, no pruning (κ = 1)", pick(kappa_runs, keep_ratio=1.0)),
@@ -168,9 +165,9 @@ def section_balance(root: Path, kappa_runs: list[dict[str, Any]]) -> tuple[list[
         if s is None:
             lines.append(f"| {name} | not run | | | | |")
             continue
-        lines.append(f"| {name} | {_f(s['positive_ratio_mean'])} | {_f(s['rho_1_minus_rho_mean'])} | "
-                     f"{_f(s['zero_advantage_fraction'])} | {_f(s['keep_ratio_mean'], '.2f')} | "
-                     f"{_f(s['heldout_accuracy_after'])} |")
+        lines.append(f"| {name} | {_f(s.positive_ratio_mean)} | {_f(s.rho_1_minus_rho_mean)} | "
+                     f"{_f(s.zero_advantage_fraction)} | {_f(s.keep_ratio_mean, '.2f')} | "
+                     f"{_f(s.heldout_accuracy_after)} |")
     lines += ["", "Paper:", "", "| model | method | E[ρ̂] | E[ρ̂(1−ρ̂)] |", "|---|---|---|---|"]
     for model, methods in PAPER_TABLE4.items():
         for method, (rho, bal) in methods.items():
@@ -181,37 +178,37 @@ def section_balance(root: Path, kappa_runs: list[dict[str, Any]]) -> tuple[list[
     for name, s in rows[2:]:
         if s is None:
             continue
-        closer = abs(s["positive_ratio_mean"] - 0.5) < abs(random["positive_ratio_mean"] - 0.5)
-        more_signal = s["rho_1_minus_rho_mean"] > random["rho_1_minus_rho_mean"]
-        fewer_flat = s["zero_advantage_fraction"] < random["zero_advantage_fraction"]
+        closer = abs(s.positive_ratio_mean - 0.5) < abs(random.positive_ratio_mean - 0.5)
+        more_signal = s.rho_1_minus_rho_mean > random.rho_1_minus_rho_mean
+        fewer_flat = s.zero_advantage_fraction < random.zero_advantage_fraction
         ok = closer and more_signal and fewer_flat
         claims.append(
-            f"Table 4, {name}: E[ρ̂] {s['positive_ratio_mean']:.3f} vs random {random['positive_ratio_mean']:.3f} "
-            f"(closer to ρ: {'yes' if closer else 'no'}), E[ρ̂(1−ρ̂)] {s['rho_1_minus_rho_mean']:.3f} vs "
-            f"{random['rho_1_minus_rho_mean']:.3f}, zero-advantage groups {s['zero_advantage_fraction']:.3f} vs "
-            f"{random['zero_advantage_fraction']:.3f} — {verdict(ok)}.")
+            f"Table 4, {name}: E[ρ̂] {s.positive_ratio_mean:.3f} vs random {random.positive_ratio_mean:.3f} "
+            f"(closer to ρ: {'yes' if closer else 'no'}), E[ρ̂(1−ρ̂)] {s.rho_1_minus_rho_mean:.3f} vs "
+            f"{random.rho_1_minus_rho_mean:.3f}, zero-advantage groups {s.zero_advantage_fraction:.3f} vs "
+            f"{random.zero_advantage_fraction:.3f} — {verdict(ok)}.")
     lines += [f"- {c}" for c in claims]
     return lines, claims
 
 
-def section_head(root: Path, kappa_runs: list[dict[str, Any]], figures: Path,
+def section_head(root: Path, kappa_runs: list[RunSummary], figures: Path,
                  page_dir: Path) -> tuple[list[str], list[str]]:
     lines = ["## 3. Quality head against DeepConf trace confidence (paper Fig. 2 b–d)", ""]
     online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
     claims = []
     if online is not None:
-        acc = online["head_accuracy_after_cold_start"]
+        acc = online.head_accuracy_after_cold_start
         lines += [
             "Online, during the κ = 0.5 training run (the head the engine prunes with, scored on each step's "
-            f"survivors at L_detect = {online['config']['engine']['detect_length']}): accuracy {_f(acc)}, AUC "
-            f"{_f(online['head_auc_after_cold_start'])}, Spearman {_f(online.get('head_spearman_after_cold_start'))}, "
-            f"calibration error of the binned posterior {_f(online.get('head_calibration_error_after_cold_start'))} "
+            f"survivors at L_detect = {online.config['engine']['detect_length']}): accuracy {_f(acc)}, AUC "
+            f"{_f(online.head_auc_after_cold_start)}, Spearman {_f(online.head_spearman_after_cold_start)}, "
+            f"calibration error of the binned posterior {_f(online.head_calibration_error_after_cold_start)} "
             "(means over the steps after the cold start). Paper: about 80 % accuracy (82.37 % on Qwen-3-1.7B).",
             "",
         ]
         if acc is not None:
-            start = online["config"]["pruning"]["cold_start_steps"]
-            rates = [h["reward/accuracy"] for h in read_history(Path(online["run_dir"]))[start:]]
+            start = online.config["pruning"]["cold_start_steps"]
+            rates = [h["reward/accuracy"] for h in read_history(Path(online.run_dir))[start:]]
             majority = sum(max(a, 1 - a) for a in rates) / max(len(rates), 1)
             ok = acc >= 0.75 and acc > majority + 0.02
             lines.append(f"Always predicting each step's majority outcome would score {majority:.3f}: the "
@@ -219,7 +216,7 @@ def section_head(root: Path, kappa_runs: list[dict[str, Any]], figures: Path,
             lines.append("")
             claims.append(f"Head accuracy after cold start {acc:.3f} against the paper's ~0.80, with the majority-"
                           f"outcome rate at {majority:.3f} — {verdict(ok)} (criterion: ≥ 0.75 and 2 points above "
-                          f"the majority rate; AUC {_f(online['head_auc_after_cold_start'])}).")
+                          f"the majority rate; AUC {_f(online.head_auc_after_cold_start)}).")
     data = _load(root / "head" / "head_quality.json")
     if data is None:
         return lines + ["Offline probe not run (`head/head_quality.json` missing)."], claims
@@ -266,36 +263,36 @@ def _num(x: Any) -> float:
     return float("-inf") if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def section_kappa(runs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def section_kappa(runs: list[RunSummary]) -> tuple[list[str], list[str]]:
     lines = ["## 4. κ ablation (paper Table 6)", ""]
     base = pick(runs, keep_ratio=1.0)
     if not runs or base is None:
         return lines + ["Not run (`kappa/` missing)."], []
     lines += [
         "Command: `python experiments/run.py +exp=ablation_kappa` (the default task: ARRoL-GRPO, tiny policy, "
-        f"{base['steps']} steps). Speedup = seconds per training step after the cold start, κ = 1 over κ; "
+        f"{base.steps} steps). Speedup = seconds per training step after the cold start, κ = 1 over κ; "
         "held-out accuracy is avg@4 at T = 1 on 128 held-out problems.",
         "",
         "| κ | held-out avg@4 before → after | greedy after | keep ratio | s/step | speedup | paper avg acc | paper speedup |",
         "|---|---|---|---|---|---|---|---|",
     ]
     speedups = {}
-    for s in sorted(runs, key=lambda s: s["config"]["pruning"]["keep_ratio"]):
-        k = s["config"]["pruning"]["keep_ratio"]
-        speedups[k] = base["seconds_per_step"] / s["seconds_per_step"]
+    for s in sorted(runs, key=lambda s: s.config["pruning"]["keep_ratio"]):
+        k = s.config["pruning"]["keep_ratio"]
+        speedups[k] = base.seconds_per_step / s.seconds_per_step
         pa, ps = PAPER_TABLE6.get(k, (None, None))
-        lines.append(f"| {k:g} | {_f(s['heldout_accuracy_before'])} → {_f(s['heldout_accuracy_after'])} | "
-                     f"{_f(s['heldout_greedy_accuracy_after'])} | {_f(s['keep_ratio_mean'], '.2f')} | "
-                     f"{_f(s['seconds_per_step'])} | {speedups[k]:.2f}× | {_f(pa, '.2f')} | {_f(ps, '.2f')}× |")
+        lines.append(f"| {k:g} | {_f(s.heldout_accuracy_before)} → {_f(s.heldout_accuracy_after)} | "
+                     f"{_f(s.heldout_greedy_accuracy_after)} | {_f(s.keep_ratio_mean, '.2f')} | "
+                     f"{_f(s.seconds_per_step)} | {speedups[k]:.2f}× | {_f(pa, '.2f')} | {_f(ps, '.2f')}× |")
     monotone = all(speedups[a] >= speedups[b] for a, b in zip(sorted(speedups), sorted(speedups)[1:]))
-    history = read_history(Path(base["run_dir"]))
-    algo = base["config"]["algo"]
+    history = read_history(Path(base.run_dir))
+    algo = base.config["algo"]
     mean_len = sum(h["tokens/generated"] for h in history) / len(history) / (algo["prompts_per_step"] * algo["group_size"])
     claims = [f"Table 6: speedup grows as κ falls ({', '.join(f'κ={k:g} {v:.2f}×' for k, v in sorted(speedups.items()))}) "
               f"— {verdict(monotone)}. This task's responses average {mean_len:.0f} tokens against L_detect = "
-              f"{base['config']['engine']['detect_length']}"
+              f"{base.config['engine']['detect_length']}"
               + (f", and all {algo['prompts_per_step'] * algo['group_size']} rollouts decode at once, so pruning "
-                 "removes few decode steps" if base["config"]["engine"].get("max_num_seqs", 256)
+                 "removes few decode steps" if base.config["engine"].get("max_num_seqs", 256)
                  >= algo["prompts_per_step"] * algo["group_size"] else "")
               + "; section 1 is the long-response setting."]
     lines += ["", f"- {claims[0]}"]
@@ -329,7 +326,7 @@ def section_voting(root: Path) -> tuple[list[str], list[str]]:
     return lines, claims
 
 
-def section_wallclock(root: Path, runs: list[dict[str, Any]], figures: Path,
+def section_wallclock(root: Path, runs: list[RunSummary], figures: Path,
                       page_dir: Path) -> tuple[list[str], list[str]]:
     lines = ["## 6. Wall-clock convergence (paper Fig. 4)", ""]
     grpo, arrol = pick(runs, keep_ratio=1.0), pick(runs, keep_ratio=0.5, policy="arrol")
@@ -351,7 +348,7 @@ def section_wallclock(root: Path, runs: list[dict[str, Any]], figures: Path,
         "",
         f"![held-out accuracy vs training wall-clock seconds]({target.relative_to(page_dir)})",
         "",
-        f"Training wall time for {grpo['steps']} steps: GRPO {cg[-1][0]:.0f} s, ARRoL {ca[-1][0]:.0f} s; final "
+        f"Training wall time for {grpo.steps} steps: GRPO {cg[-1][0]:.0f} s, ARRoL {ca[-1][0]:.0f} s; final "
         f"held-out avg@4: GRPO {cg[-1][1]:.3f}, ARRoL {ca[-1][1]:.3f}. First time at or above GRPO's final "
         f"accuracy ({level:.3f}): GRPO {_f(tg, '.0f')} s, ARRoL {'never' if ta is None else f'{ta:.0f} s'}.",
     ]
@@ -456,10 +453,10 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
     return lines, claims
 
 
-def reading(kappa_runs: list[dict[str, Any]]) -> list[str]:
+def reading(kappa_runs: list[RunSummary]) -> list[str]:
     """How to read the verdicts, from how well the online head predicted correctness."""
     online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
-    auc = online.get("head_auc_after_cold_start") if online else None
+    auc = online.head_auc_after_cold_start if online else None
     if auc is None:
         return []
     if auc < 0.65:

@@ -1,4 +1,4 @@
-"""The offline quality-head probe (arrol_pl/train/probe.py): positions, eligibility, the split, the probe itself."""
+"""The offline quality-head probe (arrol_pl/analysis/head_probe.py): positions, eligibility, the split, the probe itself."""
 
 import json
 import math
@@ -6,10 +6,8 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.calibration import BinnedCalibrator
-from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
-from arrol_pl.train.probe import (
+from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
+from arrol_pl.analysis.head_probe import (
     ProbeSettings,
     deepconf_at,
     detect_features,
@@ -31,6 +29,9 @@ from arrol_pl.train.probe import (
     votes_table,
     split_by_problem,
 )
+from arrol_pl.core.calibration import BinnedCalibrator
+from arrol_pl.core.head_training import HeadTrainingConfig
+from arrol_pl.core.quality_head import QualityHead
 
 
 def test_detect_lengths_are_fractions_of_max_tokens_and_must_be_distinct():
@@ -88,7 +89,7 @@ def _synthetic(separable: bool, problems: int = 200, group: int = 8, dim: int = 
 
 def test_probe_on_separable_features_ranks_correct_rollouts_first():
     features, labels, problems = _synthetic(separable=True)
-    settings = ProbeSettings(hidden_dim=32, steps=300, lr=1e-2)
+    settings = ProbeSettings(hidden_dim=32, training=HeadTrainingConfig(steps=300, lr=1e-2, replay=None))
     test, calibration = problem_parts(problems, settings)
     eligible = torch.ones_like(labels, dtype=torch.bool)
     confidence = torch.randn(labels.numel(), dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -103,7 +104,7 @@ def test_probe_on_separable_features_ranks_correct_rollouts_first():
 
 def test_probe_on_random_features_finds_no_signal():
     features, labels, problems = _synthetic(separable=False)
-    settings = ProbeSettings(hidden_dim=32, steps=200, lr=1e-2)
+    settings = ProbeSettings(hidden_dim=32, training=HeadTrainingConfig(steps=200, lr=1e-2, replay=None))
     test, calibration = problem_parts(problems, settings)
     eligible = torch.ones_like(labels, dtype=torch.bool)
     r = evaluate_length(4, features, labels, torch.zeros(labels.numel()), eligible, test, calibration, settings)
@@ -116,7 +117,7 @@ def test_only_rollouts_longer_than_L_enter_the_probe_and_empty_parts_give_nan():
     features, labels, problems = _synthetic(separable=True, problems=40)
     response_lengths = torch.tensor([2, 9] * (labels.numel() // 2))
     logprobs = [[{0: -0.1, 1: -2.0}] * n for n in response_lengths.tolist()]
-    settings = ProbeSettings(hidden_dim=16, steps=50, calibration_fraction=0.0)
+    settings = ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=50, replay=None), calibration_fraction=0.0)
     results = probe_lengths({1: features, 4: features, 9: features}, labels, response_lengths, problems, logprobs,
                             [1, 4, 9], settings, fractions=[0.1, 0.4, 0.9])
     assert [r.n_eligible for r in results] == [labels.numel(), labels.numel() // 2, 0]
@@ -183,8 +184,8 @@ def test_probe_settings_name_the_bad_field():
         ProbeSettings(test_fraction=1.0)
     with pytest.raises(ValueError, match="calibration_fraction"):
         ProbeSettings(calibration_fraction=-0.1)
-    with pytest.raises(ValueError, match="steps"):
-        ProbeSettings(steps=0)
+    with pytest.raises(ValueError, match=r"^steps must be >= 1"):
+        HeadTrainingConfig(steps=0)
 
 
 def _tiny_qwen(layers: int = 4):
@@ -263,7 +264,7 @@ def test_evaluate_length_reports_within_group_auc_and_the_replay():
     eligible = torch.ones(320, dtype=torch.bool)
     test, calibration = problem_parts(problems, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
     r = evaluate_length(4, features, labels, features[:, 1].double(), eligible, test, calibration,
-                        ProbeSettings(hidden_dim=16, steps=100, lr=1e-2), standardize=True, groups=problems)
+                        ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=100, lr=1e-2, replay=None)), standardize=True, groups=problems)
     assert r.head_within_auc > 0.9 and 0.3 < r.deepconf_within_auc < 0.7
     assert set(r.balance) == {"arrol_global", "arrol_group", "random", "none"}
     json.dumps(r.row(), allow_nan=False)
@@ -283,7 +284,7 @@ def test_replay_votes_an_informative_head_outvotes_a_wrong_majority():
     test, calibration = problem_parts(groups, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
     out = replay_votes(end, detect, labels, torch.ones(320, dtype=torch.bool), groups, classes,
                        torch.ones(320, dtype=torch.float64), test, calibration,
-                       ProbeSettings(hidden_dim=16, steps=100, lr=1e-2))
+                       ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=100, lr=1e-2, replay=None)))
     assert out["problems"] == {"n": float(int(test.view(40, 8)[:, 0].sum())), "k": 8.0}
     assert out["majority"]["accuracy"] == 0.0 and out["deepconf"]["accuracy"] == 0.0  # equal weights: majority
     assert out["arrol_end"]["accuracy"] == 1.0 and out["arrol_end"]["vs_majority"] == 1.0

@@ -11,6 +11,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from arrol_pl.train.summary import RunSummary
+
 logger = logging.getLogger(__name__)
 
 COLUMNS = (
@@ -26,31 +28,27 @@ COLUMNS = (
 )
 
 
-def collect(sweep_dir: Path) -> list[dict[str, Any]]:
-    rows = []
-    for path in sorted(sweep_dir.glob("*/summary.json")):
-        s = json.loads(path.read_text())
-        rows.append({"dir": path.parent.name, "overrides": s.get("overrides", []), "summary": s})
-    return rows
+def collect(sweep_dir: Path) -> list[RunSummary]:
+    """The summaries of a sweep's jobs, in directory order."""
+    return [RunSummary.read(path.parent) for path in sorted(sweep_dir.glob("*/summary.json"))]
 
 
-def table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
+def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
     """Markdown table plus the same numbers as records; speedup = baseline s/step ÷ run s/step."""
-    base = next((r for r in rows if baseline and baseline in r["overrides"]), None)
-    base_sps = base["summary"]["seconds_per_step"] if base else None
-    shared = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
+    base = next((s for s in rows if baseline and baseline in s.overrides), None)
+    base_sps = base.seconds_per_step if base else None
+    shared = set.intersection(*(set(s.overrides) for s in rows)) if rows else set()
     records = []
-    for r in rows:
-        s = r["summary"]
-        sps = s["seconds_per_step"]
+    for s in rows:
+        sps = s.seconds_per_step
         records.append({
-            "run": " ".join(o for o in r["overrides"] if o not in shared) or r["dir"],
-            "held-out acc before": s["heldout_accuracy_before"],
-            "held-out acc after": s["heldout_accuracy_after"],
-            "train acc (last 10)": s["train_accuracy_last10"],
-            "keep ratio": s["keep_ratio_mean"],
-            "head acc": s["head_accuracy_after_cold_start"],
-            "zero-adv groups": s["zero_advantage_fraction"],
+            "run": " ".join(o for o in s.overrides if o not in shared) or Path(s.run_dir).name,
+            "held-out acc before": s.heldout_accuracy_before,
+            "held-out acc after": s.heldout_accuracy_after,
+            "train acc (last 10)": s.train_accuracy_last10,
+            "keep ratio": s.keep_ratio_mean,
+            "head acc": s.head_accuracy_after_cold_start,
+            "zero-adv groups": s.zero_advantage_fraction,
             "s / step": sps,
             "speedup": base_sps / sps if base_sps and sps else None,
         })
@@ -77,19 +75,19 @@ def _fmt(stats: tuple[float, float, float]) -> str:
     return f"{stats[0]:.3f} ± {stats[1]:.3f} (SE {stats[2]:.3f})"
 
 
-def seed_table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
+def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
     """Per arm (the overrides other than ``trainer.seed``) over its seeds: held-out accuracy after training and
     its gain over the before figure, as mean ± sd with the standard error of the mean, each seed's gain, and
     the difference to the ``baseline`` arm paired by seed (each seed starts from the same policy in every arm).
     Empty when no arm ran more than one seed."""
-    shared = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
-    arms: dict[str, dict[str, dict[str, Any]]] = {}
+    shared = set.intersection(*(set(r.overrides) for r in rows)) if rows else set()
+    arms: dict[str, dict[str, RunSummary]] = {}
     for r in rows:
-        seed = next((o[len(SEED_OVERRIDE):] for o in r["overrides"] if o.startswith(SEED_OVERRIDE)), None)
+        seed = next((o[len(SEED_OVERRIDE):] for o in r.overrides if o.startswith(SEED_OVERRIDE)), None)
         if seed is None:
             continue
-        arm = " ".join(o for o in r["overrides"] if o not in shared and not o.startswith(SEED_OVERRIDE)) or "all"
-        arms.setdefault(arm, {})[seed] = r["summary"]
+        arm = " ".join(o for o in r.overrides if o not in shared and not o.startswith(SEED_OVERRIDE)) or "all"
+        arms.setdefault(arm, {})[seed] = r
     if not any(len(runs) > 1 for runs in arms.values()):
         return "", []
     base = next((runs for arm, runs in arms.items() if baseline and baseline in arm.split()), None)
@@ -98,13 +96,13 @@ def seed_table(rows: list[dict[str, Any]], baseline: str | None) -> tuple[str, l
     records = []
     for arm, runs in arms.items():
         seeds = sorted(runs, key=lambda x: int(x) if x.lstrip("-").isdigit() else x)
-        after = [runs[x]["heldout_accuracy_after"] for x in seeds]
-        gain = [runs[x]["heldout_accuracy_after"] - runs[x]["heldout_accuracy_before"] for x in seeds]
-        paired = [runs[x]["heldout_accuracy_after"] - base[x]["heldout_accuracy_after"]
+        after = [runs[x].heldout_accuracy_after for x in seeds]
+        gain = [runs[x].heldout_accuracy_after - runs[x].heldout_accuracy_before for x in seeds]
+        paired = [runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
                   for x in seeds if base is not None and x in base]
         rec = {"arm": arm, "seeds": seeds, "after": _mean_sd_se(after), "gain": _mean_sd_se(gain),
                "gain_per_seed": gain, "vs_baseline": _mean_sd_se(paired) if paired and base is not runs else None,
-               "seconds_per_step": sum(runs[x]["seconds_per_step"] for x in seeds) / len(seeds)}
+               "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
         records.append(rec)
         lines.append(f"| {arm} | {len(seeds)} | {_fmt(rec['after'])} | {_fmt(rec['gain'])} | "
                      + " ".join(f"{g:+.3f}" for g in gain)

@@ -17,13 +17,14 @@ Decisions:
 - **Split by problem.** Rollouts of one problem share a prompt and are correlated; a problem is in one
   part only (head-fit, calibration or test), drawn once with a seed so every L is tested on the same
   problems.
-- **Training recipe of the RL run.** BCE minibatch steps through :func:`~arrol_pl.train.phases.head_update`
-  on a :class:`~arrol_pl.train.phases.FeatureReplay` window holding the fit part, AdamW.
+- **Training recipe of the RL run.** BCE minibatch steps through :func:`~arrol_pl.core.head_training.head_update`
+  on a :class:`~arrol_pl.core.head_training.FeatureReplay` window holding the whole fit part, AdamW, with
+  the trainer's :class:`~arrol_pl.core.head_training.HeadTrainingConfig` (more steps: one fit, not one per step).
 - **Calibration on fresh scores.** The online calibrator sees each rollout's score before the head has
   trained on it; the head's scores on its own training rollouts are over-confident. The calibrator is
   therefore fitted on a held-apart share of the training problems (``calibration_fraction``; 0 fits it on
   the head-fit part, which biases the ECE low and the accuracy high).
-- **Metrics** come from :mod:`arrol_pl.core.metrics` through :func:`~arrol_pl.train.phases.head_metrics`
+- **Metrics** come from :mod:`arrol_pl.core.metrics` through :func:`~arrol_pl.core.head_training.head_quality`
   (accuracy of the calibrated posterior > 0.5, AUC, Spearman, ECE); the majority-class accuracy of the
   test part is reported beside the head's accuracy, as the floor it must beat.
 """
@@ -31,7 +32,6 @@ Decisions:
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -43,14 +43,18 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.core.calibration import BinnedCalibrator
+from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
 from arrol_pl.core.metrics import binary_auc, spearman, voted_answer_correct, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
-from arrol_pl.train.evaluation import DeepConfSettings, trace_scores
-from arrol_pl.train.logprobs import make_micro_batches
-from arrol_pl.train.phases import FeatureReplay, head_metrics, head_update
+from arrol_pl.train.summary import RunSummary
+
+
+PROBE_TRAINING = HeadTrainingConfig(steps=300, replay=None)
+"""The probe's head recipe: the trainer's (``head.*``), fitted once on the whole fit part."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +63,8 @@ class ProbeSettings:
 
     hidden_dim: int = 256
     """Head width (conf/model/tiny.yaml ``head_hidden_dim``)."""
-    steps: int = 300
-    """BCE minibatch steps."""
-    lr: float = 1e-3
-    """AdamW learning rate (``algo.head_lr``)."""
-    batch_size: int = 256
-    """Minibatch size (``algo.head_batch_size``)."""
+    training: HeadTrainingConfig = field(default_factory=lambda: replace(PROBE_TRAINING))
+    """BCE minibatch steps, learning rate, minibatch size."""
     calibration_bins: int | None = None
     """B of the binned calibrator; None: one bin per 32 calibration rollouts, at most 128 (the density of the
     engine's 128 bins over its 4096-rollout window; 128 bins over a few hundred rollouts leave most bins
@@ -79,12 +79,6 @@ class ProbeSettings:
     def __post_init__(self) -> None:
         if self.hidden_dim < 1:
             raise ValueError(f"ProbeSettings.hidden_dim must be >= 1, got {self.hidden_dim}")
-        if self.steps < 1:
-            raise ValueError(f"ProbeSettings.steps must be >= 1, got {self.steps}")
-        if not self.lr > 0:
-            raise ValueError(f"ProbeSettings.lr must be > 0, got {self.lr}")
-        if self.batch_size < 1:
-            raise ValueError(f"ProbeSettings.batch_size must be >= 1, got {self.batch_size}")
         if self.calibration_bins is not None and self.calibration_bins < 1:
             raise ValueError(f"ProbeSettings.calibration_bins must be >= 1, got {self.calibration_bins}")
         if not 0.0 < self.test_fraction < 1.0:
@@ -283,8 +277,9 @@ def train_probe(features: torch.Tensor, labels: torch.Tensor, settings: ProbeSet
         head = QualityHead(features.shape[1], settings.hidden_dim)
     replay = FeatureReplay(labels.numel())
     replay.add(features, labels, torch.ones(labels.numel()))
-    optimizer = torch.optim.AdamW(head.parameters(), lr=settings.lr)
-    head_update(head, optimizer, replay, settings.steps, settings.batch_size,
+    t = settings.training
+    optimizer = torch.optim.AdamW(head.parameters(), lr=t.lr)
+    head_update(head, optimizer, replay, t.steps, t.batch_size,
                 torch.Generator().manual_seed(settings.seed))
     head.eval()
     with torch.no_grad():
@@ -305,18 +300,13 @@ def head_scores(head: QualityHead, features: torch.Tensor) -> torch.Tensor:
         return head(features.to(next(head.parameters()).device)).float().cpu()
 
 
-HEAD_METRIC_KEYS = {"spearman": "head/spearman", "auc": "head/auc", "accuracy": "head/posterior_accuracy",
-                    "accuracy_logit0": "head/accuracy", "ece": "head/calibration_error"}
-"""Names here → :func:`~arrol_pl.train.phases.head_metrics`' keys."""
-
-
 def quality_metrics(scores: torch.Tensor, labels: torch.Tensor, calibrator: BinnedCalibrator | None) -> dict[str, float]:
     """Spearman, AUC, accuracy (calibrated posterior > 0.5; raw logit > 0) and ECE; NaN where undefined."""
     if labels.numel() == 0:
-        return {name: float("nan") for name in HEAD_METRIC_KEYS}
-    m = head_metrics(scores, None if calibrator is None else calibrator.posterior(scores), labels)
-    # head_metrics leaves out what is undefined (one class only, no calibrator): NaN here.
-    return {name: m.get(key, float("nan")) for name, key in HEAD_METRIC_KEYS.items()}
+        return dict.fromkeys(("spearman", "auc", "accuracy", "accuracy_logit0", "ece"), float("nan"))
+    m = head_quality(scores, None if calibrator is None else calibrator.posterior(scores), labels)
+    return {"spearman": m["spearman"], "auc": m["auc"], "accuracy": m["posterior_accuracy"],
+            "accuracy_logit0": m["accuracy"], "ece": m["calibration_error"]}
 
 
 @dataclass
@@ -596,18 +586,13 @@ def load_exported_head(export_dir: Path) -> tuple[QualityHead | None, BinnedCali
     """
     head = calibrator = detect_length = None
     if (export_dir / "quality_head.pt").exists():
-        blob = torch.load(export_dir / "quality_head.pt", map_location="cpu", weights_only=True)
-        head = QualityHead(blob["input_dim"], blob["hidden_dim"])
-        head.load_state_dict(blob["state_dict"])
-        head.eval()
+        head = QualityHead.load(export_dir / "quality_head.pt")
     if (export_dir / "calibrator.pt").exists():
         state = torch.load(export_dir / "calibrator.pt", map_location="cpu", weights_only=True)
         calibrator = BinnedCalibrator(state["num_bins"], state["capacity"], state["alpha"])
         calibrator.load_state_dict(state)
-    summary = export_dir.parent / "summary.json"
-    if summary.exists():
-        engine_cfg = json.loads(summary.read_text()).get("config", {}).get("engine", {})
-        detect_length = engine_cfg.get("detect_length")
+    if (export_dir.parent / "summary.json").exists():
+        detect_length = RunSummary.read(export_dir.parent).config.get("engine", {}).get("detect_length")
     return head, calibrator, detect_length
 
 

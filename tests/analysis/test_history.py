@@ -1,11 +1,11 @@
-"""Phase-decomposition arithmetic of experiments/bench_phases.py (arrol_pl.train.bench)."""
+"""Phase-decomposition arithmetic of experiments/bench_phases.py (arrol_pl.analysis.history)."""
 
 import json
 import math
 
 import pytest
 
-from arrol_pl.train import bench
+from arrol_pl.analysis import history
 
 
 def step(gen, ref, update, opt=0.0, reward=0.01, head=0.01, sync=0.01, extra=0.0, tokens=1000, trained=900, keep=1.0):
@@ -17,66 +17,66 @@ def step(gen, ref, update, opt=0.0, reward=0.01, head=0.01, sync=0.01, extra=0.0
 
 
 def test_medians_skip_warmup_and_sum_timers():
-    history = [step(100.0, 1, 1)] * 2 + [step(2.0, 0.5, 1.0, opt=0.25), step(4.0, 0.5, 1.0, opt=0.25),
+    rows = [step(100.0, 1, 1)] * 2 + [step(2.0, 0.5, 1.0, opt=0.25), step(4.0, 0.5, 1.0, opt=0.25),
                                          step(3.0, 0.5, 1.0, opt=0.25, extra=0.1)]
-    m = bench.step_medians(history, warmup=2)
+    m = history.step_medians(rows, warmup=2)
     assert m["generation"] == 3.0  # the warm-up's 100 s steps are not counted
     assert m["update"] == pytest.approx(1.25)  # update + optimizer
     assert m["log-prob"] == 0.5 and m["steps"] == 3
     assert m["other"] == pytest.approx(0.1)  # the median step is the one with 0.1 s outside the timers
     with pytest.raises(ValueError, match="warmup=5"):
-        bench.step_medians(history, warmup=5)
+        history.step_medians(rows, warmup=5)
 
 
 def test_diagnose_names_the_phase_that_holds_back():
-    base = bench.step_medians([step(6.0, 1.0, 3.0, tokens=1000, trained=1000)], 0)
-    fast = bench.step_medians([step(3.0, 0.5, 1.5, tokens=500, trained=500, keep=0.5)], 0)
-    d = bench.diagnose(base, fast, goal=1.8)
+    base = history.step_medians([step(6.0, 1.0, 3.0, tokens=1000, trained=1000)], 0)
+    fast = history.step_medians([step(3.0, 0.5, 1.5, tokens=500, trained=500, keep=0.5)], 0)
+    d = history.diagnose(base, fast, goal=1.8)
     assert d["met"] and d["end_to_end"] == pytest.approx(base["step"] / fast["step"])
     assert d["generation_gap"] == pytest.approx(0.0)
-    slow_gen = bench.step_medians([step(5.0, 0.5, 1.5, tokens=500, trained=500, keep=0.5)], 0)
-    d = bench.diagnose(base, slow_gen, goal=1.8)
+    slow_gen = history.step_medians([step(5.0, 0.5, 1.5, tokens=500, trained=500, keep=0.5)], 0)
+    d = history.diagnose(base, slow_gen, goal=1.8)
     assert not d["met"] and d["holding_back"] == "generation"
     assert d["holding_back_ratio"] == pytest.approx(6.0 / 5.0) and d["holding_back_limit"] == pytest.approx(2.0)
     assert d["generation_gap"] == pytest.approx(1.2 / 2.0 - 1)
-    text = bench.diagnosis_text(d, "ARRoL (κ=0.5)")
+    text = history.diagnosis_text(d, "ARRoL (κ=0.5)")
     assert "short" in text and "generation holds it back" in text
 
 
 def test_table_and_json_history(tmp_path):
-    base = bench.step_medians([step(6.0, 1.0, 3.0)], 0)
-    arm = bench.step_medians([step(3.0, 0.5, 1.5, tokens=500, trained=450, keep=0.5)], 0)
-    table = bench.markdown_table([("GRPO", base), ("ARRoL", arm)], base)
+    base = history.step_medians([step(6.0, 1.0, 3.0)], 0)
+    arm = history.step_medians([step(3.0, 0.5, 1.5, tokens=500, trained=450, keep=0.5)], 0)
+    table = history.markdown_table([("GRPO", base), ("ARRoL", arm)], base)
     lines = table.splitlines()
     assert len(lines) == 4 and "(2.00×)" in lines[3] and "(2.00×)" not in lines[2]
     rows = [step(1.0, 0.1, 0.2), step(2.0, 0.1, 0.2)]
     (tmp_path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert bench.read_history(tmp_path) == rows
+    assert history.read_history(tmp_path) == rows
     with pytest.raises(FileNotFoundError, match="history.jsonl"):
-        bench.read_history(tmp_path / "missing")
+        history.read_history(tmp_path / "missing")
 
 
 def test_ratios_of_a_zero_phase_are_nan():
-    base = bench.step_medians([step(6.0, 0.0, 3.0)], 0)
-    r = bench.ratios(base, base)
+    base = history.step_medians([step(6.0, 0.0, 3.0)], 0)
+    r = history.ratios(base, base)
     assert math.isnan(r["log-prob"]) and r["step"] == 1.0
 
 
 def test_log_prob_phase_sums_old_and_reference_log_probs():
     row = {**step(2.0, 0.5, 1.0), "time/old_logprob": 0.25}
     row["time/step"] += 0.25
-    assert bench.step_medians([row], 0)["log-prob"] == pytest.approx(0.75)
+    assert history.step_medians([row], 0)["log-prob"] == pytest.approx(0.75)
 
 
 def test_phase_verdict_separates_fixed_cost_from_token_work():
     # update = 0.2 s fixed + 1 ms per trained token: 1000 tokens → 1.2 s; 500 → 0.7 s (1.71×, tokens 2×)
-    base = bench.step_medians([step(6.0, 1.0, 1.2, trained=1000)], 0)
-    arm = bench.step_medians([step(3.0, 0.5, 0.7, trained=500, keep=0.5)], 0)
-    v = bench.phase_verdict(base, arm, "update", 1.9)
+    base = history.step_medians([step(6.0, 1.0, 1.2, trained=1000)], 0)
+    arm = history.step_medians([step(3.0, 0.5, 0.7, trained=500, keep=0.5)], 0)
+    v = history.phase_verdict(base, arm, "update", 1.9)
     assert not v["met"] and v["ratio"] == pytest.approx(1.2 / 0.7) and v["limit"] == pytest.approx(2.0)
     assert v["fixed_seconds"] == pytest.approx(0.2)
-    assert "0.200 s of its 0.700 s/step does not scale" in bench.phase_verdict_text(v, "ARRoL")
-    v = bench.phase_verdict(base, arm, "log-prob", 1.9)  # 1.0 → 0.5 s: 2×, met
-    assert v["met"] and bench.phase_verdict_text(v, "ARRoL").endswith("met.")
-    few = bench.step_medians([step(3.0, 0.8, 0.7, trained=800, keep=0.5)], 0)
-    assert "shrinks only 1.25×" in bench.phase_verdict_text(bench.phase_verdict(base, few, "log-prob", 1.9), "ARRoL")
+    assert "0.200 s of its 0.700 s/step does not scale" in history.phase_verdict_text(v, "ARRoL")
+    v = history.phase_verdict(base, arm, "log-prob", 1.9)  # 1.0 → 0.5 s: 2×, met
+    assert v["met"] and history.phase_verdict_text(v, "ARRoL").endswith("met.")
+    few = history.step_medians([step(3.0, 0.8, 0.7, trained=800, keep=0.5)], 0)
+    assert "shrinks only 1.25×" in history.phase_verdict_text(history.phase_verdict(base, few, "log-prob", 1.9), "ARRoL")

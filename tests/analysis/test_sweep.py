@@ -4,12 +4,13 @@ import math
 
 import pytest
 
-from arrol_pl.train.sweep import seed_table
+from arrol_pl.analysis.sweep import seed_table
+from arrol_pl.train.summary import RunSummary
 
 
-def row(arm: str, seed: int, before: float, after: float) -> dict:
-    return {"dir": f"{arm}-{seed}", "overrides": [f"pruning={arm}", f"trainer.seed={seed}", "data.num_heldout=256"],
-            "summary": {"heldout_accuracy_before": before, "heldout_accuracy_after": after, "seconds_per_step": 0.5}}
+def row(arm: str, seed: int, before: float, after: float) -> RunSummary:
+    return RunSummary(overrides=[f"pruning={arm}", f"trainer.seed={seed}", "data.num_heldout=256"],
+                      heldout_accuracy_before=before, heldout_accuracy_after=after, seconds_per_step=0.5)
 
 
 def test_seed_table_means_spreads_and_pairs_by_seed():

@@ -1,0 +1,7 @@
+"""Analysis layer: reads what runs wrote and measures what a trained policy and head do, apart from training.
+
+:mod:`.history` reads ``history.jsonl`` and reduces it to per-phase medians; :mod:`.report` prints a run's
+summary; :mod:`.sweep` writes a multirun's table; :mod:`.results` rebuilds ``docs/results.md``;
+:mod:`.head_probe` probes the quality head offline (Fig. 2); :mod:`.evaluation` runs test-time
+evaluation (avg@k, pass@k, voting; Tables 1 and 3).
+"""

@@ -1,0 +1,33 @@
+"""Human-readable summaries of runs and sweeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from arrol_pl.train.summary import RunSummary
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def print_summary(s: RunSummary, out_dir: Path) -> None:
+    rows = [
+        ("held-out accuracy (avg@4, T=1)", f"{_fmt(s.heldout_accuracy_before)} → {_fmt(s.heldout_accuracy_after)}"),
+        ("held-out accuracy (greedy)", f"{_fmt(s.heldout_greedy_accuracy_before)} → {_fmt(s.heldout_greedy_accuracy_after)}"),
+        ("train accuracy (first step → last 10)", f"{_fmt(s.train_accuracy_first)} → {_fmt(s.train_accuracy_last10)}"),
+        ("keep ratio after cold start (target)", f"{_fmt(s.keep_ratio_mean)} ({_fmt(s.keep_ratio_target, '.2f')})"),
+        ("quality-head accuracy after cold start", _fmt(s.head_accuracy_after_cold_start)),
+        ("quality-head AUC after cold start", _fmt(s.head_auc_after_cold_start)),
+        ("zero-advantage groups after cold start", _fmt(s.zero_advantage_fraction)),
+        ("seconds per step (after cold start)", _fmt(s.seconds_per_step, ".2f")),
+        ("wall seconds (whole run)", _fmt(s.wall_seconds, ".1f")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print(f"\n{s.name}: {s.steps} steps")
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in s.seconds_per_phase.items() if v is not None)
+    print(f"  {'seconds per phase':<{width}}  {phases}")
+    print(f"  outputs: {out_dir} (summary.json, tb/, checkpoints/, export/)")

@@ -1,0 +1,108 @@
+"""How the quality head learns online (paper §4.2–4.3 (iii)) and how well it predicts: one recipe for the
+trainer and the offline probe.
+
+Decisions:
+- **Replay window.** One RL step yields only B×G×κ labelled features; the head takes several BCE
+  minibatch steps drawn from a sliding window of recent ones (:class:`FeatureReplay`) instead of a
+  single gradient step on the newest.
+- **Importance weights.** With ``pruning.importance_weighting`` a survivor counts 1/p in the loss, as in
+  the calibrator; weights are normalised to mean 1 per minibatch.
+- **Metrics** (:func:`head_quality`) are named without a logger prefix; what is undefined (one class
+  only, no posteriors) is NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from arrol_pl.core.metrics import binary_auc, expected_calibration_error, spearman
+from arrol_pl.core.quality_head import QualityHead
+
+
+@dataclass
+class HeadTrainingConfig:
+    """The quality head's training recipe (the trainer's ``head:`` config group; the probe's ``training``)."""
+
+    lr: float = 1e-3
+    """AdamW learning rate."""
+    steps: int = 8
+    """Minibatch BCE steps per update (per training step in RL)."""
+    batch_size: int = 256
+    """Minibatch size."""
+    replay: int | None = 2048
+    """Labelled features the replay window holds; None: every feature added."""
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        for key in ("steps", "batch_size"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.replay is not None and self.replay < 1:
+            raise ValueError(f"replay must be >= 1 or null (every feature), got {self.replay}")
+
+
+class FeatureReplay:
+    """A sliding window of labelled detect-time features ``(features (N, D), labels (N,), weights (N,))``."""
+
+    def __init__(self, capacity: int | None) -> None:
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"replay must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.features = torch.empty(0)
+        self.labels = torch.empty(0)
+        self.weights = torch.empty(0)
+
+    def __len__(self) -> int:
+        return int(self.labels.numel())
+
+    def add(self, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> None:
+        keep = slice(-self.capacity if self.capacity is not None else None, None)
+        if len(self) == 0:
+            self.features, self.labels, self.weights = features.float(), labels.float(), weights.float()
+        else:
+            self.features = torch.cat([self.features, features.float()])
+            self.labels = torch.cat([self.labels, labels.float()])
+            self.weights = torch.cat([self.weights, weights.float()])
+        self.features, self.labels, self.weights = self.features[keep], self.labels[keep], self.weights[keep]
+
+    def state_dict(self) -> dict[str, torch.Tensor | int | None]:
+        return {"capacity": self.capacity, "features": self.features, "labels": self.labels, "weights": self.weights}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.capacity = None if state["capacity"] is None else int(state["capacity"])
+        self.features, self.labels, self.weights = state["features"], state["labels"], state["weights"]
+
+
+def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
+                batch_size: int, generator: torch.Generator) -> float:
+    """``steps`` minibatch BCE steps of the head on the replay window (features are detached: no
+    gradient reaches the policy); weights normalised to mean 1 per minibatch. Returns the mean loss."""
+    device = next(head.parameters()).device
+    total = 0.0
+    for _ in range(steps):
+        idx = torch.randint(len(replay), (min(batch_size, len(replay)),), generator=generator)
+        w = replay.weights[idx]
+        loss = head.loss(replay.features[idx].to(device), replay.labels[idx].to(device), (w / w.mean()).to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += float(loss.detach())
+    return total / max(steps, 1)
+
+
+def head_quality(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor) -> dict[str, float]:
+    """Quality of head scores ``(N,)`` against final correctness ``labels (N,)`` (Fig. 2): ``accuracy`` of
+    the raw logit at 0, ``auc``, ``spearman``, and with calibrated ``posteriors (N,)`` their
+    ``calibration_error`` (ECE) and ``posterior_accuracy`` (> 0.5). NaN where undefined."""
+    labels = labels.float()
+    nan = float("nan")
+    return {
+        "accuracy": float(((scores > 0).float() == labels).float().mean()),
+        "auc": binary_auc(scores, labels),
+        "spearman": spearman(scores, labels),
+        "calibration_error": nan if posteriors is None else expected_calibration_error(posteriors, labels),
+        "posterior_accuracy": nan if posteriors is None else float(((posteriors > 0.5).float() == labels).float().mean()),
+    }

@@ -1,0 +1,99 @@
+"""What the trainer may ask of a rollout engine, importable without vLLM.
+
+:class:`RolloutEngine` is the boundary between the trainer (``arrol_pl.train``) and a rollout backend
+(:class:`~arrol_pl.engine.engine.ArrolEngine` on vLLM): generate with the pruning parameters h_t of the
+step as an argument (Algorithm 1 l. 12–28), load new weights (l. 14), re-seed sampling, close. The
+records a generation returns, :class:`Rollout` and :class:`GenerationResult`, live here too, so code
+that reads rollouts (phases, probe, tests) needs no vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from arrol_pl.core.pruning import PrunerParams
+
+FINISH_REASONS = ("stop", "length", "pruned")
+
+
+@dataclass
+class Rollout:
+    """One generated rollout; ``feature``/``score`` follow the engine's position convention."""
+
+    prompt_index: int
+    sample_index: int
+    prompt_token_ids: list[int]
+    response_token_ids: list[int]
+    text: str
+    finish_reason: str
+    """``stop`` | ``length`` | ``pruned``."""
+    pruned: bool
+    feature: torch.Tensor | None
+    """(D,) float32 on CPU: the head's training input. None only if no hidden row was captured."""
+    score: float | None
+    """Raw quality-head logit on ``feature``, computed inside the engine step."""
+    eligible: bool = False
+    """True if the rollout reached ``L_detect`` unfinished (a prune candidate)."""
+    survival: float | None = None
+    """p_i of Eq. 2 (None without pruner params)."""
+    posterior: float | None = None
+    """q_i of Eq. 1 (None without pruner params)."""
+    generated_tokens: int = 0
+    """Tokens the engine generated for it (> ``len(response_token_ids)`` only for a pruned rollout that kept
+    running while its group waited)."""
+    logprobs: list[dict[int, float]] | None = None
+    """Per response token: {token id: log-prob} of the top-k (plus the sampled token)."""
+
+
+@dataclass
+class GenerationResult:
+    rollouts: list[Rollout]
+    wall_seconds: float
+    steps: int
+    generated_tokens: int
+
+    @property
+    def keep_ratio(self) -> float:
+        """Fraction of rollouts not pruned (≥ κ: rollouts finishing before L_detect are never pruned)."""
+        return sum(not r.pruned for r in self.rollouts) / max(len(self.rollouts), 1)
+
+
+class RolloutEngine(Protocol):
+    """The calls the trainer makes on its rollout backend."""
+
+    hidden_size: int
+    """Width of the detect-time features (the policy's hidden size): the quality head's input."""
+
+    def generate(
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        group_size: int,
+        sampling: Mapping[str, Any],
+        detect_length: int | None = None,
+        pruner: PrunerParams | None = None,
+        logprobs_topk: int | None = None,
+        progress: str | None = None,
+    ) -> GenerationResult:
+        """``len(prompts) × group_size`` rollouts ordered by (prompt, sample), scored at ``detect_length`` and
+        pruned per ``pruner`` (h_t; None prunes nothing)."""
+        ...
+
+    def sync_weights(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]] | None = None,
+        head_state: Mapping[str, torch.Tensor] | None = None,
+    ) -> float:
+        """Load policy weights (HF names, full tensors) and the quality head's state; returns the seconds taken."""
+        ...
+
+    def seed_sampling(self, seed: int) -> None:
+        """Make the next generations' sampling a function of ``seed`` and the weights."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend; a new one may then start in this process."""
+        ...

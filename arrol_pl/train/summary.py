@@ -1,0 +1,102 @@
+"""The record of one run that ``summary.json`` holds: :class:`RunSummary`.
+
+Written by :func:`arrol_pl.train.experiment.run_experiment`; read by the run's report, sweep tables and the
+results page (:mod:`arrol_pl.analysis`). The file keeps its keys (the field names, in this order), so runs
+written before the record existed load too; keys a run predates take their defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RunSummary:
+    """Means over the steps after the cold start unless named otherwise (``None``: never measured)."""
+
+    name: str = ""
+    heldout_accuracy_before: float | None = None
+    """Held-out avg@k before training (``trainer.eval_samples`` samples per problem)."""
+    heldout_accuracy_after: float | None = None
+    heldout_greedy_accuracy_before: float | None = None
+    heldout_greedy_accuracy_after: float | None = None
+    heldout_accuracy_se_before: float | None = None
+    """Standard error of the held-out avg@k over problems."""
+    heldout_accuracy_se_after: float | None = None
+    heldout_problems: int = 0
+    heldout_samples: int = 0
+    train_accuracy_first: float | None = None
+    """Training accuracy (over survivors) of the first step."""
+    train_accuracy_last10: float | None = None
+    """Training accuracy over the last 10 steps."""
+    keep_ratio_target: float | None = None
+    """κ (1 without pruning)."""
+    keep_ratio_mean: float | None = None
+    pruning_active_fraction: float | None = None
+    head_accuracy_after_cold_start: float | None = None
+    head_auc_after_cold_start: float | None = None
+    head_spearman_after_cold_start: float | None = None
+    head_calibration_error_after_cold_start: float | None = None
+    positive_ratio_mean: float | None = None
+    """E[ρ̂] over groups (paper Table 4)."""
+    rho_1_minus_rho_mean: float | None = None
+    """E[ρ̂(1−ρ̂)] (paper Table 4)."""
+    zero_advantage_fraction: float | None = None
+    seconds_per_phase: dict[str, float | None] = field(default_factory=dict)
+    """Phase name → mean seconds per step (Table 5's decomposition)."""
+    seconds_per_step: float | None = None
+    policy: dict[str, float | None] = field(default_factory=dict)
+    """``policy/*`` metric → its mean over every step."""
+    steps: int = 0
+    wall_seconds: float | None = None
+    """The whole run, model loading and evaluations included."""
+    status: str = "completed"
+    """completed | interrupted | failed."""
+    signal: str | None = None
+    error: str | None = None
+    checkpoint: str | None = None
+    """The last good checkpoint (what ``trainer.resume`` takes)."""
+    skipped_steps: dict[str, int] = field(default_factory=dict)
+    keep_ratio_effective: float | None = None
+    """The keep ratio the per-group floor allows."""
+    fit_seconds: float | None = None
+    policy_dir: str | None = None
+    export_dir: str | None = None
+    checkpoint_dir: str | None = None
+    tensorboard_dir: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    """The command line's Hydra overrides (sweep tables name their rows by them)."""
+    data_rows: dict[str, Any] = field(default_factory=dict)
+    """Per split: source, rows read, problems, skipped rows per reason."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The whole :class:`~arrol_pl.train.config.RunConfig`, as a dict."""
+    run_dir: str | None = field(default=None, metadata={"file": False})
+    """The directory the record was read from (not written to the file)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``summary.json`` holds."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("file", True)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], run_dir: str | None = None) -> "RunSummary":
+        known = {f.name for f in dataclasses.fields(cls) if f.metadata.get("file", True)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"summary.json has keys RunSummary does not know: {unknown}")
+        return cls(**data, run_dir=run_dir)
+
+    @classmethod
+    def read(cls, run_dir: Path | str) -> "RunSummary":
+        """``run_dir/summary.json``."""
+        path = Path(run_dir) / "summary.json"
+        try:
+            return cls.from_json(json.loads(path.read_text()), run_dir=str(run_dir))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+
+    def write(self, run_dir: Path) -> None:
+        (Path(run_dir) / "summary.json").write_text(json.dumps(self.to_json(), indent=2, default=str))
