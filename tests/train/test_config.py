@@ -1,3 +1,4 @@
+import importlib
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,15 @@ def test_every_experiment_composes_and_validates(exp):
         load_run_config(compose("config", overrides=[f"+exp={exp}"]))
         sweep = dict(cfg.hydra.sweeper.params or {})
         assert bool(sweep) != (exp in SINGLE_RUN), f"exp={exp}: sweep {sweep}"
+        for callback in (cfg.hydra.callbacks or {}).values():  # Hydra imports these only when the sweep ends
+            module, _, name = callback._target_.rpartition(".")
+            assert hasattr(importlib.import_module(module), name), f"exp={exp}: {callback._target_}"
         # every point of the sweep is a valid run too
         for key, values in sweep.items():
             for value in str(values).split(","):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
-    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning"]
+    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds"]
 
 
 def test_bench_preset_is_the_long_response_setting():
