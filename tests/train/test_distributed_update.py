@@ -1,0 +1,86 @@
+"""The update under FSDP2 with a global loss normaliser equals the one-rank update (issue 14, point 5).
+
+Two real processes (gloo on CPU; NCCL on two GPUs when there are), no engine: ``update_worker.py`` runs the
+same step's PPO update (2 mini-batches × 2 epochs, SGD, ranks with different micro-batch counts) sharded over
+two ranks; this process runs it on one. A per-rank normaliser, run beside it, must differ: the check can fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+
+
+def load_worker():
+    spec = importlib.util.spec_from_file_location("update_worker", HERE / "update_worker.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args: list[str], world_size: int, timeout: float, env: dict[str, str] | None = None) -> None:
+    """Run ``python args…`` as ``world_size`` ranks of one process group on this machine; a rank that fails or a
+    group that outlives ``timeout`` seconds (a collective waiting for a rank) fails the test, all ranks killed."""
+    port = str(free_port())
+    base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world_size),
+            "OMP_NUM_THREADS": "1", **(env or {})}
+    procs = [subprocess.Popen([sys.executable, *args], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world_size)]
+    try:
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        tails = "\n".join(f"rank {r}:\n{p.communicate()[0][-2000:]}" for r, p in enumerate(procs))
+        pytest.fail(f"{world_size} ranks of {args[0]} did not finish in {timeout} s (a collective hung)\n{tails}")
+    for r, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{out[-3000:]}"
+
+
+def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+def check_equivalence(tmp_path: Path, backend: str, env: dict[str, str] | None = None) -> None:
+    worker = load_worker()
+    out = tmp_path / "two_ranks.pt"
+    launch([str(HERE / "update_worker.py"), str(out), backend], 2, timeout=90, env=env)
+    two = torch.load(out, weights_only=True)
+    one, one_norms = worker.update(None, torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu"))
+    start = {k: v.detach() for k, v in worker.tiny_policy().state_dict().items()}
+
+    assert len(one_norms) == len(two["norms"]) == 4  # 2 mini-batches × 2 epochs on every rank
+    assert max_diff(one, start) > 1e-2  # the update moved the weights well beyond the tolerance
+    assert max_diff(two["weights"], one) <= 1e-5
+    torch.testing.assert_close(torch.tensor(two["norms"]), torch.tensor(one_norms), rtol=1e-5, atol=1e-6)
+    # Normalising each rank by its own tokens (gradients then averaged) is a different update.
+    assert max_diff(two["per_rank_weights"], one) > 1e-3
+
+
+def test_two_rank_fsdp_update_equals_one_rank_update_gloo(tmp_path):
+    check_equivalence(tmp_path, "gloo")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="NCCL needs two CUDA devices (one process per GPU)")
+def test_two_rank_fsdp_update_equals_one_rank_update_nccl(tmp_path):
+    check_equivalence(tmp_path, "nccl")
