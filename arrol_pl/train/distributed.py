@@ -103,6 +103,14 @@ class RankSync:
             else:
                 backward(response_log_probs(policy, batch).sum() * 0.0)
 
+    def reduce_metrics(self, metrics: dict[str, float], summed: Sequence[str] = ()) -> dict[str, float]:
+        """Means over ranks of this rank's ``metrics`` (every rank must pass the same keys in the same order),
+        sums for the keys in ``summed``. A ratio over rollouts is global this way: every rank decodes the same
+        number of rollouts (B/W prompts × G)."""
+        keys = list(metrics)
+        totals = self.sum(*(metrics[k] for k in keys))
+        return {k: v if k in summed else v / self.world_size for k, v in zip(keys, totals)}
+
     def gather_rows(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         """All-gather row-aligned tensors of this rank's rows (dim 0, any length per rank), concatenated in
         rank order; every rank gets the same result."""

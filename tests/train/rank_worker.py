@@ -1,10 +1,15 @@
-"""One rank of the update-equivalence check (``test_distributed_update.py``): a PPO update of a tiny Qwen3 on
-fixed rollouts, sharded with FSDP2 over ``WORLD_SIZE`` ranks, or plain on one process.
+"""One rank of the multi-rank checks (``test_distributed.py``), on one fixed step's rollouts, no engine:
 
-Run by the test as ``python update_worker.py OUT BACKEND`` in each rank's process, with ``RANK``,
-``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set (torchrun sets them too); rank 0 saves the
-gathered weights, a second run's with a per-rank normaliser (the error the global one prevents), and
-both runs' gradient norms to ``OUT``. Needs torch, transformers and this package, no engine.
+- :func:`update`: a PPO update of a tiny Qwen3, sharded with FSDP2 over ``WORLD_SIZE`` ranks, or plain on
+  one process;
+- :func:`pruning_state`: the survivors gathered over ranks, then the calibrator, the head's replay window and
+  its update, the next step's δ and the step's balance and head metrics.
+
+Run by the test as ``python rank_worker.py OUT BACKEND`` in each rank's process, with ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set (torchrun sets them too). Rank 0 saves the
+gathered weights, a second run's with a per-rank normaliser (the error the global one prevents) and both
+runs' gradient norms to ``OUT``; every rank saves its pruning state to ``OUT.rank<r>``. Needs torch,
+transformers and this package.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import sys
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from arrol_pl.core.pruning import PruningConfig, build_pruner_params
+from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config import AlgoConfig
 from arrol_pl.train.distributed import RankSync, full_weights, shard_policy, shard_prompts
-from arrol_pl.train.phases import PhaseTimer, Survivors, logprob_phase, policy_update, step_advantages
+from arrol_pl.train.phases import (FeatureReplay, PhaseTimer, Survivors, balance_metrics, head_metrics, head_update,
+                                   logprob_phase, policy_update, step_advantages)
 
 GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
 """Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""
@@ -28,6 +36,10 @@ ALGO = AlgoConfig(prompts_per_step=8, group_size=4, ppo_mini_batch_size=4, ppo_e
 (so ranks differ in micro-batches), no gradient clipping: SGD then shows any error of the normaliser."""
 
 LR = 0.2
+
+FEATURES = 16
+"""Width of the detect-time features of the pruning-state check."""
+PRUNING = PruningConfig(keep_ratio=0.5, cold_start_steps=0, num_bins=8, buffer_capacity=64)
 
 
 def tiny_policy() -> Qwen3ForCausalLM:
@@ -46,8 +58,8 @@ def step_rollouts() -> tuple[Survivors, torch.Tensor]:
     surv = Survivors(
         prompt_ids=[prompts[b] for b in groups],
         response_ids=[torch.randint(1, 64, (2 + (5 * i) % 11,), generator=g).tolist() for i in range(n)],
-        texts=[""] * n, group_ids=torch.tensor(groups), features=torch.zeros(n, 1), scores=torch.zeros(n),
-        survival=torch.ones(n), golds=[""] * n)
+        texts=[""] * n, group_ids=torch.tensor(groups), features=torch.randn(n, FEATURES, generator=g),
+        scores=torch.randn(n, generator=g), survival=torch.rand(n, generator=g) * 0.5 + 0.5, golds=[""] * n)
     return surv, torch.randint(0, 2, (n,), generator=g).float()
 
 
@@ -99,6 +111,29 @@ def update(ranks: RankSync | None, device: torch.device) -> tuple[dict[str, torc
     return {k: v.detach().cpu().clone() for k, v in full_weights(iter(policy.state_dict().items()))}, norms
 
 
+def pruning_state(ranks: RankSync | None) -> dict:
+    """One step's pruning-state update from this rank's survivors (all of them on one process): the calibrator
+    and the head's replay window take the gathered survivors, the head trains on them, δ is solved for the next
+    step; returns those and the step's balance and head metrics."""
+    rank, world_size = (ranks.rank, ranks.world_size) if ranks is not None else (0, 1)
+    surv, labels = rank_share(*step_rollouts(), rank, world_size)
+    groups, scores, weights, features = surv.group_ids, surv.scores, 1.0 / surv.survival, surv.features
+    if ranks is not None:
+        groups, scores, labels, weights, features = ranks.gather_survivors(groups, scores, labels, weights, features)
+    calibrator = PRUNING.make_calibrator()
+    calibrator.update(scores, labels, weights)
+    torch.manual_seed(3)
+    head = QualityHead(FEATURES, 8)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=1e-2)
+    replay = FeatureReplay(256)
+    replay.add(features, labels, weights)
+    head_update(head, optimizer, replay, 4, 8, torch.Generator().manual_seed(5))
+    params = build_pruner_params(PRUNING, calibrator, 1)
+    return {"calibrator": calibrator.state_dict(), "head": head.state_dict(), "delta": params.delta,
+            "groups": groups, "metrics": {**balance_metrics(labels, groups),
+                                          **head_metrics(scores, params.posterior(scores), labels)}}
+
+
 def main(out: str, backend: str) -> None:
     import torch.distributed as dist
 
@@ -107,6 +142,7 @@ def main(out: str, backend: str) -> None:
     if backend == "nccl":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank())))
         torch.cuda.set_device(device)
+    torch.save(pruning_state(RankSync()), f"{out}.rank{dist.get_rank()}")
     weights, norms = update(RankSync(), device)
     per_rank, per_rank_norms = update(PerRankNormaliser(), device)
     if dist.get_rank() == 0:

@@ -1,8 +1,10 @@
-"""The update under FSDP2 with a global loss normaliser equals the one-rank update (issue 14, point 5).
+"""Several ranks without an engine (issue 14): two real processes (gloo on CPU; NCCL on two GPUs when there
+are) run ``rank_worker.py`` on one fixed step's rollouts, this process runs the same on one rank.
 
-Two real processes (gloo on CPU; NCCL on two GPUs when there are), no engine: ``update_worker.py`` runs the
-same step's PPO update (2 mini-batches × 2 epochs, SGD, ranks with different micro-batch counts) sharded over
-two ranks; this process runs it on one. A per-rank normaliser, run beside it, must differ: the check can fail.
+- The update under FSDP2 with a global loss normaliser equals the one-rank update (2 mini-batches × 2
+  epochs, SGD, ranks with different micro-batch counts); a per-rank normaliser, run beside it, must differ.
+- One pruning state: after gathering the survivors, both ranks hold the one-rank calibrator, head and δ,
+  and the balance and head metrics are the one-rank (global) ones.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ REPO = HERE.parents[1]
 
 
 def load_worker():
-    spec = importlib.util.spec_from_file_location("update_worker", HERE / "update_worker.py")
+    spec = importlib.util.spec_from_file_location("rank_worker", HERE / "rank_worker.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -60,10 +62,26 @@ def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
 
 
-def check_equivalence(tmp_path: Path, backend: str, env: dict[str, str] | None = None) -> None:
+def check_pruning_state(out: Path, worker) -> None:
+    one = worker.pruning_state(None)
+    for r in range(2):
+        rank = torch.load(f"{out}.rank{r}", weights_only=True)
+        assert torch.equal(rank["groups"], one["groups"])  # gathered in global prompt order
+        for key, value in one["calibrator"].items():
+            assert torch.equal(torch.as_tensor(rank["calibrator"][key]), torch.as_tensor(value)), key
+        for key, value in one["head"].items():
+            torch.testing.assert_close(rank["head"][key], value, rtol=0, atol=1e-6)
+        assert rank["delta"] == pytest.approx(one["delta"], abs=1e-9)
+        assert rank["metrics"].keys() == one["metrics"].keys()
+        for key, value in one["metrics"].items():
+            assert rank["metrics"][key] == pytest.approx(value, abs=1e-6), key
+
+
+def check_ranks(tmp_path: Path, backend: str, env: dict[str, str] | None = None) -> None:
     worker = load_worker()
     out = tmp_path / "two_ranks.pt"
-    launch([str(HERE / "update_worker.py"), str(out), backend], 2, timeout=90, env=env)
+    launch([str(HERE / "rank_worker.py"), str(out), backend], 2, timeout=90, env=env)
+    check_pruning_state(out, worker)
     two = torch.load(out, weights_only=True)
     one, one_norms = worker.update(None, torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu"))
     start = {k: v.detach() for k, v in worker.tiny_policy().state_dict().items()}
@@ -76,11 +94,11 @@ def check_equivalence(tmp_path: Path, backend: str, env: dict[str, str] | None =
     assert max_diff(two["per_rank_weights"], one) > 1e-3
 
 
-def test_two_rank_fsdp_update_equals_one_rank_update_gloo(tmp_path):
-    check_equivalence(tmp_path, "gloo")
+def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_gloo(tmp_path):
+    check_ranks(tmp_path, "gloo")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
                     reason="NCCL needs two CUDA devices (one process per GPU)")
-def test_two_rank_fsdp_update_equals_one_rank_update_nccl(tmp_path):
-    check_equivalence(tmp_path, "nccl")
+def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_nccl(tmp_path):
+    check_ranks(tmp_path, "nccl")
