@@ -88,6 +88,8 @@ class EngineConfig:
     """GPU only: allow :meth:`ArrolEngine.sleep` / :meth:`ArrolEngine.wake_up` to free memory for training."""
     head_hidden_dim: int = 256
     """Hidden width of the quality head built when none is given."""
+    join_launcher_world: bool = False
+    """Several training ranks: join their ``torch.distributed`` world (see :func:`adapter.launcher_world_args`)."""
     logprobs_mode: str = "raw_logprobs"
     """vLLM's ``logprobs_mode`` of returned log-probs: ``raw_logprobs`` (before temperature) or
     ``processed_logprobs`` (the distribution actually sampled from: what a trainer compares against)."""
@@ -300,6 +302,8 @@ class ArrolEngine:
         )
         if config.max_num_batched_tokens is not None:
             args["max_num_batched_tokens"] = config.max_num_batched_tokens
+        if config.join_launcher_world:
+            args.update(adapter.launcher_world_args())
         if self.platform == "cuda":
             args.update(
                 gpu_memory_utilization=config.gpu_memory_utilization, enable_sleep_mode=config.enable_sleep_mode

@@ -22,6 +22,7 @@ Single process: every function here is the identity (``world() == (0, 1)``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Callable, Iterator, Sequence, TypeVar
 
 import torch
@@ -31,6 +32,10 @@ from torch import nn
 from arrol_pl.train.logprobs import length_buckets, pack, response_log_probs
 
 T = TypeVar("T")
+
+SUMMED_METRICS = ("tokens/generated", "tokens/kept", "policy/loss", "policy/trained_tokens", "policy/trained_rollouts")
+"""Per-step metrics whose global value is the sum over ranks (each rank's ``policy/loss`` is its share of the
+globally normalised loss); the others are means."""
 
 
 def world() -> tuple[int, int]:
@@ -104,12 +109,23 @@ class RankSync:
                 backward(response_log_probs(policy, batch).sum() * 0.0)
 
     def reduce_metrics(self, metrics: dict[str, float], summed: Sequence[str] = ()) -> dict[str, float]:
-        """Means over ranks of this rank's ``metrics`` (every rank must pass the same keys in the same order),
-        sums for the keys in ``summed``. A ratio over rollouts is global this way: every rank decodes the same
-        number of rollouts (B/W prompts × G)."""
-        keys = list(metrics)
-        totals = self.sum(*(metrics[k] for k in keys))
-        return {k: v if k in summed else v / self.world_size for k, v in zip(keys, totals)}
+        """Over the ranks that report a key (a rank without training rows has no log-prob mismatch): the mean
+        of this rank's ``metrics``, the sum for keys in ``summed``. A ratio over rollouts is global this way:
+        every rank decodes the same number of rollouts (B/W prompts × G)."""
+        every: list[dict[str, float]] = [{} for _ in range(self.world_size)]
+        dist.all_gather_object(every, metrics)
+        out = {}
+        for key in dict.fromkeys(k for m in every for k in m):
+            values = [m[key] for m in every if key in m]
+            out[key] = sum(values) if key in summed else sum(values) / len(values)
+        return out
+
+    def identical(self, *states) -> bool:
+        """Whether every rank holds bitwise the same ``states`` (nested dicts, lists, tensors, numbers): the
+        invariant of one pruning state, checked each step at the cost of one small all-gather."""
+        every: list[str] = [""] * self.world_size
+        dist.all_gather_object(every, _digest(states))
+        return len(set(every)) == 1
 
     def gather_rows(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         """All-gather row-aligned tensors of this rank's rows (dim 0, any length per rank), concatenated in
@@ -134,13 +150,39 @@ class RankSync:
         return [t[order] for t in gathered]
 
 
+def _digest(state) -> str:
+    h = hashlib.sha256()
+
+    def walk(x) -> None:
+        if isinstance(x, torch.Tensor):
+            h.update(f"{x.dtype}{tuple(x.shape)}".encode())
+            h.update(x.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        elif isinstance(x, dict):
+            for key in x:
+                h.update(repr(key).encode())
+                walk(x[key])
+        elif isinstance(x, (list, tuple)):
+            for item in x:
+                walk(item)
+        else:
+            h.update(repr(x).encode())
+
+    walk(state)
+    return h.hexdigest()
+
+
+def full_value(tensor: torch.Tensor) -> torch.Tensor:
+    """A ``DTensor`` (the gradient norm of an FSDP2 policy) as a plain tensor; a plain tensor as it is."""
+    from torch.distributed.tensor import DTensor
+
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
 def full_weights(weights: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, full tensor) pairs from (name, possibly sharded tensor) ones: an FSDP2 ``DTensor`` is all-gathered
     (every rank must iterate the same names in the same order), a plain tensor passes through."""
-    from torch.distributed.tensor import DTensor
-
     for name, tensor in weights:
-        yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+        yield name, full_value(tensor)
 
 
 def shard_policy(policy: nn.Module, mesh) -> nn.Module:
@@ -154,3 +196,41 @@ def shard_policy(policy: nn.Module, mesh) -> nn.Module:
         fully_shard(block, mesh=mesh)
     fully_shard(policy, mesh=mesh)
     return policy
+
+
+def init_launcher_world(trainer) -> int:
+    """Initialise the process group of the ranks torchrun started (``experiments/run.py`` starts torchrun itself
+    on one node; on several, ``srun torchrun ...``) before any engine joins it; Lightning's strategy then
+    reuses it (its torchelastic environment). gloo on CPU, NCCL on CUDA (one device per local rank).
+    Returns this rank.
+
+    ``trainer``: the run's :class:`~arrol_pl.train.config.TrainerConfig`.
+    """
+    import os
+
+    from arrol_pl.train.config import ConfigError
+
+    world_size = os.environ.get("WORLD_SIZE")
+    if world_size is None or int(world_size) != trainer.ranks:
+        raise ConfigError(f"trainer.devices × trainer.num_nodes = {trainer.ranks} ranks, but the launcher started "
+                          f"{world_size or 'none'}: on one node run experiments/run.py (it starts torchrun), on "
+                          f"several start torchrun --nnodes {trainer.num_nodes} --nproc-per-node {trainer.devices} "
+                          "on each node")
+    cuda = trainer.accelerator in ("gpu", "cuda") or (trainer.accelerator == "auto" and torch.cuda.is_available())
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return dist.get_rank()
+
+
+def rank_zero_first(fn: Callable[[], T]) -> T:
+    """``fn()`` on rank 0, then on the other ranks: a cache ``fn`` fills (the tiny policy's build and warm start)
+    is built once, and the others read it. Plain ``fn()`` without a process group."""
+    rank, world_size = world()
+    if world_size > 1 and rank:
+        dist.barrier()
+    out = fn()
+    if world_size > 1 and not rank:
+        dist.barrier()
+    return out

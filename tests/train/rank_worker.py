@@ -23,7 +23,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.distributed import RankSync, full_weights, shard_policy, shard_prompts
+from arrol_pl.train.distributed import RankSync, full_value, full_weights, shard_policy, shard_prompts
 from arrol_pl.train.phases import (FeatureReplay, PhaseTimer, Survivors, balance_metrics, head_metrics, head_update,
                                    logprob_phase, policy_update, step_advantages)
 
@@ -101,7 +101,7 @@ def update(ranks: RankSync | None, device: torch.device) -> tuple[dict[str, torc
         norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), float("inf"))
         optimizer.step()
         optimizer.zero_grad()
-        norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
+        norms.append(float(full_value(norm)))
         return norms[-1]
 
     timer = PhaseTimer()
