@@ -167,6 +167,9 @@ class ArrolModule(L.LightningModule):
         labels = torch.as_tensor(scored.correct, dtype=torch.float32)
         advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
 
+        # GPU with engine.enable_sleep_mode: the engine frees its KV cache (weights to host memory) for the update,
+        # as verl and TRL do; False, and nothing happens, on CPU.
+        asleep = self.engine.sleep()
         reference = self._reference[0] if self._reference else None
         logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer, self.ranks)
         opt = self.optimizers()
@@ -195,6 +198,8 @@ class ArrolModule(L.LightningModule):
             head_loss = phases.head_update(self.head, self.head_optimizer, self.replay, algo.head_steps,
                                            algo.head_batch_size, self.head_generator)
         with timer("sync"):
+            if asleep:
+                self.engine.wake_up()
             self.engine.sync_weights(distributed.full_weights(phases.policy_weights(self.policy)),
                                      self.head.state_dict())
 
