@@ -191,7 +191,7 @@ class ArrolModule(L.LightningModule):
         pruning_state = (surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
         if self.ranks is not None:  # one pruning state: every rank updates with all ranks' survivors
             pruning_state = tuple(self.ranks.gather_survivors(*pruning_state))
-        group_ids, scores, labels, weights, features, rewards = pruning_state
+        group_ids, scores, labels, weights, features, step_rewards = pruning_state
         self.calibrator.update(scores, labels, weights)
         with timer("head"):
             self.replay.add(features, labels, weights)
@@ -204,7 +204,7 @@ class ArrolModule(L.LightningModule):
                                      self.head.state_dict())
 
         metrics = {
-            "reward/mean": float(rewards.mean()),
+            "reward/mean": float(step_rewards.mean()),
             "reward/accuracy": float(labels.mean()),
             **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
             **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
