@@ -38,10 +38,15 @@ def remove_if_only_hydra(run_dir: Path) -> None:
 
 def launch_ranks(run, hydra_dir: Path) -> int:
     """``trainer.devices > 1`` on one node, not started by a launcher: run this command as that many ranks
-    under torchrun (one run directory for all); returns torchrun's exit status."""
+    under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
+    policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
+    from arrol_pl.train.experiment import policy_directory, preflight
+
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
                           "(README, \"Several devices\"); experiments/run.py launches the ranks of one node only")
+    preflight(run)
+    policy_directory(run)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={run.trainer.devices}",
                __file__, *sys.argv[1:], f"hydra.run.dir={hydra_dir}"]
     return subprocess.call(command)

@@ -1,6 +1,7 @@
 """``experiments/run.py trainer.devices=2`` on CPU (issue 14, point 5): two ranks under torchrun, FSDP2 over
-gloo, a vLLM engine per rank joined to their world, 3 training steps of the warm-started tiny policy, then a
-resume of the last step from the step-2 checkpoint on two ranks again."""
+gloo, a vLLM engine per rank joined to their world, 3 training steps of the tiny policy, then a resume of the
+last step from the step-2 checkpoint on two ranks again. The policy is not warm-started (the warm start takes
+minutes on a shared 2-core machine): rewards are mostly 0, which changes nothing checked here."""
 
 import json
 
@@ -12,6 +13,9 @@ pytestmark = pytest.mark.slow
 
 RANKS = ("trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp")
 
+TIMEOUT = 1200
+"""Seconds per run: about 45 s alone on 2 cores, 8 min beside two other test suites (load average 20)."""
+
 
 def history(run_dir):
     return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
@@ -21,9 +25,8 @@ def deterministic(row):
     return {k: v for k, v in row.items() if not k.startswith("time/")}
 
 
-def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path, policy_cache):
-    out = run_script(tmp_path, *RANKS, "trainer.max_steps=3", f"hydra.run.dir={tmp_path / 'run'}",
-                     warm=True, cache=policy_cache)
+def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path):
+    out = run_script(tmp_path, *RANKS, "trainer.max_steps=3", f"hydra.run.dir={tmp_path / 'run'}", timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr[-4000:]
     rows = history(tmp_path / "run")
     assert len(rows) == 3
@@ -47,7 +50,7 @@ def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path, policy_cach
         assert ckpt["state_dict"][f"policy.{name}"].shape == tensor.shape, name
 
     out = run_script(tmp_path, *RANKS, "trainer.max_steps=3", f"trainer.resume={ckpt_path}",
-                     f"hydra.run.dir={tmp_path / 'resumed'}", warm=True, cache=policy_cache)
+                     f"hydra.run.dir={tmp_path / 'resumed'}", timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr[-4000:]
     resumed = history(tmp_path / "resumed")
     assert [deterministic(r) for r in resumed] == [deterministic(r) for r in rows]
