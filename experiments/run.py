@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +34,22 @@ def remove_if_only_hydra(run_dir: Path) -> None:
         shutil.rmtree(run_dir)
 
 
+def launch_ranks(run, hydra_dir: Path) -> int:
+    """``trainer.devices > 1`` on one node, not started by a launcher: run this command as that many ranks
+    under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
+    policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
+    from arrol_pl.train.experiment import policy_directory, preflight
+
+    if run.trainer.num_nodes > 1:
+        raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
+                          "(README, \"Several devices\"); experiments/run.py launches the ranks of one node only")
+    preflight(run)
+    policy_directory(run)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={run.trainer.devices}",
+               __file__, *sys.argv[1:], f"hydra.run.dir={hydra_dir}"]
+    return subprocess.call(command)
+
+
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     from arrol_pl.train.checkpoint import CheckpointWriteError
@@ -43,6 +60,8 @@ def main(cfg: DictConfig) -> None:
     try:
         run = load_run_config(cfg)
         out_dir = Path(run.trainer.output_dir or hydra_dir)
+        if run.trainer.ranks > 1 and "LOCAL_RANK" not in os.environ:
+            sys.exit(launch_ranks(run, hydra_dir))
         summary = run_experiment(run, out_dir, overrides=list(hydra_cfg.overrides.task))
     except ConfigError as exc:
         remove_if_only_hydra(hydra_dir)
@@ -55,7 +74,8 @@ def main(cfg: DictConfig) -> None:
         resume = f"; resume with trainer.resume={exc.last_good}" if exc.last_good else ""
         print(f"stopped: {exc}{resume}", file=sys.stderr)
         sys.exit(1)
-    print_summary(summary, out_dir)
+    if os.environ.get("RANK", "0") == "0":
+        print_summary(summary, out_dir)
 
 
 if __name__ == "__main__":

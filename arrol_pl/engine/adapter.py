@@ -19,6 +19,10 @@ What the engine relies on, per supported vLLM version (V1 engine, in-process: ``
   (qkv / gate-up packing handled by the model's ``load_weights``); ``reset_prefix_cache()`` afterwards;
 - ``llm_engine.engine_core.shutdown()`` tears the in-process core down (and vLLM's distributed groups),
   so a later engine in the same process starts clean;
+- with several ranks, ``distributed_executor_backend="external_launcher"`` (:func:`launcher_world_args`) joins
+  the world the trainer's launcher made (vLLM reuses an initialised ``torch.distributed``); with tensor
+  parallelism 1 each rank's engine generates alone, and the trainer's collectives keep working beside it;
+- ``LLMEngine.sleep(level=...)`` / ``wake_up()`` (GPU with ``enable_sleep_mode``; CPU vLLM ignores them);
 - requests without a per-request ``seed`` sample from the process-wide default generators, which
   ``vllm.utils.torch_utils.set_random_seed`` (the engine's own start-up seeding) resets.
 
@@ -187,6 +191,24 @@ def reload_weights(llm_engine: Any, weights: Iterable[tuple[str, torch.Tensor]])
     current tensors back into every layer that received none, and only logs a warning per such layer
     (pinned by ``tests/engine/test_engine.py::test_partial_weight_sync_of_the_trained_top_layer``)."""
     llm_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+
+
+LAUNCHER_ENV = ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+"""What vLLM's ``external_launcher`` executor reads to find its place in the launcher's world."""
+
+
+def launcher_world_args() -> dict[str, Any]:
+    """``EngineArgs`` that make this rank's engine join the training processes' ``torch.distributed`` world
+    instead of initialising its own world of size 1 (which collides with the trainer's): vLLM's
+    ``external_launcher`` executor, as TRL's colocate mode starts it, with tensor parallelism 1, so every rank's
+    engine is a whole model generating its own prompts. vLLM reuses an initialised world (else it initialises
+    one from ``env://``) and creates its groups collectively: every rank must start its engine at the same point.
+    """
+    missing = [key for key in LAUNCHER_ENV if key not in os.environ]
+    if missing:
+        raise RuntimeError(f"an engine joining the launcher's world needs {', '.join(missing)} in the environment "
+                           "(set by torchrun / srun / Lightning's launcher)")
+    return {"distributed_executor_backend": "external_launcher", "tensor_parallel_size": 1}
 
 
 def reset_prefix_cache(llm_engine: Any) -> None:

@@ -45,6 +45,9 @@ class EngineConfig:
     """GPU only: allow the engine's ``sleep`` / ``wake_up`` to free memory for training."""
     head_hidden_dim: int = 256
     """Hidden width of the quality head built when none is given."""
+    join_launcher_world: bool = False
+    """Several training ranks: join their ``torch.distributed`` world (see :func:`adapter.launcher_world_args`);
+    the trainer sets it when it runs on more than one rank."""
     logprobs_mode: str = "raw_logprobs"
     """vLLM's ``logprobs_mode`` of returned log-probs: ``raw_logprobs`` (before temperature) or
     ``processed_logprobs`` (the distribution actually sampled from: what a trainer compares against)."""

@@ -86,6 +86,8 @@ class ArrolEngine:
         )
         if config.max_num_batched_tokens is not None:
             args["max_num_batched_tokens"] = config.max_num_batched_tokens
+        if config.join_launcher_world:
+            args.update(adapter.launcher_world_args())
         if self.platform == "cuda":
             args.update(
                 gpu_memory_utilization=config.gpu_memory_utilization, enable_sleep_mode=config.enable_sleep_mode

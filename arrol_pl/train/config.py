@@ -270,9 +270,12 @@ class TrainerConfig:
     accelerator: str = "auto"
     """cpu | gpu | auto."""
     devices: int = 1
-    """Devices per node (multi-GPU FSDP: a colocated engine per rank; verified in a later issue)."""
+    """Devices (ranks) per node; each rank holds an engine and generates its share of the prompts (README,
+    "Several devices")."""
+    num_nodes: int = 1
+    """Nodes; ranks = ``devices × num_nodes``, launched by torchrun or srun on each node."""
     strategy: str = "auto"
-    """auto | fsdp."""
+    """auto | fsdp | ddp; with several ranks ``fsdp`` is FSDP2 (Lightning's ``ModelParallelStrategy``), on CPU and CUDA."""
     precision: str = "32-true"
     """Lightning precision of the policy update (bf16-mixed on GPU)."""
     seed: int = 0
@@ -297,8 +300,13 @@ class TrainerConfig:
     output_dir: str | None = None
     """Run directory; None uses Hydra's."""
 
+    @property
+    def ranks(self) -> int:
+        """Training processes: ``devices × num_nodes``."""
+        return self.devices * self.num_nodes
+
     def __post_init__(self) -> None:
-        for key in ("max_steps", "devices", "log_every", "text_every", "checkpoint_every", "eval_samples"):
+        for key in ("max_steps", "devices", "num_nodes", "log_every", "text_every", "checkpoint_every", "eval_samples"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")
         for key in ("eval_every", "sample_texts"):
@@ -310,6 +318,9 @@ class TrainerConfig:
             raise ConfigError(f"trainer.accelerator={self.accelerator!r}; choose one of {list(ACCELERATORS)}")
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"trainer.strategy={self.strategy!r}; choose one of {list(STRATEGIES)}")
+        if self.ranks > 1 and self.strategy != "fsdp":
+            raise ConfigError(f"trainer.strategy={self.strategy!r} with trainer.devices × trainer.num_nodes = {self.ranks} "
+                              "ranks: several ranks train with trainer.strategy=fsdp")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"trainer.precision={self.precision!r}; choose one of {list(PRECISIONS)}")
         # Only whether it is a file: the contents are read (weights_only) once the data is known, see
@@ -350,6 +361,10 @@ class RunConfig:
             # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
             raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
                               "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")
+        if self.algo.prompts_per_step % self.trainer.ranks:
+            raise ConfigError(f"algo.prompts_per_step={self.algo.prompts_per_step} must be a multiple of the "
+                              f"{self.trainer.ranks} ranks (trainer.devices × trainer.num_nodes): each rank "
+                              "generates whole groups")
         d = self.data
         if (self.model.path is None and self.model.pretrained is None and self.model.warm_start.steps > 0
                 and not registry.provides_solutions(d.name, d.solution_field, d.answer_pattern)):

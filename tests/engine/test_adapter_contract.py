@@ -163,3 +163,32 @@ def test_seed_sampling_makes_unseeded_sampling_repeatable(engine):
     engine.generate(["something else entirely"], 3, sampling)  # consumes the default generators
     assert tokens(5) == first
     assert tokens(6) != first
+
+
+def test_launcher_world_args(monkeypatch):
+    """Several ranks: vLLM still offers the executor that joins a launcher's world and reads its environment
+    (the join itself runs in tests/train/test_distributed_run.py, two ranks with an engine each)."""
+    launcher = {"RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    for key, value in launcher.items():
+        monkeypatch.setenv(key, value)
+    args = adapter.launcher_world_args()
+    from vllm.config import ParallelConfig
+    from vllm.v1.executor.uniproc_executor import ExecutorWithExternalLauncher
+
+    parallel = ParallelConfig(**args)
+    assert parallel.distributed_executor_backend == "external_launcher"
+    assert parallel.world_size == 1, "tensor parallelism 1: each rank's engine is a whole model"
+    assert ExecutorWithExternalLauncher._distributed_args(None) == ("env://", 1, 1)
+    monkeypatch.delenv("MASTER_PORT")
+    with pytest.raises(RuntimeError, match="MASTER_PORT"):
+        adapter.launcher_world_args()
+
+
+def test_sleep_and_wake_api(engine):
+    """What ``adapter.set_sleep`` calls (GPU, ``enable_sleep_mode``): ``sleep(level=...)`` and ``wake_up()``.
+    CPU vLLM ignores them, so here the engine reports that it did not sleep."""
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    assert "level" in inspect.signature(LLMEngine.sleep).parameters
+    assert callable(LLMEngine.wake_up)
+    assert engine.sleep() is False and engine.wake_up() is False

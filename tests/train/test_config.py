@@ -1,4 +1,5 @@
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,30 @@ def test_the_engine_group_is_the_engines_own_config():
         compose_run("+engine.model=/models/x")
     with pytest.raises(ConfigError, match=r"engine\.logprobs_mode='final'"):
         compose_run("+engine.logprobs_mode=final")
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["trainer.devices=2"], "trainer.strategy='auto' with trainer.devices × trainer.num_nodes = 2 ranks"),
+    (["trainer.devices=2", "trainer.strategy=ddp"], "several ranks train with trainer.strategy=fsdp"),
+    (["trainer.devices=3", "trainer.strategy=fsdp", "algo.prompts_per_step=16"],
+     "algo.prompts_per_step=16 must be a multiple of the 3 ranks"),
+    (["trainer.num_nodes=0"], "trainer.num_nodes must be >= 1"),
+])
+def test_several_ranks_are_checked_before_any_model_loads(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        compose_run(*overrides)
+
+
+def test_two_ranks_compose():
+    run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu")
+    assert run.trainer.ranks == 2
+
+
+def test_several_ranks_need_their_launcher(monkeypatch):
+    """The ranks come from torchrun (experiments/run.py starts it on one node): a mismatch is named."""
+    from arrol_pl.train.distributed import init_launcher_world
+
+    run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(ConfigError, match="2 ranks, but the launcher started none"):
+        init_launcher_world(run.trainer)

@@ -14,11 +14,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def run_script(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None) -> subprocess.CompletedProcess:
+def run_script(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.warm_start.steps={1000 if warm else 0}",
            f"model.cache_dir={cache or tmp / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
            "algo.group_size=4", "pruning.cold_start_steps=1", "trainer.checkpoint_every=2", *overrides]
-    return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,236 @@
+"""Several ranks (issue 14): what the ranks of one training step share, as functions over a process group.
+
+Decisions (the colocated layout of verl and TRL: every rank generates, trains and holds an engine):
+- Prompts are shared out as whole groups, interleaved like ``DistributedSampler``: rank ``r`` of ``W`` takes
+  prompts ``r, r + W, r + 2W, …`` of the step's B (:func:`shard_prompts`). With PPO mini-batches of whole
+  groups in prompt order, rank ``r``'s mini-batch ``j`` is then its share of the one-rank mini-batch ``j``
+  whenever B is a multiple of ``W`` × the number of mini-batches and no group is filtered out.
+- The loss normaliser is global: each mini-batch's token (and sequence) count is summed over the ranks
+  before any loss is formed, and the backward is scaled by ``W`` because DDP and FSDP average gradients
+  over ranks; so W ranks with B/W prompts each make the update one rank makes with B (verl's
+  ``loss_scale_factor`` and global token count, ``dp_actor.update_policy``).
+- FSDP gathers parameters in every forward and reduces gradients in every backward, collectively: all ranks
+  must run the same number of forwards and backwards. A rank with fewer micro-batches (length buckets differ,
+  dynamic sampling drops groups) runs idle passes on one padding token that add nothing to the gradient.
+- One pruning state: the survivors' group ids, scores, labels, weights and detect-time features are
+  all-gathered in global prompt order before the calibrator and head updates, so every rank updates the same
+  calibrator and trains the same head on the same replay window with the same generator: they stay
+  identical without any gradient exchange, and the step's balance, keep-ratio and head metrics are global.
+
+Single process: every function here is the identity (``world() == (0, 1)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable, Iterator, Sequence, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from arrol_pl.train.logprobs import length_buckets, pack, response_log_probs
+
+T = TypeVar("T")
+
+SUMMED_METRICS = ("tokens/generated", "tokens/kept", "policy/loss", "policy/trained_tokens", "policy/trained_rollouts")
+"""Per-step metrics whose global value is the sum over ranks (each rank's ``policy/loss`` is its share of the
+globally normalised loss); the others are means."""
+
+
+def world() -> tuple[int, int]:
+    """``(rank, world_size)`` of the default process group; ``(0, 1)`` without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shard_prompts(prompts: Sequence[T], rank: int, world_size: int) -> list[T]:
+    """Rank ``rank``'s whole groups of the step's prompts: every ``world_size``-th one from ``rank`` on."""
+    if len(prompts) % world_size:
+        raise ValueError(f"algo.prompts_per_step={len(prompts)} must be a multiple of the {world_size} ranks "
+                         "(trainer.devices × trainer.num_nodes): each rank generates whole groups")
+    return list(prompts[rank::world_size])
+
+
+def global_prompt_index(local: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """Index in the step's B prompts of rank ``rank``'s local prompt indices (inverse of :func:`shard_prompts`)."""
+    return local * world_size + rank
+
+
+def micro_batch_count(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], max_tokens: int) -> int:
+    """How many length buckets :func:`~arrol_pl.train.logprobs.make_micro_batches` makes of these rows."""
+    return len(length_buckets([len(p) + len(r) for p, r in zip(prompts, responses)], max_tokens))
+
+
+def _device() -> torch.device:
+    """Where the process group's collectives take tensors: the current CUDA device under NCCL, else the CPU."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class RankSync:
+    """The update's view of the other ranks (see the module docstring); ``RankSync()`` over the default group."""
+
+    def __init__(self) -> None:
+        self.rank, self.world_size = world()
+
+    def sum(self, *values: float) -> list[float]:
+        """Element-wise sums over ranks (float64: token counts stay exact)."""
+        t = torch.tensor(values, dtype=torch.float64, device=_device())
+        dist.all_reduce(t)
+        return t.cpu().tolist()
+
+    def max(self, value: int) -> int:
+        t = torch.tensor([value], dtype=torch.int64, device=_device())
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t)
+
+    def counts(self, tokens: int, seqs: int) -> tuple[int, int]:
+        """The mini-batch's global ``(N_tok, N_seq)`` from this rank's."""
+        n_tok, n_seq = self.sum(tokens, seqs)
+        return int(n_tok), int(n_seq)
+
+    def scaled(self, backward: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], None]:
+        """``backward`` on ``W × loss``: undoes the gradient averaging of DDP/FSDP, the normaliser being global."""
+        return lambda loss: backward(loss * self.world_size)
+
+    def idle_passes(self, policy: nn.Module, n: int, pad_id: int,
+                    backward: Callable[[torch.Tensor], None] | None = None) -> None:
+        """``n`` forwards of ``policy`` on one padding token (with ``backward``: and a backward of zero loss), so
+        this rank joins the collectives of other ranks' extra micro-batches without changing any gradient."""
+        batch = pack([[pad_id]], [[pad_id]], [0], pad_id)
+        for _ in range(n):
+            if backward is None:
+                with torch.no_grad():
+                    response_log_probs(policy, batch)
+            else:
+                backward(response_log_probs(policy, batch).sum() * 0.0)
+
+    def reduce_metrics(self, metrics: dict[str, float], summed: Sequence[str] = ()) -> dict[str, float]:
+        """Over the ranks that report a key (a rank without training rows has no log-prob mismatch): the mean
+        of this rank's ``metrics``, the sum for keys in ``summed``. A ratio over rollouts is global this way:
+        every rank decodes the same number of rollouts (B/W prompts × G)."""
+        every: list[dict[str, float]] = [{} for _ in range(self.world_size)]
+        dist.all_gather_object(every, metrics)
+        out = {}
+        for key in dict.fromkeys(k for m in every for k in m):
+            values = [m[key] for m in every if key in m]
+            out[key] = sum(values) if key in summed else sum(values) / len(values)
+        return out
+
+    def identical(self, *states) -> bool:
+        """Whether every rank holds bitwise the same ``states`` (nested dicts, lists, tensors, numbers): the
+        invariant of one pruning state, checked each step at the cost of one small all-gather."""
+        every: list[str] = [""] * self.world_size
+        dist.all_gather_object(every, _digest(states))
+        return len(set(every)) == 1
+
+    def gather_rows(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        """All-gather row-aligned tensors of this rank's rows (dim 0, any length per rank), concatenated in
+        rank order; every rank gets the same result."""
+        n = tensors[0].shape[0]
+        sizes = [0] * self.world_size
+        dist.all_gather_object(sizes, n)
+        out = []
+        for t in tensors:
+            pad = t.new_zeros((max(sizes) - n, *t.shape[1:]))
+            slots = [torch.empty_like(torch.cat([t, pad])).to(_device()) for _ in range(self.world_size)]
+            dist.all_gather(slots, torch.cat([t, pad]).to(_device()))
+            out.append(torch.cat([s[:k].to(t.device) for s, k in zip(slots, sizes)]))
+        return out
+
+    def gather_survivors(self, group_ids: torch.Tensor, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        """The step's survivors of all ranks, ordered by global prompt index (a stable sort keeps each group's
+        rollouts in engine order): ``[global group ids (N,), *tensors (N, ...)]`` for ``N`` survivors in all.
+        ``group_ids``: this rank's local prompt indices ``(n,)``; ``tensors``: row-aligned with them."""
+        gathered = self.gather_rows(global_prompt_index(group_ids, self.rank, self.world_size), *tensors)
+        order = torch.sort(gathered[0], stable=True).indices
+        return [t[order] for t in gathered]
+
+
+def _digest(state) -> str:
+    h = hashlib.sha256()
+
+    def walk(x) -> None:
+        if isinstance(x, torch.Tensor):
+            h.update(f"{x.dtype}{tuple(x.shape)}".encode())
+            h.update(x.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        elif isinstance(x, dict):
+            for key in x:
+                h.update(repr(key).encode())
+                walk(x[key])
+        elif isinstance(x, (list, tuple)):
+            for item in x:
+                walk(item)
+        else:
+            h.update(repr(x).encode())
+
+    walk(state)
+    return h.hexdigest()
+
+
+def full_value(tensor: torch.Tensor) -> torch.Tensor:
+    """A ``DTensor`` (the gradient norm of an FSDP2 policy) as a plain tensor; a plain tensor as it is."""
+    from torch.distributed.tensor import DTensor
+
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+def full_weights(weights: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, full tensor) pairs from (name, possibly sharded tensor) ones: an FSDP2 ``DTensor`` is all-gathered
+    (every rank must iterate the same names in the same order), a plain tensor passes through."""
+    for name, tensor in weights:
+        yield name, full_value(tensor)
+
+
+def shard_policy(policy: nn.Module, mesh) -> nn.Module:
+    """FSDP2 over ``mesh``: each decoder block its own unit (one block's parameters gathered at a time), then the
+    root (embeddings, final norm, LM head). The quality head and the frozen reference are separate modules
+    and stay whole on every rank: the head is small and trained identically everywhere, the reference is
+    only read."""
+    from torch.distributed.fsdp import fully_shard
+
+    for block in policy.base_model.layers:
+        fully_shard(block, mesh=mesh)
+    fully_shard(policy, mesh=mesh)
+    return policy
+
+
+def init_launcher_world(trainer) -> int:
+    """Initialise the process group of the ranks torchrun started (``experiments/run.py`` starts torchrun itself
+    on one node; on several, ``srun torchrun ...``) before any engine joins it; Lightning's strategy then
+    reuses it (its torchelastic environment). gloo on CPU, NCCL on CUDA (one device per local rank).
+    Returns this rank.
+
+    ``trainer``: the run's :class:`~arrol_pl.train.config.TrainerConfig`.
+    """
+    import os
+
+    from arrol_pl.train.config import ConfigError
+
+    world_size = os.environ.get("WORLD_SIZE")
+    if world_size is None or int(world_size) != trainer.ranks:
+        raise ConfigError(f"trainer.devices × trainer.num_nodes = {trainer.ranks} ranks, but the launcher started "
+                          f"{world_size or 'none'}: on one node run experiments/run.py (it starts torchrun), on "
+                          f"several start torchrun --nnodes {trainer.num_nodes} --nproc-per-node {trainer.devices} "
+                          "on each node")
+    cuda = trainer.accelerator in ("gpu", "cuda") or (trainer.accelerator == "auto" and torch.cuda.is_available())
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return dist.get_rank()
+
+
+def rank_zero_first(fn: Callable[[], T]) -> T:
+    """``fn()`` on rank 0, then on the other ranks: a cache ``fn`` fills (the tiny policy's build and warm start)
+    is built once, and the others read it. Plain ``fn()`` without a process group."""
+    rank, world_size = world()
+    if world_size > 1 and rank:
+        dist.barrier()
+    out = fn()
+    if world_size > 1 and not rank:
+        dist.barrier()
+    return out

@@ -1,0 +1,156 @@
+"""One rank of the multi-rank checks (``test_distributed.py``), on one fixed step's rollouts, no engine:
+
+- :func:`update`: a PPO update of a tiny Qwen3, sharded with FSDP2 over ``WORLD_SIZE`` ranks, or plain on
+  one process;
+- :func:`pruning_state`: the survivors gathered over ranks, then the calibrator, the head's replay window and
+  its update, the next step's δ and the step's balance and head metrics.
+
+Run by the test as ``python rank_worker.py OUT BACKEND`` in each rank's process, with ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set (torchrun sets them too). Rank 0 saves the
+gathered weights, a second run's with a per-rank normaliser (the error the global one prevents) and both
+runs' gradient norms to ``OUT``; every rank saves its pruning state to ``OUT.rank<r>``. Needs torch,
+transformers and this package.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from arrol_pl.core.pruning import PruningConfig, build_pruner_params
+from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.distributed import RankSync, full_value, full_weights, shard_policy, shard_prompts
+from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
+from arrol_pl.train.phases import (PhaseTimer, Survivors, balance_metrics, logprob_phase, policy_update,
+                                   step_advantages)
+
+GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
+"""Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""
+
+ALGO = AlgoConfig(prompts_per_step=8, group_size=4, ppo_mini_batch_size=4, ppo_epochs=2, micro_batch_tokens=40,
+                  loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28)
+"""Two mini-batches, two epochs (so the later steps are off-policy and the clip acts), small length buckets
+(so ranks differ in micro-batches), no gradient clipping: SGD then shows any error of the normaliser."""
+
+LR = 0.2
+
+FEATURES = 16
+"""Width of the detect-time features of the pruning-state check."""
+PRUNING = PruningConfig(keep_ratio=0.5, cold_start_steps=0, num_bins=8, buffer_capacity=64)
+
+
+def tiny_policy() -> Qwen3ForCausalLM:
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=128)
+    return Qwen3ForCausalLM(cfg)
+
+
+def step_rollouts() -> tuple[Survivors, torch.Tensor]:
+    """The step's survivors in prompt order, as the engine returns them, and their 0/1 rewards."""
+    g = torch.Generator().manual_seed(1)
+    groups = [b for b, n in enumerate(GROUP_SIZES) for _ in range(n)]
+    prompts = {b: torch.randint(1, 64, (3 + b % 3,), generator=g).tolist() for b in range(len(GROUP_SIZES))}
+    n = len(groups)
+    surv = Survivors(
+        prompt_ids=[prompts[b] for b in groups],
+        response_ids=[torch.randint(1, 64, (2 + (5 * i) % 11,), generator=g).tolist() for i in range(n)],
+        texts=[""] * n, group_ids=torch.tensor(groups), features=torch.randn(n, FEATURES, generator=g),
+        scores=torch.randn(n, generator=g), survival=torch.rand(n, generator=g) * 0.5 + 0.5, golds=[""] * n)
+    return surv, torch.randint(0, 2, (n,), generator=g).float()
+
+
+def rank_share(surv: Survivors, rewards: torch.Tensor, rank: int, world_size: int) -> tuple[Survivors, torch.Tensor]:
+    """The survivors of the prompts :func:`shard_prompts` gives ``rank``, with local prompt indices."""
+    mine = shard_prompts(list(range(len(GROUP_SIZES))), rank, world_size)
+    rows = [i for i, b in enumerate(surv.group_ids.tolist()) if b in mine]
+    local = torch.tensor([mine.index(int(surv.group_ids[i])) for i in rows])
+    return Survivors(
+        prompt_ids=[surv.prompt_ids[i] for i in rows], response_ids=[surv.response_ids[i] for i in rows],
+        texts=[""] * len(rows), group_ids=local, features=surv.features[rows], scores=surv.scores[rows],
+        survival=surv.survival[rows], golds=[""] * len(rows)), rewards[rows]
+
+
+class PerRankNormaliser(RankSync):
+    """The mistake to detect: each rank normalises by its own tokens and the gradients are averaged."""
+
+    def counts(self, tokens: int, seqs: int) -> tuple[int, int]:
+        return tokens, seqs
+
+    def scaled(self, backward):
+        return backward
+
+
+def update(ranks: RankSync | None, device: torch.device) -> tuple[dict[str, torch.Tensor], list[float]]:
+    """One training step's update on this rank's share; returns the full weights and the gradient norms."""
+    rank, world_size = (ranks.rank, ranks.world_size) if ranks is not None else (0, 1)
+    policy = tiny_policy().to(device)
+    if ranks is not None:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        shard_policy(policy, init_device_mesh(device.type, (world_size,)))
+    surv, rewards = rank_share(*step_rollouts(), rank, world_size)
+    advantages, rows = step_advantages(rewards, surv.group_ids, ALGO)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=LR)
+    norms: list[float] = []
+
+    def optimizer_step(last: bool) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), float("inf"))
+        optimizer.step()
+        optimizer.zero_grad()
+        norms.append(float(full_value(norm)))
+        return norms[-1]
+
+    timer = PhaseTimer()
+    logps = logprob_phase(policy, None, surv, rows, ALGO, 0, timer, ranks)
+    backward = (lambda loss: loss.backward()) if ranks is None else ranks.scaled(lambda loss: loss.backward())
+    policy_update(policy, surv, advantages, rows, logps, ALGO, 0, backward, optimizer_step, timer, ranks)
+    return {k: v.detach().cpu().clone() for k, v in full_weights(iter(policy.state_dict().items()))}, norms
+
+
+def pruning_state(ranks: RankSync | None) -> dict:
+    """One step's pruning-state update from this rank's survivors (all of them on one process): the calibrator
+    and the head's replay window take the gathered survivors, the head trains on them, δ is solved for the next
+    step; returns those and the step's balance and head metrics."""
+    rank, world_size = (ranks.rank, ranks.world_size) if ranks is not None else (0, 1)
+    surv, labels = rank_share(*step_rollouts(), rank, world_size)
+    groups, scores, weights, features = surv.group_ids, surv.scores, 1.0 / surv.survival, surv.features
+    if ranks is not None:
+        groups, scores, labels, weights, features = ranks.gather_survivors(groups, scores, labels, weights, features)
+    calibrator = PRUNING.make_calibrator()
+    calibrator.update(scores, labels, weights)
+    torch.manual_seed(3)
+    head = QualityHead(FEATURES, 8)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=1e-2)
+    replay = FeatureReplay(256)
+    replay.add(features, labels, weights)
+    head_update(head, optimizer, replay, 4, 8, torch.Generator().manual_seed(5))
+    params = build_pruner_params(PRUNING, calibrator, 1)
+    return {"calibrator": calibrator.state_dict(), "head": head.state_dict(), "delta": params.delta,
+            "groups": groups, "metrics": {**balance_metrics(labels, groups),
+                                          **head_quality(scores, params.posterior(scores), labels)}}
+
+
+def main(out: str, backend: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(backend)
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", dist.get_rank())))
+        torch.cuda.set_device(device)
+    torch.save(pruning_state(RankSync()), f"{out}.rank{dist.get_rank()}")
+    weights, norms = update(RankSync(), device)
+    per_rank, per_rank_norms = update(PerRankNormaliser(), device)
+    if dist.get_rank() == 0:
+        torch.save({"weights": weights, "norms": norms, "per_rank_weights": per_rank, "per_rank_norms": per_rank_norms},
+                   out)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

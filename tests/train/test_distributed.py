@@ -1,0 +1,104 @@
+"""Several ranks without an engine (issue 14): two real processes (gloo on CPU; NCCL on two GPUs when there
+are) run ``rank_worker.py`` on one fixed step's rollouts, this process runs the same on one rank.
+
+- The update under FSDP2 with a global loss normaliser equals the one-rank update (2 mini-batches × 2
+  epochs, SGD, ranks with different micro-batch counts); a per-rank normaliser, run beside it, must differ.
+- One pruning state: after gathering the survivors, both ranks hold the one-rank calibrator, head and δ,
+  and the balance and head metrics are the one-rank (global) ones.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+
+
+def load_worker():
+    spec = importlib.util.spec_from_file_location("rank_worker", HERE / "rank_worker.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args: list[str], world_size: int, timeout: float, env: dict[str, str] | None = None) -> None:
+    """Run ``python args…`` as ``world_size`` ranks of one process group on this machine; a rank that fails or a
+    group that outlives ``timeout`` seconds (a collective waiting for a rank) fails the test, all ranks killed."""
+    port = str(free_port())
+    base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world_size),
+            "OMP_NUM_THREADS": "1", **(env or {})}
+    procs = [subprocess.Popen([sys.executable, *args], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world_size)]
+    try:
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        tails = "\n".join(f"rank {r}:\n{p.communicate()[0][-2000:]}" for r, p in enumerate(procs))
+        pytest.fail(f"{world_size} ranks of {args[0]} did not finish in {timeout} s (a collective hung)\n{tails}")
+    for r, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{out[-3000:]}"
+
+
+def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+def check_pruning_state(out: Path, worker) -> None:
+    one = worker.pruning_state(None)
+    for r in range(2):
+        rank = torch.load(f"{out}.rank{r}", weights_only=True)
+        assert torch.equal(rank["groups"], one["groups"])  # gathered in global prompt order
+        for key, value in one["calibrator"].items():
+            assert torch.equal(torch.as_tensor(rank["calibrator"][key]), torch.as_tensor(value)), key
+        for key, value in one["head"].items():
+            torch.testing.assert_close(rank["head"][key], value, rtol=0, atol=1e-6)
+        assert rank["delta"] == pytest.approx(one["delta"], abs=1e-9)
+        assert rank["metrics"].keys() == one["metrics"].keys()
+        for key, value in one["metrics"].items():
+            assert rank["metrics"][key] == pytest.approx(value, abs=1e-6), key
+
+
+def check_ranks(tmp_path: Path, backend: str, env: dict[str, str] | None = None) -> None:
+    worker = load_worker()
+    out = tmp_path / "two_ranks.pt"
+    launch([str(HERE / "rank_worker.py"), str(out), backend], 2, timeout=90, env=env)
+    check_pruning_state(out, worker)
+    two = torch.load(out, weights_only=True)
+    one, one_norms = worker.update(None, torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu"))
+    start = {k: v.detach() for k, v in worker.tiny_policy().state_dict().items()}
+
+    assert len(one_norms) == len(two["norms"]) == 4  # 2 mini-batches × 2 epochs on every rank
+    assert max_diff(one, start) > 1e-2  # the update moved the weights well beyond the tolerance
+    assert max_diff(two["weights"], one) <= 1e-5
+    torch.testing.assert_close(torch.tensor(two["norms"]), torch.tensor(one_norms), rtol=1e-5, atol=1e-6)
+    # Normalising each rank by its own tokens (gradients then averaged) is a different update.
+    assert max_diff(two["per_rank_weights"], one) > 1e-3
+
+
+def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_gloo(tmp_path):
+    check_ranks(tmp_path, "gloo")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="NCCL needs two CUDA devices (one process per GPU)")
+def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_nccl(tmp_path):
+    check_ranks(tmp_path, "nccl")
