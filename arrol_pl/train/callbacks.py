@@ -32,9 +32,12 @@ class CheckpointOnStop(L.Callback):
     step when ``max_steps`` is not a multiple of ``checkpoint_every`` (ModelCheckpoint would not save it).
     Use as a context manager around the run (installs the signal handlers); pass to the Trainer as a callback."""
 
-    def __init__(self, dirpath: Path, checkpoint_every: int) -> None:
+    def __init__(self, dirpath: Path, checkpoint_every: int, max_train_seconds: float | None = None) -> None:
         self.dirpath = Path(dirpath)
         self.checkpoint_every = checkpoint_every
+        self.max_train_seconds = max_train_seconds
+        """Training wall-time budget (``trainer.max_minutes``): the step whose ``time/wall`` reaches it is the last."""
+        self.out_of_time = False
         self.signum: int | None = None
         """The first signal received (None: none)."""
         self._previous: dict[int, Any] = {}
@@ -68,7 +71,15 @@ class CheckpointOnStop(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         step = trainer.global_step
-        if self.requested:
+        if self.max_train_seconds is not None and not self.out_of_time:
+            history = getattr(pl_module, "history", None) or [{}]
+            over = int(history[-1].get("time/wall", 0.0) >= self.max_train_seconds)
+            ranks = getattr(pl_module, "ranks", None)
+            self.out_of_time = bool(ranks.max(over) if ranks is not None else over)  # every rank stops at one step
+            if self.out_of_time:
+                logger.info("training time budget of %.1f min reached at step %d: stopping",
+                            self.max_train_seconds / 60, step)
+        if self.requested or self.out_of_time:
             trainer.should_stop = True
         elif step < trainer.max_steps:
             return

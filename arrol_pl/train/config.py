@@ -24,6 +24,7 @@ from arrol_pl.tasks.problem import PromptFormat
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 STRATEGIES = ("auto", "fsdp", "ddp")
+OLD_LOGPROBS = ("auto", "recompute", "reuse")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
 
 
@@ -200,6 +201,12 @@ class AlgoConfig:
     prompts_per_step. None: prompts_per_step (one mini-batch, one optimizer step per epoch)."""
     ppo_epochs: int = 1
     """Passes over the step's survivors; every mini-batch after the first is off-policy, so the clip acts."""
+    old_logprobs: str = "auto"
+    """π_old of the PPO ratio. ``recompute``: a no-grad forward over the training rows in the log-prob
+    phase, as verl. ``reuse``: the update's own log-probs, detached, as TRL with one iteration; they are the
+    same numbers when the step makes one optimizer step (all micro-batches are taken before it), and it
+    saves that forward. ``auto``: reuse exactly then (``ppo_epochs`` = 1 and one mini-batch), else
+    recompute."""
     rollout_is_cap: float | None = None
     """Truncated importance sampling: weight each token's policy loss by min(π_old / π_engine, cap) to
     correct for the engine's sampling numerics (verl's TIS; e.g. 2.0). None: off."""
@@ -239,6 +246,13 @@ class AlgoConfig:
         if mbs is not None and not (1 <= mbs <= self.prompts_per_step and self.prompts_per_step % mbs == 0):
             raise ConfigError(f"algo.ppo_mini_batch_size must divide algo.prompts_per_step={self.prompts_per_step} "
                               f"(prompts per optimizer step), got {mbs}")
+        if self.old_logprobs not in OLD_LOGPROBS:
+            raise ConfigError(f"algo.old_logprobs={self.old_logprobs!r}; choose one of {list(OLD_LOGPROBS)}")
+        if self.old_logprobs == "reuse" and self.num_mini_batches * self.ppo_epochs > 1:
+            raise ConfigError(
+                f"algo.old_logprobs='reuse' needs one optimizer step per training step, but algo.ppo_epochs="
+                f"{self.ppo_epochs} with {self.num_mini_batches} mini-batches makes {self.num_mini_batches * self.ppo_epochs}: "
+                "later mini-batches are off-policy, so π_old must be recomputed ('recompute' or 'auto')")
         if self.rollout_is_cap is not None and self.rollout_is_cap <= 0:
             raise ConfigError(f"algo.rollout_is_cap must be > 0 (or null: off), got {self.rollout_is_cap}")
         if self.group_size < 2:
@@ -260,6 +274,12 @@ class AlgoConfig:
         """PPO mini-batches (optimizer steps) per epoch."""
         return self.prompts_per_step // (self.ppo_mini_batch_size or self.prompts_per_step)
 
+    @property
+    def reuses_old_logprobs(self) -> bool:
+        """Whether π_old is the update's own detached log-probs (no separate forward; ``old_logprobs``)."""
+        single_step = self.num_mini_batches * self.ppo_epochs == 1
+        return self.old_logprobs == "reuse" or (self.old_logprobs == "auto" and single_step)
+
 
 @dataclass
 class TrainerConfig:
@@ -267,6 +287,10 @@ class TrainerConfig:
 
     max_steps: int = 300
     """Training steps."""
+    max_minutes: float | None = None
+    """Training wall-time budget (``time/wall``: held-out evaluations excluded): the run stops after the step
+    that reaches it, saves a checkpoint and evaluates as at ``max_steps``. None: steps alone decide. Equal
+    budgets compare methods at equal training time (paper Fig. 4)."""
     accelerator: str = "auto"
     """cpu | gpu | auto."""
     devices: int = 1
@@ -309,6 +333,8 @@ class TrainerConfig:
         for key in ("max_steps", "devices", "num_nodes", "log_every", "text_every", "checkpoint_every", "eval_samples"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no budget), got {self.max_minutes}")
         for key in ("eval_every", "sample_texts"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")

@@ -250,7 +250,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
     out_dir.mkdir(parents=True, exist_ok=True)
     t, a = run.trainer, run.algo
-    stop = CheckpointOnStop(out_dir / "checkpoints", t.checkpoint_every)
+    stop = CheckpointOnStop(out_dir / "checkpoints", t.checkpoint_every,
+                            None if t.max_minutes is None else 60.0 * t.max_minutes)
     io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
     status, failure, before, after, export_dir, fit_wall = "completed", None, None, None, None, 0.0
     owns_engine = engine is None

@@ -7,7 +7,9 @@ Decisions:
   beside the reference's (the log-prob phase of Table 5); the update then runs ``algo.ppo_epochs``
   passes over ``prompts_per_step / ppo_mini_batch_size`` mini-batches of whole groups, one optimizer
   step each, so every mini-batch after the first is off-policy and the clip acts. With one mini-batch
-  and one epoch the ratio is 1 (up to bucketing round-off) and the update is plain on-policy GRPO.
+  and one epoch the ratio is 1 and the update is plain on-policy GRPO: there ``algo.old_logprobs``
+  (``auto``) skips that forward and takes π_old from the update's own log-probs, detached (as TRL does
+  with one iteration); the engine-vs-trainer metrics and importance weights then use those.
 - The head is trained (:mod:`arrol_pl.core.head_training`) with BCE on the detached detect-time features
   the engine returned, labelled by final correctness; with importance weighting each survivor counts 1/p.
 - Policy weights go to the engine as (HF name, full tensor) pairs; under FSDP the caller gathers them.
@@ -108,13 +110,14 @@ def step_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, algo: AlgoCo
 class StepLogProbs:
     """The log-prob phase's output, per trained survivor index ``i``: ``(R_i,)`` tensors over its response.
 
-    ``old``: π_old (the policy before this step's update); ``ref``: π_ref (None without a KL term);
+    ``old``: π_old (the policy before this step's update; None when the update reuses its own detached
+    log-probs, ``algo.reuses_old_logprobs``, and then also ``is_weights`` and ``metrics`` come from the update); ``ref``: π_ref (None without a KL term);
     ``rollout``: the engine's sampling log-probs (None when the engine returned none); ``is_weights``:
     truncated importance weights (None unless ``algo.rollout_is_cap``); ``metrics``: the engine-vs-trainer
     mismatch of :func:`logprob_mismatch`.
     """
 
-    old: dict[int, torch.Tensor]
+    old: dict[int, torch.Tensor] | None
     ref: dict[int, torch.Tensor] | None
     rollout: dict[int, torch.Tensor] | None
     is_weights: dict[int, torch.Tensor] | None
@@ -144,26 +147,30 @@ def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Sur
     idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
     prompts = [survivors.prompt_ids[i] for i in idx]
     responses = [survivors.response_ids[i] for i in idx]
-    with timer("old_logprob"):
-        if ranks is not None:  # agreed before any forward: a collective must not meet another rank's forward
-            n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
-            ranks.idle_passes(policy, ranks.max(n) - n, pad_id)
-        old = dict(zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id, algo.temperature)))
+    if survivors.rollout_log_probs is None and algo.rollout_is_cap is not None:
+        raise ValueError("algo.rollout_is_cap is set but the engine returned no sampling log-probs")
+    rollout = None if survivors.rollout_log_probs is None else {i: survivors.rollout_log_probs[i] for i in idx}
+    old = None
+    if not algo.reuses_old_logprobs:
+        with timer("old_logprob"):
+            if ranks is not None:  # agreed before any forward: a collective must not meet another rank's forward
+                n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
+                ranks.idle_passes(policy, ranks.max(n) - n, pad_id)
+            old = dict(zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id,
+                                           algo.temperature)))
     ref = None
     if reference is not None and algo.kl_coef > 0:
         with timer("ref_logprob"):
             ref = dict(zip(idx, score_rows(reference, prompts, responses, algo.micro_batch_tokens, pad_id,
                                            algo.temperature)))
-    rollout = weights = None
+    weights = None
     metrics: dict[str, float] = {}
-    if survivors.rollout_log_probs is not None:
-        rollout = {i: survivors.rollout_log_probs[i].to(old[i].device) for i in idx}
+    if rollout is not None and old is not None:
+        rollout = {i: rollout[i].to(old[i].device) for i in idx}
         if algo.rollout_is_cap is not None:
             weights = {i: truncated_is_weights(old[i], rollout[i], algo.rollout_is_cap) for i in idx}
         metrics = logprob_mismatch([old[i] for i in idx], [rollout[i] for i in idx],
                                    None if weights is None else [weights[i] for i in idx], algo.rollout_is_cap)
-    elif algo.rollout_is_cap is not None:
-        raise ValueError("algo.rollout_is_cap is set but the engine returned no sampling log-probs")
     return StepLogProbs(old, ref, rollout, weights, metrics)
 
 
@@ -218,6 +225,26 @@ class _LossStats:
             "ratio_min": self.ratio_min, "ratio_max": self.ratio_max}
 
 
+class _ReusedOld:
+    """Per-row π_old, engine log-probs and importance weights of an update that reuses its own log-probs,
+    collected over micro-batches for :func:`logprob_mismatch`."""
+
+    def __init__(self) -> None:
+        self.old: list[torch.Tensor] = []
+        self.rollout: list[torch.Tensor] = []
+        self.weights: list[torch.Tensor] = []
+
+    def add(self, old: torch.Tensor, rollout: torch.Tensor, weights: torch.Tensor | None, lengths: list[int]) -> None:
+        for row, n in enumerate(lengths):
+            self.old.append(old[row, :n])
+            self.rollout.append(rollout[row, :n])
+            if weights is not None:
+                self.weights.append(weights[row, :n])
+
+    def metrics(self, cap: float | None) -> dict[str, float]:
+        return logprob_mismatch(self.old, self.rollout, self.weights if self.weights else None, cap)
+
+
 def policy_update(
     policy: nn.Module,
     survivors: Survivors,
@@ -248,7 +275,11 @@ def policy_update(
     minis = ppo_mini_batches(survivors.group_ids, idx, algo.num_mini_batches)
     if ranks is not None:
         minis += [[] for _ in range(ranks.max(len(minis)) - len(minis))]
+    if logps.old is None and algo.num_mini_batches * algo.ppo_epochs != 1:
+        raise ValueError("policy_update: π_old can be reused only with one optimizer step per training step "
+                         f"(algo.ppo_epochs={algo.ppo_epochs}, {algo.num_mini_batches} mini-batches)")
     stats = _LossStats()
+    reused = _ReusedOld()
     losses: list[float] = []
     grad_norms: list[float] = []
     micro = 0
@@ -268,14 +299,24 @@ def policy_update(
                     ids = [mini[j] for j in mb.indices]
                     lp = response_log_probs(policy, mb, algo.temperature)
                     width = lp.shape[1]
+                    if logps.old is None:  # one optimizer step: π_old is this very forward (module doc)
+                        old, is_weights = lp.detach(), None
+                        if logps.rollout is not None:
+                            lengths = [int(n) for n in mb.response_lengths]
+                            rollout = gather_rows([logps.rollout[i].to(lp.device) for i in ids], width)
+                            if algo.rollout_is_cap is not None:
+                                is_weights = truncated_is_weights(old, rollout, algo.rollout_is_cap)
+                            reused.add(old, rollout, is_weights, lengths)
+                    else:
+                        old = gather_rows([logps.old[i] for i in ids], width)
+                        is_weights = None if logps.is_weights is None else gather_rows(
+                            [logps.is_weights[i] for i in ids], width)
                     out = ppo_clip_loss(
-                        lp, gather_rows([logps.old[i] for i in ids], width), advantages[ids].to(lp.device),
+                        lp, old, advantages[ids].to(lp.device),
                         mb.response_mask.to(lp.device), algo.clip_low, algo.clip_high, algo.loss_agg_mode,
                         ref_log_probs=None if logps.ref is None else gather_rows([logps.ref[i] for i in ids], width),
                         kl_coef=algo.kl_coef, kl_estimator=algo.kl_estimator, norm_length=algo.max_response_tokens,
-                        total_tokens=n_tok, total_seqs=n_seq, clip_ratio_c=algo.clip_ratio_c,
-                        is_weights=None if logps.is_weights is None
-                        else gather_rows([logps.is_weights[i] for i in ids], width),
+                        total_tokens=n_tok, total_seqs=n_seq, clip_ratio_c=algo.clip_ratio_c, is_weights=is_weights,
                     )
                     backward(out.loss)
                     stats.add(out)
@@ -291,7 +332,7 @@ def policy_update(
             "grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
             "optimizer_steps": float(len(grad_norms)), "mini_batches": float(len(minis)),
             "micro_batches": float(micro), "trained_tokens": float(sum(len(survivors.response_ids[i]) for i in idx)),
-            "trained_rollouts": float(len(idx)), **logps.metrics}
+            "trained_rollouts": float(len(idx)), **logps.metrics, **reused.metrics(algo.rollout_is_cap)}
 
 
 def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -> dict[str, float]:

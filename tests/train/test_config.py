@@ -42,7 +42,8 @@ def test_every_experiment_composes_and_validates(exp):
             for value in str(values).split(","):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
-    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds"]
+    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds",
+                           "smollm2_online"]
 
 
 def test_bench_preset_is_the_long_response_setting():
@@ -123,6 +124,14 @@ def test_smollm2_preset_pairs_a_pretrained_policy_with_a_raw_few_shot_task():
     assert text.startswith("Q: Compute 3 + 5.\nA: 3 + 5 = 8. The answer is \\boxed{8}.\n")
     assert text.endswith("Q: Compute 7 + 4.\nA:")
     assert fmt.sampling() == {"stop": ["\n"]}
+
+
+def test_smollm2_online_preset_compares_at_equal_training_time_in_bf16():
+    run = compose_run("+exp=smollm2_online")
+    assert run.model.pretrained == "smollm2" and run.model.trainable_layers == 2
+    assert run.trainer.max_minutes > 0 and run.trainer.max_steps * 10 > 60 * run.trainer.max_minutes  # time decides
+    assert run.trainer.precision == "bf16-true" and run.engine.dtype == "bfloat16"
+    assert run.algo.reuses_old_logprobs and run.engine.detect_length < run.algo.max_response_tokens
 
 
 def test_the_engine_group_is_the_engines_own_config():

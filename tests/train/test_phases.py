@@ -7,7 +7,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.config import AlgoConfig, ConfigError
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.phases import (
     PhaseTimer,
@@ -67,10 +67,12 @@ def test_mini_batches_keep_groups_together_and_split_evenly():
     assert ppo_mini_batches(groups, [], 4) == []
 
 
-def test_one_mini_batch_one_epoch_equals_the_on_policy_update():
+@pytest.mark.parametrize("old_logprobs", ["recompute", "auto"])
+def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
     """The old update (old log-probs = the update's own, detached) and the new one (old log-probs from the
     log-prob phase) give the same gradient."""
-    algo = AlgoConfig(prompts_per_step=3, micro_batch_tokens=48, loss_agg_mode="seq-mean-token-mean")
+    algo = AlgoConfig(prompts_per_step=3, micro_batch_tokens=48, loss_agg_mode="seq-mean-token-mean",
+                      old_logprobs=old_logprobs)
     surv = make_survivors([3, 2, 3])
     adv = torch.tensor([1.0, -0.5, 0.2, 0.7, -1.0, 0.3, -0.3, 1.5])
     rows = torch.ones(8, dtype=torch.bool)
@@ -100,7 +102,10 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update():
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
     assert stats["optimizer_steps"] == 1 and stats["clip_fraction"] == 0.0
     assert stats["ratio_min"] == pytest.approx(1.0, abs=1e-5) and stats["ratio_max"] == pytest.approx(1.0, abs=1e-5)
-    assert {"old_logprob", "update", "optimizer"} <= set(timer.seconds)
+    assert {"update", "optimizer"} <= set(timer.seconds)
+    # auto reuses the update's own log-probs (one optimizer step): no separate forward, no π_old table
+    assert ("old_logprob" in timer.seconds) == (old_logprobs == "recompute")
+    assert (logps.old is None) == (old_logprobs == "auto")
 
 
 def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_moves():
@@ -145,11 +150,12 @@ def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
     assert logprob_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-3.0])],
                             [torch.tensor([-1.5, -2.0]), torch.tensor([-2.9])]) == pytest.approx(
         {"engine_logprob_diff_mean": 0.6 / 3, "engine_logprob_diff_max": 0.5})
-    algo = AlgoConfig(prompts_per_step=2, rollout_is_cap=1.5)
+    algo = AlgoConfig(prompts_per_step=2, rollout_is_cap=1.5, old_logprobs="recompute")
     surv = make_survivors([2, 2])
     model = tiny_lm()
     rows = torch.tensor([True, True, False, True])
-    exact = logprob_phase(model, None, surv, rows, AlgoConfig(prompts_per_step=2), 0, PhaseTimer()).old
+    exact = logprob_phase(model, None, surv, rows, AlgoConfig(prompts_per_step=2, old_logprobs="recompute"), 0,
+                          PhaseTimer()).old
     # the "engine" sampled row 0 with half the trainer's probability everywhere: w = 2 → capped at 1.5
     surv.rollout_log_probs = [exact[i] - (math.log(2) if i == 0 else 0.0) if i in exact else torch.zeros(len(r))
                               for i, r in enumerate(surv.response_ids)]
@@ -164,6 +170,47 @@ def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
     surv.rollout_log_probs = None
     with pytest.raises(ValueError, match="rollout_is_cap"):
         logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+
+
+def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
+    """algo.old_logprobs=auto (one optimizer step) takes π_old from the update's forward: the same gradients,
+    importance weights and engine-vs-trainer metrics as the separate no-grad forward, without it."""
+    surv = make_survivors([2, 3])
+    model = tiny_lm()
+    rows = torch.tensor([True, True, False, True, True])
+    exact = logprob_phase(model, None, surv, rows, AlgoConfig(prompts_per_step=2, old_logprobs="recompute"), 0,
+                          PhaseTimer()).old
+    surv.rollout_log_probs = [exact[i] - (math.log(3) if i == 1 else 0.1) if i in exact else torch.zeros(len(r))
+                              for i, r in enumerate(surv.response_ids)]
+    adv = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.5])
+    results = {}
+    for mode in ("recompute", "auto"):
+        algo = AlgoConfig(prompts_per_step=2, rollout_is_cap=2.0, old_logprobs=mode, micro_batch_tokens=32)
+        model.zero_grad()
+        captured = []
+        timer = PhaseTimer()
+        logps = logprob_phase(model, None, surv, rows, algo, 0, timer)
+        stats = policy_update(model, surv, adv, rows, logps, algo, 0, lambda loss: loss.backward(),
+                              lambda last: captured.append(grads_of(model)) or 0.0, timer)
+        results[mode] = (stats, captured[0], "old_logprob" in timer.seconds)
+    (want, want_grads, recomputed), (got, got_grads, reused_timer) = results["recompute"], results["auto"]
+    assert recomputed and not reused_timer
+    for key in ("loss", "engine_logprob_diff_mean", "engine_logprob_diff_max", "is_weight_mean", "is_capped_fraction"):
+        assert got[key] == pytest.approx(want[key], abs=1e-6), key
+    assert got["engine_logprob_diff_max"] == pytest.approx(math.log(3), abs=1e-5)  # row 1: capped at w = 2
+    assert got["is_capped_fraction"] == pytest.approx(len(surv.response_ids[1]) / sum(
+        len(surv.response_ids[i]) for i in (0, 1, 3, 4)))
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-5)
+
+
+def test_reusing_old_log_probs_needs_one_optimizer_step():
+    with pytest.raises(ConfigError, match="algo.old_logprobs='reuse'.*2 mini-batches"):
+        AlgoConfig(prompts_per_step=4, ppo_mini_batch_size=2, old_logprobs="reuse")
+    with pytest.raises(ConfigError, match="algo.old_logprobs='cached'"):
+        AlgoConfig(old_logprobs="cached")
+    assert not AlgoConfig(prompts_per_step=4, ppo_epochs=2).reuses_old_logprobs  # auto falls back to recompute
+    assert AlgoConfig(old_logprobs="auto").reuses_old_logprobs
 
 
 def test_sampled_log_probs_pick_the_sampled_token():

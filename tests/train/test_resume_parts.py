@@ -119,7 +119,32 @@ def test_effective_keep_ratio_is_said_at_start(caplog, overrides, kappa, warning
     ({"trainer": {"resume": "/nonexistent/last.ckpt"}}, "trainer.resume='/nonexistent/last.ckpt': no such file"),
     ({"trainer": {"precision": "8-bit"}}, "trainer.precision='8-bit'"),
     ({"engine": {"dtype": "int4"}}, "engine.dtype='int4'"),
+    ({"trainer": {"max_minutes": -1}}, "trainer.max_minutes must be > 0 (or null: no budget), got -1"),
+    ({"algo": {"old_logprobs": "cached"}}, "algo.old_logprobs='cached'"),
 ])
 def test_trainer_and_engine_keys_are_checked(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_run_config(overrides)
+
+
+def test_time_budget_stops_after_the_step_that_reaches_it_and_checkpoints_it(tmp_path):
+    from arrol_pl.train.callbacks import CheckpointOnStop
+
+    saved = []
+    trainer = SimpleNamespace(global_step=0, max_steps=300, should_stop=False,
+                              save_checkpoint=lambda path, weights_only: saved.append(path.name))
+    module = SimpleNamespace(history=[], ranks=None)
+    stop = CheckpointOnStop(tmp_path, checkpoint_every=100, max_train_seconds=30.0)
+    for step, wall in enumerate([9.0, 19.0, 29.9, 30.2], start=1):
+        trainer.global_step = step
+        module.history.append({"time/wall": wall})
+        stop.on_train_batch_end(trainer, module, None, None, step - 1)
+        assert trainer.should_stop == (wall >= 30.0), step
+    assert stop.out_of_time and saved == ["step00004.ckpt", "last.ckpt"]  # resumable from where it stopped
+    # several ranks stop at one step: any rank over budget stops all
+    voted = []
+    ranks = SimpleNamespace(max=lambda x: voted.append(x) or 1)
+    other = CheckpointOnStop(tmp_path, 100, max_train_seconds=30.0)
+    trainer.should_stop, trainer.global_step = False, 1
+    other.on_train_batch_end(trainer, SimpleNamespace(history=[{"time/wall": 1.0}], ranks=ranks), None, None, 0)
+    assert voted == [0] and trainer.should_stop
