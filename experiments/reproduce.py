@@ -15,7 +15,15 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;
 - ``pretrained`` experiments/head_quality.py on SmolLM2-135M-Instruct (``--policy smollm2``, few-shot arithmetic):
   Fig. 2 with a policy whose hidden state predicts correctness, head inputs side by side, Table 4 by replay;
+- ``votes32``   the same probe at k = 32 samples per problem, in bf16: Table 3 by replay at the paper's k
+  (opt-in, about 20 min);
+- ``online``    experiments/run.py +exp=smollm2_online: ARRoL vs GRPO with SmolLM2 at equal training time
+  (Fig. 4 on a real policy; opt-in, about 35 min);
+- ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, ARRoL, gated ARRoL and GRPO
+  (opt-in, about 90 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
+
+The default set is every part but the opt-in ones (``--all`` adds them).
 
 Hydra overrides after ``--`` go to every training part (``phases``, ``kappa``, ``balance``); ``--head-args``
 and ``--vote-args`` point the probe and the votes at other data (real models: the held-out sets). A part that
@@ -35,16 +43,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "page")
+PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "votes32", "online", "seeds",
+         "page")
+OPT_IN = ("votes32", "online", "seeds")
+"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20-90 min on 2 cores."""
 PRETRAINED_PROBE = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--limit", "160", "--samples", "8",
                     "--max-tokens", "32", "--temperature", "0.8"]
 """The real pretrained policy's probe: SmolLM2-135M-Instruct, 160 held-out one-step problems × 8 at T = 0.8."""
+VOTES32_PROBE = [*PRETRAINED_PROBE, "--samples", "32", "--dtype", "bfloat16", "--features", "last", "--fractions", "0.125"]
+"""The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=ROOT / "outputs" / "results" / "default")
     p.add_argument("--only", nargs="+", choices=PARTS, default=None, help="run these parts only")
+    p.add_argument("--all", action="store_true", help=f"also run the opt-in parts {', '.join(OPT_IN)}")
     p.add_argument("--page", type=Path, default=ROOT / "docs" / "results.md", help="where the page goes")
     p.add_argument("--quick", action="store_true",
                    help="a few steps per part on the default task (the test suite's smoke run; figures meaningless)")
@@ -83,8 +97,12 @@ def commands(args: argparse.Namespace) -> dict[str, list[str]]:
     return {
         "phases": phases + ["--", *ov],
         "pretrained": pretrained,
-        "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train],
-        "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=arrol_group,random",
+        "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train,
+                  *(["pruning.keep_ratio=0.5,1.0"] if args.quick else [])],  # the two runs later parts read
+        "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, "--out", str(out / "votes32")],
+        "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
+        "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
+        "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }
 
@@ -97,7 +115,7 @@ def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
     head = [py, "experiments/head_quality.py", "--policy", str(arrol / "export"), "--out", str(out / "head"),
             *shlex.split(args.head_args)]
     if args.quick:
-        head += ["--limit", "16", "--samples", "2"]
+        head += ["--limit", "16", "--samples", "2", "--head-steps", "5"]
     return {
         "head": head,
         "voting": [py, "experiments/evaluate.py", f"checkpoint={arrol / 'export'}", f"k={args.vote_k}",
@@ -136,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     manifest_path = args.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"parts": {}}
     manifest.update({"quick": args.quick, "overrides": args.overrides})
-    parts = args.only or list(PARTS)
+    parts = args.only or [name for name in PARTS if args.all or name not in OPT_IN]
     early = commands(args)
     for name in PARTS:
         if name not in parts:

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
-from arrol_pl.core.metrics import binary_auc, spearman, voted_answer_correct, within_group_auc
+from arrol_pl.core.metrics import binary_auc, mean_sd_se, spearman, voted_answer_correct, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
@@ -469,9 +469,8 @@ def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.T
         out[arm].update({f"{name}_se": float(se[k]) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))})
     for arm in ("arrol_global", "arrol_group"):
         for k, name in ((2, "zero_adv"), (1, "balance")):
-            diff = per_group[arm][:, k] - per_group["random"][:, k]
-            out[arm][f"{name}_vs_random"] = float(diff.mean())
-            out[arm][f"{name}_vs_random_se"] = float(diff.std() / math.sqrt(max(ids.numel(), 1)))
+            diff, _, diff_se = mean_sd_se(per_group[arm][:, k] - per_group["random"][:, k])
+            out[arm][f"{name}_vs_random"], out[arm][f"{name}_vs_random_se"] = diff, diff_se
     return out
 
 
@@ -519,17 +518,13 @@ def replay_votes(end_features: torch.Tensor, detect_features: torch.Tensor, labe
         hits["pass"].append(float(any(correct)))
     table = {rule: torch.tensor(v, dtype=torch.float64) for rule, v in hits.items()}
     n = len(problems)
-
-    def mean_se(x: torch.Tensor) -> tuple[float, float]:
-        return float(x.mean()), float(x.std() / math.sqrt(n)) if n > 1 else float("nan")
-
     out: dict[str, dict[str, float]] = {"problems": {"n": float(n), "k": float(len(classes[problems[0]]))}}
     for rule, x in table.items():
-        acc, se = mean_se(x)
+        acc, _, se = mean_sd_se(x)
         out[rule] = {"accuracy": acc, "accuracy_se": se}
         if rule in VOTE_RULES:
             for base in ("majority", "deepconf"):
-                diff, diff_se = mean_se(x - table[base])
+                diff, _, diff_se = mean_sd_se(x - table[base])
                 out[rule] |= {f"vs_{base}": diff, f"vs_{base}_se": diff_se}
     return out
 

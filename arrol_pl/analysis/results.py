@@ -13,6 +13,9 @@ Layout of a results directory (what ``reproduce.py`` writes)::
     voting/metrics.json           experiments/evaluate.py k = 32
     wallclock.png                 experiments/plot_wallclock.py
     pretrained/head_quality.json  experiments/head_quality.py --policy smollm2 --data arithmetic_fewshot
+    votes32/head_quality.json     the same at k = 32 (opt-in): section 7's votes when present
+    online/<job>/summary.json     +exp=smollm2_online (ARRoL vs GRPO at equal training time; opt-in part)
+    seeds/<job>/summary.json      +exp=seeds (the default experiment over 5 seeds, 3 arms; opt-in part)
     manifest.json                 commands, exit codes and seconds per part
 """
 
@@ -27,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 from arrol_pl.analysis.head_probe import VOTE_RULES, votes_table
 from arrol_pl.analysis.history import history_curve, read_history
+from arrol_pl.analysis.sweep import seed_table
 from arrol_pl.train.summary import RunSummary
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
@@ -427,6 +431,11 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         shutil.copyfile(png, target)
         lines += ["", f"![SmolLM2: score distributions and Spearman vs L_detect]({target.relative_to(page_dir)})"]
     votes = data.get("votes")
+    votes32 = _load(root / "votes32" / "head_quality.json")
+    if votes32 and votes32.get("votes"):  # the opt-in k = 32 run (the paper's k) replaces the probe's own k
+        votes = votes32["votes"]
+        lines += ["", f"Votes from `{votes32['command']}` ({votes32['rollouts']} rollouts, accuracy "
+                  f"{votes32['accuracy']:.3f}; its head at L_detect = {votes32['rows'][0]['detect_length']})."]
     if votes:
         lines += ["", f"Table 3 by replay: votes over each test problem's k = {int(votes['problems']['k'])} rollouts "
                   f"({int(votes['problems']['n'])} problems), with heads fit on the other problems' rollouts; ARRoL "
@@ -450,6 +459,72 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
             claims.append(f"Table 3 by replay on SmolLM2-135M ({VOTE_RULES[rule]}): the vote beats majority by "
                           f"{v['vs_majority']:+.3f} ± {_f(v['vs_majority_se'])} and DeepConf by {v['vs_deepconf']:+.3f} "
                           f"± {_f(v['vs_deepconf_se'])} — {verdict(above)} (above both by more than one standard error).")
+    return lines, claims
+
+
+def section_online(root: Path) -> tuple[list[str], list[str]]:
+    """Online ARRoL vs GRPO with SmolLM2-135M at equal training wall time (``+exp=smollm2_online``; Fig. 4, Table 1)."""
+    lines = ["## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)", ""]
+    runs = sweep_runs(root / "online")
+    grpo, arrol = pick(runs, policy="none"), pick(runs, policy="arrol")
+    if grpo is None or arrol is None:
+        return lines + ["Not run (`online/` needs a `pruning=none` and a `pruning=arrol` job): "
+                        "`python experiments/reproduce.py --only online page` (about 35 min on 2 cores)."], []
+    budget = arrol.config["trainer"].get("max_minutes")
+    lines += [
+        f"`experiments/run.py +exp=smollm2_online`: both arms train for {budget} min of training wall time "
+        "(held-out evaluations excluded) from the same pretrained weights, in bf16, top 2 decoder blocks trained, "
+        f"B = {arrol.config['algo']['prompts_per_step']} × G = {arrol.config['algo']['group_size']}, "
+        f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} tokens. "
+        f"Held-out: {arrol.heldout_problems} problems × {arrol.heldout_samples} samples (± the evaluation's standard "
+        "error over problems).",
+        "",
+        "| arm | steps | s / step | held-out before | held-out after | gain | keep | head acc. | majority class "
+        "| head AUC | zero-adv. groups |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for title, s in (("GRPO", grpo), ("ARRoL κ = 0.5", arrol)):
+        gain = _num(s.heldout_accuracy_after) - _num(s.heldout_accuracy_before)
+        lines.append(
+            f"| {title} | {s.steps} | {_f(s.seconds_per_step, '.1f')} | {_f(s.heldout_accuracy_before)} ± "
+            f"{_f(s.heldout_accuracy_se_before)} | {_f(s.heldout_accuracy_after)} ± {_f(s.heldout_accuracy_se_after)} | "
+            f"{gain:+.3f} | {_f(s.keep_ratio_mean)} | {_f(s.head_accuracy_after_cold_start)} | "
+            f"{_f(s.head_majority_after_cold_start)} | {_f(s.head_auc_after_cold_start)} | {_f(s.zero_advantage_fraction)} |")
+    diff = _num(arrol.heldout_accuracy_after) - _num(grpo.heldout_accuracy_after)
+    diff_se = math.hypot(_num(arrol.heldout_accuracy_se_after), _num(grpo.heldout_accuracy_se_after))
+    steps_ratio = arrol.steps / grpo.steps if grpo.steps else float("nan")
+    lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time; held-out after, ARRoL − GRPO: "
+              f"{diff:+.3f} ± {diff_se:.3f} (the two evaluations' standard errors combined; one seed per arm)."]
+    head_ok = (_num(arrol.head_accuracy_after_cold_start) >= _num(arrol.head_majority_after_cold_start) + 0.05
+               and _num(arrol.head_auc_after_cold_start) >= 0.75)
+    claims = [
+        f"Online head on SmolLM2-135M: accuracy {_f(arrol.head_accuracy_after_cold_start)} vs majority class "
+        f"{_f(arrol.head_majority_after_cold_start)}, AUC {_f(arrol.head_auc_after_cold_start)} after the cold start — "
+        f"{verdict(head_ok)} (goal: majority + 5 points and AUC ≥ 0.75).",
+        f"Fig. 4 on SmolLM2-135M: held-out accuracy of ARRoL at GRPO's training time, {diff:+.3f} ± {diff_se:.3f} — "
+        f"{verdict(diff >= 0)} (goal: ARRoL ≥ GRPO; one seed, so a difference within {2 * diff_se:.3f} is noise).",
+    ]
+    return lines, claims
+
+
+def section_seeds(root: Path) -> tuple[list[str], list[str]]:
+    """The default experiment over seeds (``+exp=seeds``): learning on every seed, ARRoL vs GRPO paired by seed."""
+    lines = ["## 9. The default experiment over seeds (tiny policy)", ""]
+    runs = [r for r in sweep_runs(root / "seeds") if r.heldout_accuracy_after is not None]
+    text, records = seed_table(runs, "pruning=none") if runs else ("", [])
+    if not records:
+        return lines + ["Not run (`seeds/` holds no arm with several seeds): `python experiments/reproduce.py "
+                        "--only seeds page` (15 runs of `make run`, about 90 min on 2 cores)."], []
+    r0 = runs[0]
+    lines += [f"`experiments/run.py +exp=seeds`: {r0.config['trainer']['max_steps']} steps per run, each evaluated on "
+              f"{r0.heldout_problems} held-out problems × {r0.heldout_samples} samples on its own random stream; "
+              "every seed starts all arms from the same warm start.", "", text.rstrip("\n")]
+    claims = []
+    for rec in records:
+        gains = rec["gain_per_seed"]
+        learned = sum(g > 0 for g in gains)
+        claims.append(f"Seeds, `{rec['arm']}`: held-out accuracy rose on {learned} of {len(gains)} seeds (mean gain "
+                      f"{rec['gain'][0]:+.3f} ± {rec['gain'][1]:.3f}) — {verdict(learned == len(gains))}.")
     return lines, claims
 
 
@@ -481,7 +556,8 @@ def build_page(root: Path, page: Path) -> str:
         lambda: section_phases(root), lambda: section_balance(root, kappa_runs),
         lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
         lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
-        lambda: section_pretrained(root, figures, page.parent),
+        lambda: section_pretrained(root, figures, page.parent), lambda: section_online(root),
+        lambda: section_seeds(root),
     ]
     bodies, claims = [], []
     for make in sections:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.train.summary import RunSummary
 
 logger = logging.getLogger(__name__)
@@ -64,13 +64,6 @@ def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[
 SEED_OVERRIDE = "trainer.seed="
 
 
-def _mean_sd_se(values: list[float]) -> tuple[float, float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else float("nan")
-    return mean, sd, sd / math.sqrt(n)
-
-
 def _fmt(stats: tuple[float, float, float]) -> str:
     return f"{stats[0]:.3f} ± {stats[1]:.3f} (SE {stats[2]:.3f})"
 
@@ -100,8 +93,8 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
         gain = [runs[x].heldout_accuracy_after - runs[x].heldout_accuracy_before for x in seeds]
         paired = [runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
                   for x in seeds if base is not None and x in base]
-        rec = {"arm": arm, "seeds": seeds, "after": _mean_sd_se(after), "gain": _mean_sd_se(gain),
-               "gain_per_seed": gain, "vs_baseline": _mean_sd_se(paired) if paired and base is not runs else None,
+        rec = {"arm": arm, "seeds": seeds, "after": mean_sd_se(after), "gain": mean_sd_se(gain),
+               "gain_per_seed": gain, "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
                "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
         records.append(rec)
         lines.append(f"| {arm} | {len(seeds)} | {_fmt(rec['after'])} | {_fmt(rec['gain'])} | "

@@ -4,6 +4,7 @@
 - ``mean_accuracy`` (avg@k) and ``vote_accuracy`` (maj@k and weighted votes).
 - ``balance_stats`` (paper Table 4): per-group positive ratio ρ̂, ρ̂(1-ρ̂) and the fraction of
   groups with zero advantage (all survivors share one reward, or fewer than 2 survivors).
+- ``mean_sd_se``: mean ± sd with the standard error, over seeds, problems or groups.
 - ``binary_auc``, ``spearman`` (average ranks for ties) and ``expected_calibration_error`` for the
   quality head (Fig. 2).
 """
@@ -14,6 +15,19 @@ import math
 from typing import Callable, Hashable, Sequence
 
 import torch
+
+
+def mean_sd_se(values: Sequence[float] | torch.Tensor) -> tuple[float, float, float]:
+    """Mean, sample standard deviation (n − 1) and standard error of the mean of ``values`` (a sequence
+    or a tensor, flattened): how every "mean ± sd (SE)" of the reports is computed. The sd and SE are
+    NaN below two values, the mean below one."""
+    x = torch.as_tensor(values, dtype=torch.float64).flatten()
+    n = x.numel()
+    nan = float("nan")
+    if n < 2:
+        return (float(x.mean()) if n else nan), nan, nan
+    sd = float(x.std())
+    return float(x.mean()), sd, sd / math.sqrt(n)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -118,6 +118,9 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         keep_ratio_mean=mean_after(history, "pruning/keep_ratio", start),
         pruning_active_fraction=mean_after(history, "pruning/active", start),
         head_accuracy_after_cold_start=mean_after(history, "head/accuracy", start),
+        head_majority_after_cold_start=mean_after(
+            [{"m": max(h["reward/accuracy"], 1 - h["reward/accuracy"])} for h in history[start:]
+             if "head/accuracy" in h and "reward/accuracy" in h], "m", 0),
         head_auc_after_cold_start=mean_after(history, "head/auc", start),
         head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
         head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),

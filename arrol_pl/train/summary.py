@@ -38,6 +38,9 @@ class RunSummary:
     keep_ratio_mean: float | None = None
     pruning_active_fraction: float | None = None
     head_accuracy_after_cold_start: float | None = None
+    head_majority_after_cold_start: float | None = None
+    """The head accuracy of always answering a step's more common label, max(acc, 1 − acc) of its
+    survivors, over the same steps as ``head_accuracy_after_cold_start``: the floor a useful head must beat."""
     head_auc_after_cold_start: float | None = None
     head_spearman_after_cold_start: float | None = None
     head_calibration_error_after_cold_start: float | None = None

@@ -101,3 +101,92 @@ def test_a_tied_vote_is_not_a_reproduction(results_dir: Path, tmp_path: Path):
     path.write_text(json.dumps(data))
     assert "ARRoL vote 45.0 vs majority 40.0 and DeepConf 40.0 — **reproduced**" in results.build_page(
         results_dir, tmp_path / "page.md")
+
+
+def write_online(root: Path, policy: str, steps: int, after: float, se: float, **extra) -> None:
+    job = root / "online" / ("0" if policy == "none" else "1")
+    job.mkdir(parents=True)
+    config = {"pruning": {"policy": policy, "keep_ratio": 1.0 if policy == "none" else 0.5},
+              "trainer": {"max_minutes": 12}, "engine": {"detect_length": 4},
+              "algo": {"prompts_per_step": 8, "group_size": 8, "max_response_tokens": 32}}
+    summary = {"config": config, "steps": steps, "heldout_accuracy_before": 0.25, "heldout_accuracy_after": after,
+               "heldout_accuracy_se_before": se, "heldout_accuracy_se_after": se, "heldout_problems": 128,
+               "heldout_samples": 4, "seconds_per_step": 720 / steps, **extra}
+    (job / "summary.json").write_text(json.dumps(summary))
+
+
+def claim_lines(text: str, start: str) -> list[str]:
+    return [line for line in text.split("## 1.")[0].splitlines() if line.startswith(f"- {start}")]
+
+
+def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(results_dir: Path, tmp_path: Path):
+    write_online(results_dir, "none", 40, 0.30, 0.03, head_accuracy_after_cold_start=0.7,
+                 head_majority_after_cold_start=0.72, head_auc_after_cold_start=0.7)
+    write_online(results_dir, "arrol", 64, 0.32, 0.04, head_accuracy_after_cold_start=0.80,
+                 head_majority_after_cold_start=0.74, head_auc_after_cold_start=0.77, keep_ratio_mean=0.5)
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 8.")[1].split("## 9.")[0]
+    assert "ARRoL took 1.60× GRPO's steps in the same training time" in section
+    assert "+0.020 ± 0.050" in section  # hypot(0.03, 0.04)
+    head, fig4 = claim_lines(text, "Online head"), claim_lines(text, "Fig. 4 on SmolLM2")
+    assert len(head) == 1 and "accuracy 0.800 vs majority class 0.740, AUC 0.770" in head[0]
+    assert "**reproduced**" in head[0]  # 0.80 ≥ 0.74 + 0.05 and AUC ≥ 0.75
+    assert len(fig4) == 1 and "**reproduced**" in fig4[0]
+    # a head that does not clear the majority class by 5 points is not a reproduction, whatever its AUC
+    s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
+    s.update(head_accuracy_after_cold_start=0.76, heldout_accuracy_after=0.25)
+    (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    assert all("**not reproduced**" in line for line in claim_lines(text, "Online head") + claim_lines(text, "Fig. 4 on SmolLM2"))
+
+
+def test_seeds_section_counts_the_seeds_that_learned(results_dir: Path, tmp_path: Path):
+    for job, (arm, seed, before, after) in enumerate([("none", 0, 0.2, 0.4), ("none", 1, 0.3, 0.45),
+                                                      ("arrol", 0, 0.2, 0.3), ("arrol", 1, 0.3, 0.28)]):
+        path = results_dir / "seeds" / str(job)
+        path.mkdir(parents=True)
+        path.joinpath("summary.json").write_text(json.dumps({
+            "config": {"pruning": {"policy": arm}, "trainer": {"max_steps": 300}}, "steps": 300,
+            "heldout_accuracy_before": before, "heldout_accuracy_after": after, "heldout_problems": 256,
+            "heldout_samples": 8, "seconds_per_step": 0.5,
+            "overrides": [f"pruning={arm}", f"trainer.seed={seed}", "+exp=seeds"]}))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    seeds = claim_lines(text, "Seeds")
+    assert len(seeds) == 2
+    assert "`pruning=none`: held-out accuracy rose on 2 of 2 seeds" in seeds[0] and "**reproduced**" in seeds[0]
+    assert "`pruning=arrol`: held-out accuracy rose on 1 of 2 seeds" in seeds[1] and "**not reproduced**" in seeds[1]
+    assert "−0.135" in text or "-0.135" in text  # ARRoL − GRPO paired by seed: (−0.10 − 0.17) / 2
+
+
+def probe_json(k: int, arrol_vs_majority: float, **extra) -> dict:
+    def rule(acc, vs_maj=None, vs_dc=None):
+        out = {"accuracy": acc, "accuracy_se": 0.02}
+        if vs_maj is not None:
+            out |= {"vs_majority": vs_maj, "vs_majority_se": 0.01, "vs_deepconf": vs_dc, "vs_deepconf_se": 0.01}
+        return out
+    row = {"detect_length": 4, "fraction": 0.125, "n_test": 100, "positive_rate": 0.3, "head_spearman": 0.4,
+           "deepconf_spearman": 0.2, "head_auc": 0.8, "deepconf_auc": 0.6, "head_accuracy": 0.8,
+           "majority_accuracy": 0.7}
+    votes = {"problems": {"n": 40.0, "k": float(k)}, "majority": rule(0.3), "deepconf": rule(0.31, 0.01, None),
+             "arrol_detect": rule(0.3 + arrol_vs_majority, arrol_vs_majority, arrol_vs_majority - 0.01),
+             "arrol_end": rule(0.3, 0.0, -0.01), "avg": rule(0.25), "pass": rule(0.7)}
+    votes["deepconf"]["vs_deepconf"] = None
+    return {"command": f"python experiments/head_quality.py --samples {k}", "rows": [row], "rollouts": 160 * k,
+            "settings": {"problems": 160, "samples": k, "temperature": 0.8, "max_tokens": 32}, "accuracy": 0.25,
+            "mixed_group_fraction": 0.4, "mean_response_length": 20.0, "generation_seconds": 60.0,
+            "feature_seconds": 30.0, "feature_parity": {"max_abs_diff": 1e-5}, "votes": votes, **extra}
+
+
+def test_the_k32_vote_run_replaces_the_probes_own_votes(results_dir: Path, tmp_path: Path):
+    (results_dir / "pretrained").mkdir()
+    (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(probe_json(8, 0.0)))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    assert "| rule (k = 8, 40 test problems)" in text
+    assert "**not reproduced** (above both" in claim_lines(text, "Table 3 by replay")[0]
+    (results_dir / "votes32").mkdir()
+    (results_dir / "votes32" / "head_quality.json").write_text(json.dumps(probe_json(32, 0.05)))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    assert "| rule (k = 32, 40 test problems)" in text and "k = 8, 40" not in text
+    assert "Votes from `python experiments/head_quality.py --samples 32` (5120 rollouts" in text
+    detect = claim_lines(text, "Table 3 by replay")[0]
+    assert "beats majority by +0.050 ± 0.010 and DeepConf by +0.040" in detect and "**reproduced**" in detect

@@ -9,6 +9,7 @@ from arrol_pl.core.metrics import (
     binary_auc,
     expected_calibration_error,
     mean_accuracy,
+    mean_sd_se,
     pass_at_k,
     spearman,
     vote_accuracy,
@@ -112,3 +113,14 @@ def test_quality_head_learns_a_separable_signal():
     feats = torch.randn(4, 16, requires_grad=True)
     head.loss(feats, torch.ones(4)).backward()
     assert feats.grad is None
+
+
+def test_mean_sd_se_is_the_sample_sd_and_the_standard_error():
+    mean, sd, se = mean_sd_se([0.1, 0.3, 0.2, 0.6])
+    assert mean == pytest.approx(0.3)
+    assert sd == pytest.approx(math.sqrt(((0.2) ** 2 + 0 + 0.1 ** 2 + 0.3 ** 2) / 3))
+    assert se == pytest.approx(sd / 2)
+    assert mean_sd_se(torch.tensor([[1.0, 3.0]])) == pytest.approx((2.0, math.sqrt(2), 1.0))
+    one = mean_sd_se([0.5])
+    assert one[0] == 0.5 and math.isnan(one[1]) and math.isnan(one[2])
+    assert all(math.isnan(v) for v in mean_sd_se([]))
