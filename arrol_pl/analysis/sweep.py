@@ -56,8 +56,8 @@ def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[
     for rec in records:
         cells = ["n/a" if rec[c] is None else fmt.format(rec[c]) for c, fmt in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
-    note = f"\nspeedup relative to `{baseline}`" if base else ""
-    common = f"\nevery run: `{' '.join(sorted(shared))}`" if shared else ""
+    note = f"\n\nspeedup relative to `{baseline}`" if base else ""  # a blank line ends the Markdown table
+    common = f"\n\nevery run: `{' '.join(sorted(shared))}`" if shared else ""
     return "\n".join(lines) + note + common + "\n", records
 
 
@@ -100,7 +100,7 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
         lines.append(f"| {arm} | {len(seeds)} | {_fmt(rec['after'])} | {_fmt(rec['gain'])} | "
                      + " ".join(f"{g:+.3f}" for g in gain)
                      + f" | {_fmt(rec['vs_baseline']) if rec['vs_baseline'] else ''} | {rec['seconds_per_step']:.2f} |")
-    note = f"\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
+    note = f"\n\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
     return "\n".join(lines) + note + "\n", records
 
 

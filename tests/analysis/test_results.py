@@ -131,7 +131,12 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     head, fig4 = claim_lines(text, "Online head"), claim_lines(text, "Fig. 4 on SmolLM2")
     assert len(head) == 1 and "accuracy 0.800 vs majority class 0.740, AUC 0.770" in head[0]
     assert "**reproduced**" in head[0]  # 0.80 ≥ 0.74 + 0.05 and AUC ≥ 0.75
-    assert len(fig4) == 1 and "**reproduced**" in fig4[0]
+    assert len(fig4) == 1 and "**tied within noise**" in fig4[0]  # +0.020 is within 2 × 0.050
+    s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
+    s.update(heldout_accuracy_after=0.45)
+    (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
+    fig4 = claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")
+    assert "+0.150 ± 0.050 — **reproduced**" in fig4[0]
     # a head that does not clear the majority class by 5 points is not a reproduction, whatever its AUC
     s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
     s.update(head_accuracy_after_cold_start=0.76, heldout_accuracy_after=0.25)
@@ -142,19 +147,25 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
 
 def test_seeds_section_counts_the_seeds_that_learned(results_dir: Path, tmp_path: Path):
     for job, (arm, seed, before, after) in enumerate([("none", 0, 0.2, 0.4), ("none", 1, 0.3, 0.45),
-                                                      ("arrol", 0, 0.2, 0.3), ("arrol", 1, 0.3, 0.28)]):
+                                                      ("arrol", 0, 0.2, 0.3), ("arrol", 1, 0.3, 0.28),
+                                                      ("arrol_gated", 0, 0.2, 0.24), ("arrol_gated", 1, 0.3, 0.4)]):
         path = results_dir / "seeds" / str(job)
         path.mkdir(parents=True)
         path.joinpath("summary.json").write_text(json.dumps({
             "config": {"pruning": {"policy": arm}, "trainer": {"max_steps": 300}}, "steps": 300,
             "heldout_accuracy_before": before, "heldout_accuracy_after": after, "heldout_problems": 256,
+            "heldout_accuracy_se_before": 0.02, "heldout_accuracy_se_after": 0.02,  # 2 SE of the gain: 0.057
             "heldout_samples": 8, "seconds_per_step": 0.5,
             "overrides": [f"pruning={arm}", f"trainer.seed={seed}", "+exp=seeds"]}))
     text = results.build_page(results_dir, tmp_path / "page.md")
     seeds = claim_lines(text, "Seeds")
-    assert len(seeds) == 2
-    assert "`pruning=none`: held-out accuracy rose on 2 of 2 seeds" in seeds[0] and "**reproduced**" in seeds[0]
+    assert len(seeds) == 3
+    assert "`pruning=none`: held-out accuracy rose on 2 of 2 seeds, by more than two standard errors" in seeds[0]
+    assert "**reproduced**" in seeds[0]
     assert "`pruning=arrol`: held-out accuracy rose on 1 of 2 seeds" in seeds[1] and "**not reproduced**" in seeds[1]
+    # +0.04 is a rise, but within two standard errors of the difference (0.057): not counted as learning
+    assert "`pruning=arrol_gated`: held-out accuracy rose on 2 of 2 seeds, by more than two standard errors of the " \
+           "before/after difference on 1" in seeds[2] and "**not reproduced**" in seeds[2]
     assert "−0.135" in text or "-0.135" in text  # ARRoL − GRPO paired by seed: (−0.10 − 0.17) / 2
 
 

@@ -130,7 +130,7 @@ def test_smollm2_online_preset_compares_at_equal_training_time_in_bf16():
     run = compose_run("+exp=smollm2_online")
     assert run.model.pretrained == "smollm2" and run.model.trainable_layers == 2
     assert run.trainer.max_minutes > 0 and run.trainer.max_steps * 10 > 60 * run.trainer.max_minutes  # time decides
-    assert run.trainer.precision == "bf16-true" and run.engine.dtype == "bfloat16"
+    assert run.trainer.precision == "bf16-mixed" and run.engine.dtype == "bfloat16"  # float32 master weights
     assert run.algo.reuses_old_logprobs and run.engine.detect_length < run.algo.max_response_tokens
 
 
