@@ -525,22 +525,12 @@ def section_seeds(root: Path) -> tuple[list[str], list[str]]:
     claims = []
     for rec in records:
         gains = rec["gain_per_seed"]
-        noise = [2 * math.hypot(_num(r.heldout_accuracy_se_before), _num(r.heldout_accuracy_se_after))
-                 for r in seed_runs(runs, rec["arm"], rec["seeds"])]
         rose = sum(g > 0 for g in gains)
-        clear = sum(g > n for g, n in zip(gains, noise))
+        clear = sum(g > 2 * se for g, se in zip(gains, rec["gain_se_per_seed"]))
         claims.append(f"Seeds, `{rec['arm']}`: held-out accuracy rose on {rose} of {len(gains)} seeds, by more than two "
                       f"standard errors of the before/after difference on {clear} (mean gain {rec['gain'][0]:+.3f} ± "
                       f"{rec['gain'][1]:.3f}) — {verdict(clear == len(gains))} (goal: learning on every seed).")
     return lines, claims
-
-
-def seed_runs(runs: Sequence[RunSummary], arm: str, seeds: Sequence[str]) -> list[RunSummary]:
-    """The runs of one arm of :func:`seed_table` (its overrides besides the seed), in ``seeds`` order."""
-    wanted = set() if arm == "all" else set(arm.split())  # "all": seed_table's name when only the seed varies
-    by_seed = {next((o.split("=", 1)[1] for o in r.overrides if o.startswith("trainer.seed=")), None): r
-               for r in runs if wanted <= set(r.overrides)}
-    return [by_seed[s] for s in seeds]
 
 
 def reading(kappa_runs: list[RunSummary]) -> list[str]:

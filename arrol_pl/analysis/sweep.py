@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +94,11 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
         gain = [runs[x].heldout_accuracy_after - runs[x].heldout_accuracy_before for x in seeds]
         paired = [runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
                   for x in seeds if base is not None and x in base]
+        gain_se = [math.hypot(*(float("nan") if v is None else v for v in (runs[x].heldout_accuracy_se_before,
+                                                                            runs[x].heldout_accuracy_se_after)))
+                   for x in seeds]  # before and after are separate evaluations of the same problems
         rec = {"arm": arm, "seeds": seeds, "after": mean_sd_se(after), "gain": mean_sd_se(gain),
-               "gain_per_seed": gain, "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
+               "gain_per_seed": gain, "gain_se_per_seed": gain_se, "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
                "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
         records.append(rec)
         lines.append(f"| {arm} | {len(seeds)} | {_fmt(rec['after'])} | {_fmt(rec['gain'])} | "

@@ -248,10 +248,10 @@ class AlgoConfig:
                               f"(prompts per optimizer step), got {mbs}")
         if self.old_logprobs not in OLD_LOGPROBS:
             raise ConfigError(f"algo.old_logprobs={self.old_logprobs!r}; choose one of {list(OLD_LOGPROBS)}")
-        if self.old_logprobs == "reuse" and self.num_mini_batches * self.ppo_epochs > 1:
+        if self.old_logprobs == "reuse" and self.optimizer_steps > 1:
             raise ConfigError(
                 f"algo.old_logprobs='reuse' needs one optimizer step per training step, but algo.ppo_epochs="
-                f"{self.ppo_epochs} with {self.num_mini_batches} mini-batches makes {self.num_mini_batches * self.ppo_epochs}: "
+                f"{self.ppo_epochs} with {self.num_mini_batches} mini-batches makes {self.optimizer_steps}: "
                 "later mini-batches are off-policy, so π_old must be recomputed ('recompute' or 'auto')")
         if self.rollout_is_cap is not None and self.rollout_is_cap <= 0:
             raise ConfigError(f"algo.rollout_is_cap must be > 0 (or null: off), got {self.rollout_is_cap}")
@@ -275,10 +275,14 @@ class AlgoConfig:
         return self.prompts_per_step // (self.ppo_mini_batch_size or self.prompts_per_step)
 
     @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per training step: mini-batches × epochs."""
+        return self.num_mini_batches * self.ppo_epochs
+
+    @property
     def reuses_old_logprobs(self) -> bool:
         """Whether π_old is the update's own detached log-probs (no separate forward; ``old_logprobs``)."""
-        single_step = self.num_mini_batches * self.ppo_epochs == 1
-        return self.old_logprobs == "reuse" or (self.old_logprobs == "auto" and single_step)
+        return self.old_logprobs == "reuse" or (self.old_logprobs == "auto" and self.optimizer_steps == 1)
 
 
 @dataclass
@@ -383,7 +387,7 @@ class RunConfig:
                 f"{self.algo.max_response_tokens}, got {self.engine.detect_length}"
             )
         if "16" in self.trainer.precision and "bf16" not in self.trainer.precision and (
-                self.algo.num_mini_batches * self.algo.ppo_epochs > 1):
+                self.algo.optimizer_steps > 1):
             # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
             raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
                               "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")

@@ -97,6 +97,14 @@ def mean_after(history: list[dict[str, float]], key: str, start: int) -> float |
     return sum(values) / len(values) if values else None
 
 
+def majority_floor(history: list[dict[str, float]], start: int) -> float | None:
+    """Mean over the steps from ``start`` where the head was scored of max(acc, 1 − acc) of the step's
+    survivors: the accuracy of always answering the step's more common label."""
+    values = [max(h["reward/accuracy"], 1 - h["reward/accuracy"]) for h in history[start:]
+              if "head/accuracy" in h and "reward/accuracy" in h]
+    return sum(values) / len(values) if values else None
+
+
 def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float,
               **outcome: Any) -> RunSummary:
     """The run's :class:`RunSummary` from its history and held-out results; ``outcome``: the remaining fields
@@ -118,9 +126,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         keep_ratio_mean=mean_after(history, "pruning/keep_ratio", start),
         pruning_active_fraction=mean_after(history, "pruning/active", start),
         head_accuracy_after_cold_start=mean_after(history, "head/accuracy", start),
-        head_majority_after_cold_start=mean_after(
-            [{"m": max(h["reward/accuracy"], 1 - h["reward/accuracy"])} for h in history[start:]
-             if "head/accuracy" in h and "reward/accuracy" in h], "m", 0),
+        head_majority_after_cold_start=majority_floor(history, start),
         head_auc_after_cold_start=mean_after(history, "head/auc", start),
         head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
         head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),

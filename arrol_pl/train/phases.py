@@ -275,7 +275,7 @@ def policy_update(
     minis = ppo_mini_batches(survivors.group_ids, idx, algo.num_mini_batches)
     if ranks is not None:
         minis += [[] for _ in range(ranks.max(len(minis)) - len(minis))]
-    if logps.old is None and algo.num_mini_batches * algo.ppo_epochs != 1:
+    if logps.old is None and algo.optimizer_steps != 1:
         raise ValueError("policy_update: π_old can be reused only with one optimizer step per training step "
                          f"(algo.ppo_epochs={algo.ppo_epochs}, {algo.num_mini_batches} mini-batches)")
     stats = _LossStats()

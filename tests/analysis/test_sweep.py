@@ -28,6 +28,11 @@ def test_seed_table_means_spreads_and_pairs_by_seed():
     assert paired[0] == pytest.approx((-0.02 - 0.06 - 0.04) / 3)
     assert by_arm["pruning=none"]["vs_baseline"] is None
     assert "| pruning=arrol | 3 | 0.260 ± 0.035 (SE 0.020) |" in markdown
+    # each seed's gain carries the standard error of its before/after difference (NaN where a run has none)
+    assert all(math.isnan(se) for se in by_arm["pruning=arrol"]["gain_se_per_seed"])
+    rows[3].heldout_accuracy_se_before, rows[3].heldout_accuracy_se_after = 0.03, 0.04
+    _, records = seed_table(rows, "pruning=none")
+    assert next(r for r in records if r["arm"] == "pruning=arrol")["gain_se_per_seed"][0] == pytest.approx(0.05)
 
 
 def test_seed_table_is_empty_without_repeated_seeds():
