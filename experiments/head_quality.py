@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> dict:
                           f"or not below --max-tokens={args.max_tokens}")
     else:
         metrics = online_head_metrics(online_head, online_calibrator, features["last"][usable_run_detect], labels,
-                                      eligible_at(response_lengths, usable_run_detect))
+                                      eligible_at(response_lengths, usable_run_detect), problem_ids)
         online = {"detect_length": usable_run_detect, "calibrated": online_calibrator is not None,
                   **{k: json_number(v) for k, v in metrics.items()}}
     groups = labels.view(len(problems), args.samples)
@@ -367,7 +367,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"\nVotes replayed on the test problems (heads fit on the other problems; L_detect = {engine_detect}):")
         print(votes_table(votes))
     if online is not None:
-        shown = ", ".join(f"{k} {online[k]:.3f}" for k in ("spearman", "auc", "accuracy", "ece") if online[k] is not None)
+        shown = ", ".join(f"{k} {online[k]:.3f}" for k in ("spearman", "auc", "within_auc", "accuracy", "ece")
+                          if online.get(k) is not None)
         print(f"online head of the run at its L_detect={online['detect_length']} (n={online['n']}): {shown}")
     else:
         print(f"online head not scored: {online_skipped}")

@@ -21,6 +21,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   (Fig. 4 on a real policy; opt-in, about 35 min);
 - ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, ARRoL, gated ARRoL and GRPO
   (opt-in, about 90 min);
+- ``online_balance`` experiments/run.py +exp=smollm2_balance: the spread rule vs random pruning with SmolLM2,
+  online (Table 4 on a real policy; opt-in, about 30 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -44,13 +46,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "votes32", "online", "seeds",
-         "page")
-OPT_IN = ("votes32", "online", "seeds")
+         "online_balance", "page")
+OPT_IN = ("votes32", "online", "seeds", "online_balance")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20-90 min on 2 cores."""
-PRETRAINED_PROBE = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--limit", "160", "--samples", "8",
-                    "--max-tokens", "32", "--temperature", "0.8"]
-"""The real pretrained policy's probe: SmolLM2-135M-Instruct, 160 held-out one-step problems × 8 at T = 0.8."""
-VOTES32_PROBE = [*PRETRAINED_PROBE, "--samples", "32", "--dtype", "bfloat16", "--features", "last", "--fractions", "0.125"]
+PRETRAINED_PROBE = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--limit", "256", "--samples", "8",
+                    "--max-tokens", "32", "--temperature", "0.8", "--fractions", "1/8", "1/4", "3/8", "1/2"]
+"""The real pretrained policy's probe: SmolLM2-135M-Instruct, 256 held-out one-step problems × 8 at T = 0.8, at
+L_detect = 4, 8, 12, 16 (the answer's digits are written at tokens 8-14)."""
+VOTES32_PROBE = [*PRETRAINED_PROBE, "--limit", "160", "--samples", "32", "--dtype", "bfloat16", "--features", "last",
+                 "--fractions", "0.125"]
 """The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""
 
 
@@ -102,6 +106,7 @@ def commands(args: argparse.Namespace) -> dict[str, list[str]]:
         "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, "--out", str(out / "votes32")],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
+        "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }

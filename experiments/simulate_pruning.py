@@ -16,7 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from arrol_pl.core.pruning import PruningConfig
+from arrol_pl.core.pruning import BALANCE_TARGETS, PruningConfig
 from arrol_pl.core.simulation import run_pruning_simulation
 
 def pruning_config(node: DictConfig) -> PruningConfig:
@@ -40,8 +40,8 @@ def main(cfg: DictConfig) -> None:
     sc = cfg.selfcheck
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     variants = {config.policy: config}
-    if config.policy == "arrol":  # show both balance targets: the paper's global δ and the per-group one
-        variants = {f"arrol/{t}": dataclasses.replace(config, balance_target=t) for t in ("global", "group")}
+    if config.policy == "arrol":  # every balance target: the paper's global δ, the per-group one, the rank-only spread
+        variants = {f"arrol/{t}": dataclasses.replace(config, balance_target=t) for t in BALANCE_TARGETS}
     variants.setdefault("random", dataclasses.replace(config, policy="random"))
     variants.setdefault("none", dataclasses.replace(config, policy="none"))
     start = min(config.cold_start_steps, sc.steps - 1)

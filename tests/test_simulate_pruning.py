@@ -19,7 +19,7 @@ def test_selfcheck_writes_summary(tmp_path):
               f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert set(summary["policies"]) == {"arrol/global", "arrol/group", "random", "none"}
+    assert set(summary["policies"]) == {"arrol/global", "arrol/group", "arrol/spread", "random", "none"}
     for row in summary["policies"].values():
         assert all(math.isfinite(v) for v in row.values())
         assert 0 < row["keep_ratio"] <= 1

@@ -428,11 +428,12 @@ def evaluate_length(
 BALANCE_ARMS = {
     "arrol_global": {"policy": "arrol", "balance_target": "global"},
     "arrol_group": {"policy": "arrol", "balance_target": "group"},
+    "arrol_spread": {"policy": "arrol", "balance_target": "spread"},
     "random": {"policy": "random"},
     "none": {"policy": "none"},
 }
-"""Pruning rules :func:`replay_balance` compares (Table 4): ARRoL with the paper's Eq. 2 and with the per-group
-target, random pruning at the same κ, and no pruning."""
+"""Pruning rules :func:`replay_balance` compares (Table 4): ARRoL with the paper's Eq. 2, with the per-group
+target and with the rank-only ``spread`` rule, random pruning at the same κ, and no pruning."""
 
 
 def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.Tensor, groups: torch.Tensor,
@@ -467,7 +468,7 @@ def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.T
         se = per_group[arm].std(0) / math.sqrt(max(ids.numel(), 1))
         out[arm] = {name: float(per_group[arm][:, k].mean()) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))}
         out[arm].update({f"{name}_se": float(se[k]) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))})
-    for arm in ("arrol_global", "arrol_group"):
+    for arm in (a for a in BALANCE_ARMS if a.startswith("arrol")):
         for k, name in ((2, "zero_adv"), (1, "balance")):
             diff, _, diff_se = mean_sd_se(per_group[arm][:, k] - per_group["random"][:, k])
             out[arm][f"{name}_vs_random"], out[arm][f"{name}_vs_random_se"] = diff, diff_se
@@ -592,11 +593,16 @@ def load_exported_head(export_dir: Path) -> tuple[QualityHead | None, BinnedCali
 
 
 def online_head_metrics(head: QualityHead, calibrator: BinnedCalibrator | None, features: torch.Tensor,
-                        labels: torch.Tensor, eligible: torch.Tensor) -> dict[str, float | int]:
+                        labels: torch.Tensor, eligible: torch.Tensor,
+                        groups: torch.Tensor | None = None) -> dict[str, float | int]:
     """The run's own head (trained online during RL) on every eligible rollout: n, positive rate and
-    :func:`quality_metrics` (with the run's calibrator when given)."""
+    :func:`quality_metrics` (with the run's calibrator when given); with ``groups: (N,)`` also its AUC
+    within groups (what the pruning rules that compare a group's rollouts need)."""
     y = labels[eligible].float()
-    m = quality_metrics(head_scores(head, features[eligible]), y, calibrator)
+    scores = head_scores(head, features[eligible])
+    m = quality_metrics(scores, y, calibrator)
+    if groups is not None:
+        m["within_auc"] = within_group_auc(scores, y, torch.as_tensor(groups)[eligible])
     return {"n": int(y.numel()), "positive_rate": float(y.double().mean()) if y.numel() else float("nan"), **m}
 
 
@@ -640,7 +646,7 @@ def inputs_table(by_kind: dict[str, Sequence[LengthResult]]) -> str:
 
 
 BALANCE_TITLES = {"arrol_global": "ARRoL, global δ (Eq. 2)", "arrol_group": "ARRoL, per-group target",
-                  "random": "random", "none": "no pruning"}
+                  "arrol_spread": "ARRoL, spread (ranks only)", "random": "random", "none": "no pruning"}
 
 
 def balance_table(results: Sequence[LengthResult]) -> str:

@@ -28,9 +28,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from arrol_pl.analysis.head_probe import VOTE_RULES, votes_table
+from arrol_pl.analysis.head_probe import BALANCE_TITLES, VOTE_RULES, votes_table
 from arrol_pl.analysis.history import history_curve, read_history
 from arrol_pl.analysis.sweep import seed_table
+from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.train.summary import RunSummary
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
@@ -363,8 +364,8 @@ def section_wallclock(root: Path, runs: list[RunSummary], figures: Path,
     return lines, claims
 
 
-BALANCE_ARMS_SHOWN = (("arrol_global", "ARRoL, global δ (Eq. 2)"), ("arrol_group", "ARRoL, per-group target"),
-                      ("random", "random"), ("none", "no pruning"))
+BALANCE_ARMS_SHOWN = tuple(BALANCE_TITLES.items())
+ARROL_BALANCE_ARMS = tuple((arm, title) for arm, title in BALANCE_ARMS_SHOWN if arm.startswith("arrol"))
 
 
 def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
@@ -409,7 +410,10 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
               "| L_detect | rule | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-advantage groups | keep | zero-adv. vs random (paired) |",
               "|---|---|---|---|---|---|---|"]
     claims = []
-    balance_wins = {arm: 0 for arm, _ in BALANCE_ARMS_SHOWN[:2]}
+    # per ARRoL arm and criterion, the detection lengths where it beats random pruning (Table 4's three readings)
+    balance_wins: dict[str, dict[str, list[int]]] = {arm: {"closer": [], "fewer": [], "balance": []}
+                                                     for arm, _ in ARROL_BALANCE_ARMS}
+    balance_seen = {arm: 0 for arm, _ in ARROL_BALANCE_ARMS}
     for r in rows:
         b = r.get("balance") or {}
         for arm, title in BALANCE_ARMS_SHOWN:
@@ -422,9 +426,14 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
                          f"{_f(x['zero_adv'])} ± {_f(x['zero_adv_se'])} | {_f(x['keep'], '.2f')} | {vs} |")
         for arm in balance_wins:
             if arm in b and "random" in b:
-                closer = abs(_num(b[arm]["rho"]) - 0.5) < abs(_num(b["random"]["rho"]) - 0.5)
-                fewer = _num(b[arm].get("zero_adv_vs_random")) < -_num(b[arm].get("zero_adv_vs_random_se"))
-                balance_wins[arm] += int(closer and fewer)
+                x = b[arm]
+                won = {"closer": abs(_num(x["rho"]) - 0.5) < abs(_num(b["random"]["rho"]) - 0.5),
+                       "fewer": _num(x.get("zero_adv_vs_random")) < -_num(x.get("zero_adv_vs_random_se")),
+                       "balance": _num(x.get("balance_vs_random")) > _num(x.get("balance_vs_random_se"))}
+                balance_seen[arm] += 1
+                for criterion, ok in won.items():
+                    if ok:
+                        balance_wins[arm][criterion].append(r["detect_length"])
     png = root / "pretrained" / "head_quality.png"
     if png.exists():
         target = figures / "pretrained_head_quality.png"
@@ -448,10 +457,18 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
     claims.append(f"Fig. 2(c) on SmolLM2-135M: the head's Spearman exceeds DeepConf's at {spearman_wins} of {n} "
                   f"detection lengths and its AUC is ≥ 0.80 at {auc_ok} of {n} — "
                   f"{verdict(spearman_wins == n and auc_ok == n)}.")
-    for arm, title in BALANCE_ARMS_SHOWN[:2]:
-        claims.append(f"Table 4 by replay on SmolLM2-135M, {title}: E[ρ̂] closer to ρ than random and fewer "
-                      f"zero-advantage groups (by more than one standard error) at {balance_wins[arm]} of {n} "
-                      f"detection lengths — {verdict(balance_wins[arm] == n)}.")
+    for arm, title in ARROL_BALANCE_ARMS:
+        wins, seen = balance_wins[arm], balance_seen[arm]
+        if not seen:  # a replay from before this rule existed
+            continue
+        counts = {c: f"{len(w)} of {seen}" + (f" (L = {', '.join(map(str, w))})" if w and len(w) < seen else "")
+                  for c, w in wins.items()}
+        every = {c: len(w) == seen for c, w in wins.items()}
+        outcome = (verdict(True) if all(every.values()) else "**partly reproduced**"
+                   if every["fewer"] and every["balance"] else verdict(False))
+        claims.append(f"Table 4 by replay on SmolLM2-135M, {title}: fewer zero-advantage groups than random at "
+                      f"{counts['fewer']} detection lengths, a larger E[ρ̂(1−ρ̂)] at {counts['balance']} (each by more "
+                      f"than one standard error, paired by group), E[ρ̂] closer to ρ at {counts['closer']} — {outcome}.")
     if votes:
         for rule in ("arrol_detect", "arrol_end"):
             v = votes[rule]
@@ -460,6 +477,14 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
                           f"{v['vs_majority']:+.3f} ± {_f(v['vs_majority_se'])} and DeepConf by {v['vs_deepconf']:+.3f} "
                           f"± {_f(v['vs_deepconf_se'])} — {verdict(above)} (above both by more than one standard error).")
     return lines, claims
+
+
+def online_head_claim(run: RunSummary, title: str) -> str:
+    """The issue's goal for a run's online head after the cold start: accuracy ≥ majority class + 5 points, AUC ≥ 0.75."""
+    acc, floor, auc = run.head_accuracy_after_cold_start, run.head_majority_after_cold_start, run.head_auc_after_cold_start
+    ok = _num(acc) >= _num(floor) + 0.05 and _num(auc) >= 0.75
+    return (f"{title}: accuracy {_f(acc)} vs majority class {_f(floor)}, AUC {_f(auc)} after the cold start — "
+            f"{verdict(ok)} (goal: majority + 5 points and AUC ≥ 0.75).")
 
 
 def section_online(root: Path) -> tuple[list[str], list[str]]:
@@ -495,17 +520,62 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
     steps_ratio = arrol.steps / grpo.steps if grpo.steps else float("nan")
     lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time; held-out after, ARRoL − GRPO: "
               f"{diff:+.3f} ± {diff_se:.3f} (the two evaluations' standard errors combined; one seed per arm)."]
-    head_ok = (_num(arrol.head_accuracy_after_cold_start) >= _num(arrol.head_majority_after_cold_start) + 0.05
-               and _num(arrol.head_auc_after_cold_start) >= 0.75)
     claims = [
-        f"Online head on SmolLM2-135M: accuracy {_f(arrol.head_accuracy_after_cold_start)} vs majority class "
-        f"{_f(arrol.head_majority_after_cold_start)}, AUC {_f(arrol.head_auc_after_cold_start)} after the cold start — "
-        f"{verdict(head_ok)} (goal: majority + 5 points and AUC ≥ 0.75).",
+        online_head_claim(arrol, "Online head on SmolLM2-135M"),
         f"Fig. 4 on SmolLM2-135M: held-out accuracy of ARRoL minus GRPO's after the same training time, {diff:+.3f} ± "
         f"{diff_se:.3f} — " + (verdict(True) if diff > 2 * diff_se else verdict(False) if diff < 0 else
                                "**tied within noise**: ARRoL ≥ GRPO by the point estimate only")
         + f" (goal: ARRoL ≥ GRPO; reproduced means ahead by more than two standard errors; one seed per arm).",
     ]
+    return lines, claims
+
+
+def _per_step_after_cold_start(run: RunSummary, key: str) -> tuple[float, float, float]:
+    """Mean ± sd (SE) over a run's steps after its cold start of the history tag ``key``."""
+    start = run.config["pruning"]["cold_start_steps"]
+    values = [h[key] for h in read_history(Path(run.run_dir))[start:] if key in h and math.isfinite(h[key])]
+    return mean_sd_se(values) if values else (float("nan"),) * 3
+
+
+def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
+    """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``)."""
+    lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
+    runs = sweep_runs(root / "online_balance")
+    spread, rand = pick(runs, policy="arrol", balance_target="spread"), pick(runs, policy="random")
+    if spread is None or rand is None:
+        return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job): "
+                        "`python experiments/reproduce.py --only online_balance page` (about 30 min on 2 cores)."], []
+    lines += [
+        f"`experiments/run.py +exp=smollm2_balance`: as section 8 (each arm {spread.config['trainer'].get('max_minutes')} "
+        f"min of training), but L_detect = {spread.config['engine']['detect_length']}, where SmolLM2 has written its "
+        "answer, and the two arms prune at the same κ: `spread` keeps each group's best- and worst-scored rollouts "
+        "(ranks of the online head's scores only), `random` ignores the head. Per-step figures after the cold start "
+        "(mean ± standard error over steps):", "",
+        "| arm | steps | keep | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-adv. groups | head AUC | held-out before | held-out after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    per_arm = {}
+    for title, run in (("ARRoL, spread", spread), ("random", rand)):
+        stats = {k: _per_step_after_cold_start(run, f"balance/{k}")
+                 for k in ("positive_ratio", "rho_1_minus_rho", "zero_advantage_fraction")}
+        per_arm[title] = stats
+        cells = [f"{m:.3f} ± {se:.3f}" for m, _, se in stats.values()]
+        lines.append(f"| {title} | {run.steps} | {_f(run.keep_ratio_mean)} | {' | '.join(cells)} | "
+                     f"{_f(run.head_auc_after_cold_start)} | {_f(run.heldout_accuracy_before)} ± "
+                     f"{_f(run.heldout_accuracy_se_before)} | {_f(run.heldout_accuracy_after)} ± "
+                     f"{_f(run.heldout_accuracy_se_after)} |")
+    (zs, _, zs_se), (zr, _, zr_se) = (per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))
+    (bs, _, bs_se), (br, _, br_se) = (per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))
+    dz, dz_se = zs - zr, math.hypot(zs_se, zr_se)
+    db, db_se = bs - br, math.hypot(bs_se, br_se)
+    lines += ["", f"Spread − random: zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} "
+              "(standard errors over steps combined; one seed per arm, so the two policies drift apart as they train)."]
+    ok = dz < -2 * dz_se and db > 2 * db_se
+    claims = [f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5): zero-advantage groups {dz:+.3f} ± "
+              f"{dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} — {verdict(ok)} (fewer zero-advantage groups and more "
+              "balance, each by more than two standard errors)."]
+    claims.append(online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
+                                            f"{spread.config['engine']['detect_length']} (spread arm)"))
     return lines, claims
 
 
@@ -562,7 +632,7 @@ def build_page(root: Path, page: Path) -> str:
         lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
         lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
         lambda: section_pretrained(root, figures, page.parent), lambda: section_online(root),
-        lambda: section_seeds(root),
+        lambda: section_seeds(root), lambda: section_online_balance(root),
     ]
     bodies, claims = [], []
     for make in sections:

@@ -12,6 +12,9 @@ Decisions (each exposed in :class:`PruningConfig`):
   ``group`` follows Lemma 4.1's direction instead: per group, p_i = clip(κ + δ_g + c_g(q_i - μ_g))
   with δ_g giving mean κ and c_g chosen so the expected kept positive ratio is as close to ρ as the
   clip allows (λ is not used there); every group keeps about κ of its eligible rollouts.
+  ``spread`` (beyond the paper) reads only the order of the raw head scores inside a group: its
+  highest- and lowest-scored rollouts survive, the rest share the budget (mean κ). Ranks use raw
+  scores, not the calibrated q: the calibrator's bins tie most of a group's rollouts.
 - Rollouts that finished before L_detect are complete: never pruned (``eligible=False``) and they
   count toward the floor. The achieved keep ratio is therefore >= κ; report it.
 - A per-group floor ``min_keep_per_group`` (default 2): a group left with fewer than 2 survivors has
@@ -35,9 +38,9 @@ import torch
 from .calibration import BinnedCalibrator, posterior_from_table
 from .metrics import binary_auc
 from .registry import Registry
-from .survival import group_balanced_survival, survival_from_delta, survival_probabilities
+from .survival import group_balanced_survival, spread_survival, survival_from_delta, survival_probabilities
 
-BALANCE_TARGETS = ("global", "group")
+BALANCE_TARGETS = ("global", "group", "spread")
 
 PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor], torch.Tensor]] = Registry("pruning policy")
 
@@ -59,7 +62,8 @@ class SurvivalSettings:
     p_max: float = 1.0
     """Highest survival probability."""
     balance_target: str = "global"
-    """``global``: Eq. 2 with one δ from the buffer (paper); ``group``: Lemma 4.1-directed per group."""
+    """``global``: Eq. 2 with one δ from the buffer (paper); ``group``: Lemma 4.1-directed per group;
+    ``spread``: keep each group's best- and worst-scored rollouts (beyond the paper, ranks only)."""
     min_keep_per_group: int = 2
     """Floor of survivors per group (fewer than 2 means zero advantage)."""
     seed: int = 0
@@ -161,7 +165,10 @@ class PruneDecision:
 
 @PRUNING_POLICIES.register("arrol")
 def arrol_survival(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
-    """Eq. 2 with the global δ, or the Lemma 4.1-directed group survival (``balance_target='group'``)."""
+    """Eq. 2 with the global δ, the Lemma 4.1-directed group survival (``balance_target='group'``), or the
+    rank-only ``spread`` (which :func:`decide_group` hands raw scores instead of posteriors)."""
+    if params.balance_target == "spread":
+        return spread_survival(posteriors, params.keep_ratio, params.p_min, params.p_max)
     if params.balance_target == "group":
         return group_balanced_survival(
             posteriors, params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
@@ -202,7 +209,9 @@ def decide_group(
     u = torch.rand(n, generator=generator)
     if not params.active or params.policy == "none" or not bool(eligible.any()):
         return PruneDecision(keep=torch.ones(n, dtype=torch.bool), survival=p, posterior=q)
-    p[eligible] = PRUNING_POLICIES.get(params.policy)(params, q[eligible]).to(torch.float32)
+    ranked_only = params.policy == "arrol" and params.balance_target == "spread"
+    values = scores if ranked_only else q
+    p[eligible] = PRUNING_POLICIES.get(params.policy)(params, values[eligible]).to(torch.float32)
     keep = (u < p) | ~eligible
     deficit = min(params.min_keep_per_group, n) - int(keep.sum())
     if deficit > 0:

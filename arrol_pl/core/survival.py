@@ -176,3 +176,25 @@ def group_balanced_survival(
     ratio = (probs * q).sum(1) / probs.sum(1).clamp(min=1e-12)
     err = (ratio - target_positive_ratio).abs() + 1e-9 * slopes.squeeze(1).abs()
     return probs[int(torch.argmin(err))].to(torch.float32)
+
+
+def spread_survival(scores: torch.Tensor, keep_ratio: float, p_min: float = 0.05, p_max: float = 1.0) -> torch.Tensor:
+    """Rank-only group survival (beyond the paper): ``(n,)`` raw head scores of one group → ``(n,)`` p.
+
+    The group's highest- and lowest-scored rollouts survive with ``p_max``; the others share what is left of
+    the budget, ``p = (κ n - 2 p_max) / (n - 2)`` clipped to ``[p_min, p_max]``. It reads only the order of the
+    scores inside the group, never their calibrated level: GRPO needs both outcomes among the survivors, and
+    a head can order one prompt's rollouts where its posterior's level is off (a group whose q all sit below
+    ρ while most rollouts are right makes the ``group`` target prune every wrong one). A group of fewer than
+    3 rollouts, or whose scores are all equal (one shared prefix), gets κ everywhere, as random pruning.
+    """
+    s = torch.as_tensor(scores, dtype=torch.float64).flatten()
+    n = s.numel()
+    p = torch.full((n,), float(keep_ratio), dtype=torch.float64)
+    if n < 3 or bool((s == s[0]).all()):
+        return p.to(torch.float32)
+    p.fill_(min(max((keep_ratio * n - 2.0 * p_max) / (n - 2), p_min), p_max))
+    p[int(torch.argmax(s))] = p_max
+    p[int(torch.argmin(s))] = p_max
+    return p.to(torch.float32)
+

@@ -20,6 +20,7 @@ from arrol_pl.analysis.head_probe import (
     fit_calibrator,
     inputs_table,
     markdown_table,
+    online_head_metrics,
     prefix_features,
     prefix_stats,
     probe_lengths,
@@ -248,11 +249,15 @@ def test_replay_balance_steers_groups_with_an_informative_head():
     # the per-group target moves every group toward ρ = 0.5: fewer zero-advantage groups than random
     assert out["arrol_group"]["zero_adv_vs_random"] < -2 * out["arrol_group"]["zero_adv_vs_random_se"]
     assert out["arrol_group"]["balance"] > out["random"]["balance"]
+    # so does keeping each group's best- and worst-scored rollouts (ranks only)
+    assert out["arrol_spread"]["keep"] == pytest.approx(0.5, abs=0.08)
+    assert out["arrol_spread"]["zero_adv_vs_random"] < -2 * out["arrol_spread"]["zero_adv_vs_random_se"]
     table = balance_table([type("R", (), {"detect_length": 4, "balance": out})()])
     assert "| 4 | ARRoL, per-group target |" in table and "| 4 | random |" in table
     # an uninformative head (constant scores) prunes like random
     flat = replay_balance(torch.zeros_like(scores), labels, eligible, groups, calibrator, keep_ratio=0.5, draws=8)
-    assert flat["arrol_group"]["zero_adv"] == pytest.approx(flat["random"]["zero_adv"], abs=0.1)
+    for arm in ("arrol_group", "arrol_spread"):
+        assert flat[arm]["zero_adv"] == pytest.approx(flat["random"]["zero_adv"], abs=0.1)
 
 
 def test_evaluate_length_reports_within_group_auc_and_the_replay():
@@ -266,7 +271,7 @@ def test_evaluate_length_reports_within_group_auc_and_the_replay():
     r = evaluate_length(4, features, labels, features[:, 1].double(), eligible, test, calibration,
                         ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=100, lr=1e-2, replay=None)), standardize=True, groups=problems)
     assert r.head_within_auc > 0.9 and 0.3 < r.deepconf_within_auc < 0.7
-    assert set(r.balance) == {"arrol_global", "arrol_group", "random", "none"}
+    assert set(r.balance) == {"arrol_global", "arrol_group", "arrol_spread", "random", "none"}
     json.dumps(r.row(), allow_nan=False)
     assert "| stats | 4 |" in inputs_table({"stats": [r]})
 
@@ -291,3 +296,24 @@ def test_replay_votes_an_informative_head_outvotes_a_wrong_majority():
     assert out["pass"]["accuracy"] == 1.0 and out["avg"]["accuracy"] == pytest.approx(3 / 8)
     assert out["arrol_detect"]["accuracy"] == 1.0  # the pruning head, applied to complete rollouts
     assert "| ARRoL vote, head trained on complete rollouts | 1.000 ± 0.000 | +1.000 ± 0.000 |" in votes_table(out)
+
+
+def test_online_head_metrics_adds_the_within_group_auc():
+    # a head reading feature 0: positives score higher, inside each group too; a group offset (difficulty)
+    # lifts the pooled AUC only
+    torch.manual_seed(0)
+    head = QualityHead(3, 4)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.zero_()
+        head.fc1.weight[0, 0] = 1.0
+        head.fc2.weight[0, 0] = 1.0
+    groups = torch.arange(20).repeat_interleave(4)
+    labels = torch.tensor([1.0, 0.0, 0.0, 1.0]).repeat(20)
+    features = torch.zeros(80, 3)
+    features[:, 0] = 2.0 + labels + 0.1 * groups
+    eligible = torch.ones(80, dtype=torch.bool)
+    eligible[0] = False
+    m = online_head_metrics(head, None, features, labels, eligible, groups)
+    assert m["n"] == 79 and m["within_auc"] == pytest.approx(1.0)
+    assert "within_auc" not in online_head_metrics(head, None, features, labels, eligible)

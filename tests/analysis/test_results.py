@@ -201,3 +201,60 @@ def test_the_k32_vote_run_replaces_the_probes_own_votes(results_dir: Path, tmp_p
     assert "Votes from `python experiments/head_quality.py --samples 32` (5120 rollouts" in text
     detect = claim_lines(text, "Table 3 by replay")[0]
     assert "beats majority by +0.050 ± 0.010 and DeepConf by +0.040" in detect and "**reproduced**" in detect
+
+
+def test_online_balance_section_compares_spread_with_random_over_steps(results_dir: Path, tmp_path: Path):
+    def write(job: str, pruning: dict, zero: list[float], bal: list[float]) -> None:
+        # two cold-start steps whose figures must be left out, then the measured steps
+        history = [{"balance/zero_advantage_fraction": 1.0, "balance/rho_1_minus_rho": 0.0,
+                    "balance/positive_ratio": 0.0}] * 2
+        history += [{"balance/zero_advantage_fraction": z, "balance/rho_1_minus_rho": b,
+                     "balance/positive_ratio": 0.3} for z, b in zip(zero, bal)]
+        write_run(results_dir / "online_balance" / job, {"cold_start_steps": 2, **pruning},
+                  {"heldout_accuracy_before": 0.25, "heldout_accuracy_after": 0.3, "keep_ratio_mean": 0.5,
+                   "head_accuracy_after_cold_start": 0.80, "head_majority_after_cold_start": 0.749,
+                   "head_auc_after_cold_start": 0.81}, history)
+        s = json.loads((results_dir / "online_balance" / job / "summary.json").read_text())
+        s["config"]["trainer"] = {"max_minutes": 12}
+        (results_dir / "online_balance" / job / "summary.json").write_text(json.dumps(s))
+
+    missing = results.build_page(results_dir, tmp_path / "page.md").split("## 10.")[1]
+    assert "Not run" in missing and "--only online_balance" in missing
+    write("0", {"balance_target": "spread"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
+    write("1", {"policy": "random"}, [0.8, 0.9, 0.8, 0.9], [0.03, 0.04, 0.03, 0.04])
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 10.")[1]
+    assert "| ARRoL, spread | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 |" in section
+    claim = claim_lines(text, "Table 4 online")
+    assert len(claim) == 1 and "zero-advantage groups -0.200 ± 0.041" in claim[0] and "**reproduced**" in claim[0]
+    head = claim_lines(text, "Online head on SmolLM2-135M at L_detect = 12 (spread arm)")
+    assert len(head) == 1 and "accuracy 0.800 vs majority class 0.749, AUC 0.810" in head[0] and "**reproduced**" in head[0]
+    # the same figures in both arms: no reproduction
+    write("2", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
+    (results_dir / "online_balance" / "1" / "summary.json").unlink()
+    assert "**not reproduced**" in claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Table 4 online")[0]
+
+
+def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Path, tmp_path: Path):
+    def arm(rho, bal, zero, d_zero=None, d_bal=None):
+        out = {"rho": rho, "rho_se": 0.03, "balance": bal, "balance_se": 0.01, "zero_adv": zero, "zero_adv_se": 0.03,
+               "keep": 0.5, "keep_se": 0.01}
+        if d_zero is not None:
+            out |= {"zero_adv_vs_random": d_zero, "zero_adv_vs_random_se": 0.01,
+                    "balance_vs_random": d_bal, "balance_vs_random_se": 0.002}
+        return out
+    balance = {"arrol_global": arm(0.23, 0.048, 0.77, 0.016, -0.002),  # worse than random on every reading
+               "arrol_group": arm(0.26, 0.055, 0.70, -0.05, 0.005),  # all three
+               "arrol_spread": arm(0.22, 0.065, 0.68, -0.07, 0.015),  # fewer, more balanced, but E[ρ̂] further from ρ
+               "random": arm(0.24, 0.050, 0.75), "none": arm(0.25, 0.057, 0.65)}
+    data = probe_json(8, 0.0)
+    data["rows"][0]["balance"] = balance
+    (results_dir / "pretrained").mkdir()
+    (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(data))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    claims = {line.split(":")[0].split(", ")[-1]: line for line in claim_lines(text, "Table 4 by replay")}
+    assert claims["global δ (Eq. 2)"].endswith("E[ρ̂] closer to ρ at 0 of 1 — **not reproduced**.")
+    assert "fewer zero-advantage groups than random at 1 of 1" in claims["per-group target"]
+    assert claims["per-group target"].endswith("— **reproduced**.")
+    assert "**partly reproduced**" in claims["spread (ranks only)"]
+    assert "| 4 | ARRoL, spread (ranks only) | 0.220 ± 0.030 |" in text

@@ -12,7 +12,7 @@ from arrol_pl.core.pruning import (
     decide_group,
 )
 from arrol_pl.core.simulation import run_pruning_simulation, sample_groups
-from arrol_pl.core.survival import best_single_prune
+from arrol_pl.core.survival import best_single_prune, spread_survival
 
 
 def identity_table(num_bins: int = 128) -> tuple[float, ...]:
@@ -75,6 +75,36 @@ def test_group_balance_target_keeps_kappa_per_group():
     q = torch.tensor([0.9, 0.92, 0.95, 0.97, 0.99, 0.9, 0.93, 0.96])  # an easy group: global δ would keep more
     d = decide_group(params, logits(q), torch.ones(8, dtype=torch.bool), torch.Generator().manual_seed(0))
     assert float(d.survival.mean()) == pytest.approx(0.5, abs=1e-4)
+
+
+def test_spread_keeps_each_groups_best_and_worst_scored_rollouts():
+    # raw scores, not calibrated levels: a table that maps every score to one q would tie them all
+    flat_table = tuple(0.3 for _ in range(16))
+    params = PrunerParams(policy="arrol", keep_ratio=0.5, balance_target="spread", bin_posteriors=flat_table,
+                          min_keep_per_group=0)
+    scores = torch.tensor([0.10, 0.12, -3.0, 0.11, 0.13, 2.5, 0.09, 0.10])
+    for seed in range(20):
+        d = decide_group(params, scores, torch.ones(8, dtype=torch.bool), torch.Generator().manual_seed(seed))
+        assert d.keep[2] and d.keep[5]
+        assert torch.allclose(d.posterior, torch.full((8,), 0.3))
+    assert d.survival.tolist() == pytest.approx([1 / 3, 1 / 3, 1.0, 1 / 3, 1 / 3, 1.0, 1 / 3, 1 / 3])
+    assert float(d.survival.mean()) == pytest.approx(0.5)
+    # ineligible rollouts are kept and ranked out: the extremes are taken among the eligible ones
+    eligible = torch.tensor([True, True, False, True, True, True, True, True])
+    d = decide_group(params, scores, eligible, torch.Generator().manual_seed(0))
+    assert d.keep[2] and d.survival[6] == pytest.approx(1.0) and d.survival[5] == pytest.approx(1.0)
+
+
+def test_spread_survival_edge_cases():
+    # all scores equal (one shared prefix) or fewer than 3 rollouts: κ everywhere, as random pruning
+    assert spread_survival(torch.zeros(8), 0.5).tolist() == [0.5] * 8
+    assert spread_survival(torch.tensor([1.0, -1.0]), 0.5).tolist() == [0.5, 0.5]
+    # a small κ leaves the middle at p_min (the mean then exceeds κ, as the clip of Eq. 2 allows)
+    p = spread_survival(torch.arange(8.0), 0.2, p_min=0.05)
+    assert p[0] == 1.0 and p[7] == 1.0 and p[1:7].tolist() == pytest.approx([0.05] * 6)
+    # p_max < 1 caps the two ends; the middle takes the rest of κ n
+    p = spread_survival(torch.arange(6.0), 0.5, p_max=0.9)
+    assert p[0] == pytest.approx(0.9) and float(p.mean()) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("field,value,match", [

@@ -43,7 +43,7 @@ def test_every_experiment_composes_and_validates(exp):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
     assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds",
-                           "smollm2_online"]
+                           "smollm2_balance", "smollm2_online"]
 
 
 def test_bench_preset_is_the_long_response_setting():
