@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from arrol_pl.core.metrics import binary_auc, expected_calibration_error, spearman
+from arrol_pl.core.metrics import binary_auc, expected_calibration_error, spearman, within_group_auc
 from arrol_pl.core.quality_head import QualityHead
 
 
@@ -93,13 +93,16 @@ def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: Fea
     return total / max(steps, 1)
 
 
-def head_quality(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor) -> dict[str, float]:
+def head_quality(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor,
+                 group_ids: torch.Tensor | None = None) -> dict[str, float]:
     """Quality of head scores ``(N,)`` against final correctness ``labels (N,)`` (Fig. 2): ``accuracy`` of
-    the raw logit at 0, ``auc``, ``spearman``, and with calibrated ``posteriors (N,)`` their
-    ``calibration_error`` (ECE) and ``posterior_accuracy`` (> 0.5). NaN where undefined."""
+    the raw logit at 0, ``auc``, ``spearman``, with calibrated ``posteriors (N,)`` their
+    ``calibration_error`` (ECE) and ``posterior_accuracy`` (> 0.5), and with ``group_ids (N,)`` the
+    ``within_auc`` over pairs of one group (what rules comparing a group's rollouts need). NaN where undefined."""
     labels = labels.float()
     nan = float("nan")
     return {
+        "within_auc": nan if group_ids is None else within_group_auc(scores, labels, group_ids),
         "accuracy": float(((scores > 0).float() == labels).float().mean()),
         "auc": binary_auc(scores, labels),
         "spearman": spearman(scores, labels),

@@ -128,6 +128,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         head_accuracy_after_cold_start=mean_after(history, "head/accuracy", start),
         head_majority_after_cold_start=majority_floor(history, start),
         head_auc_after_cold_start=mean_after(history, "head/auc", start),
+        head_within_auc_after_cold_start=mean_after(history, "head/within_auc", start),
         head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
         head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),
         positive_ratio_mean=mean_after(history, "balance/positive_ratio", start),

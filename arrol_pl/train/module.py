@@ -212,7 +212,7 @@ class ArrolModule(L.LightningModule):
             **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
             **phases.balance_metrics(labels, group_ids),
             **{f"head/{k}": v for k, v in head_quality(
-                scores, params.posterior(scores) if len(self.calibrator) else None, labels).items()
+                scores, params.posterior(scores) if len(self.calibrator) else None, labels, group_ids).items()
                if not math.isnan(v)},  # undefined (one class, no posteriors yet): left out of the history
             "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},

@@ -42,6 +42,9 @@ class RunSummary:
     """The head accuracy of always answering a step's more common label, max(acc, 1 − acc) of its
     survivors, over the same steps as ``head_accuracy_after_cold_start``: the floor a useful head must beat."""
     head_auc_after_cold_start: float | None = None
+    head_within_auc_after_cold_start: float | None = None
+    """The head's AUC over the (correct, wrong) pairs of one group among a step's survivors: an unbiased sample
+    of each group without pruning or with random pruning; ARRoL's own survivors over-represent what it kept."""
     head_spearman_after_cold_start: float | None = None
     head_calibration_error_after_cold_start: float | None = None
     positive_ratio_mean: float | None = None

@@ -224,7 +224,7 @@ def test_online_balance_section_compares_spread_with_random_over_steps(results_d
     write("1", {"policy": "random"}, [0.8, 0.9, 0.8, 0.9], [0.03, 0.04, 0.03, 0.04])
     text = results.build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 10.")[1]
-    assert "| ARRoL, spread | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 |" in section
+    assert "| ARRoL, spread | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 | 0.810 | n/a |" in section
     claim = claim_lines(text, "Table 4 online")
     assert len(claim) == 1 and "zero-advantage groups -0.200 ± 0.041" in claim[0] and "**reproduced**" in claim[0]
     head = claim_lines(text, "Online head on SmolLM2-135M at L_detect = 12 (spread arm)")

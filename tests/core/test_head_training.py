@@ -54,6 +54,13 @@ def test_head_quality_names_its_metrics_without_a_prefix_and_nan_where_undefined
     m = head_quality(scores, torch.tensor([0.9, 0.2, 0.6, 0.1]), labels)
     assert m["posterior_accuracy"] == 0.75 and m["calibration_error"] > 0
     assert math.isnan(head_quality(scores, None, torch.ones(4))["auc"]), "one class: no AUC"
+    # within groups: group 0 = rollouts 0, 1 (ordered right), group 1 = rollouts 2, 3 (one class: no pair)
+    assert math.isnan(m["within_auc"])
+    groups = torch.tensor([0, 0, 1, 1])
+    assert head_quality(scores, None, labels, groups)["within_auc"] == 1.0
+    flipped = torch.tensor([-2.0, 1.0, 0.5, -3.0])  # pooled AUC 1/3, the one mixed group ordered wrong
+    assert head_quality(flipped, None, labels, groups)["within_auc"] == 0.0
+    assert math.isnan(head_quality(scores, None, labels, torch.tensor([0, 1, 2, 3]))["within_auc"])
 
 
 def test_head_training_config_names_the_bad_key():

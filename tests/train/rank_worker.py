@@ -132,7 +132,7 @@ def pruning_state(ranks: RankSync | None) -> dict:
     params = build_pruner_params(PRUNING, calibrator, 1)
     return {"calibrator": calibrator.state_dict(), "head": head.state_dict(), "delta": params.delta,
             "groups": groups, "metrics": {**balance_metrics(labels, groups),
-                                          **head_quality(scores, params.posterior(scores), labels)}}
+                                          **head_quality(scores, params.posterior(scores), labels, groups)}}
 
 
 def main(out: str, backend: str) -> None:
