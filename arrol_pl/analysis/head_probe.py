@@ -300,13 +300,17 @@ def head_scores(head: QualityHead, features: torch.Tensor) -> torch.Tensor:
         return head(features.to(next(head.parameters()).device)).float().cpu()
 
 
-def quality_metrics(scores: torch.Tensor, labels: torch.Tensor, calibrator: BinnedCalibrator | None) -> dict[str, float]:
-    """Spearman, AUC, accuracy (calibrated posterior > 0.5; raw logit > 0) and ECE; NaN where undefined."""
+def quality_metrics(scores: torch.Tensor, labels: torch.Tensor, calibrator: BinnedCalibrator | None,
+                    groups: torch.Tensor | None = None) -> dict[str, float]:
+    """Spearman, AUC, accuracy (calibrated posterior > 0.5; raw logit > 0) and ECE, and with ``groups: (N,)``
+    the AUC within groups (``within_auc``); NaN where undefined."""
+    keys = ("spearman", "auc", "accuracy", "accuracy_logit0", "ece") + (() if groups is None else ("within_auc",))
     if labels.numel() == 0:
-        return dict.fromkeys(("spearman", "auc", "accuracy", "accuracy_logit0", "ece"), float("nan"))
-    m = head_quality(scores, None if calibrator is None else calibrator.posterior(scores), labels)
-    return {"spearman": m["spearman"], "auc": m["auc"], "accuracy": m["posterior_accuracy"],
-            "accuracy_logit0": m["accuracy"], "ece": m["calibration_error"]}
+        return dict.fromkeys(keys, float("nan"))
+    m = head_quality(scores, None if calibrator is None else calibrator.posterior(scores), labels, groups)
+    out = {"spearman": m["spearman"], "auc": m["auc"], "accuracy": m["posterior_accuracy"],
+           "accuracy_logit0": m["accuracy"], "ece": m["calibration_error"]}
+    return out if groups is None else out | {"within_auc": m["within_auc"]}
 
 
 @dataclass
@@ -407,11 +411,11 @@ def evaluate_length(
     calibrator = fit_calibrator(head_scores(head, features[cal_rows]), labels[cal_rows], bins)
     scores = head_scores(head, features[test_rows])
     conf = confidences[test_rows]
-    head_m = quality_metrics(scores, y, calibrator)
+    g = None if groups is None else torch.as_tensor(groups)
+    head_m = quality_metrics(scores, y, calibrator, None if g is None else g[test_rows])
     within: dict[str, Any] = {}
-    if groups is not None:
-        g = torch.as_tensor(groups)
-        within = {"head_within_auc": within_group_auc(scores, y, g[test_rows]),
+    if g is not None:
+        within = {"head_within_auc": head_m["within_auc"],
                   "deepconf_within_auc": within_group_auc(conf, y, g[test_rows])}
         # every test rollout, finished-early ones included (always kept), as the engine would see the group
         all_test = test.clone()
@@ -599,10 +603,8 @@ def online_head_metrics(head: QualityHead, calibrator: BinnedCalibrator | None, 
     :func:`quality_metrics` (with the run's calibrator when given); with ``groups: (N,)`` also its AUC
     within groups (what the pruning rules that compare a group's rollouts need)."""
     y = labels[eligible].float()
-    scores = head_scores(head, features[eligible])
-    m = quality_metrics(scores, y, calibrator)
-    if groups is not None:
-        m["within_auc"] = within_group_auc(scores, y, torch.as_tensor(groups)[eligible])
+    m = quality_metrics(head_scores(head, features[eligible]), y, calibrator,
+                        None if groups is None else torch.as_tensor(groups)[eligible])
     return {"n": int(y.numel()), "positive_rate": float(y.double().mean()) if y.numel() else float("nan"), **m}
 
 

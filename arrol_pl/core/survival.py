@@ -197,4 +197,3 @@ def spread_survival(scores: torch.Tensor, keep_ratio: float, p_min: float = 0.05
     p[int(torch.argmax(s))] = p_max
     p[int(torch.argmin(s))] = p_max
     return p.to(torch.float32)
-
