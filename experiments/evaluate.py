@@ -98,12 +98,13 @@ def resolve_checkpoint(path: Path, scratch: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     base = checkpoint_policy_dir(path)
-    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    state = checkpoint["state_dict"]
     policy = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     policy.load_state_dict({k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")})
     head_state = {k[len("head."):]: v for k, v in state.items() if k.startswith("head.")}
-    head = QualityHead(head_state["fc1.weight"].shape[1], head_state["fc1.weight"].shape[0])
-    head.load_state_dict(head_state)
+    input_kind = checkpoint.get("arrol", {}).get("config", {}).get("head", {}).get("input", "last")
+    head = QualityHead.from_state_dict(head_state, input_kind)
     policy.save_pretrained(scratch)
     AutoTokenizer.from_pretrained(base).save_pretrained(scratch)
     return scratch, head

@@ -9,9 +9,9 @@ top-20 log-probs per token; final correctness from math-verify. ``--data`` names
 task options, prompt template, chat-template switch and stop strings); ``--policy`` is a model directory or
 ``smollm2`` (the packaged SmolLM2-135M-Instruct, converted on first use). For each detection length
 L = fraction · ``--max-tokens`` and each head input of ``--features`` (the paper's ``last`` hidden state, a
-``mean`` over the prefix, a ``middle`` layer, the prefix log-prob ``stats``), a fresh quality head is trained
-on the features of some problems and tested on others, against DeepConf confidence over the same first L
-tokens of the same test rollouts (see :mod:`arrol_pl.analysis.head_probe` for the decisions), within groups too;
+``mean`` over the prefix, a ``middle`` layer, the prefix log-prob ``stats``, ``last+stats``), a fresh quality
+head is trained on the features of some problems and tested on others, against DeepConf confidence over the
+same first L tokens of the same test rollouts (see :mod:`arrol_pl.analysis.head_probe` for the decisions), within groups too;
 and the engine's pruning rule is replayed on the test groups with that head (ARRoL vs random, κ = 0.5).
 When ``--policy`` is a run's ``export/`` dir, the head that run trained online is also scored, at the
 run's own L_detect, on every eligible rollout.
@@ -256,9 +256,13 @@ def main(argv: list[str] | None = None) -> dict:
     # engine truncates no log-probs (it cuts them only for pruned rollouts): DeepConf sees every token.
     usable_run_detect = run_detect if run_detect is not None and 1 <= run_detect < args.max_tokens else None
     engine_detect = usable_run_detect or max(lengths)
+    # The engine computes what the run's head reads, else every engine input the probe measures (parity below).
+    need_stats = any("stats" in kind for kind in args.features) or (
+        online_head is not None and "stats" in online_head.input_kind)
+    head_input = online_head.input_kind if online_head is not None else ("last+stats" if need_stats else "last")
     engine = ArrolEngine(EngineConfig(
         model=str(args.policy), dtype=args.dtype, seed=args.seed, head_hidden_dim=args.head_hidden_dim,
-        max_model_len=context_length(tokenizer, problems, args.max_tokens),
+        max_model_len=context_length(tokenizer, problems, args.max_tokens), head_input=head_input,
     ), head=online_head)
     reward = MathReward()
     try:
@@ -285,26 +289,38 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=getattr(torch, args.dtype)).to(device).eval()
     start = time.perf_counter()
-    hidden_kinds = sorted(set(args.features) - {"stats"} | {"last"})
+    hidden_kinds = sorted({part for kind in args.features for part in kind.split("+") if part != "stats"} | {"last"})
     # the votes score each complete rollout: its feature at L = max_tokens is the one at its last token
     all_lengths = sorted(set(lengths) | {engine_detect} | ({args.max_tokens} if args.votes else set()))
     features = prefix_features(model, prompt_ids, response_ids, all_lengths, hidden_kinds,
                                tokenizer.pad_token_id or 0, args.forward_batch_tokens)
-    if "stats" in args.features:
-        features["stats"] = {length: prefix_stats(response_ids, logprobs, length, deepconf.topk) for length in lengths}
+    if need_stats:
+        features["stats"] = {length: prefix_stats(response_ids, logprobs, length) for length in all_lengths}
     feature_seconds = time.perf_counter() - start
+
+    def engine_input(kind: str, length: int) -> torch.Tensor:
+        """The probe's version of the engine's ``kind`` feature at ``length`` (its parts in the engine's order)."""
+        return torch.cat([features[part][length] for part in kind.split("+")], dim=1)
+
     # The probe must measure the feature the engine prunes on: compare with the engine's own at its L.
     engine_features = torch.stack([r.feature for r in rollouts])
+    hidden = features["last"][engine_detect].shape[1] if "last" in head_input else 0
+    probe_features = engine_input(head_input, engine_detect)
     parity = {
         "detect_length": engine_detect,
-        "max_abs_diff": float((engine_features - features["last"][engine_detect]).abs().max()),
+        "head_input": head_input,
+        "max_abs_diff": float((engine_features[:, :hidden] - probe_features[:, :hidden]).abs().max())
+        if hidden else None,
+        "stats_max_abs_diff": float((engine_features[:, hidden:] - probe_features[:, hidden:]).abs().max())
+        if "stats" in head_input else None,
         "eligible_agrees_with_engine": bool(torch.equal(
             eligible_at(response_lengths, engine_detect), torch.tensor([r.eligible for r in rollouts]))),
     }
     by_kind = {}
     for kind in args.features:
-        by_kind[kind] = probe_lengths(features[kind], labels, response_lengths, problem_ids, logprobs, lengths,
-                                      settings, deepconf, fractions=args.fractions, standardize=kind == "stats")
+        by_kind[kind] = probe_lengths({length: engine_input(kind, length) for length in lengths}, labels,
+                                      response_lengths, problem_ids, logprobs, lengths, settings, deepconf,
+                                      fractions=args.fractions, standardize="stats" in kind)
     results = by_kind.get("last") or probe_lengths(features["last"], labels, response_lengths, problem_ids,
                                                    logprobs, lengths, settings, deepconf, fractions=args.fractions)
     votes = None
@@ -321,7 +337,8 @@ def main(argv: list[str] | None = None) -> dict:
         online_skipped = (f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
                           f"or not below --max-tokens={args.max_tokens}")
     else:
-        metrics = online_head_metrics(online_head, online_calibrator, features["last"][usable_run_detect], labels,
+        metrics = online_head_metrics(online_head, online_calibrator,
+                                      engine_input(online_head.input_kind, usable_run_detect), labels,
                                       eligible_at(response_lengths, usable_run_detect), problem_ids)
         online = {"detect_length": usable_run_detect, "calibrated": online_calibrator is not None,
                   **{k: json_number(v) for k, v in metrics.items()}}
@@ -357,7 +374,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{len(rollouts)} rollouts ({len(problems)} problems x {args.samples}), accuracy {summary['accuracy']:.3f}, "
           f"mixed groups {summary['mixed_group_fraction']:.2f}, mean length {summary['mean_response_length']:.1f} / "
           f"{args.max_tokens} tokens, generation {result.wall_seconds:.1f} s, features {feature_seconds:.1f} s; "
-          f"engine feature parity at L={engine_detect}: max |diff| {parity['max_abs_diff']:.2e}")
+          f"engine feature parity at L={engine_detect} ({head_input}): "
+          + ", ".join(f"{part} max |diff| {parity[key]:.2e}" for part, key in
+                      (("hidden", "max_abs_diff"), ("stats", "stats_max_abs_diff")) if parity[key] is not None))
     print(markdown_table(results))
     print("\nHead inputs (AUC over all test rollouts / within groups):")
     print(inputs_table(by_kind))

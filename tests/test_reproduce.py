@@ -36,7 +36,9 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path):
     assert (out / "wallclock.png").stat().st_size > 1000
     pretrained = json.loads((out / "pretrained" / "head_quality.json").read_text())
     assert pretrained["settings"]["prompt_format"]["stop"] == ["\n"] and pretrained["rollouts"] == 12
-    assert set(pretrained["inputs"]) == {"last", "mean", "middle", "stats"}
+    assert set(pretrained["inputs"]) == {"last", "mean", "middle", "stats", "last+stats"}
+    parity = pretrained["feature_parity"]  # the engine computed both of its inputs, the probe matched them
+    assert parity["head_input"] == "last+stats" and parity["stats_max_abs_diff"] < 1e-6
     assert pretrained["votes"]["problems"]["k"] == 2
 
     text = page.read_text()

@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 
 from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.core.calibration import BinnedCalibrator
+from arrol_pl.core.confidence import PREFIX_STATISTICS, STATISTICS_TOPK, prefix_statistics
 from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
 from arrol_pl.core.metrics import binary_auc, mean_sd_se, spearman, voted_answer_correct, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
@@ -115,9 +116,10 @@ def eligible_at(response_lengths: torch.Tensor, detect_length: int) -> torch.Ten
     return torch.as_tensor(response_lengths) > detect_length
 
 
-FEATURE_KINDS = ("last", "mean", "middle", "stats")
+FEATURE_KINDS = ("last", "mean", "middle", "stats", "last+stats")
 """Head inputs the probe compares (module docstring): the paper's ``last``, a ``mean`` over the prefix, a
-``middle`` layer, and the prefix ``stats`` the engine samples with (no forward pass)."""
+``middle`` layer, the prefix ``stats`` the engine samples with (no forward pass), and ``last+stats``
+concatenated (what ``head.input=last+stats`` feeds the online head)."""
 
 
 @torch.no_grad()
@@ -151,9 +153,10 @@ def prefix_features(
     """
     if len(prompt_ids) != len(response_ids) or not prompt_ids:
         raise ValueError(f"need as many prompts as responses (> 0), got {len(prompt_ids)} and {len(response_ids)}")
-    unknown = set(kinds) - set(FEATURE_KINDS) | ({"stats"} & set(kinds))
+    hidden = [k for k in FEATURE_KINDS if "stats" not in k]
+    unknown = set(kinds) - set(hidden)
     if unknown:
-        raise ValueError(f"prefix_features kinds {sorted(unknown)}: choose from {[k for k in FEATURE_KINDS if k != 'stats']}")
+        raise ValueError(f"prefix_features kinds {sorted(unknown)}: choose from {hidden}")
     if any(len(p) < 1 or len(r) < 1 for p, r in zip(prompt_ids, response_ids)):
         raise ValueError("every prompt and response needs at least one token")
     decoder = model.base_model
@@ -213,22 +216,14 @@ def detect_features(
 
 
 def prefix_stats(response_ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[dict[int, float]] | None],
-                 detect_length: int, topk: int = 20) -> torch.Tensor:
-    """``(N, 5)`` statistics of each rollout's first ``min(n, L)`` tokens from the log-probs the engine sampled
-    with (no forward pass): mean, min and last sampled-token log-prob, mean DeepConf token confidence over
-    the top ``topk``, and the share of tokens that were the most likely one. NaN rows without log-probs."""
-    out = torch.full((len(response_ids), 5), float("nan"))
+                 detect_length: int, topk: int = STATISTICS_TOPK) -> torch.Tensor:
+    """``(N, 5)`` :func:`~arrol_pl.core.confidence.prefix_statistics` of each rollout's first ``min(n, L)``
+    tokens from the log-probs the engine sampled with (the engine's ``stats`` feature; no forward pass).
+    NaN rows without log-probs."""
+    out = torch.full((len(response_ids), len(PREFIX_STATISTICS)), float("nan"))
     for i, (tokens, lp) in enumerate(zip(response_ids, logprobs)):
-        if not lp:
-            continue
-        n = min(len(tokens), len(lp), detect_length)
-        sampled = torch.tensor([lp[t][tokens[t]] for t in range(n)], dtype=torch.float64)
-        conf, top1 = [], []
-        for t in range(n):
-            values = sorted(lp[t].values(), reverse=True)[:topk]
-            conf.append(-sum(values) / len(values))
-            top1.append(float(lp[t][tokens[t]] >= values[0]))
-        out[i] = torch.tensor([sampled.mean(), sampled.min(), sampled[-1], sum(conf) / n, sum(top1) / n])
+        if lp:
+            out[i] = prefix_statistics(tokens, lp, detect_length, topk).float()
     return out
 
 
@@ -265,8 +260,11 @@ def problem_parts(problem_ids: torch.Tensor, settings: ProbeSettings) -> tuple[t
     return test, calibration
 
 
-def train_probe(features: torch.Tensor, labels: torch.Tensor, settings: ProbeSettings) -> tuple[QualityHead, float]:
-    """A fresh head trained on ``features: (N, D)``, ``labels: (N,)`` (training recipe, module docstring).
+def train_probe(features: torch.Tensor, labels: torch.Tensor, settings: ProbeSettings,
+                standardize: bool = False) -> tuple[QualityHead, float]:
+    """A fresh head trained on ``features: (N, D)``, ``labels: (N,)`` (training recipe, module docstring);
+    ``standardize``: the head z-scores its input with the training features' moments (as a ``stats`` head does
+    online).
 
     Returns the head in eval mode and its full-batch BCE on the training rollouts after training.
     """
@@ -274,7 +272,7 @@ def train_probe(features: torch.Tensor, labels: torch.Tensor, settings: ProbeSet
         raise ValueError("train_probe needs at least one labelled feature")
     with torch.random.fork_rng(devices=[]):  # seeded initialisation without touching the global RNG
         torch.manual_seed(settings.seed)
-        head = QualityHead(features.shape[1], settings.hidden_dim)
+        head = QualityHead(features.shape[1], settings.hidden_dim, standardize=standardize)
     replay = FeatureReplay(labels.numel())
     replay.add(features, labels, torch.ones(labels.numel()))
     t = settings.training
@@ -383,8 +381,8 @@ def evaluate_length(
 
         groups: ``(N,)`` problem ids: adds the within-group AUCs and the pruning replay (:func:`replay_balance`)
             of the test groups.
-        standardize: z-score each feature with the head-fit rows' moments first (features of mixed scales,
-            such as :func:`prefix_stats`; hidden states go in raw, as the engine feeds them).
+        standardize: the head z-scores each feature with the head-fit rows' moments (features of mixed
+            scales, such as :func:`prefix_stats`, as the online ``stats`` head does; hidden states go in raw).
 
     A part left without eligible rollouts (L too long for the rollouts) gives NaN metrics and the counts.
     """
@@ -402,11 +400,9 @@ def evaluate_length(
     if not fit_rows.any() or not test_rows.any():
         return LengthResult(**counts, head_spearman=nan, head_auc=nan, head_accuracy=nan, head_accuracy_logit0=nan,
                             head_ece=nan, head_train_loss=nan, deepconf_spearman=nan, deepconf_auc=nan)
-    if standardize:
-        fit = features[fit_rows]
-        # population std: a fit part of one rollout (tiny probes) gives 0, clamped, not NaN
-        features = torch.nan_to_num((features - fit.mean(0)) / fit.std(0, correction=0).clamp_min(1e-6))
-    head, train_loss = train_probe(features[fit_rows], labels[fit_rows], settings)
+    if standardize:  # rows without log-probs (NaN statistics) read as zeros
+        features = torch.nan_to_num(features)
+    head, train_loss = train_probe(features[fit_rows], labels[fit_rows], settings, standardize)
     bins = settings.calibration_bins or min(128, max(1, int(cal_rows.sum()) // 32))
     calibrator = fit_calibrator(head_scores(head, features[cal_rows]), labels[cal_rows], bins)
     scores = head_scores(head, features[test_rows])

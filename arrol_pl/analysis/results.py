@@ -49,6 +49,16 @@ PAPER_TABLE3 = {"Qwen-3-1.7B-Base": {"Majority": (55.0, 16.7, 3.3), "Deepconf": 
 """Paper Table 3 (excerpt): model → vote → (AMC'23, AIME'24, AIME'25)."""
 
 
+def _parity(data: dict) -> str:
+    """How closely a probe's features matched the engine's: the hidden state's, and the prefix statistics' when
+    the engine computed them too."""
+    parity = data["feature_parity"]
+    text = f"{parity['max_abs_diff']:.1e}"
+    if parity.get("stats_max_abs_diff") is not None:
+        text += f" (hidden state; prefix statistics to {parity['stats_max_abs_diff']:.1e})"
+    return text
+
+
 def _f(value: Any, spec: str = ".3f") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -233,7 +243,7 @@ def section_head(root: Path, kappa_runs: list[RunSummary], figures: Path,
         "of the trained κ = 0.5 policy. Per detection length a fresh head is trained on part of the problems, "
         "calibrated on another part and scored on the rest (split by problem), against DeepConf trace "
         "confidence of the same prefixes. A rollout counts at L only if it is still running there, as in the "
-        f"engine. Probe features equal the engine's to {data['feature_parity']['max_abs_diff']:.1e}.",
+        f"engine. Probe features equal the engine's to {_parity(data)}.",
         "",
         "| L_detect | share of max length | test rollouts | positive rate | head Spearman | DeepConf Spearman "
         "| head AUC | DeepConf AUC | head accuracy | majority class | head ECE |",
@@ -382,7 +392,7 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         f"{data['accuracy']:.3f}, mixed groups {_f(data.get('mixed_group_fraction'))}, mean length "
         f"{data['mean_response_length']:.1f} of {st['max_tokens']} tokens; generation {data['generation_seconds']:.0f} s, "
         f"features {data['feature_seconds']:.0f} s. Probe features equal the engine's to "
-        f"{data['feature_parity']['max_abs_diff']:.1e}. The same probe as section 3, on a policy "
+        f"{_parity(data)}. The same probe as section 3, on a policy "
         "whose hidden state can carry the signal that the tiny policy's lacks.",
         "",
         "| L_detect | share | test rollouts | positive rate | head Spearman | DeepConf Spearman | head AUC | DeepConf AUC "
@@ -400,7 +410,9 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
     if inputs:
         lines += ["", "Head inputs side by side (the paper's is `last`; `mean` averages the final-layer states over "
                   "the prefix, `middle` reads layer num_layers/2, `stats` are five prefix log-prob statistics the "
-                  "engine samples with). Head AUC over all test rollouts / within groups:", "",
+                  "engine samples with, `last+stats` both; each is what `head.input` can feed the online head where "
+                  "the engine computes it: `last`, `stats`, `last+stats`). Head AUC over all test rollouts / within "
+                  "groups:", "",
                   "| L_detect | " + " | ".join(inputs) + " |", "|---|" + "---|" * len(inputs)]
         for i, r in enumerate(rows):
             cells = [f"{_f(v[i]['head_auc'])} / {_f(v[i].get('head_within_auc'))}" for v in inputs.values()]
@@ -538,47 +550,71 @@ def _per_step_after_cold_start(run: RunSummary, key: str) -> tuple[float, float,
 
 
 def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
-    """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``)."""
+    """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``), the two
+    arms paired by ``trainer.seed``; the per-seed differences are averaged with their standard errors combined."""
     lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
     runs = sweep_runs(root / "online_balance")
-    spread, rand = pick(runs, policy="arrol", balance_target="spread"), pick(runs, policy="random")
-    if spread is None or rand is None:
-        return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job): "
-                        "`python experiments/reproduce.py --only online_balance page` (about 30 min on 2 cores)."], []
+    pairs = []
+    for seed in sorted({r.config["trainer"]["seed"] for r in runs}):
+        of_seed = [r for r in runs if r.config["trainer"]["seed"] == seed]
+        spread, rand = pick(of_seed, policy="arrol", balance_target="spread"), pick(of_seed, policy="random")
+        if spread is not None and rand is not None:
+            pairs.append((seed, spread, rand))
+    if not pairs:
+        return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job of one "
+                        "`trainer.seed`): `python experiments/reproduce.py --only online_balance page` (3 seeds, about "
+                        "65 min on 2 cores)."], []
+    first = pairs[0][1]
+    trainer = first.config["trainer"]
+    budget = f"{trainer.get('max_steps')} steps"
+    if trainer.get("max_minutes") is not None:
+        budget = f"{trainer['max_minutes']} min of training" + (
+            f", at most {trainer['max_steps']} steps" if trainer.get("max_steps") else "")
     lines += [
-        f"`experiments/run.py +exp=smollm2_balance`: as section 8 (each arm {spread.config['trainer'].get('max_minutes')} "
-        f"min of training), but L_detect = {spread.config['engine']['detect_length']}, where SmolLM2 has written its "
+        f"`experiments/run.py +exp=smollm2_balance`: as section 8 (bf16, top 2 decoder blocks trained), but each arm "
+        f"trains {budget}, L_detect = {first.config['engine']['detect_length']}, where SmolLM2 has written its "
         "answer, and the two arms prune at the same κ: `spread` keeps each group's best- and worst-scored rollouts "
-        "(ranks of the online head's scores only), `random` ignores the head. Per-step figures after the cold start "
-        "(mean ± standard error over steps; the within-group AUC is over each step's survivors, which `spread` picks "
-        "from the ends of the head's order, so it reads high there and fairly under `random`):", "",
-        "| arm | steps | keep | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-adv. groups | head AUC | head AUC within groups "
-        "| held-out before | held-out after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "(ranks of the online head's scores only), `random` ignores the head (which still trains, so its figures are "
+        "comparable). Per-step figures after the cold start (mean ± standard error over steps; the within-group AUC is "
+        "over each step's survivors, which `spread` picks from the ends of the head's order, so it reads high there "
+        "and fairly under `random`).", "",
+        "| seed | arm | head input | steps | keep | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-adv. groups | head AUC "
+        "| head AUC within groups | held-out before | held-out after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    per_arm = {}
-    for title, run in (("ARRoL, spread", spread), ("random", rand)):
-        stats = {k: _per_step_after_cold_start(run, f"balance/{k}")
-                 for k in ("positive_ratio", "rho_1_minus_rho", "zero_advantage_fraction")}
-        per_arm[title] = stats
-        cells = [f"{m:.3f} ± {se:.3f}" for m, _, se in stats.values()]
-        lines.append(f"| {title} | {run.steps} | {_f(run.keep_ratio_mean)} | {' | '.join(cells)} | "
-                     f"{_f(run.head_auc_after_cold_start)} | {_f(run.head_within_auc_after_cold_start)} | "
-                     f"{_f(run.heldout_accuracy_before)} ± "
-                     f"{_f(run.heldout_accuracy_se_before)} | {_f(run.heldout_accuracy_after)} ± "
-                     f"{_f(run.heldout_accuracy_se_after)} |")
-    (zs, _, zs_se), (zr, _, zr_se) = (per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))
-    (bs, _, bs_se), (br, _, br_se) = (per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))
-    dz, dz_se = zs - zr, math.hypot(zs_se, zr_se)
-    db, db_se = bs - br, math.hypot(bs_se, br_se)
-    lines += ["", f"Spread − random: zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} "
-              "(standard errors over steps combined; one seed per arm, so the two policies drift apart as they train)."]
+    diffs = []
+    for seed, spread, rand in pairs:
+        per_arm = {}
+        for title, run in (("ARRoL, spread", spread), ("random", rand)):
+            stats = {k: _per_step_after_cold_start(run, f"balance/{k}")
+                     for k in ("positive_ratio", "rho_1_minus_rho", "zero_advantage_fraction")}
+            per_arm[title] = stats
+            cells = [f"{m:.3f} ± {se:.3f}" for m, _, se in stats.values()]
+            head_input = run.config.get("head", {}).get("input", "last")
+            lines.append(f"| {seed} | {title} | `{head_input}` | {run.steps} | {_f(run.keep_ratio_mean)} | "
+                         f"{' | '.join(cells)} | "
+                         f"{_f(run.head_auc_after_cold_start)} | {_f(run.head_within_auc_after_cold_start)} | "
+                         f"{_f(run.heldout_accuracy_before)} ± {_f(run.heldout_accuracy_se_before)} | "
+                         f"{_f(run.heldout_accuracy_after)} ± {_f(run.heldout_accuracy_se_after)} |")
+        (zs, _, zs_se), (zr, _, zr_se) = (per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))
+        (bs, _, bs_se), (br, _, br_se) = (per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))
+        diffs.append((seed, zs - zr, math.hypot(zs_se, zr_se), bs - br, math.hypot(bs_se, br_se)))
+    k = len(diffs)
+    dz, db = sum(d[1] for d in diffs) / k, sum(d[3] for d in diffs) / k
+    dz_se, db_se = math.sqrt(sum(d[2] ** 2 for d in diffs)) / k, math.sqrt(sum(d[4] ** 2 for d in diffs)) / k
+    per_seed = "; ".join(f"seed {seed}: zero-advantage {z:+.3f} ± {zse:.3f}, E[ρ̂(1−ρ̂)] {b:+.4f} ± {bse:.4f}"
+                         for seed, z, zse, b, bse in diffs)
+    lines += ["", f"Spread − random, per seed (standard errors over steps combined): {per_seed}. Over the {k} seed(s): "
+              f"zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} (the per-seed "
+              "differences averaged, their standard errors combined; within a seed the two policies drift apart as they "
+              "train)."]
     ok = dz < -2 * dz_se and db > 2 * db_se
-    claims = [f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5): zero-advantage groups {dz:+.3f} ± "
-              f"{dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} — {verdict(ok)} (fewer zero-advantage groups and more "
-              "balance, each by more than two standard errors)."]
-    claims.append(online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
-                                            f"{spread.config['engine']['detect_length']} (spread arm)"))
+    claims = [f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5, {k} seed(s)): zero-advantage "
+              f"groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} — {verdict(ok)} (fewer "
+              "zero-advantage groups and more balance, each by more than two standard errors)."]
+    claims += [online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
+                                         f"{spread.config['engine']['detect_length']} (spread arm, seed {seed})")
+               for seed, spread, _ in pairs]
     return lines, claims
 
 

@@ -18,13 +18,17 @@ from dataclasses import dataclass
 import torch
 
 from arrol_pl.core.metrics import binary_auc, expected_calibration_error, spearman, within_group_auc
-from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.quality_head import QualityHead, check_head_input
 
 
 @dataclass
 class HeadTrainingConfig:
-    """The quality head's training recipe (the trainer's ``head:`` config group; the probe's ``training``)."""
+    """The quality head's input and training recipe (the trainer's ``head:`` config group; the probe's
+    ``training``, where ``input`` is unused: the probe names its feature kinds itself)."""
 
+    input: str = "last"
+    """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`): ``last`` (the paper's final-layer
+    hidden state), ``stats`` (prefix log-prob statistics) or ``last+stats``."""
     lr: float = 1e-3
     """AdamW learning rate."""
     steps: int = 8
@@ -35,6 +39,7 @@ class HeadTrainingConfig:
     """Labelled features the replay window holds; None: every feature added."""
 
     def __post_init__(self) -> None:
+        check_head_input(self.input)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         for key in ("steps", "batch_size"):
@@ -79,8 +84,10 @@ class FeatureReplay:
 def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
                 batch_size: int, generator: torch.Generator) -> float:
     """``steps`` minibatch BCE steps of the head on the replay window (features are detached: no
-    gradient reaches the policy); weights normalised to mean 1 per minibatch. Returns the mean loss."""
+    gradient reaches the policy); weights normalised to mean 1 per minibatch. A standardising head first
+    takes the window's moments. Returns the mean loss."""
     device = next(head.parameters()).device
+    head.set_input_moments(replay.features)
     total = 0.0
     for _ in range(steps):
         idx = torch.randint(len(replay), (min(batch_size, len(replay)),), generator=generator)

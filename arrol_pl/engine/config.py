@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from arrol_pl.core.quality_head import check_head_input
+
 ENGINE_DTYPES = ("float32", "bfloat16", "float16", "auto")
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
@@ -45,6 +47,10 @@ class EngineConfig:
     """GPU only: allow the engine's ``sleep`` / ``wake_up`` to free memory for training."""
     head_hidden_dim: int = 256
     """Hidden width of the quality head built when none is given."""
+    head_input: str = "last"
+    """What the quality head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`): the final-layer hidden state
+    (``last``, the paper's), the prefix log-prob statistics (``stats``; the engine then samples with top-20
+    log-probs) or both (``last+stats``). The trainer sets it from ``head.input``."""
     join_launcher_world: bool = False
     """Several training ranks: join their ``torch.distributed`` world (see :func:`adapter.launcher_world_args`);
     the trainer sets it when it runs on more than one rank."""
@@ -61,6 +67,7 @@ class EngineConfig:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.logprobs_mode not in LOGPROBS_MODES:
             raise ValueError(f"logprobs_mode={self.logprobs_mode!r}; choose one of {list(LOGPROBS_MODES)}")
+        check_head_input(self.head_input, "head_input")
         if self.cpu_kv_cache_gib < 1:
             raise ValueError(f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib}")
         if self.max_num_seqs < 1:

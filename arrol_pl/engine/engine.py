@@ -15,6 +15,11 @@ Decisions:
   sampled its last token); it is complete, so it is never pruned (``eligible = False``). With
   ``detect_length=None`` every rollout is scored at its end by that same rule (test-time voting, §4.4),
   and nothing is pruned.
+- **Other head inputs** (beyond the paper; the head's ``input_kind``, ``engine.head_input`` for the default
+  head): ``stats`` are the five :func:`~arrol_pl.core.confidence.prefix_statistics` of the first
+  ``L_detect`` (or ``n``) tokens' log-probs, which the engine then samples with (top 20) and tracks as
+  they stream in; ``last+stats`` concatenates them to the hidden state. Both are ready in the same step
+  as the hidden row, so pruning is not delayed.
 - **Decisions per group** (:class:`~.tracking.GenerationTracker`, no vLLM in it). Scores are buffered per
   prompt until all ``G`` rollouts of the group have reached ``L_detect`` or finished (with lockstep
   decoding, the same step), then :func:`decide_group` draws keep/prune with a generator seeded by
@@ -44,8 +49,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from arrol_pl.core.confidence import STATISTICS_TOPK, prefix_statistics
 from arrol_pl.core.pruning import PrunerParams
-from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.quality_head import QualityHead, check_head_input, head_input_dim
 from arrol_pl.engine import adapter
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.engine.protocol import GenerationResult
@@ -100,16 +106,28 @@ class ArrolEngine:
         self.device = torch.device("cuda" if self.platform == "cuda" else "cpu")
         self.sync_seconds: list[float] = []
         self._generating = False
-        self.set_head(head if head is not None else QualityHead(self.hidden_size, config.head_hidden_dim))
+        self.set_head(head if head is not None else QualityHead(
+            head_input_dim(config.head_input, self.hidden_size), config.head_hidden_dim, config.head_input))
 
     # ------------------------------------------------------------------ head and weights
     def set_head(self, head: QualityHead) -> None:
-        """Score with a copy of ``head`` (engine device, float32, eval mode); later updates go through
-        :meth:`sync_weights` so the trainer's head and the engine's never alias."""
-        if head.input_dim != self.hidden_size:
+        """Score with a copy of ``head`` (engine device, float32, eval mode), on the features its ``input_kind``
+        names (which also sets :attr:`head_input`); later updates go through :meth:`sync_weights` so the
+        trainer's head and the engine's never alias."""
+        check_head_input(head.input_kind, "quality head input_kind")
+        expected = head_input_dim(head.input_kind, self.hidden_size)
+        if head.input_dim != expected:
             raise ValueError(
-                f"quality head input_dim={head.input_dim} does not match the model hidden size {self.hidden_size}"
+                f"quality head input_dim={head.input_dim} does not match its {head.input_kind!r} features on this "
+                f"model (hidden size {self.hidden_size}): {expected}"
             )
+        self.head_input = head.input_kind
+        """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`); the default head's is
+        ``config.head_input``."""
+        self.feature_dim = expected
+        """Width of a rollout's ``feature``: the hidden size, the prefix statistics' count, or their sum."""
+        self._kinds = head.input_kind.split("+")
+        self._reads_stats = "stats" in self._kinds
         self.head = copy.deepcopy(head).to(device=self.device, dtype=torch.float32).eval()
 
     def sync_weights(
@@ -125,11 +143,11 @@ class ArrolEngine:
             raise RuntimeError("sync_weights called while requests are running")
         if head_state is not None:
             w = head_state.get("fc1.weight")
-            if w is None or w.shape[-1] != self.hidden_size:
+            if w is None or w.shape[-1] != self.feature_dim:
                 shape = None if w is None else tuple(w.shape)
                 raise ValueError(
-                    f"head_state fc1.weight has shape {shape}; the quality head input must be the model hidden "
-                    f"size {self.hidden_size}"
+                    f"head_state fc1.weight has shape {shape}; the quality head input must be this engine's "
+                    f"{self.head_input!r} feature size {self.feature_dim} (model hidden size {self.hidden_size})"
                 )
         start = time.perf_counter()
         if weights is not None:
@@ -207,7 +225,8 @@ class ArrolEngine:
                 rollout ``(b, g)`` uses seed ``seed * 1_000_003 + b * G + g``: reproducible per rollout.
             detect_length: L_detect (< ``max_tokens``); None scores every rollout at its end (no pruning).
             pruner: h_t; None keeps everything (features and scores are still returned).
-            logprobs_topk: also return per-token top-k log-probs (DeepConf).
+            logprobs_topk: also return per-token top-k log-probs (DeepConf). A head reading ``stats`` makes
+                the engine sample with at least the top 20; the rollouts then carry those (a superset).
             progress: a tqdm bar of finished rollouts with this description (long evaluations); None: silent.
             features: False runs the stock engine with the hidden-state tap removed (the benchmark's
                 baseline): no feature, score or pruning.
@@ -230,7 +249,10 @@ class ArrolEngine:
             raise RuntimeError("generate called while another generation is in flight")
         prompt_ids = self._prompt_ids(prompts)
         target = detect_length if detect_length is not None else self.max_model_len + 1
-        tracker = GenerationTracker(detect_length, target, pruner, logprobs_topk is not None)
+        sample_topk = logprobs_topk
+        if features and self._reads_stats:
+            sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
+        tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None)
         start = time.perf_counter()
         self._generating = True
         if not features:
@@ -239,7 +261,7 @@ class ArrolEngine:
             for b, ids in enumerate(prompt_ids):
                 engine_input = adapter.render_token_prompt(self.llm, ids)
                 for g in range(group_size):
-                    params = adapter.rollout_params(base, b * group_size + g, logprobs_topk)
+                    params = adapter.rollout_params(base, b * group_size + g, sample_topk)
                     ext_id = f"arrol-{b}-{g}"
                     internal = adapter.add_request(self.llm, ext_id, engine_input, params)
                     tracker.add(ext_id, internal, b, g, ids)
@@ -262,10 +284,14 @@ class ArrolEngine:
                 self.tap.install()
         wall = time.perf_counter() - start
         rollouts = tracker.rollouts(lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=base.skip_special_tokens))
+        if logprobs_topk is None:  # sampled for the head's statistics only
+            for r in rollouts:
+                r.logprobs = None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts))
 
     def _score(self, tracks: list[Track], target: int) -> None:
-        """Set ``feature`` and ``score`` of rollouts that resolved this step, from the rows the tap copied."""
+        """Set ``feature`` and ``score`` of rollouts that resolved this step, from the rows the tap copied
+        and (``head_input`` with ``stats``) the prefix statistics of the log-probs they sampled with."""
         rows = []
         for tr in tracks:
             row = self.tap.release(tr.internal_id)
@@ -277,7 +303,11 @@ class ArrolEngine:
                     f"expected {expected} (vLLM runner contract changed? run tests/engine/test_adapter_contract.py)"
                 )
             rows.append(row.feature())
-        feats = torch.stack(rows).to(device=self.device, dtype=torch.float32)
+        parts = [torch.stack(rows).to(device=self.device, dtype=torch.float32)] if "last" in self._kinds else []
+        if self._reads_stats:  # the log-probs of the same tokens, tracked as they streamed in
+            stats = [prefix_statistics(tr.tokens, tr.logprobs, target) for tr in tracks]
+            parts.append(torch.stack(stats).to(device=self.device, dtype=torch.float32))
+        feats = torch.cat(parts, dim=1)
         with torch.inference_mode():
             scores = self.head(feats).float().cpu()
         feats = feats.cpu()

@@ -66,7 +66,7 @@ class RolloutEngine(Protocol):
     """The calls the trainer makes on its rollout backend."""
 
     hidden_size: int
-    """Width of the detect-time features (the policy's hidden size): the quality head's input."""
+    """The policy's hidden size (the width of the paper's detect-time feature, ``head.input=last``)."""
 
     def generate(
         self,

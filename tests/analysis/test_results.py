@@ -203,8 +203,8 @@ def test_the_k32_vote_run_replaces_the_probes_own_votes(results_dir: Path, tmp_p
     assert "beats majority by +0.050 ± 0.010 and DeepConf by +0.040" in detect and "**reproduced**" in detect
 
 
-def test_online_balance_section_compares_spread_with_random_over_steps(results_dir: Path, tmp_path: Path):
-    def write(job: str, pruning: dict, zero: list[float], bal: list[float]) -> None:
+def test_online_balance_section_pairs_arms_by_seed_and_combines_the_seeds(results_dir: Path, tmp_path: Path):
+    def write(job: str, pruning: dict, zero: list[float], bal: list[float], seed: int = 0) -> None:
         # two cold-start steps whose figures must be left out, then the measured steps
         history = [{"balance/zero_advantage_fraction": 1.0, "balance/rho_1_minus_rho": 0.0,
                     "balance/positive_ratio": 0.0}] * 2
@@ -215,22 +215,32 @@ def test_online_balance_section_compares_spread_with_random_over_steps(results_d
                    "head_accuracy_after_cold_start": 0.80, "head_majority_after_cold_start": 0.749,
                    "head_auc_after_cold_start": 0.81}, history)
         s = json.loads((results_dir / "online_balance" / job / "summary.json").read_text())
-        s["config"]["trainer"] = {"max_minutes": 12}
+        s["config"]["trainer"] = {"max_minutes": 12, "seed": seed}
         (results_dir / "online_balance" / job / "summary.json").write_text(json.dumps(s))
 
     missing = results.build_page(results_dir, tmp_path / "page.md").split("## 10.")[1]
     assert "Not run" in missing and "--only online_balance" in missing
     write("0", {"balance_target": "spread"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
     write("1", {"policy": "random"}, [0.8, 0.9, 0.8, 0.9], [0.03, 0.04, 0.03, 0.04])
+    write("2", {"balance_target": "spread"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07], seed=1)  # no partner
     text = results.build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 10.")[1]
-    assert "| ARRoL, spread | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 | 0.810 | n/a |" in section
+    assert "| 0 | ARRoL, spread | `last` | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 | 0.810 | n/a |" in section
+    assert "each arm trains 12 min of training, L_detect = 12" in section
+    assert "| 1 | ARRoL, spread" not in section
     claim = claim_lines(text, "Table 4 online")
-    assert len(claim) == 1 and "zero-advantage groups -0.200 ± 0.041" in claim[0] and "**reproduced**" in claim[0]
-    head = claim_lines(text, "Online head on SmolLM2-135M at L_detect = 12 (spread arm)")
+    assert len(claim) == 1 and "1 seed(s)" in claim[0] and "zero-advantage groups -0.200 ± 0.041" in claim[0]
+    assert "**reproduced**" in claim[0]
+    head = claim_lines(text, "Online head on SmolLM2-135M at L_detect = 12 (spread arm, seed 0)")
     assert len(head) == 1 and "accuracy 0.800 vs majority class 0.749, AUC 0.810" in head[0] and "**reproduced**" in head[0]
-    # the same figures in both arms: no reproduction
-    write("2", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
+    # a second seed whose arms tie: the mean difference halves, the standard errors combine as sqrt(a² + b²) / 2
+    write("3", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07], seed=1)
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    assert "seed 1: zero-advantage +0.000 ± 0.041" in text.split("## 10.")[1]
+    claim = claim_lines(text, "Table 4 online")[0]
+    assert "2 seed(s)" in claim and "zero-advantage groups -0.100 ± 0.029" in claim and "**reproduced**" in claim
+    # the same figures in both arms of seed 0 as well: no reproduction
+    write("4", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
     (results_dir / "online_balance" / "1" / "summary.json").unlink()
     assert "**not reproduced**" in claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Table 4 online")[0]
 

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.confidence import group_confidence, token_confidence, trace_confidence
+from arrol_pl.core.confidence import (PREFIX_STATISTICS, group_confidence, prefix_statistics, token_confidence,
+                                      trace_confidence)
 from arrol_pl.core.metrics import (
     balance_stats,
     binary_auc,
@@ -124,3 +125,16 @@ def test_mean_sd_se_is_the_sample_sd_and_the_standard_error():
     one = mean_sd_se([0.5])
     assert one[0] == 0.5 and math.isnan(one[1]) and math.isnan(one[2])
     assert all(math.isnan(v) for v in mean_sd_se([]))
+
+
+def test_prefix_statistics_read_only_the_prefix_and_name_bad_log_probs():
+    logprobs = [{0: -0.1, 1: -2.5}, {5: -1.5, 2: -0.5}, {0: -0.2, 3: -1.8}]
+    two = prefix_statistics([0, 5, 0], logprobs, length=2, topk=2)
+    assert two.dtype == torch.float64 and two.shape == (len(PREFIX_STATISTICS),)
+    assert two.tolist() == pytest.approx([-0.8, -1.5, -1.5, 1.15, 0.5])
+    # a rollout shorter than L reads all of its tokens
+    assert prefix_statistics([0, 5, 0], logprobs, length=10, topk=2)[2] == pytest.approx(-0.2)
+    with pytest.raises(ValueError, match="lack the sampled token 7"):
+        prefix_statistics([0, 7], logprobs, length=2)
+    with pytest.raises(ValueError, match="at least one token"):
+        prefix_statistics([], [], length=4)

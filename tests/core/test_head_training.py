@@ -1,4 +1,5 @@
-"""The quality head's online recipe (paper §4.2–4.3 (iii)): replay window, BCE update, metrics, save/load."""
+"""The quality head's online recipe (paper §4.2–4.3 (iii)): replay window, BCE update, metrics, save/load, and
+its inputs beyond the paper (prefix statistics, standardised inside the head)."""
 
 import math
 
@@ -6,7 +7,8 @@ import pytest
 import torch
 
 from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
-from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.confidence import PREFIX_STATISTICS
+from arrol_pl.core.quality_head import HEAD_INPUTS, QualityHead, head_input_dim
 
 
 def test_feature_replay_keeps_the_newest_window():
@@ -77,3 +79,62 @@ def test_save_and_load_round_trip(tmp_path):
     assert (back.input_dim, back.hidden_dim, back.training) == (8, 4, False)
     x = torch.randn(3, 8)
     torch.testing.assert_close(back(x), head(x))
+
+
+def test_head_inputs_name_their_width_and_bad_kinds_are_named():
+    assert [head_input_dim(kind, 64) for kind in HEAD_INPUTS] == [64, len(PREFIX_STATISTICS), 64 + len(PREFIX_STATISTICS)]
+    with pytest.raises(ValueError, match=r"^input='mean'; choose one of"):
+        HeadTrainingConfig(input="mean")
+    with pytest.raises(ValueError, match="input='hidden'"):
+        head_input_dim("hidden", 64)
+    assert HeadTrainingConfig(input="last+stats").input == "last+stats"
+
+
+def test_a_stats_head_z_scores_its_input_with_stored_moments():
+    torch.manual_seed(0)
+    features = torch.randn(64, 3) * torch.tensor([100.0, 0.01, 1.0]) + torch.tensor([-50.0, 3.0, 0.0])
+    features[:, 2] = 7.0  # a constant column keeps a finite scale
+    head = QualityHead(3, 4, "stats")
+    assert head.standardize and set(head.state_dict()) >= {"input_mean", "input_std"}
+    raw = head(features)
+    head.set_input_moments(features)
+    torch.testing.assert_close(head.input_mean, features.mean(0))
+    z = (features - features.mean(0)) / features.std(0, correction=0).clamp_min(1e-6)
+    expected = head.fc2(torch.nn.functional.gelu(head.fc1(z))).squeeze(-1)
+    torch.testing.assert_close(head(features), expected)
+    assert not torch.allclose(head(features), raw) and torch.isfinite(head(features)).all()
+    paper = QualityHead(3, 4)  # the paper's hidden-state head reads its input raw
+    paper.set_input_moments(features)
+    assert not paper.standardize and "input_mean" not in paper.state_dict()
+
+
+def test_head_update_takes_the_replay_windows_moments_and_learns_on_mixed_scales():
+    torch.manual_seed(1)
+    labels = (torch.rand(512) < 0.4).float()
+    signal = labels + 0.5 * torch.randn(512)
+    features = torch.stack([1000.0 * signal - 4000.0, 0.001 * torch.randn(512), torch.randn(512)], 1)
+    head = QualityHead(3, 16, "stats")
+    replay = FeatureReplay(None)
+    replay.add(features, labels, torch.ones(512))
+    head_update(head, torch.optim.AdamW(head.parameters(), lr=1e-2), replay, 100, 128, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(head.input_mean, features.mean(0))
+    with torch.no_grad():
+        assert head_quality(head(features), None, labels)["auc"] > 0.85
+
+
+def test_save_and_load_keep_the_input_kind_and_moments(tmp_path):
+    head = QualityHead(5, 4, "last+stats")
+    head.set_input_moments(torch.randn(10, 5) * 3 + 1)
+    head.save(tmp_path / "quality_head.pt")
+    back = QualityHead.load(tmp_path / "quality_head.pt")
+    assert (back.input_kind, back.standardize) == ("last+stats", True)
+    torch.testing.assert_close(back.input_std, head.input_std)
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(back(x), head(x))
+    again = QualityHead.from_state_dict(head.state_dict(), "last+stats")
+    torch.testing.assert_close(again(x), head(x))
+    # a file written before head inputs existed reads as the paper's head
+    old = QualityHead(8, 4)
+    torch.save({"state_dict": old.state_dict(), "input_dim": 8, "hidden_dim": 4}, tmp_path / "old.pt")
+    loaded = QualityHead.load(tmp_path / "old.pt")
+    assert (loaded.input_kind, loaded.standardize) == ("last", False)

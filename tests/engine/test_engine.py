@@ -181,6 +181,47 @@ def test_top_k_logprobs_are_returned_per_token(engine):
             assert all(lp <= 0.0 for lp in entry.values())
 
 
+def test_stats_heads_read_the_prefix_statistics_of_the_sampled_log_probs(engine, hf_policy):
+    """A ``last+stats`` head scores [hidden state at L, the five prefix statistics of the first L tokens]; a
+    ``stats`` head the statistics alone; the engine samples with top-20 log-probs for them and returns log-probs
+    only when asked."""
+    from arrol_pl.core.confidence import PREFIX_STATISTICS, STATISTICS_TOPK, prefix_statistics
+
+    detect, width = 4, len(PREFIX_STATISTICS)
+    sampling = dict(max_tokens=10, temperature=1.0, seed=3, ignore_eos=True)
+    pruner = PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=2)
+    paper_head = engine.head
+    both = QualityHead(engine.hidden_size + width, 16, "last+stats")
+    both.set_input_moments(torch.randn(32, engine.hidden_size + width) * 2 + 1)
+    try:
+        engine.set_head(both)
+        assert (engine.head_input, engine.feature_dim) == ("last+stats", engine.hidden_size + width)
+        silent = engine.generate(PROMPTS, 2, sampling, detect_length=detect, pruner=pruner)
+        assert all(r.logprobs is None for r in silent.rollouts)
+        result = engine.generate(PROMPTS, 2, sampling, detect_length=detect, pruner=pruner, logprobs_topk=2)
+        assert any(r.pruned for r in result.rollouts)
+        for quiet, r in zip(silent.rollouts, result.rollouts):
+            assert r.feature.shape == (engine.hidden_size + width,)
+            torch.testing.assert_close(quiet.feature, r.feature)  # asking for log-probs changes nothing
+            position = len(r.prompt_token_ids) + detect - 2
+            hidden = hf_hidden(hf_policy, r.prompt_token_ids + r.response_token_ids)[position]
+            torch.testing.assert_close(r.feature[:-width], hidden, atol=1e-4, rtol=0)
+            assert all(len(entry) >= STATISTICS_TOPK for entry in r.logprobs)  # a superset of the top 2
+            stats = prefix_statistics(r.response_token_ids, r.logprobs, detect).float()
+            torch.testing.assert_close(r.feature[-width:], stats)
+            with torch.no_grad():
+                assert r.score == pytest.approx(float(engine.head(r.feature[None])), abs=1e-5)
+        engine.set_head(QualityHead(width, 16, "stats"))
+        alone = engine.generate(PROMPTS, 2, sampling, detect_length=detect, pruner=pruner)
+        for r, both_r in zip(alone.rollouts, result.rollouts):
+            torch.testing.assert_close(r.feature, both_r.feature[-width:])
+        with pytest.raises(ValueError, match="'stats' feature size 5"):
+            engine.sync_weights(head_state=paper_head.state_dict())
+    finally:
+        engine.set_head(paper_head)
+    assert engine.head_input == "last" and engine.feature_dim == engine.hidden_size
+
+
 def hf_greedy(model, ids):
     """transformers' greedy continuation of 8 tokens (EOS ignored), the reference for engine outputs."""
     with torch.no_grad():

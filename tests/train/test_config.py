@@ -147,6 +147,15 @@ def test_the_engine_group_is_the_engines_own_config():
         compose_run("+engine.logprobs_mode=final")
 
 
+def test_the_heads_input_reaches_the_engine_and_bad_kinds_are_named():
+    assert compose_run().engine.head_input == "last"  # the paper's
+    assert compose_run("head.input=last+stats").engine.head_input == "last+stats"
+    with pytest.raises(ConfigError, match=r"^head\.input='hidden'; choose one of \['last', 'stats', 'last\+stats'\]"):
+        compose_run("head.input=hidden")
+    with pytest.raises(ConfigError, match=r"engine\.head_input='stats' differs from head\.input='last'"):
+        compose_run("+engine.head_input=stats")
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["trainer.devices=2"], "trainer.strategy='auto' with trainer.devices × trainer.num_nodes = 2 ranks"),
     (["trainer.devices=2", "trainer.strategy=ddp"], "several ranks train with trainer.strategy=fsdp"),

@@ -70,6 +70,30 @@ def test_bf16_true_trains_with_a_bf16_engine(tmp_path, policy_cache):
     assert 0 < diff < 0.1 and math.isfinite(history[-1]["policy/grad_norm"])
 
 
+def test_a_stats_head_trains_online_and_evaluates_from_its_checkpoint(tmp_path, policy_cache):
+    """``head.input=last+stats`` end to end: the engine feeds the head [hidden state, prefix statistics], the head
+    standardises them with the replay window's moments, the export keeps its input kind, and evaluation
+    rebuilds the same head from a training checkpoint."""
+    out = run_script(tmp_path, "trainer.max_steps=3", "head.input=last+stats", f"hydra.run.dir={tmp_path / 'run'}",
+                     warm=True, cache=policy_cache)
+    assert out.returncode == 0, out.stderr[-4000:]
+    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert len(history) == 3 and all(math.isfinite(row["head/loss"]) for row in history)
+    assert history[-1]["pruning/keep_ratio"] < 1.0  # pruned on the new head's scores after the cold start
+    from arrol_pl.core.quality_head import QualityHead
+
+    head = QualityHead.load(tmp_path / "run" / "export" / "quality_head.pt")
+    assert (head.input_kind, head.input_dim, head.standardize) == ("last+stats", 128 + 5, True)
+    assert not torch.allclose(head.input_std, torch.ones_like(head.input_std))  # moments taken from real rollouts
+    eval_dir = tmp_path / "eval"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run/checkpoints/last.ckpt'}",
+         "k=2", "limit=4", f"hydra.run.dir={eval_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    records = [json.loads(line) for line in (eval_dir / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(len(r["head_scores"]) == 2 for r in records)
+
+
 def test_resume_restores_calibrator_and_step(first_run):
     tmp, _, cache = first_run
     ckpt_path = tmp / "run" / "checkpoints" / "step00002.ckpt"
