@@ -32,7 +32,7 @@ from arrol_pl.analysis.head_probe import BALANCE_TITLES, VOTE_RULES, votes_table
 from arrol_pl.analysis.history import history_curve, read_history
 from arrol_pl.analysis.sweep import seed_table
 from arrol_pl.core.metrics import mean_sd_se
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.summary import RunSummary, values_from
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
                 "ARRoL": {"generation": 72.96, "log-prob": 10.02, "update": 30.26}}
@@ -544,8 +544,7 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
 
 def _per_step_after_cold_start(run: RunSummary, key: str) -> tuple[float, float, float]:
     """Mean ± sd (SE) over a run's steps after its cold start of the history tag ``key``."""
-    start = run.config["pruning"]["cold_start_steps"]
-    values = [h[key] for h in read_history(Path(run.run_dir))[start:] if key in h and math.isfinite(h[key])]
+    values = values_from(read_history(Path(run.run_dir)), key, run.config["pruning"]["cold_start_steps"])
     return mean_sd_se(values) if values else (float("nan"),) * 3
 
 

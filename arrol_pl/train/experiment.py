@@ -27,7 +27,7 @@ import torch
 
 from arrol_pl.train.config import ConfigError, RunConfig
 from arrol_pl.train.phases import POLICY_SUMMARY
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.summary import RunSummary, values_from
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def lightning_strategy(t):
 
 
 def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:
-    values = [h[key] for h in history[start:] if key in h and math.isfinite(h[key])]
+    values = values_from(history, key, start)
     return sum(values) / len(values) if values else None
 
 

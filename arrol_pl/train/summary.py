@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def values_from(history: list[dict[str, float]], key: str, start: int) -> list[float]:
+    """The finite values of the history tag ``key`` from step index ``start`` on (after a cold start, over the last
+    steps): what the summary's means and the results page's per-step statistics read."""
+    return [h[key] for h in history[start:] if key in h and math.isfinite(h[key])]
 
 
 @dataclass
