@@ -408,11 +408,11 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
             f"{_f(r['majority_accuracy'])} |")
     inputs = data.get("inputs") or {}
     if inputs:
+        both = ", `last+stats` both" if "last+stats" in inputs else ""
         lines += ["", "Head inputs side by side (the paper's is `last`; `mean` averages the final-layer states over "
                   "the prefix, `middle` reads layer num_layers/2, `stats` are five prefix log-prob statistics the "
-                  "engine samples with, `last+stats` both; each is what `head.input` can feed the online head where "
-                  "the engine computes it: `last`, `stats`, `last+stats`). Head AUC over all test rollouts / within "
-                  "groups:", "",
+                  f"engine samples with{both}; `head.input` feeds the online head `last`, `stats` or `last+stats`). "
+                  "Head AUC over all test rollouts / within groups:", "",
                   "| L_detect | " + " | ".join(inputs) + " |", "|---|" + "---|" * len(inputs)]
         for i, r in enumerate(rows):
             cells = [f"{_f(v[i]['head_auc'])} / {_f(v[i].get('head_within_auc'))}" for v in inputs.values()]
