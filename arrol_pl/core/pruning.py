@@ -42,7 +42,10 @@ from .survival import group_balanced_survival, spread_survival, survival_from_de
 
 BALANCE_TARGETS = ("global", "group", "spread")
 
-PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor], torch.Tensor]] = Registry("pruning policy")
+PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor, torch.Tensor], torch.Tensor]] = Registry(
+    "pruning policy")
+"""``policy(params, posteriors, scores) -> survival``: a group's eligible rollouts' calibrated q and raw head
+scores, both ``(n,)``, to their survival probabilities ``(n,)``."""
 
 
 @dataclass
@@ -164,11 +167,11 @@ class PruneDecision:
 
 
 @PRUNING_POLICIES.register("arrol")
-def arrol_survival(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
-    """Eq. 2 with the global δ, the Lemma 4.1-directed group survival (``balance_target='group'``), or the
-    rank-only ``spread`` (which :func:`decide_group` hands raw scores instead of posteriors)."""
+def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Eq. 2 with the global δ, the Lemma 4.1-directed group survival (``balance_target='group'``), both on the
+    posteriors, or the rank-only ``spread`` on the order of the raw scores."""
     if params.balance_target == "spread":
-        return spread_survival(posteriors, params.keep_ratio, params.p_min, params.p_max)
+        return spread_survival(scores, params.keep_ratio, params.p_min, params.p_max)
     if params.balance_target == "group":
         return group_balanced_survival(
             posteriors, params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
@@ -178,13 +181,13 @@ def arrol_survival(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tens
 
 
 @PRUNING_POLICIES.register("random")
-def random_survival(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
+def random_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """Keep with probability κ regardless of quality (Table 4 baseline)."""
     return torch.full(posteriors.shape, params.keep_ratio, dtype=torch.float32)
 
 
 @PRUNING_POLICIES.register("none")
-def no_pruning(params: PrunerParams, posteriors: torch.Tensor) -> torch.Tensor:
+def no_pruning(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     return torch.ones(posteriors.shape, dtype=torch.float32)
 
 
@@ -209,9 +212,7 @@ def decide_group(
     u = torch.rand(n, generator=generator)
     if not params.active or params.policy == "none" or not bool(eligible.any()):
         return PruneDecision(keep=torch.ones(n, dtype=torch.bool), survival=p, posterior=q)
-    ranked_only = params.policy == "arrol" and params.balance_target == "spread"
-    values = scores if ranked_only else q
-    p[eligible] = PRUNING_POLICIES.get(params.policy)(params, values[eligible]).to(torch.float32)
+    p[eligible] = PRUNING_POLICIES.get(params.policy)(params, q[eligible], scores[eligible]).to(torch.float32)
     keep = (u < p) | ~eligible
     deficit = min(params.min_keep_per_group, n) - int(keep.sum())
     if deficit > 0:

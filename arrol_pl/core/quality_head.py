@@ -101,6 +101,11 @@ class QualityHead(nn.Module):
         return head.eval()
 
     @classmethod
+    def for_input(cls, input_kind: str, hidden_size: int, hidden_dim: int = 256) -> "QualityHead":
+        """A fresh head reading ``input_kind`` features of a policy with hidden size ``hidden_size``."""
+        return cls(head_input_dim(input_kind, hidden_size), hidden_dim, input_kind)
+
+    @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor], input_kind: str = "last") -> "QualityHead":
         """A head shaped by ``state`` (sizes from ``fc1.weight``, standardising when it holds input moments)."""
         weight = state["fc1.weight"]

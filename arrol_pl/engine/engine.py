@@ -106,14 +106,24 @@ class ArrolEngine:
         self.device = torch.device("cuda" if self.platform == "cuda" else "cpu")
         self.sync_seconds: list[float] = []
         self._generating = False
-        self.set_head(head if head is not None else QualityHead(
-            head_input_dim(config.head_input, self.hidden_size), config.head_hidden_dim, config.head_input))
+        self.set_head(head if head is not None else
+                      QualityHead.for_input(config.head_input, self.hidden_size, config.head_hidden_dim))
 
     # ------------------------------------------------------------------ head and weights
+    @property
+    def head_input(self) -> str:
+        """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`); the default head's is
+        ``config.head_input``."""
+        return self.head.input_kind
+
+    @property
+    def feature_dim(self) -> int:
+        """Width of a rollout's ``feature``: the hidden size, the prefix statistics' count, or their sum."""
+        return self.head.input_dim
+
     def set_head(self, head: QualityHead) -> None:
         """Score with a copy of ``head`` (engine device, float32, eval mode), on the features its ``input_kind``
-        names (which also sets :attr:`head_input`); later updates go through :meth:`sync_weights` so the
-        trainer's head and the engine's never alias."""
+        names; later updates go through :meth:`sync_weights` so the trainer's head and the engine's never alias."""
         check_head_input(head.input_kind, "quality head input_kind")
         expected = head_input_dim(head.input_kind, self.hidden_size)
         if head.input_dim != expected:
@@ -121,13 +131,6 @@ class ArrolEngine:
                 f"quality head input_dim={head.input_dim} does not match its {head.input_kind!r} features on this "
                 f"model (hidden size {self.hidden_size}): {expected}"
             )
-        self.head_input = head.input_kind
-        """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`); the default head's is
-        ``config.head_input``."""
-        self.feature_dim = expected
-        """Width of a rollout's ``feature``: the hidden size, the prefix statistics' count, or their sum."""
-        self._kinds = head.input_kind.split("+")
-        self._reads_stats = "stats" in self._kinds
         self.head = copy.deepcopy(head).to(device=self.device, dtype=torch.float32).eval()
 
     def sync_weights(
@@ -250,7 +253,7 @@ class ArrolEngine:
         prompt_ids = self._prompt_ids(prompts)
         target = detect_length if detect_length is not None else self.max_model_len + 1
         sample_topk = logprobs_topk
-        if features and self._reads_stats:
+        if features and "stats" in self.head_input.split("+"):
             sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
         tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None)
         start = time.perf_counter()
@@ -303,8 +306,9 @@ class ArrolEngine:
                     f"expected {expected} (vLLM runner contract changed? run tests/engine/test_adapter_contract.py)"
                 )
             rows.append(row.feature())
-        parts = [torch.stack(rows).to(device=self.device, dtype=torch.float32)] if "last" in self._kinds else []
-        if self._reads_stats:  # the log-probs of the same tokens, tracked as they streamed in
+        kinds = self.head_input.split("+")
+        parts = [torch.stack(rows).to(device=self.device, dtype=torch.float32)] if "last" in kinds else []
+        if "stats" in kinds:  # the log-probs of the same tokens, tracked as they streamed in
             stats = [prefix_statistics(tr.tokens, tr.logprobs, target) for tr in tracks]
             parts.append(torch.stack(stats).to(device=self.device, dtype=torch.float32))
         feats = torch.cat(parts, dim=1)

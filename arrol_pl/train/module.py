@@ -34,7 +34,7 @@ import torch
 
 from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import build_pruner_params
-from arrol_pl.core.quality_head import QualityHead, head_input_dim
+from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.engine.protocol import RolloutEngine
 from arrol_pl.train import distributed, phases
 from arrol_pl.train.config import RunConfig
@@ -56,8 +56,7 @@ class ArrolModule(L.LightningModule):
         self.policy = policy.train()  # from_pretrained returns eval mode; Lightning warns before on_train_start
         if cfg.model.trainable_layers is not None:
             phases.freeze_lower_layers(policy, cfg.model.trainable_layers)
-        self.head = QualityHead(head_input_dim(cfg.head.input, policy.config.hidden_size), cfg.model.head_hidden_dim,
-                                cfg.head.input)
+        self.head = QualityHead.for_input(cfg.head.input, policy.config.hidden_size, cfg.model.head_hidden_dim)
         self.calibrator = cfg.pruning.make_calibrator()
         self.engine = engine
         self.reward = reward
