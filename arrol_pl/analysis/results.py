@@ -499,14 +499,29 @@ def online_head_claim(run: RunSummary, title: str) -> str:
             f"{verdict(ok)} (goal: majority + 5 points and AUC ≥ 0.75).")
 
 
+def pairs_by_seed(runs: Sequence[RunSummary], first: dict[str, Any],
+                  second: dict[str, Any]) -> list[tuple[int, RunSummary, RunSummary]]:
+    """``(seed, run, run)`` for each ``trainer.seed`` that has a run of both arms (``pick``'s pruning values),
+    in seed order; a seed with one arm only is left out."""
+    seed_of = lambda r: r.config.get("trainer", {}).get("seed", 0)  # noqa: E731
+    pairs = []
+    for seed in sorted({seed_of(r) for r in runs}):
+        of_seed = [r for r in runs if seed_of(r) == seed]
+        a, b = pick(of_seed, **first), pick(of_seed, **second)
+        if a is not None and b is not None:
+            pairs.append((seed, a, b))
+    return pairs
+
+
 def section_online(root: Path) -> tuple[list[str], list[str]]:
-    """Online ARRoL vs GRPO with SmolLM2-135M at equal training wall time (``+exp=smollm2_online``; Fig. 4, Table 1)."""
+    """Online ARRoL vs GRPO with SmolLM2-135M at equal training wall time (``+exp=smollm2_online``; Fig. 4, Table 1),
+    the two arms paired by ``trainer.seed``."""
     lines = ["## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)", ""]
-    runs = sweep_runs(root / "online")
-    grpo, arrol = pick(runs, policy="none"), pick(runs, policy="arrol")
-    if grpo is None or arrol is None:
-        return lines + ["Not run (`online/` needs a `pruning=none` and a `pruning=arrol` job): "
-                        "`python experiments/reproduce.py --only online page` (about 35 min on 2 cores)."], []
+    pairs = pairs_by_seed(sweep_runs(root / "online"), {"policy": "none"}, {"policy": "arrol"})
+    if not pairs:
+        return lines + ["Not run (`online/` needs a `pruning=none` and a `pruning=arrol` job of one `trainer.seed`): "
+                        "`python experiments/reproduce.py --only online page` (3 seeds, about 90 min on 2 cores)."], []
+    arrol = pairs[0][2]
     budget = arrol.config["trainer"].get("max_minutes")
     lines += [
         f"`experiments/run.py +exp=smollm2_online`: both arms train for {budget} min of training wall time "
@@ -514,31 +529,44 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
         f"B = {arrol.config['algo']['prompts_per_step']} × G = {arrol.config['algo']['group_size']}, "
         f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} tokens. "
         f"Held-out: {arrol.heldout_problems} problems × {arrol.heldout_samples} samples (± the evaluation's standard "
-        "error over problems).",
+        "error over problems). A sweep runs its jobs one after another; anything else on the machine slows the arms "
+        "unevenly and biases an equal-time comparison, so this part runs alone.",
         "",
-        "| arm | steps | s / step | held-out before | held-out after | gain | keep | head acc. | majority class "
+        "| seed | arm | steps | s / step | held-out before | held-out after | gain | keep | head acc. | majority class "
         "| head AUC | zero-adv. groups |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for title, s in (("GRPO", grpo), ("ARRoL κ = 0.5", arrol)):
-        gain = _num(s.heldout_accuracy_after) - _num(s.heldout_accuracy_before)
-        lines.append(
-            f"| {title} | {s.steps} | {_f(s.seconds_per_step, '.1f')} | {_f(s.heldout_accuracy_before)} ± "
-            f"{_f(s.heldout_accuracy_se_before)} | {_f(s.heldout_accuracy_after)} ± {_f(s.heldout_accuracy_se_after)} | "
-            f"{gain:+.3f} | {_f(s.keep_ratio_mean)} | {_f(s.head_accuracy_after_cold_start)} | "
-            f"{_f(s.head_majority_after_cold_start)} | {_f(s.head_auc_after_cold_start)} | {_f(s.zero_advantage_fraction)} |")
-    diff = _num(arrol.heldout_accuracy_after) - _num(grpo.heldout_accuracy_after)
-    diff_se = math.hypot(_num(arrol.heldout_accuracy_se_after), _num(grpo.heldout_accuracy_se_after))
-    steps_ratio = arrol.steps / grpo.steps if grpo.steps else float("nan")
-    lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time; held-out after, ARRoL − GRPO: "
-              f"{diff:+.3f} ± {diff_se:.3f} (the two evaluations' standard errors combined; one seed per arm)."]
-    claims = [
-        online_head_claim(arrol, "Online head on SmolLM2-135M"),
+    diffs = []
+    for seed, grpo, arm in pairs:
+        for title, s in (("GRPO", grpo), ("ARRoL κ = 0.5", arm)):
+            gain = _num(s.heldout_accuracy_after) - _num(s.heldout_accuracy_before)
+            lines.append(
+                f"| {seed} | {title} | {s.steps} | {_f(s.seconds_per_step, '.1f')} | {_f(s.heldout_accuracy_before)} ± "
+                f"{_f(s.heldout_accuracy_se_before)} | {_f(s.heldout_accuracy_after)} ± "
+                f"{_f(s.heldout_accuracy_se_after)} | {gain:+.3f} | {_f(s.keep_ratio_mean)} | "
+                f"{_f(s.head_accuracy_after_cold_start)} | {_f(s.head_majority_after_cold_start)} | "
+                f"{_f(s.head_auc_after_cold_start)} | {_f(s.zero_advantage_fraction)} |")
+        diffs.append((seed, _num(arm.heldout_accuracy_after) - _num(grpo.heldout_accuracy_after),
+                      math.hypot(_num(arm.heldout_accuracy_se_after), _num(grpo.heldout_accuracy_se_after))))
+    k = len(diffs)
+    diff = sum(d for _, d, _ in diffs) / k
+    eval_se = math.sqrt(sum(se ** 2 for _, _, se in diffs)) / k
+    _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in diffs])
+    # the larger of the evaluations' noise and the spread over seeds (which also holds the training paths' noise)
+    diff_se = max(eval_se, seed_se) if k > 1 else eval_se
+    steps_ratio = sum(a.steps for _, _, a in pairs) / max(1, sum(g.steps for _, g, _ in pairs))
+    per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in diffs)
+    spread = (f"; over seeds sd {seed_sd:.3f}, SE {seed_se:.3f}; the larger SE is used" if k > 1 else
+              "; one seed per arm")
+    lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, ARRoL − GRPO "
+              f"(the two evaluations' standard errors combined): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
+              f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread})."]
+    claims = [online_head_claim(arm, f"Online head on SmolLM2-135M (ARRoL arm, seed {seed})") for seed, _, arm in pairs]
+    claims.append(
         f"Fig. 4 on SmolLM2-135M: held-out accuracy of ARRoL minus GRPO's after the same training time, {diff:+.3f} ± "
-        f"{diff_se:.3f} — " + (verdict(True) if diff > 2 * diff_se else verdict(False) if diff < 0 else
-                               "**tied within noise**: ARRoL ≥ GRPO by the point estimate only")
-        + f" (goal: ARRoL ≥ GRPO; reproduced means ahead by more than two standard errors; one seed per arm).",
-    ]
+        f"{diff_se:.3f} over {k} seed(s) — " + (verdict(True) if diff > 2 * diff_se else verdict(False) if diff < 0 else
+                                              "**tied within noise**: ARRoL ≥ GRPO by the point estimate only")
+        + " (goal: ARRoL ≥ GRPO; reproduced means ahead by more than two standard errors).")
     return lines, claims
 
 
@@ -552,13 +580,8 @@ def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
     """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``), the two
     arms paired by ``trainer.seed``; the per-seed differences are averaged with their standard errors combined."""
     lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
-    runs = sweep_runs(root / "online_balance")
-    pairs = []
-    for seed in sorted({r.config["trainer"]["seed"] for r in runs}):
-        of_seed = [r for r in runs if r.config["trainer"]["seed"] == seed]
-        spread, rand = pick(of_seed, policy="arrol", balance_target="spread"), pick(of_seed, policy="random")
-        if spread is not None and rand is not None:
-            pairs.append((seed, spread, rand))
+    pairs = pairs_by_seed(sweep_runs(root / "online_balance"), {"policy": "arrol", "balance_target": "spread"},
+                          {"policy": "random"})
     if not pairs:
         return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job of one "
                         "`trainer.seed`): `python experiments/reproduce.py --only online_balance page` (3 seeds, about "

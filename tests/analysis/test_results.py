@@ -103,11 +103,13 @@ def test_a_tied_vote_is_not_a_reproduction(results_dir: Path, tmp_path: Path):
         results_dir, tmp_path / "page.md")
 
 
-def write_online(root: Path, policy: str, steps: int, after: float, se: float, **extra) -> None:
-    job = root / "online" / ("0" if policy == "none" else "1")
+def write_online(root: Path, policy: str, steps: int, after: float, se: float, seed: int | None = None,
+                 **extra) -> None:
+    job = root / "online" / (f"{2 * (seed or 0) + (policy != 'none')}")
     job.mkdir(parents=True)
+    trainer = {"max_minutes": 12} if seed is None else {"max_minutes": 12, "seed": seed}  # no seed: from before seeds
     config = {"pruning": {"policy": policy, "keep_ratio": 1.0 if policy == "none" else 0.5},
-              "trainer": {"max_minutes": 12}, "engine": {"detect_length": 4},
+              "trainer": trainer, "engine": {"detect_length": 4},
               "algo": {"prompts_per_step": 8, "group_size": 8, "max_response_tokens": 32}}
     summary = {"config": config, "steps": steps, "heldout_accuracy_before": 0.25, "heldout_accuracy_after": after,
                "heldout_accuracy_se_before": se, "heldout_accuracy_se_after": se, "heldout_problems": 128,
@@ -127,7 +129,7 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     text = results.build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 8.")[1].split("## 9.")[0]
     assert "ARRoL took 1.60× GRPO's steps in the same training time" in section
-    assert "+0.020 ± 0.050" in section  # hypot(0.03, 0.04)
+    assert "seed 0: +0.020 ± 0.050" in section and "one seed per arm" in section  # hypot(0.03, 0.04)
     head, fig4 = claim_lines(text, "Online head"), claim_lines(text, "Fig. 4 on SmolLM2")
     assert len(head) == 1 and "accuracy 0.800 vs majority class 0.740, AUC 0.770" in head[0]
     assert "**reproduced**" in head[0]  # 0.80 ≥ 0.74 + 0.05 and AUC ≥ 0.75
@@ -136,13 +138,32 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     s.update(heldout_accuracy_after=0.45)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
     fig4 = claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")
-    assert "+0.150 ± 0.050 — **reproduced**" in fig4[0]
+    assert "+0.150 ± 0.050 over 1 seed(s) — **reproduced**" in fig4[0]
     # a head that does not clear the majority class by 5 points is not a reproduction, whatever its AUC
     s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
     s.update(head_accuracy_after_cold_start=0.76, heldout_accuracy_after=0.25)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
     text = results.build_page(results_dir, tmp_path / "page.md")
     assert all("**not reproduced**" in line for line in claim_lines(text, "Online head") + claim_lines(text, "Fig. 4 on SmolLM2"))
+
+
+def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp_path: Path):
+    missing = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    assert "Not run" in missing and "--only online page" in missing
+    # seed 0 ahead by 0.10 (eval SE hypot(0.03, 0.03) = 0.042), seed 1 ahead by 0.02; seed 2 has no GRPO arm and is left out
+    for seed, (grpo, arrol) in enumerate([(0.30, 0.40), (0.30, 0.32)]):
+        write_online(results_dir, "none", 40, grpo, 0.03, seed=seed)
+        write_online(results_dir, "arrol", 60, arrol, 0.03, seed=seed)
+    write_online(results_dir, "arrol", 60, 0.9, 0.01, seed=2)
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 8.")[1].split("## 9.")[0]
+    assert "| 1 | ARRoL κ = 0.5 | 60 |" in section and "| 2 |" not in section
+    assert "seed 0: +0.100 ± 0.042; seed 1: +0.020 ± 0.042" in section
+    # evaluation SE sqrt(2 × 0.042²) / 2 = 0.030; over seeds sd 0.057, SE 0.040: the larger is used
+    assert "Over the 2 seed(s): +0.060 ± 0.040 (evaluation SE 0.030; over seeds sd 0.057, SE 0.040" in section
+    fig4 = claim_lines(text, "Fig. 4 on SmolLM2")
+    assert len(fig4) == 1 and "+0.060 ± 0.040 over 2 seed(s) — **tied within noise**" in fig4[0]
+    assert len(claim_lines(text, "Online head on SmolLM2-135M (ARRoL arm, seed")) == 2
 
 
 def test_seeds_section_counts_the_seeds_that_learned(results_dir: Path, tmp_path: Path):
