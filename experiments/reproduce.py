@@ -22,7 +22,7 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, ARRoL, gated ARRoL and GRPO
   (opt-in, about 90 min);
 - ``online_balance`` experiments/run.py +exp=smollm2_balance: the spread rule vs random pruning with SmolLM2,
-  online, 3 seeds of 60 steps per arm (Table 4 on a real policy; opt-in, about 65 min);
+  online, 5 seeds of 60 steps per arm (Table 4 on a real policy; opt-in, about 110 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).

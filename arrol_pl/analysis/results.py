@@ -564,8 +564,11 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
     claims = [online_head_claim(arm, f"Online head on SmolLM2-135M (ARRoL arm, seed {seed})") for seed, _, arm in pairs]
     claims.append(
         f"Fig. 4 on SmolLM2-135M: held-out accuracy of ARRoL minus GRPO's after the same training time, {diff:+.3f} ± "
-        f"{diff_se:.3f} over {k} seed(s) — " + (verdict(True) if diff > 2 * diff_se else verdict(False) if diff < 0 else
-                                              "**tied within noise**: ARRoL ≥ GRPO by the point estimate only")
+        f"{diff_se:.3f} over {k} seed(s) — " + (
+            verdict(True) if diff > 2 * diff_se else
+            "**tied within noise**: ARRoL ≥ GRPO by the point estimate only" if diff >= 0 else
+            verdict(False) + (": ARRoL below GRPO by the point estimate, within two standard errors"
+                              if diff > -2 * diff_se else ": ARRoL below GRPO by more than two standard errors"))
         + " (goal: ARRoL ≥ GRPO; reproduced means ahead by more than two standard errors).")
     return lines, claims
 
@@ -584,8 +587,8 @@ def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
                           {"policy": "random"})
     if not pairs:
         return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job of one "
-                        "`trainer.seed`): `python experiments/reproduce.py --only online_balance page` (3 seeds, about "
-                        "65 min on 2 cores)."], []
+                        "`trainer.seed`): `python experiments/reproduce.py --only online_balance page` (5 seeds, about "
+                        "110 min on 2 cores)."], []
     first = pairs[0][1]
     trainer = first.config["trainer"]
     budget = f"{trainer.get('max_steps')} steps"

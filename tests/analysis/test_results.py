@@ -145,6 +145,11 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
     text = results.build_page(results_dir, tmp_path / "page.md")
     assert all("**not reproduced**" in line for line in claim_lines(text, "Online head") + claim_lines(text, "Fig. 4 on SmolLM2"))
+    assert "-0.050 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by the point estimate, within two" in text
+    s.update(heldout_accuracy_after=0.10)
+    (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
+    fig4 = claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")[0]
+    assert "-0.200 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by more than two" in fig4
 
 
 def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp_path: Path):
