@@ -17,7 +17,7 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   Fig. 2 with a policy whose hidden state predicts correctness, head inputs side by side, Table 4 by replay;
 - ``votes32``   the same probe at k = 32 samples per problem, in bf16: Table 3 by replay at the paper's k
   (opt-in, about 20 min);
-- ``online``    experiments/run.py +exp=smollm2_online: ARRoL vs GRPO with SmolLM2 at equal training time
+- ``online``    experiments/run.py +exp=smollm2_online: ARRoL vs GRPO with SmolLM2 at equal training time,
   3 seeds of 12 min per arm (Fig. 4 on a real policy; opt-in, about 90 min);
 - ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, ARRoL, gated ARRoL and GRPO
   (opt-in, about 90 min);

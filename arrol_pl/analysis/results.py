@@ -499,6 +499,12 @@ def online_head_claim(run: RunSummary, title: str) -> str:
             f"{verdict(ok)} (goal: majority + 5 points and AUC ≥ 0.75).")
 
 
+def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The mean of independent estimates ``(value, standard error)`` and its standard error, sqrt(Σ se²) / k."""
+    k = len(estimates)
+    return sum(v for v, _ in estimates) / k, math.sqrt(sum(se ** 2 for _, se in estimates)) / k
+
+
 def pairs_by_seed(runs: Sequence[RunSummary], first: dict[str, Any],
                   second: dict[str, Any]) -> list[tuple[int, RunSummary, RunSummary]]:
     """``(seed, run, run)`` for each ``trainer.seed`` that has a run of both arms (``pick``'s pruning values),
@@ -549,8 +555,7 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
         diffs.append((seed, _num(arm.heldout_accuracy_after) - _num(grpo.heldout_accuracy_after),
                       math.hypot(_num(arm.heldout_accuracy_se_after), _num(grpo.heldout_accuracy_se_after))))
     k = len(diffs)
-    diff = sum(d for _, d, _ in diffs) / k
-    eval_se = math.sqrt(sum(se ** 2 for _, _, se in diffs)) / k
+    diff, eval_se = mean_of_estimates([(d, se) for _, d, se in diffs])
     _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in diffs])
     # the larger of the evaluations' noise and the spread over seeds (which also holds the training paths' noise)
     diff_se = max(eval_se, seed_se) if k > 1 else eval_se
@@ -625,8 +630,8 @@ def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
         (bs, _, bs_se), (br, _, br_se) = (per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))
         diffs.append((seed, zs - zr, math.hypot(zs_se, zr_se), bs - br, math.hypot(bs_se, br_se)))
     k = len(diffs)
-    dz, db = sum(d[1] for d in diffs) / k, sum(d[3] for d in diffs) / k
-    dz_se, db_se = math.sqrt(sum(d[2] ** 2 for d in diffs)) / k, math.sqrt(sum(d[4] ** 2 for d in diffs)) / k
+    dz, dz_se = mean_of_estimates([(d[1], d[2]) for d in diffs])
+    db, db_se = mean_of_estimates([(d[3], d[4]) for d in diffs])
     per_seed = "; ".join(f"seed {seed}: zero-advantage {z:+.3f} ± {zse:.3f}, E[ρ̂(1−ρ̂)] {b:+.4f} ± {bse:.4f}"
                          for seed, z, zse, b, bse in diffs)
     lines += ["", f"Spread − random, per seed (standard errors over steps combined): {per_seed}. Over the {k} seed(s): "
