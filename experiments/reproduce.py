@@ -15,6 +15,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;
 - ``pretrained`` experiments/head_quality.py on SmolLM2-135M-Instruct (``--policy smollm2``, few-shot arithmetic):
   Fig. 2 with a policy whose hidden state predicts correctness, head inputs side by side, Table 4 by replay;
+- ``pretrained_seeds`` the same probe with ``--seed`` 1 and 2 (other samples, problem splits and head
+  initialisations): how much of Fig. 2(c) holds across probe runs (opt-in, about 30 min);
 - ``votes32``   the same probe at k = 32 samples per problem, in bf16: Table 3 by replay at the paper's k
   (opt-in, about 20 min);
 - ``online``    experiments/run.py +exp=smollm2_online: ARRoL vs GRPO with SmolLM2 at equal training time,
@@ -23,6 +25,9 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   (opt-in, about 90 min);
 - ``online_balance`` experiments/run.py +exp=smollm2_balance: the spread rule vs random pruning with SmolLM2,
   online, 5 seeds of 60 steps per arm (Table 4 on a real policy; opt-in, about 110 min);
+- ``online_spread`` experiments/run.py +exp=smollm2_online_spread: ``online`` with ``online_balance``'s pruning
+  (the spread rule, the stats head input, L_detect = 12), 3 seeds (Fig. 4 where balance reproduces; opt-in,
+  about 80 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -45,13 +50,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "votes32", "online", "seeds",
-         "online_balance", "page")
-OPT_IN = ("votes32", "online", "seeds", "online_balance")
+PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
+         "online", "seeds", "online_balance", "online_spread", "page")
+OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20-90 min on 2 cores."""
 SMOLLM2_TASK = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--max-tokens", "32", "--temperature", "0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "--limit", "256", "--samples", "8", "--fractions", "1/8", "1/4", "3/8", "1/2"]
+PROBE_SEEDS = (1, 2)
+"""The replicate probes' seeds (``pretrained_seeds``; ``pretrained`` is seed 0)."""
 """The real pretrained policy's probe: 256 problems × 8 at L_detect = 4, 8, 12, 16 (the answer's digits are
 written at tokens 8-14)."""
 VOTES32_PROBE = [*SMOLLM2_TASK, "--limit", "160", "--samples", "32", "--dtype", "bfloat16", "--features", "last",
@@ -89,8 +96,9 @@ def find_run(sweep_dir: Path, **pruning) -> Path:
     return Path(run.run_dir)
 
 
-def commands(args: argparse.Namespace) -> dict[str, list[str]]:
-    """Part → argv, resolved lazily by the caller (later parts read earlier parts' outputs)."""
+def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]:
+    """Part → argv (or several, run one after another), resolved lazily by the caller (later parts read earlier
+    parts' outputs)."""
     py, out, ov = sys.executable, args.out, list(args.overrides)
     quick_train = ["trainer.max_steps=4", "trainer.eval_every=2", "pruning.cold_start_steps=1", "data.num_heldout=8"] if args.quick else []
     phases = [py, "experiments/bench_phases.py", "--out", str(out / "phases")]
@@ -104,10 +112,14 @@ def commands(args: argparse.Namespace) -> dict[str, list[str]]:
         "pretrained": pretrained,
         "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train,
                   *(["pruning.keep_ratio=0.5,1.0"] if args.quick else [])],  # the two runs later parts read
+        "pretrained_seeds": [[py, "experiments/head_quality.py", *PRETRAINED_PROBE, "--seed", str(seed),
+                              "--out", str(out / "pretrained_seeds" / str(seed))] for seed in PROBE_SEEDS],
         "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, "--out", str(out / "votes32")],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
         "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],
+        "online_spread": [py, "experiments/run.py", "+exp=smollm2_online_spread",
+                          f"hydra.sweep.dir={out / 'online_spread'}"],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }
@@ -132,16 +144,23 @@ def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
     }
 
 
-def run_part(name: str, argv: list[str], out: Path, manifest: dict) -> None:
+def run_part(name: str, argv: list[str] | list[list[str]], out: Path, manifest: dict) -> None:
+    """Run a part's command (or its commands, one after another, into one log) and record it in the manifest."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}.log"
-    print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(argv[1:])}", flush=True)
+    argvs = argv if argv and isinstance(argv[0], list) else [argv]
+    command = " && ".join(" ".join(a[1:]) for a in argvs)
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {command}", flush=True)
     t0 = time.perf_counter()
+    rc = 0
     with log.open("w") as f:
-        rc = subprocess.run(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=os.environ.copy()).returncode
+        for a in argvs:
+            rc = subprocess.run(a, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=os.environ.copy()).returncode
+            if rc != 0:
+                break
     seconds = time.perf_counter() - t0
-    manifest["parts"][name] = {"command": " ".join(argv[1:]), "returncode": rc, "seconds": round(seconds, 1),
+    manifest["parts"][name] = {"command": command, "returncode": rc, "seconds": round(seconds, 1),
                                "log": str(log), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     print(f"    {seconds:.0f} s, exit {rc}", flush=True)

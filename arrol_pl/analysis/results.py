@@ -13,9 +13,12 @@ Layout of a results directory (what ``reproduce.py`` writes)::
     voting/metrics.json           experiments/evaluate.py k = 32
     wallclock.png                 experiments/plot_wallclock.py
     pretrained/head_quality.json  experiments/head_quality.py --policy smollm2 --data arithmetic_fewshot
+    pretrained_seeds/<seed>/...   the same probe with other seeds (opt-in): Fig. 2(c) across probe runs
     votes32/head_quality.json     the same at k = 32 (opt-in): section 7's votes when present
     online/<job>/summary.json     +exp=smollm2_online (ARRoL vs GRPO at equal training time; opt-in part)
     seeds/<job>/summary.json      +exp=seeds (the default experiment over 5 seeds, 3 arms; opt-in part)
+    online_balance/<job>/...      +exp=smollm2_balance (the spread rule vs random pruning, per step; opt-in part)
+    online_spread/<job>/...       +exp=smollm2_online_spread (section 8 with the spread rule; opt-in part)
     manifest.json                 commands, exit codes and seconds per part
 """
 
@@ -378,6 +381,45 @@ BALANCE_ARMS_SHOWN = tuple(BALANCE_TITLES.items())
 ARROL_BALANCE_ARMS = tuple((arm, title) for arm, title in BALANCE_ARMS_SHOWN if arm.startswith("arrol"))
 
 
+def fig2c_counts(rows: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """Fig. 2(c)'s two criteria over a probe's rows: how many detection lengths have the head's Spearman above
+    DeepConf's, and how many have the head's AUC ≥ 0.80."""
+    return (sum(_num(r["head_spearman"]) > _num(r["deepconf_spearman"]) for r in rows),
+            sum(_num(r["head_auc"]) >= 0.80 for r in rows))
+
+
+def _probe_inputs(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A probe's rows per head input (probes from before the side-by-side inputs have the paper's only)."""
+    return data.get("inputs") or {"last": data["rows"]}
+
+
+def fig2c_over_probe_runs(data: dict[str, Any], root: Path) -> tuple[list[str], list[str]]:
+    """Fig. 2(c) per head input over section 7's probe and its replicates with other seeds
+    (``pretrained_seeds/<seed>/head_quality.json``): in how many runs each criterion holds at every length."""
+    replicates = [_load(p) for p in sorted((root / "pretrained_seeds").glob("*/head_quality.json"))]
+    if not replicates:
+        return [], []
+    runs = [data, *replicates]
+    kinds = [kind for kind in _probe_inputs(data) if all(kind in _probe_inputs(r) for r in runs)]
+    k, cells = len(runs), []
+    for kind in kinds:
+        per_run = [(fig2c_counts(_probe_inputs(r)[kind]), len(_probe_inputs(r)[kind])) for r in runs]
+        spearman = sum(wins == n for (wins, _), n in per_run)
+        auc = sum(ok == n for (_, ok), n in per_run)
+        cells.append(f"`{kind}` {spearman} / {auc} — {verdict(spearman == auc == k)}")
+    seed = lambda r: r.get("settings", {}).get("seed", "?")  # noqa: E731
+    lines = ["", "Replicate probes (`python experiments/reproduce.py --only pretrained_seeds page`: the same command "
+             "with `--seed`, so other samples, problem splits and head initialisations): " + "; ".join(
+                 f"seed {seed(r)}: accuracy {r['accuracy']:.3f}, mixed groups {_f(r.get('mixed_group_fraction'))}, "
+                 "Spearman head / DeepConf at L = " + ", ".join(
+                     f"{row['detect_length']}: {_f(row['head_spearman'])} / {_f(row['deepconf_spearman'])}"
+                     for row in r["rows"]) for r in replicates) + "."]
+    claims = [f"Fig. 2(c) on SmolLM2-135M over {k} probe runs (seeds {', '.join(str(seed(r)) for r in runs)}), per "
+              "head input, the runs where the Spearman exceeds DeepConf's at every detection length / where the AUC "
+              f"is ≥ 0.80 at every length, of {k}: " + "; ".join(cells) + "."]
+    return lines, claims
+
+
 def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
     """The real pretrained policy (SmolLM2-135M-Instruct on few-shot arithmetic): Fig. 2, head inputs, Tables 4 and 3 by replay."""
     lines = ["## 7. A real pretrained policy on CPU: SmolLM2-135M-Instruct (Fig. 2, Tables 4 and 3 by replay)", ""]
@@ -411,12 +453,18 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         both = ", `last+stats` both" if "last+stats" in inputs else ""
         lines += ["", "Head inputs side by side (the paper's is `last`; `mean` averages the final-layer states over "
                   "the prefix, `middle` reads layer num_layers/2, `stats` are five prefix log-prob statistics the "
-                  f"engine samples with{both}; `head.input` feeds the online head `last`, `stats` or `last+stats`). "
-                  "Head AUC over all test rollouts / within groups:", "",
-                  "| L_detect | " + " | ".join(inputs) + " |", "|---|" + "---|" * len(inputs)]
+                  f"engine samples with{both}; `head.input` feeds the online head `last`, `stats` or `last+stats`; "
+                  "`mean` and `middle` are probe-only). Spearman / AUC over all test rollouts / AUC within groups, "
+                  "DeepConf's beside them:", "",
+                  "| L_detect | " + " | ".join(f"`{k}`" for k in inputs) + " | DeepConf |",
+                  "|---|" + "---|" * (len(inputs) + 1)]
         for i, r in enumerate(rows):
-            cells = [f"{_f(v[i]['head_auc'])} / {_f(v[i].get('head_within_auc'))}" for v in inputs.values()]
+            cells = [f"{_f(v[i]['head_spearman'])} / {_f(v[i]['head_auc'])} / {_f(v[i].get('head_within_auc'))}"
+                     for v in inputs.values()]
+            cells.append(f"{_f(r['deepconf_spearman'])} / {_f(r['deepconf_auc'])} / {_f(r.get('deepconf_within_auc'))}")
             lines.append(f"| {r['detect_length']} | " + " | ".join(cells) + " |")
+    replicate_lines, replicate_claims = fig2c_over_probe_runs(data, root)
+    lines += replicate_lines
     lines += ["", "The engine's keep/prune rule replayed on the test groups with each length's head and calibrator "
               "(κ = 0.5, ρ = 0.5, 32 decision draws; ± one standard error over groups):", "",
               "| L_detect | rule | E[ρ̂] | E[ρ̂(1−ρ̂)] | zero-advantage groups | keep | zero-adv. vs random (paired) |",
@@ -464,11 +512,17 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
                   "full-trace confidence (± one standard error over problems; differences paired by problem):", "",
                   votes_table(votes).rstrip("\n")]
     n = len(rows)
-    spearman_wins = sum(_num(r["head_spearman"]) > _num(r["deepconf_spearman"]) for r in rows)
-    auc_ok = sum(_num(r["head_auc"]) >= 0.80 for r in rows)
+    spearman_wins, auc_ok = fig2c_counts(rows)
     claims.append(f"Fig. 2(c) on SmolLM2-135M: the head's Spearman exceeds DeepConf's at {spearman_wins} of {n} "
                   f"detection lengths and its AUC is ≥ 0.80 at {auc_ok} of {n} — "
                   f"{verdict(spearman_wins == n and auc_ok == n)}.")
+    others = {kind: fig2c_counts(v) for kind, v in inputs.items() if kind != "last"}
+    if others:
+        claims.append("Fig. 2(c) on SmolLM2-135M with the other head inputs (beyond the paper; detection lengths where "
+                      f"the Spearman exceeds DeepConf's / where the AUC is ≥ 0.80, of {n}): " + "; ".join(
+                          f"`{kind}` {wins} / {ok} — {verdict(wins == len(inputs[kind]) == ok)}"
+                          for kind, (wins, ok) in others.items()) + ".")
+    claims += replicate_claims
     for arm, title in ARROL_BALANCE_ARMS:
         wins, seen = balance_wins[arm], balance_seen[arm]
         if not seen:  # a replay from before this rule existed
@@ -499,6 +553,21 @@ def online_head_claim(run: RunSummary, title: str) -> str:
             f"{verdict(ok)} (goal: majority + 5 points and AUC ≥ 0.75).")
 
 
+def paired_by_problem(a: RunSummary, b: RunSummary) -> bool:
+    """Whether two runs recorded per-problem held-out results on the same number of problems."""
+    pa, pb = a.heldout_per_problem_after, b.heldout_per_problem_after
+    return len(pa) == len(pb) > 1
+
+
+def heldout_difference_se(a: RunSummary, b: RunSummary) -> float:
+    """Standard error of ``a``'s held-out accuracy after minus ``b``'s: over the per-problem differences when both
+    runs recorded them (the same held-out problems), else the two standard errors combined as if independent."""
+    if paired_by_problem(a, b):
+        _, _, se = mean_sd_se([x - y for x, y in zip(a.heldout_per_problem_after, b.heldout_per_problem_after)])
+        return se
+    return math.hypot(_num(a.heldout_accuracy_se_after), _num(b.heldout_accuracy_se_after))
+
+
 def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The mean of independent estimates ``(value, standard error)`` and its standard error, sqrt(Σ se²) / k."""
     k = len(estimates)
@@ -522,18 +591,41 @@ def pairs_by_seed(runs: Sequence[RunSummary], first: dict[str, Any],
 def section_online(root: Path) -> tuple[list[str], list[str]]:
     """Online ARRoL vs GRPO with SmolLM2-135M at equal training wall time (``+exp=smollm2_online``; Fig. 4, Table 1),
     the two arms paired by ``trainer.seed``."""
-    lines = ["## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)", ""]
-    pairs = pairs_by_seed(sweep_runs(root / "online"), {"policy": "none"}, {"policy": "arrol"})
+    return equal_time_section(
+        root / "online", "## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)",
+        preset="smollm2_online", arm={"policy": "arrol"}, arm_title="ARRoL κ = 0.5",
+        label="Fig. 4 on SmolLM2-135M", run_hint="--only online page` (3 seeds, about 90 min on 2 cores)",
+        setting="from the same pretrained weights, in bf16, top 2 decoder blocks trained")
+
+
+def section_online_spread(root: Path) -> tuple[list[str], list[str]]:
+    """Section 8 in the configuration where section 10's balance reproduces (``+exp=smollm2_online_spread``)."""
+    return equal_time_section(
+        root / "online_spread", "## 11. Online ARRoL vs GRPO on SmolLM2-135M at equal training time, in the "
+        "balancing configuration (paper Fig. 4)", preset="smollm2_online_spread",
+        arm={"policy": "arrol", "balance_target": "spread"}, arm_title="ARRoL spread, κ = 0.5",
+        label="Fig. 4 on SmolLM2-135M with the spread rule", run_hint="--only online_spread page` (3 seeds, about 80 "
+        "min on 2 cores)", setting="as section 8, but with section 10's pruning: the spread rule, the `stats` head "
+        "input and a later detection length")
+
+
+def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, Any], arm_title: str, label: str,
+                       run_hint: str, setting: str) -> tuple[list[str], list[str]]:
+    """GRPO (``pruning=none``) against one ARRoL arm at equal training wall time, paired by ``trainer.seed``: the
+    table, ARRoL − GRPO held-out after per seed and over the seeds, the online-head claims and the Fig. 4 verdict."""
+    lines = [heading, ""]
+    pairs = pairs_by_seed(sweep_runs(part), {"policy": "none"}, arm)
     if not pairs:
-        return lines + ["Not run (`online/` needs a `pruning=none` and a `pruning=arrol` job of one `trainer.seed`): "
-                        "`python experiments/reproduce.py --only online page` (3 seeds, about 90 min on 2 cores)."], []
+        return lines + [f"Not run (`{part.name}/` needs a `pruning=none` job and an ARRoL job ({arm}) of one "
+                        f"`trainer.seed`): `python experiments/reproduce.py {run_hint}."], []
     arrol = pairs[0][2]
     budget = arrol.config["trainer"].get("max_minutes")
     lines += [
-        f"`experiments/run.py +exp=smollm2_online`: both arms train for {budget} min of training wall time "
-        "(held-out evaluations excluded) from the same pretrained weights, in bf16, top 2 decoder blocks trained, "
+        f"`experiments/run.py +exp={preset}`: both arms train for {budget} min of training wall time "
+        f"(held-out evaluations excluded) {setting}; "
         f"B = {arrol.config['algo']['prompts_per_step']} × G = {arrol.config['algo']['group_size']}, "
-        f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} tokens. "
+        f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} tokens, "
+        f"head input `{arrol.config.get('head', {}).get('input', 'last')}`. "
         f"Held-out: {arrol.heldout_problems} problems × {arrol.heldout_samples} samples (± the evaluation's standard "
         "error over problems). A sweep runs its jobs one after another; anything else on the machine slows the arms "
         "unevenly and biases an equal-time comparison, so this part runs alone.",
@@ -543,8 +635,8 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     diffs = []
-    for seed, grpo, arm in pairs:
-        for title, s in (("GRPO", grpo), ("ARRoL κ = 0.5", arm)):
+    for seed, grpo, arm_run in pairs:
+        for title, s in (("GRPO", grpo), (arm_title, arm_run)):
             gain = _num(s.heldout_accuracy_after) - _num(s.heldout_accuracy_before)
             lines.append(
                 f"| {seed} | {title} | {s.steps} | {_f(s.seconds_per_step, '.1f')} | {_f(s.heldout_accuracy_before)} ± "
@@ -552,8 +644,8 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
                 f"{_f(s.heldout_accuracy_se_after)} | {gain:+.3f} | {_f(s.keep_ratio_mean)} | "
                 f"{_f(s.head_accuracy_after_cold_start)} | {_f(s.head_majority_after_cold_start)} | "
                 f"{_f(s.head_auc_after_cold_start)} | {_f(s.zero_advantage_fraction)} |")
-        diffs.append((seed, _num(arm.heldout_accuracy_after) - _num(grpo.heldout_accuracy_after),
-                      math.hypot(_num(arm.heldout_accuracy_se_after), _num(grpo.heldout_accuracy_se_after))))
+        diffs.append((seed, _num(arm_run.heldout_accuracy_after) - _num(grpo.heldout_accuracy_after),
+                      heldout_difference_se(arm_run, grpo)))
     k = len(diffs)
     diff, eval_se = mean_of_estimates([(d, se) for _, d, se in diffs])
     _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in diffs])
@@ -563,12 +655,18 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
     per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in diffs)
     spread = (f"; over seeds sd {seed_sd:.3f}, SE {seed_se:.3f}; the larger SE is used" if k > 1 else
               "; one seed per arm")
+    paired = all(paired_by_problem(a, g) for _, g, a in pairs)
+    how = ("paired by problem: both arms evaluate the same problems" if paired else
+           "the two evaluations' standard errors combined as if independent, likely an overestimate since both "
+           "arms evaluate the same problems; these runs predate the per-problem records that pair them")
     lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, ARRoL − GRPO "
-              f"(the two evaluations' standard errors combined): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
+              f"({how}): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
               f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread})."]
-    claims = [online_head_claim(arm, f"Online head on SmolLM2-135M (ARRoL arm, seed {seed})") for seed, _, arm in pairs]
+    detect = arrol.config["engine"]["detect_length"]
+    claims = [online_head_claim(a, f"Online head on SmolLM2-135M ({arm_title} arm at L_detect = {detect}, seed {seed})")
+              for seed, _, a in pairs]
     claims.append(
-        f"Fig. 4 on SmolLM2-135M: held-out accuracy of ARRoL minus GRPO's after the same training time, {diff:+.3f} ± "
+        f"{label}: held-out accuracy of ARRoL minus GRPO's after the same training time, {diff:+.3f} ± "
         f"{diff_se:.3f} over {k} seed(s) — " + (
             verdict(True) if diff > 2 * diff_se else
             "**tied within noise**: ARRoL ≥ GRPO by the point estimate only" if diff >= 0 else
@@ -701,7 +799,7 @@ def build_page(root: Path, page: Path) -> str:
         lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
         lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
         lambda: section_pretrained(root, figures, page.parent), lambda: section_online(root),
-        lambda: section_seeds(root), lambda: section_online_balance(root),
+        lambda: section_seeds(root), lambda: section_online_balance(root), lambda: section_online_spread(root),
     ]
     bodies, claims = [], []
     for make in sections:

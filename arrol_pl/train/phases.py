@@ -21,7 +21,7 @@ import math
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -392,6 +392,9 @@ class HeldoutResult:
     samples: int
     problems: int
     accuracy_se: float = float("nan")
+    per_problem: list[float] = field(default_factory=list)
+    """avg@k of each problem, in the held-out set's order: two policies evaluated on the same problems compare
+    paired by problem, without the problems' spread in difficulty in the difference's standard error."""
 
 
 def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int,
@@ -421,4 +424,4 @@ def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperatu
         0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct) / samples
     se = float(per_problem.std() / len(problems) ** 0.5) if len(problems) > 1 else float("nan")
     return HeldoutResult(accuracy=float(per_problem.mean()), greedy_accuracy=greedy_acc, samples=samples,
-                         problems=len(problems), accuracy_se=se)
+                         problems=len(problems), accuracy_se=se, per_problem=per_problem.tolist())

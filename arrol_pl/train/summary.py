@@ -36,6 +36,9 @@ class RunSummary:
     heldout_accuracy_se_after: float | None = None
     heldout_problems: int = 0
     heldout_samples: int = 0
+    heldout_per_problem_after: list[float] = field(default_factory=list)
+    """Held-out avg@k of each problem after training (``HeldoutResult.per_problem``): the results page pairs two
+    arms' evaluations by problem with it."""
     train_accuracy_first: float | None = None
     """Training accuracy (over survivors) of the first step."""
     train_accuracy_last10: float | None = None

@@ -104,12 +104,13 @@ def test_a_tied_vote_is_not_a_reproduction(results_dir: Path, tmp_path: Path):
 
 
 def write_online(root: Path, policy: str, steps: int, after: float, se: float, seed: int | None = None,
+                 part: str = "online", pruning: dict | None = None, detect_length: int = 4, head_input: str = "last",
                  **extra) -> None:
-    job = root / "online" / (f"{2 * (seed or 0) + (policy != 'none')}")
+    job = root / part / (f"{2 * (seed or 0) + (policy != 'none')}")
     job.mkdir(parents=True)
     trainer = {"max_minutes": 12} if seed is None else {"max_minutes": 12, "seed": seed}  # no seed: from before seeds
-    config = {"pruning": {"policy": policy, "keep_ratio": 1.0 if policy == "none" else 0.5},
-              "trainer": trainer, "engine": {"detect_length": 4},
+    config = {"pruning": {"policy": policy, "keep_ratio": 1.0 if policy == "none" else 0.5, **(pruning or {})},
+              "trainer": trainer, "engine": {"detect_length": detect_length}, "head": {"input": head_input},
               "algo": {"prompts_per_step": 8, "group_size": 8, "max_response_tokens": 32}}
     summary = {"config": config, "steps": steps, "heldout_accuracy_before": 0.25, "heldout_accuracy_after": after,
                "heldout_accuracy_se_before": se, "heldout_accuracy_se_after": se, "heldout_problems": 128,
@@ -168,7 +169,29 @@ def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp
     assert "Over the 2 seed(s): +0.060 ± 0.040 (evaluation SE 0.030; over seeds sd 0.057, SE 0.040" in section
     fig4 = claim_lines(text, "Fig. 4 on SmolLM2")
     assert len(fig4) == 1 and "+0.060 ± 0.040 over 2 seed(s) — **tied within noise**" in fig4[0]
-    assert len(claim_lines(text, "Online head on SmolLM2-135M (ARRoL arm, seed")) == 2
+    assert len(claim_lines(text, "Online head on SmolLM2-135M (ARRoL κ = 0.5 arm at L_detect = 4, seed")) == 2
+
+
+def test_the_spread_configuration_has_its_own_equal_time_section(results_dir: Path, tmp_path: Path):
+    missing = results.build_page(results_dir, tmp_path / "page.md").split("## 11.")[1]
+    assert "Not run" in missing and "--only online_spread page" in missing
+    spread = {"balance_target": "spread"}
+    for seed, (grpo, arrol) in enumerate([(0.30, 0.36), (0.30, 0.34), (0.32, 0.40)]):
+        write_online(results_dir, "none", 40, grpo, 0.02, seed=seed, part="online_spread", detect_length=12)
+        write_online(results_dir, "arrol", 48, arrol, 0.02, seed=seed, part="online_spread", pruning=spread,
+                     detect_length=12, head_input="stats")
+    # section 8's runs (the paper's rule) do not count here, and this part's do not count in section 8
+    write_online(results_dir, "none", 40, 0.30, 0.02, seed=0)
+    write_online(results_dir, "arrol", 60, 0.10, 0.02, seed=0)
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 11.")[1]
+    assert "+exp=smollm2_online_spread" in section and "L_detect = 12 of 32 tokens, head input `stats`" in section
+    assert "| 2 | ARRoL spread, κ = 0.5 | 48 |" in section and "ARRoL took 1.20× GRPO's steps" in section
+    # +0.06, +0.04, +0.08 (eval SE hypot(0.02, 0.02) = 0.028 each): mean +0.060, eval SE 0.016, seed SE 0.012
+    fig4 = claim_lines(text, "Fig. 4 on SmolLM2-135M with the spread rule")
+    assert len(fig4) == 1 and "+0.060 ± 0.016 over 3 seed(s) — **reproduced**" in fig4[0]
+    assert "-0.200 ± 0.028 over 1 seed(s) — **not reproduced**" in claim_lines(text, "Fig. 4 on SmolLM2-135M:")[0]
+    assert len(claim_lines(text, "Online head on SmolLM2-135M (ARRoL spread, κ = 0.5 arm at L_detect = 12")) == 3
 
 
 def test_seeds_section_counts_the_seeds_that_learned(results_dir: Path, tmp_path: Path):
@@ -294,3 +317,62 @@ def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Pat
     assert claims["per-group target"].endswith("— **reproduced**.")
     assert "**partly reproduced**" in claims["spread (ranks only)"]
     assert "| 4 | ARRoL, spread (ranks only) | 0.220 ± 0.030 |" in text
+
+
+def test_fig2c_is_judged_per_head_input(results_dir: Path, tmp_path: Path):
+    data = probe_json(8, 0.0)
+    second = dict(data["rows"][0], detect_length=16, fraction=0.5, head_spearman=0.3, deepconf_spearman=0.4,
+                  head_auc=0.72)  # the paper's input falls behind DeepConf at the longer length
+    data["rows"].append(second)
+    data["inputs"] = {
+        "last": data["rows"],
+        "mean": [dict(r, head_spearman=0.5, head_auc=0.85, head_within_auc=0.6) for r in data["rows"]],
+        "stats": [dict(data["rows"][0], head_spearman=0.1, head_auc=0.6), dict(second, head_spearman=0.6, head_auc=0.9)],
+    }
+    (results_dir / "pretrained").mkdir()
+    (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(data))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    paper = claim_lines(text, "Fig. 2(c) on SmolLM2-135M:")
+    assert len(paper) == 1 and "exceeds DeepConf's at 1 of 2" in paper[0] and "≥ 0.80 at 1 of 2" in paper[0]
+    assert "**not reproduced**" in paper[0]
+    others = claim_lines(text, "Fig. 2(c) on SmolLM2-135M with the other head inputs")
+    assert len(others) == 1 and "`last`" not in others[0]
+    assert "`mean` 2 / 2 — **reproduced**; `stats` 1 / 1 — **not reproduced**." in others[0]
+    assert "| 16 | 0.300 / 0.720 / n/a | 0.500 / 0.850 / 0.600 | 0.600 / 0.900 / n/a | 0.400 / 0.600 / n/a |" in text
+
+
+def test_equal_time_arms_pair_their_evaluations_by_problem_when_recorded(results_dir: Path, tmp_path: Path):
+    # the same 4 problems: GRPO gets 0, 0.5, 1, 0.25; ARRoL the same plus 0.25 on one, 0 on another
+    grpo, arrol = [0.0, 0.5, 1.0, 0.25], [0.25, 0.5, 1.0, 0.25]
+    write_online(results_dir, "none", 40, sum(grpo) / 4, 0.2, seed=0, heldout_per_problem_after=grpo)
+    write_online(results_dir, "arrol", 60, sum(arrol) / 4, 0.2, seed=0, heldout_per_problem_after=arrol)
+    section = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    # differences 0.25, 0, 0, 0: mean 0.0625, sd 0.125, SE 0.0625 (unpaired it would be hypot(0.2, 0.2) = 0.283)
+    assert "paired by problem" in section and "seed 0: +0.062 ± 0.062" in section
+    s = json.loads((results_dir / "online" / "0" / "summary.json").read_text())
+    s["heldout_per_problem_after"] = []  # a run from before per-problem results: no pairing for that seed
+    (results_dir / "online" / "0" / "summary.json").write_text(json.dumps(s))
+    section = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    assert "as if independent" in section and "seed 0: +0.062 ± 0.283" in section
+
+
+def test_fig2c_is_judged_across_replicate_probe_runs(results_dir: Path, tmp_path: Path):
+    data = probe_json(8, 0.0)
+    data["inputs"] = {"last": data["rows"], "mean": [dict(data["rows"][0], head_spearman=0.5, head_auc=0.85)]}
+    (results_dir / "pretrained").mkdir()
+    (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(data))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    assert not claim_lines(text, "Fig. 2(c) on SmolLM2-135M over") and "Replicate probes" not in text
+    # a replicate where the paper's input falls behind DeepConf and `mean` stays ahead but under AUC 0.80
+    replicate = probe_json(8, 0.0, settings={"seed": 1, "problems": 160, "samples": 8, "temperature": 0.8,
+                                             "max_tokens": 32})
+    replicate["rows"][0].update(head_spearman=0.1)
+    replicate["inputs"] = {"last": replicate["rows"], "mean": [dict(replicate["rows"][0], head_spearman=0.4,
+                                                                    head_auc=0.78)]}
+    (results_dir / "pretrained_seeds" / "1").mkdir(parents=True)
+    (results_dir / "pretrained_seeds" / "1" / "head_quality.json").write_text(json.dumps(replicate))
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    claim = claim_lines(text, "Fig. 2(c) on SmolLM2-135M over 2 probe runs")
+    assert len(claim) == 1 and "(seeds ?, 1)" in claim[0]  # section 7's probe json from before seeds were recorded
+    assert "`last` 1 / 2 — **not reproduced**; `mean` 2 / 1 — **not reproduced**." in claim[0]
+    assert "seed 1: accuracy 0.250, mixed groups 0.400, Spearman head / DeepConf at L = 4: 0.100 / 0.200" in text

@@ -297,6 +297,10 @@ def test_heldout_evaluation_has_a_random_stream_of_its_own(engine):
         reward.close()
     assert (first.accuracy, first.greedy_accuracy) == (again.accuracy, again.greedy_accuracy)
     assert first.problems == 6 and first.samples == 3 and first.accuracy_se >= 0
+    # per problem, in the problems' order: what pairs two arms' evaluations by problem
+    assert first.per_problem == again.per_problem and len(first.per_problem) == 6
+    assert all(abs(v * 3 - round(v * 3)) < 1e-9 for v in first.per_problem)  # k of 3 samples right
+    assert abs(sum(first.per_problem) / 6 - first.accuracy) < 1e-12
 
     # what that relies on: without per-request seeds the engine samples from torch's global generator
     def sample(seed):

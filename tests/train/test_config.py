@@ -43,7 +43,7 @@ def test_every_experiment_composes_and_validates(exp):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
     assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds",
-                           "smollm2_balance", "smollm2_online"]
+                           "smollm2_balance", "smollm2_online", "smollm2_online_spread"]
 
 
 def test_bench_preset_is_the_long_response_setting():
@@ -132,6 +132,17 @@ def test_smollm2_online_preset_compares_at_equal_training_time_in_bf16():
     assert run.trainer.max_minutes > 0 and run.trainer.max_steps * 10 > 60 * run.trainer.max_minutes  # time decides
     assert run.trainer.precision == "bf16-mixed" and run.engine.dtype == "bfloat16"  # float32 master weights
     assert run.algo.reuses_old_logprobs and run.engine.detect_length < run.algo.max_response_tokens
+
+
+def test_the_spread_equal_time_preset_changes_only_the_pruning_and_runs_seed_major():
+    base, run = compose_run("+exp=smollm2_online"), compose_run("+exp=smollm2_online_spread", "pruning=arrol_spread")
+    assert (run.engine.detect_length, run.head.input, run.pruning.balance_target) == (12, "stats", "spread")
+    assert run.trainer == base.trainer and run.algo == base.algo and run.model == base.model
+    for exp, arms in (("smollm2_online", "none,arrol"), ("smollm2_online_spread", "none,arrol_spread")):
+        with initialize_config_dir(config_dir=CONF, version_base=None):
+            params = compose("config", overrides=[f"+exp={exp}"], return_hydra_config=True).hydra.sweeper.params
+        # each seed's two arms run back to back: a machine that drifts over the sweep slows a pair alike
+        assert list(params) == ["trainer.seed", "pruning"] and params["pruning"] == arms
 
 
 def test_the_engine_group_is_the_engines_own_config():

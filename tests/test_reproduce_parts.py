@@ -1,0 +1,44 @@
+"""``experiments/reproduce.py``'s bookkeeping without running any measurement: a part of several commands."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def reproduce():
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "experiments" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_replicate_probes_are_one_opt_in_part_of_two_seeded_commands(reproduce, tmp_path: Path):
+    assert "pretrained_seeds" in reproduce.OPT_IN
+    argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["pretrained_seeds"]
+    assert len(argvs) == len(reproduce.PROBE_SEEDS) == 2
+    for argv, seed in zip(argvs, reproduce.PROBE_SEEDS):
+        assert argv[1] == "experiments/head_quality.py" and argv[argv.index("--seed") + 1] == str(seed)
+        assert argv[argv.index("--out") + 1] == str(tmp_path / "pretrained_seeds" / str(seed))
+        assert argv[2:argv.index("--seed")] == reproduce.PRETRAINED_PROBE  # section 7's probe, another seed
+
+
+def test_a_part_of_several_commands_runs_them_in_order_into_one_log(reproduce, tmp_path: Path):
+    py = sys.executable
+    manifest = {"parts": {}}
+    reproduce.run_part("two", [[py, "-c", "print('first')"], [py, "-c", "print('second')"]], tmp_path, manifest)
+    assert (tmp_path / "logs" / "two.log").read_text().split() == ["first", "second"]
+    recorded = json.loads((tmp_path / "manifest.json").read_text())["parts"]["two"]
+    assert recorded["returncode"] == 0 and recorded["command"] == "-c print('first') && -c print('second')"
+    # the first failure stops the part (the later command does not run) and names the part
+    with pytest.raises(SystemExit, match="part 'bad' failed \\(exit 3\\)"):
+        reproduce.run_part("bad", [[py, "-c", "raise SystemExit(3)"], [py, "-c", "print('never')"]], tmp_path,
+                           manifest)
+    assert "never" not in (tmp_path / "logs" / "bad.log").read_text()
+    reproduce.run_part("one", [py, "-c", "print('alone')"], tmp_path, manifest)  # a single argv as before
+    assert (tmp_path / "logs" / "one.log").read_text().strip() == "alone"
