@@ -57,10 +57,10 @@ OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "o
 SMOLLM2_TASK = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--max-tokens", "32", "--temperature", "0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "--limit", "256", "--samples", "8", "--fractions", "1/8", "1/4", "3/8", "1/2"]
-PROBE_SEEDS = (1, 2)
-"""The replicate probes' seeds (``pretrained_seeds``; ``pretrained`` is seed 0)."""
 """The real pretrained policy's probe: 256 problems × 8 at L_detect = 4, 8, 12, 16 (the answer's digits are
 written at tokens 8-14)."""
+PROBE_SEEDS = (1, 2)
+"""The replicate probes' seeds (``pretrained_seeds``; ``pretrained`` is seed 0)."""
 VOTES32_PROBE = [*SMOLLM2_TASK, "--limit", "160", "--samples", "32", "--dtype", "bfloat16", "--features", "last",
                  "--fractions", "0.125"]
 """The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""

@@ -593,7 +593,7 @@ def section_online(root: Path) -> tuple[list[str], list[str]]:
     the two arms paired by ``trainer.seed``."""
     return equal_time_section(
         root / "online", "## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)",
-        preset="smollm2_online", arm={"policy": "arrol"}, arm_title="ARRoL κ = 0.5",
+        preset="smollm2_online", arm={"policy": "arrol"}, arm_override="pruning=arrol", arm_title="ARRoL κ = 0.5",
         label="Fig. 4 on SmolLM2-135M", run_hint="--only online page` (3 seeds, about 90 min on 2 cores)",
         setting="from the same pretrained weights, in bf16, top 2 decoder blocks trained")
 
@@ -603,20 +603,21 @@ def section_online_spread(root: Path) -> tuple[list[str], list[str]]:
     return equal_time_section(
         root / "online_spread", "## 11. Online ARRoL vs GRPO on SmolLM2-135M at equal training time, in the "
         "balancing configuration (paper Fig. 4)", preset="smollm2_online_spread",
-        arm={"policy": "arrol", "balance_target": "spread"}, arm_title="ARRoL spread, κ = 0.5",
+        arm={"policy": "arrol", "balance_target": "spread"}, arm_override="pruning=arrol_spread",
+        arm_title="ARRoL spread, κ = 0.5",
         label="Fig. 4 on SmolLM2-135M with the spread rule", run_hint="--only online_spread page` (3 seeds, about 80 "
         "min on 2 cores)", setting="as section 8, but with section 10's pruning: the spread rule, the `stats` head "
         "input and a later detection length")
 
 
-def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, Any], arm_title: str, label: str,
-                       run_hint: str, setting: str) -> tuple[list[str], list[str]]:
+def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, Any], arm_override: str,
+                       arm_title: str, label: str, run_hint: str, setting: str) -> tuple[list[str], list[str]]:
     """GRPO (``pruning=none``) against one ARRoL arm at equal training wall time, paired by ``trainer.seed``: the
     table, ARRoL − GRPO held-out after per seed and over the seeds, the online-head claims and the Fig. 4 verdict."""
     lines = [heading, ""]
     pairs = pairs_by_seed(sweep_runs(part), {"policy": "none"}, arm)
     if not pairs:
-        return lines + [f"Not run (`{part.name}/` needs a `pruning=none` job and an ARRoL job ({arm}) of one "
+        return lines + [f"Not run (`{part.name}/` needs a `pruning=none` and a `{arm_override}` job of one "
                         f"`trainer.seed`): `python experiments/reproduce.py {run_hint}."], []
     arrol = pairs[0][2]
     budget = arrol.config["trainer"].get("max_minutes")
@@ -655,10 +656,12 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
     per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in diffs)
     spread = (f"; over seeds sd {seed_sd:.3f}, SE {seed_se:.3f}; the larger SE is used" if k > 1 else
               "; one seed per arm")
-    paired = all(paired_by_problem(a, g) for _, g, a in pairs)
-    how = ("paired by problem: both arms evaluate the same problems" if paired else
-           "the two evaluations' standard errors combined as if independent, likely an overestimate since both "
-           "arms evaluate the same problems; these runs predate the per-problem records that pair them")
+    paired = sum(paired_by_problem(a, g) for _, g, a in pairs)
+    unpaired = ("the two evaluations' standard errors combined as if independent, likely an overestimate since both "
+                "arms evaluate the same problems")
+    how = ("paired by problem: both arms evaluate the same problems" if paired == k else
+           f"{unpaired}; these runs predate the per-problem records that pair them" if not paired else
+           f"paired by problem for the seeds whose runs recorded per-problem results, else {unpaired}")
     lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, ARRoL − GRPO "
               f"({how}): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
               f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread})."]
