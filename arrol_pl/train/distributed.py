@@ -22,6 +22,7 @@ Single process: every function here is the identity (``world() == (0, 1)``).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -221,7 +222,23 @@ def init_launcher_world(trainer) -> int:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo")
+        # Lightning tears down only a group it created. gloo left to the interpreter's exit, or torn down by one
+        # rank while another still works, can abort a rank ("terminate called without an active exception")
+        # after the run has written its files.
+        atexit.register(leave_world)
     return dist.get_rank()
+
+
+def leave_world() -> None:
+    """At exit: wait for the other ranks, then destroy the default process group if it still exists. A rank
+    that is gone (its peers see a closed connection) does not hold the others: the wait is best effort."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    try:
+        dist.barrier()
+    except Exception:  # noqa: BLE001 - a peer that failed; destroying the group is all that is left to do
+        pass
+    dist.destroy_process_group()
 
 
 def rank_zero_first(fn: Callable[[], T]) -> T:

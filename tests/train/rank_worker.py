@@ -149,6 +149,9 @@ def main(out: str, backend: str) -> None:
     if dist.get_rank() == 0:
         torch.save({"weights": weights, "norms": norms, "per_rank_weights": per_rank, "per_rank_norms": per_rank_norms},
                    out)
+    # Leave together: a rank that tears gloo down while the other still works (rank 0 saving) can abort at exit
+    # ("terminate called without an active exception"), after its work is done.
+    dist.barrier()
     dist.destroy_process_group()
 
 

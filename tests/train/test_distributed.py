@@ -102,3 +102,25 @@ def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_gloo(tmp
                     reason="NCCL needs two CUDA devices (one process per GPU)")
 def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_nccl(tmp_path):
     check_ranks(tmp_path, "nccl")
+
+
+LEAVE_WORLD = """
+import sys
+import torch.distributed as dist
+from arrol_pl.train.distributed import leave_world
+
+leave_world()  # no group yet: nothing to do
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+assert dist.is_initialized()
+leave_world()
+assert not dist.is_initialized(), "the group survived leave_world"
+leave_world()  # already gone: still fine at exit
+print("left")
+"""
+
+
+def test_leave_world_destroys_the_group_once_and_is_a_no_op_without_one(tmp_path):
+    # In its own process: this one may hold the shared engine's world, which must outlive the test.
+    out = subprocess.run([sys.executable, "-c", LEAVE_WORLD, str(tmp_path / "store")], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0 and out.stdout.strip() == "left", out.stderr[-3000:]
