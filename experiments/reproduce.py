@@ -51,9 +51,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
-         "online", "seeds", "online_balance", "online_spread", "page")
-OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread")
-"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20-90 min on 2 cores."""
+         "online", "seeds", "online_balance", "online_spread", "screen", "page")
+OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen")
+"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to 3.5 h on 2 cores."""
 SMOLLM2_TASK = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--max-tokens", "32", "--temperature", "0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "--limit", "256", "--samples", "8", "--fractions", "1/8", "1/4", "3/8", "1/2"]
@@ -120,6 +120,7 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],
         "online_spread": [py, "experiments/run.py", "+exp=smollm2_online_spread",
                           f"hydra.sweep.dir={out / 'online_spread'}"],
+        "screen": [py, "experiments/run.py", "+exp=smollm2_screen", f"hydra.sweep.dir={out / 'screen'}"],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }

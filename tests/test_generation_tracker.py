@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from arrol_pl.core.pruning import PrunerParams, decide_group
+from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine.tracking import GenerationTracker, RequestDelta
 
 
@@ -87,3 +88,76 @@ def test_the_engine_boundary_imports_without_vllm():
     code = ("import sys; import arrol_pl.engine.protocol, arrol_pl.engine.tracking, arrol_pl.train.module; "
             "assert 'vllm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('vllm'))[:3]")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- the group screen (detect stage)
+def screened_tracker(screen: GroupScreen, groups: int = 4, size: int = 3) -> GenerationTracker:
+    params = PrunerParams(policy="none", keep_ratio=1.0, bin_posteriors=tuple((b + 0.5) / 64 for b in range(64)))
+    tr = GenerationTracker(2, 2, params, want_logprobs=False, screen=screen)
+    for b in range(groups):
+        for g in range(size):
+            tr.add(f"r-{b}-{g}", f"r-{b}-{g}-internal", b, g, [1, 2, 3])
+    return tr
+
+
+def reach_detect(tr: GenerationTracker, group_scores: dict[int, float]) -> list[str]:
+    """Every rollout of the listed groups takes two tokens (L_detect = 2) and is scored; returns the aborts."""
+    ids = [t.ext_id for p in group_scores for t in tr.groups[p]]
+    resolved = tr.consume([delta(i, 5) for i in ids]) + tr.consume([delta(i, 6) for i in ids])
+    for t in resolved:
+        t.feature, t.score = torch.zeros(2), group_scores[t.prompt_index]
+    return tr.decide(t.prompt_index for t in resolved)
+
+
+def test_the_detect_screen_waits_for_every_group_then_keeps_the_lowest_p0():
+    # Scores are logits; through the identity table q ≈ sigmoid: 0 → q 0.5 (lowest P0), ±4 → nearly sure.
+    tr = screened_tracker(GroupScreen(keep=2, seed=1))
+    assert reach_detect(tr, {0: 4.0, 1: 0.0}) == [], "two groups still below L_detect: no decision yet"
+    aborted = reach_detect(tr, {2: -4.0, 3: 0.2})
+    kept = [p for p in range(4) if not tr.groups[p][0].screened]
+    assert kept == [1, 3]
+    assert sorted(aborted) == sorted(t.internal_id for p in (0, 2) for t in tr.groups[p])
+    tr.consume([delta(t.ext_id, 8, True, "stop") for p in kept for t in tr.groups[p]])
+    records = tr.rollouts(lambda toks: "".join(map(str, toks)))
+    for r in records:
+        assert r.screened == (r.prompt_index in (0, 2)) and r.pruned == r.screened
+        assert r.group_p0 is not None and (r.finish_reason == "pruned") == r.screened
+    p0 = {r.prompt_index: r.group_p0 for r in records}
+    assert p0[1] < p0[3] < p0[0] and p0[1] < p0[2]
+
+
+def test_an_inactive_screen_keeps_a_random_subset_of_the_same_size():
+    kept_sets = set()
+    for seed in range(12):
+        tr = screened_tracker(GroupScreen(keep=2, active=False, seed=seed))
+        reach_detect(tr, {0: 4.0, 1: 0.0, 2: -4.0, 3: 0.2})
+        kept = tuple(p for p in range(4) if not tr.groups[p][0].screened)
+        assert len(kept) == 2
+        kept_sets.add(kept)
+    assert len(kept_sets) > 2, "the cold-start subset does not follow the scores"
+
+
+def test_audited_groups_run_to_completion_and_shadow_groups_are_never_decided():
+    tr = screened_tracker(GroupScreen(keep=1, seed=0, audited=frozenset({0}), shadow=frozenset({3})))
+    aborted = reach_detect(tr, {0: 4.0, 1: 0.0, 2: -4.0})
+    # Group 1 is kept; 0 (audited) and 2 are dropped, but only 2 is aborted. Shadow group 3 is not waited for.
+    assert sorted(aborted) == sorted(t.internal_id for t in tr.groups[2])
+    assert all(t.pruned and t.finish_reason is None for t in tr.groups[0]), "audited: still running"
+    ids = [t.ext_id for p in (0, 3) for t in tr.groups[p]]
+    tr.consume([delta(i, 7) for i in ids])
+    tr.consume([delta(i, 8, True, "stop") for i in ids[:3] + [t.ext_id for t in tr.groups[1]]] +
+               [delta(i, 8) for i in ids[3:]])
+    tr.consume([delta(i, 9, True, "length") for i in ids[3:]])
+    records = {(r.prompt_index, r.sample_index): r for r in tr.rollouts(lambda toks: "".join(map(str, toks)))}
+    dropped = records[(0, 0)]
+    assert dropped.screened and dropped.pruned and dropped.audited and dropped.finish_reason == "pruned"
+    assert dropped.response_token_ids == [5, 6] and dropped.full_text == "<5><6><7><8>"
+    shadow = records[(3, 1)]
+    assert shadow.screened and shadow.audited and shadow.group_p0 is None
+    assert shadow.full_text == "<7><8><9>" and shadow.response_token_ids == [7, 8, 9], "complete, never cut"
+    assert records[(1, 0)].full_text is None and not records[(1, 0)].screened
+
+
+def test_a_detect_screen_needs_pruner_params():
+    with pytest.raises(ValueError, match="needs pruner params"):
+        GenerationTracker(2, 2, None, want_logprobs=False, screen=GroupScreen(keep=1))

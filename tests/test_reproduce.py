@@ -42,13 +42,14 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path):
     assert pretrained["votes"]["problems"]["k"] == 2
 
     text = page.read_text()
-    for n in range(1, 12):
+    for n in range(1, 13):
         assert f"## {n}." in text
     measured, opt_in = text.split("## 8.")
     assert "Not run" not in measured and "not run" not in text.split("## 1.")[0]
-    # the opt-in parts (online SmolLM2, seeds, online balance, online spread) were not asked for: their sections say how to run them
-    assert opt_in.count("Not run") == 4 and all(f"--only {part} page" in opt_in
-                                                for part in ("online", "seeds", "online_balance", "online_spread"))
+    # the opt-in parts (online SmolLM2, seeds, online balance, online spread, screen) were not asked for: their sections say how to run them
+    assert opt_in.count("Not run") == 5 and all(f"--only {part} page" in opt_in
+                                                for part in ("online", "seeds", "online_balance", "online_spread",
+                                                             "screen"))
     assert "Quick smoke run" in text
     assert "Table 3 by replay on SmolLM2-135M" in text
     assert (page.parent / "figures" / "wallclock.png").exists()

@@ -9,7 +9,21 @@ from arrol_pl.train.summary import RunSummary
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
-    return "n/a" if value is None else format(value, spec)
+    return "n/a" if value is None or value != value else format(value, spec)
+
+
+def screen_rows(s: RunSummary) -> list[tuple[str, str]]:
+    """The group screen's cost and, per stage, its audit: zero-advantage share of the dropped groups against a
+    random drop's and an oracle's."""
+    if not s.screen:
+        return []
+    rows = [("screen cost (share of the step)", _fmt(s.screen.get("cost_share")))]
+    for stage in ("prompt", "detect"):
+        a = s.screen.get(stage)
+        if a:
+            rows.append((f"{stage} screen: zero-adv. dropped / random / oracle",
+                         f"{_fmt(a['screen'])} / {_fmt(a['random'])} / {_fmt(a['oracle'])} ({a['audited']} audited)"))
+    return rows
 
 
 def print_summary(s: RunSummary, out_dir: Path) -> None:
@@ -21,6 +35,9 @@ def print_summary(s: RunSummary, out_dir: Path) -> None:
         ("quality-head accuracy after cold start", _fmt(s.head_accuracy_after_cold_start)),
         ("quality-head AUC after cold start", _fmt(s.head_auc_after_cold_start)),
         ("zero-advantage groups after cold start", _fmt(s.zero_advantage_fraction)),
+        *screen_rows(s),
+        *([("refill: batches per step, steps short of B",
+            f"{_fmt(s.refill.get('rounds'), '.2f')}, {_fmt(s.refill.get('short'), '.2f')}")] if s.refill else []),
         ("seconds per step (after cold start)", _fmt(s.seconds_per_step, ".2f")),
         ("wall seconds (whole run)", _fmt(s.wall_seconds, ".1f")),
     ]

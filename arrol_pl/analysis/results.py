@@ -35,6 +35,7 @@ from arrol_pl.analysis.head_probe import BALANCE_TITLES, VOTE_RULES, votes_table
 from arrol_pl.analysis.history import history_curve, read_history
 from arrol_pl.analysis.sweep import seed_table
 from arrol_pl.core.metrics import mean_sd_se
+from arrol_pl.core.screening import AuditCounts
 from arrol_pl.train.summary import RunSummary, values_from
 
 PAPER_TABLE5 = {"GRPO": {"generation": 106.82, "log-prob": 18.40, "update": 63.05},
@@ -78,13 +79,22 @@ def sweep_runs(sweep_dir: Path) -> list[RunSummary]:
             for path in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: p.parent.name)]
 
 
+def _has(actual: Any, expected: Any) -> bool:
+    """``expected`` equals ``actual``, or, a dict, names a subset of ``actual``'s keys with those values."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(_has(actual.get(k), v) for k, v in expected.items())
+    return actual == expected
+
+
 def pick(runs: Sequence[RunSummary], **pruning) -> RunSummary | None:
-    """The first run whose ``config.pruning`` has all of ``pruning``'s values."""
-    for s in runs:
-        p = s.config["pruning"]
-        if all(p.get(k) == v for k, v in pruning.items()):
-            return s
-    return None
+    """The first run whose ``config.pruning`` has all of ``pruning``'s values (a dict value, such as
+    ``screen={"stages": "none"}``, matches those keys of the nested section)."""
+    return pick_config(runs, {"pruning": pruning})
+
+
+def pick_config(runs: Sequence[RunSummary], spec: dict[str, Any]) -> RunSummary | None:
+    """The first run whose whole config has ``spec``'s values (nested dicts name subsets of their sections)."""
+    return next((s for s in runs if _has(s.config, spec)), None)
 
 
 def heldout_curve(run: dict[str, Any]) -> list[tuple[float, float]]:
@@ -575,14 +585,15 @@ def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, 
 
 
 def pairs_by_seed(runs: Sequence[RunSummary], first: dict[str, Any],
-                  second: dict[str, Any]) -> list[tuple[int, RunSummary, RunSummary]]:
-    """``(seed, run, run)`` for each ``trainer.seed`` that has a run of both arms (``pick``'s pruning values),
-    in seed order; a seed with one arm only is left out."""
+                  second: dict[str, Any], whole: bool = False) -> list[tuple[int, RunSummary, RunSummary]]:
+    """``(seed, run, run)`` for each ``trainer.seed`` that has a run of both arms (``pick``'s pruning values, or with
+    ``whole`` ``pick_config``'s specs), in seed order; a seed with one arm only is left out."""
     seed_of = lambda r: r.config.get("trainer", {}).get("seed", 0)  # noqa: E731
+    match = pick_config if whole else (lambda rs, spec: pick(rs, **spec))
     pairs = []
     for seed in sorted({seed_of(r) for r in runs}):
         of_seed = [r for r in runs if seed_of(r) == seed]
-        a, b = pick(of_seed, **first), pick(of_seed, **second)
+        a, b = match(of_seed, first), match(of_seed, second)
         if a is not None and b is not None:
             pairs.append((seed, a, b))
     return pairs
@@ -611,13 +622,17 @@ def section_online_spread(root: Path) -> tuple[list[str], list[str]]:
 
 
 def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, Any], arm_override: str,
-                       arm_title: str, label: str, run_hint: str, setting: str) -> tuple[list[str], list[str]]:
-    """GRPO (``pruning=none``) against one ARRoL arm at equal training wall time, paired by ``trainer.seed``: the
-    table, ARRoL − GRPO held-out after per seed and over the seeds, the online-head claims and the Fig. 4 verdict."""
+                       arm_title: str, label: str, run_hint: str, setting: str, name: str = "ARRoL",
+                       baseline: dict[str, Any] | None = None, whole: bool = False,
+                       baseline_override: str = "pruning=none") -> tuple[list[str], list[str]]:
+    """GRPO (``pruning=none``, or ``baseline``) against one arm at equal training wall time, paired by
+    ``trainer.seed``: the table, the arm − GRPO held-out after per seed and over the seeds, the online-head claims and
+    the Fig. 4 verdict. ``name`` is what the text calls the arm; with ``whole`` the arms are whole-config specs
+    (:func:`pick_config`), else pruning values."""
     lines = [heading, ""]
-    pairs = pairs_by_seed(sweep_runs(part), {"policy": "none"}, arm)
+    pairs = pairs_by_seed(sweep_runs(part), baseline or {"policy": "none"}, arm, whole)
     if not pairs:
-        return lines + [f"Not run (`{part.name}/` needs a `pruning=none` and a `{arm_override}` job of one "
+        return lines + [f"Not run (`{part.name}/` needs a `{baseline_override}` and a `{arm_override}` job of one "
                         f"`trainer.seed`): `python experiments/reproduce.py {run_hint}."], []
     arrol = pairs[0][2]
     budget = arrol.config["trainer"].get("max_minutes")
@@ -662,21 +677,124 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
     how = ("paired by problem: both arms evaluate the same problems" if paired == k else
            f"{unpaired}; these runs predate the per-problem records that pair them" if not paired else
            f"paired by problem for the seeds whose runs recorded per-problem results, else {unpaired}")
-    lines += ["", f"ARRoL took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, ARRoL − GRPO "
+    lines += ["", f"{name} took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, {name} − GRPO "
               f"({how}): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
               f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread})."]
     detect = arrol.config["engine"]["detect_length"]
     claims = [online_head_claim(a, f"Online head on SmolLM2-135M ({arm_title} arm at L_detect = {detect}, seed {seed})")
               for seed, _, a in pairs]
     claims.append(
-        f"{label}: held-out accuracy of ARRoL minus GRPO's after the same training time, {diff:+.3f} ± "
+        f"{label}: held-out accuracy of {name} minus GRPO's after the same training time, {diff:+.3f} ± "
         f"{diff_se:.3f} over {k} seed(s) — " + (
             verdict(True) if diff > 2 * diff_se else
-            "**tied within noise**: ARRoL ≥ GRPO by the point estimate only" if diff >= 0 else
-            verdict(False) + (": ARRoL below GRPO by the point estimate, within two standard errors"
-                              if diff > -2 * diff_se else ": ARRoL below GRPO by more than two standard errors"))
-        + " (goal: ARRoL ≥ GRPO; reproduced means ahead by more than two standard errors).")
+            f"**tied within noise**: {name} ≥ GRPO by the point estimate only" if diff >= 0 else
+            verdict(False) + (f": {name} below GRPO by the point estimate, within two standard errors"
+                              if diff > -2 * diff_se else f": {name} below GRPO by more than two standard errors"))
+        + f" (goal: {name} ≥ GRPO; reproduced means ahead by more than two standard errors).")
     return lines, claims
+
+
+def _arm(algo: str, policy: str, stages: str = "none", **algo_values: Any) -> dict[str, Any]:
+    """A whole-config spec of one arm of the screening comparison."""
+    return {"algo": {"name": algo, **algo_values}, "pruning": {"policy": policy, "screen": {"stages": stages}}}
+
+
+SCREEN_BASELINE = _arm("grpo", "none")
+SCREEN_ARMS = (  # (title, spec, override)
+    ("DAPO with refill", {"algo": {"name": "dapo", "dynamic_sampling_refill": True}, "pruning": {"policy": "none"}},
+     "+arm=dapo"),
+    ("ARRoL", _arm("grpo", "arrol"), "+arm=arrol"),
+    ("ARRoL + detect screen", _arm("grpo", "arrol", "detect"), "+arm=arrol_screen"),
+    ("GRPO + prompt screen", _arm("grpo", "none", "prompt"), "+arm=grpo_screen"),
+)
+SCREEN_GOALS = {"informative": 1.5, "cost": 0.25, "progress": 0.5}
+"""Group screening's own targets: informative groups at the update ≥ 1.5× GRPO's share, the screen's cost ≤ 25 %
+of the step, the audit at least halfway from random to the oracle."""
+
+
+def section_screen(root: Path) -> tuple[list[str], list[str]]:
+    """Choosing the groups (beyond the paper) at equal training wall time on SmolLM2-135M (``+exp=smollm2_screen``):
+    each arm against GRPO, paired by seed; the screened arms against DAPO with refill; then the screen's own figures:
+    informative groups reaching the update, the screen's cost and its audited precision against random's and an
+    oracle's."""
+    part = root / "screen"
+    heading = "## 12. Choosing the groups at equal training time on SmolLM2-135M (beyond the paper)"
+    hint = "--only screen page` (5 seeds × 5 arms, about 6 h on 2 cores; a subset of seeds can run at a time)"
+    runs = sweep_runs(part)
+    if not runs:
+        return [heading, "", f"Not run (`screen/` holds no runs): `python experiments/reproduce.py {hint}."], []
+    lines = [heading, "", "Spend the step on groups that can teach (`pruning.screen` and `algo.dynamic_sampling_refill`; "
+             "README, \"Choosing the groups\"): oversample the prompts and keep the B groups least likely to come out "
+             "all-correct or all-wrong, from the hidden state of each prompt's last token (`prompt`) or from the quality "
+             "head at L_detect (`detect`, aborted inside the engine); or, as DAPO, generate further batches until B "
+             "groups with a learning signal are in hand. A random share of the screened groups runs to completion "
+             "whatever is decided: the audit. Time to GRPO's final accuracy is not measured here (the preset evaluates "
+             "before and after training only).", ""]
+    claims: list[str] = []
+    rows = ["| seed | arm | informative groups | vs GRPO | screen cost (share of step) | stage | audited | "
+            "zero-adv.: screened out / random / oracle |", "|---|---|---|---|---|---|---|---|"]
+    for title, spec, override in SCREEN_ARMS:
+        body, found = equal_time_section(
+            part, f"### {title} vs GRPO", preset="smollm2_screen", arm=spec, arm_override=override, arm_title=title,
+            label=f"Fig. 4 on SmolLM2-135M, {title}", run_hint=hint, setting="in section 8's setting",
+            name=title, baseline=SCREEN_BASELINE, whole=True, baseline_override="+arm=grpo")
+        lines += body + [""]
+        claims += [c for c in found if not c.startswith("Online head")]
+        rows += screen_rows(runs, title, spec, claims)
+    dapo = SCREEN_ARMS[0]
+    for title, spec, _ in SCREEN_ARMS[2:]:
+        pairs = pairs_by_seed(runs, dapo[1], spec, whole=True)
+        if pairs:
+            diff, se = mean_of_estimates([(_num(a.heldout_accuracy_after) - _num(d.heldout_accuracy_after),
+                                           heldout_difference_se(a, d)) for _, d, a in pairs])
+            claims.append(f"{title} against DAPO with refill at equal training time: held-out after {diff:+.3f} ± "
+                          f"{se:.3f} over {len(pairs)} seed(s) — " + verdict(diff > -2 * se)
+                          + " (project goal: not behind DAPO by more than two standard errors).")
+    lines += ["### The screen's own figures", "",
+              "Informative groups: the share of the step's groups whose survivors' rewards differ (1 − the "
+              "zero-advantage share), after the cold start. Screen cost: the prompt stage's seconds plus the "
+              "generation time spent on the groups the detect stage dropped (by their share of the tokens), over the "
+              "step's seconds. The audit's counts are pooled over the active steps; the oracle drops the same share "
+              "but only zero-advantage groups while any are left.", "", *rows]
+    return lines, claims
+
+
+def screen_rows(runs: Sequence[RunSummary], title: str, spec: dict[str, Any], claims: list[str]) -> list[str]:
+    """One arm's rows of the screen table, per seed and audited stage; appends the arm's informative-share claim
+    and, per stage, its audit claim (pooled over the seeds) to ``claims``."""
+    pairs = pairs_by_seed(runs, SCREEN_BASELINE, spec, whole=True)
+    screened = spec["pruning"].get("screen", {}).get("stages", "none") != "none"
+    if not pairs or not screened:
+        return []
+    rows, ratios, costs, pooled = [], [], [], {}
+    for seed, grpo, run in pairs:
+        informative = 1 - _num(run.zero_advantage_fraction)
+        ratio = informative / max(1e-9, 1 - _num(grpo.zero_advantage_fraction))
+        cost = _num((run.screen or {}).get("cost_share"))
+        ratios.append(ratio)
+        costs.append(cost)
+        for stage, audit in sorted((run.screen or {}).items()):
+            if not isinstance(audit, dict):
+                continue
+            counts = AuditCounts(**{k: audit[k] for k in vars(AuditCounts())})
+            pooled[stage] = pooled.get(stage, AuditCounts()) + counts
+            p = counts.precisions()
+            rows.append(f"| {seed} | {title} | {informative:.3f} | {ratio:.2f}× | {_f(cost)} | {stage} | "
+                        f"{counts.audited} | {_f(p['screen'])} / {_f(p['random'])} / {_f(p['oracle'])} |")
+    ratio, cost = sum(ratios) / len(ratios), sum(costs) / len(costs)
+    claims.append(f"Group screening, {title}: informative groups at the update {ratio:.2f}× GRPO's share, the "
+                  f"screen costing {_f(cost)} of the step, over {len(pairs)} seed(s) — "
+                  + verdict(ratio >= SCREEN_GOALS["informative"] and cost <= SCREEN_GOALS["cost"])
+                  + " (project goal: ≥ 1.5× at ≤ 0.25 of the step).")
+    for stage, counts in pooled.items():
+        p = counts.precisions()
+        claims.append(
+            f"Screen audit, {title}, {stage} stage: of the audited groups it dropped {_f(p['screen'])} had zero "
+            f"advantage, against {_f(p['random'])} for a random drop and {_f(p['oracle'])} for an oracle dropping the "
+            f"same share ({counts.audited} audited groups over the seeds; progress {_f(p['progress'], '.2f')}) — "
+            + verdict(p["progress"] >= SCREEN_GOALS["progress"])
+            + " (project goal: at least halfway from random to the oracle).")
+    return rows
 
 
 def _per_step_after_cold_start(run: RunSummary, key: str) -> tuple[float, float, float]:
@@ -803,6 +921,7 @@ def build_page(root: Path, page: Path) -> str:
         lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
         lambda: section_pretrained(root, figures, page.parent), lambda: section_online(root),
         lambda: section_seeds(root), lambda: section_online_balance(root), lambda: section_online_spread(root),
+        lambda: section_screen(root),
     ]
     bodies, claims = [], []
     for make in sections:

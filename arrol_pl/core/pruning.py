@@ -38,6 +38,7 @@ import torch
 from .calibration import BinnedCalibrator, posterior_from_table
 from .metrics import binary_auc
 from .registry import Registry
+from .screening import ScreenConfig
 from .survival import group_balanced_survival, spread_survival, survival_from_delta, survival_probabilities
 
 BALANCE_TARGETS = ("global", "group", "spread")
@@ -114,6 +115,9 @@ class PruningConfig(SurvivalSettings):
     gate_auc: float | None = None
     """Prune only while the head's AUC over the calibrator window is at least this (beyond the paper;
     None: the paper's cold start alone decides)."""
+    screen: ScreenConfig = field(default_factory=ScreenConfig)
+    """Group screening (beyond the paper, :mod:`~arrol_pl.core.screening`): oversample prompts and keep the
+    groups most likely to have a learning signal; off by default. It starts with ``cold_start_steps`` too."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

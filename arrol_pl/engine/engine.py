@@ -26,6 +26,12 @@ Decisions:
   ``(h_t.seed, prompt_index)``, so decisions do not depend on the scheduling order. Pruned rollouts still running are aborted at once (the scheduler reuses their KV
   blocks next step). If a member reached ``L_detect`` and went on to finish while its group was
   still waiting, a prune decision still applies to it: it is reported truncated to ``L_detect`` tokens.
+- **The group screen** (beyond the paper, :mod:`arrol_pl.core.screening`): with a detect stage the tracker holds
+  every decision until all groups have reached ``L_detect`` (or finished), drops whole groups by their chance
+  of zero advantage, and only then prunes inside the kept ones; the dropped groups are aborted in the same
+  step. Audited groups are never aborted: their pruned members run on and report their complete text.
+  :meth:`ArrolEngine.prompt_features` serves the prompt stage: one sampled token per prompt, the hidden row
+  that sampled it.
 - **Aborted requests get no final output from vLLM**: the engine keeps each rollout's accumulated
   tokens itself (outputs are streamed as deltas).
 - **Weight sync** streams HF-named full tensors through ``reload_weights`` and always resets the prefix
@@ -52,6 +58,7 @@ from tqdm.auto import tqdm
 from arrol_pl.core.confidence import STATISTICS_TOPK, prefix_statistics
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead, check_head_input, head_input_dim
+from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine import adapter
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.engine.protocol import GenerationResult
@@ -106,6 +113,7 @@ class ArrolEngine:
         self.device = torch.device("cuda" if self.platform == "cuda" else "cpu")
         self.sync_seconds: list[float] = []
         self._generating = False
+        self._rows_only = False
         self.set_head(head if head is not None else
                       QualityHead.for_input(config.head_input, self.hidden_size, config.head_hidden_dim))
 
@@ -218,6 +226,7 @@ class ArrolEngine:
         logprobs_topk: int | None = None,
         progress: str | None = None,
         features: bool = True,
+        screen: GroupScreen | None = None,
     ) -> GenerationResult:
         """Generate ``len(prompts) × group_size`` rollouts, pruning at ``detect_length`` per ``pruner`` (h_t).
 
@@ -233,6 +242,9 @@ class ArrolEngine:
             progress: a tqdm bar of finished rollouts with this description (long evaluations); None: silent.
             features: False runs the stock engine with the hidden-state tap removed (the benchmark's
                 baseline): no feature, score or pruning.
+            screen: the group screen (:class:`~arrol_pl.core.screening.GroupScreen`): with ``screen.keep`` the
+                groups are ranked at ``detect_length`` by their chance of zero advantage and all but ``keep``
+                are aborted before within-group pruning; audited and shadow groups run to completion.
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
@@ -244,8 +256,10 @@ class ArrolEngine:
                 f"detect_length (L_detect) must satisfy 1 <= L_detect < max_tokens={base.max_tokens}, "
                 f"got {detect_length}"
             )
-        if not features and (detect_length is not None or pruner is not None):
-            raise ValueError("features=False (no hidden-state tap) cannot score or prune: drop detect_length/pruner")
+        if not features and (detect_length is not None or pruner is not None or screen is not None):
+            raise ValueError("features=False (no hidden-state tap) cannot score or prune: drop detect_length/pruner/screen")
+        if screen is not None and screen.keep is not None and detect_length is None:
+            raise ValueError("a detect-stage screen (screen.keep) needs detect_length: groups are ranked at L_detect")
         if logprobs_topk is not None and logprobs_topk < 0:
             raise ValueError(f"logprobs_topk must be >= 0, got {logprobs_topk}")
         if self._generating or adapter.has_unfinished_requests(self.llm):
@@ -255,7 +269,7 @@ class ArrolEngine:
         sample_topk = logprobs_topk
         if features and "stats" in self.head_input.split("+"):
             sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
-        tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None)
+        tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen)
         start = time.perf_counter()
         self._generating = True
         if not features:
@@ -292,9 +306,22 @@ class ArrolEngine:
                 r.logprobs = None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts))
 
+    def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:
+        """``(len(prompts), hidden_size)`` float32 on CPU: the final-layer hidden state of each prompt's last token,
+        the state that samples the first response token (the group screen's prompt stage), whatever the head
+        reads. One prefill and one sampled token per prompt; with prefix caching, rollouts of the same prompts
+        that follow reuse the prefill's full KV blocks."""
+        self._rows_only = True
+        try:
+            result = self.generate(prompts, 1, {"max_tokens": 1, "temperature": 1.0})
+        finally:
+            self._rows_only = False
+        return torch.stack([r.feature for r in result.rollouts])
+
     def _score(self, tracks: list[Track], target: int) -> None:
         """Set ``feature`` and ``score`` of rollouts that resolved this step, from the rows the tap copied
-        and (``head_input`` with ``stats``) the prefix statistics of the log-probs they sampled with."""
+        and (``head_input`` with ``stats``) the prefix statistics of the log-probs they sampled with.
+        Within :meth:`prompt_features` the feature is the hidden row alone, unscored."""
         rows = []
         for tr in tracks:
             row = self.tap.release(tr.internal_id)
@@ -306,6 +333,10 @@ class ArrolEngine:
                     f"expected {expected} (vLLM runner contract changed? run tests/engine/test_adapter_contract.py)"
                 )
             rows.append(row.feature())
+        if self._rows_only:
+            for tr, row in zip(tracks, rows):
+                tr.feature = row.float().cpu().clone()
+            return
         kinds = self.head_input.split("+")
         parts = [torch.stack(rows).to(device=self.device, dtype=torch.float32)] if "last" in kinds else []
         if "stats" in kinds:  # the log-probs of the same tokens, tracked as they streamed in

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from arrol_pl.core.pruning import PrunerParams
+from arrol_pl.core.screening import GroupScreen
 
 FINISH_REASONS = ("stop", "length", "pruned")
 
@@ -47,6 +48,14 @@ class Rollout:
     running while its group waited)."""
     logprobs: list[dict[int, float]] | None = None
     """Per response token: {token id: log-prob} of the top-k (plus the sampled token)."""
+    screened: bool = False
+    """Its whole group was dropped by the group screen (:mod:`arrol_pl.core.screening`); then ``pruned`` too."""
+    audited: bool = False
+    """Its group ran to completion for the screen's audit, whatever was decided."""
+    full_text: str | None = None
+    """An audited rollout's complete text (``text`` is cut at L_detect when it was pruned or screened)."""
+    group_p0: float | None = None
+    """The detect stage's estimate of its group's chance of zero advantage (None without that stage)."""
 
 
 @dataclass
@@ -58,8 +67,10 @@ class GenerationResult:
 
     @property
     def keep_ratio(self) -> float:
-        """Fraction of rollouts not pruned (≥ κ: rollouts finishing before L_detect are never pruned)."""
-        return sum(not r.pruned for r in self.rollouts) / max(len(self.rollouts), 1)
+        """Fraction of the rollouts of unscreened groups not pruned (≥ κ: rollouts finishing before L_detect are
+        never pruned); the group screen's drops are counted apart."""
+        unscreened = [r for r in self.rollouts if not r.screened]
+        return sum(not r.pruned for r in unscreened) / max(len(unscreened), 1)
 
 
 class RolloutEngine(Protocol):
@@ -77,9 +88,15 @@ class RolloutEngine(Protocol):
         pruner: PrunerParams | None = None,
         logprobs_topk: int | None = None,
         progress: str | None = None,
+        screen: GroupScreen | None = None,
     ) -> GenerationResult:
-        """``len(prompts) × group_size`` rollouts ordered by (prompt, sample), scored at ``detect_length`` and
-        pruned per ``pruner`` (h_t; None prunes nothing)."""
+        """``len(prompts) × group_size`` rollouts ordered by (prompt, sample), scored at ``detect_length``,
+        screened per ``screen`` and pruned per ``pruner`` (h_t; None prunes nothing)."""
+        ...
+
+    def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:
+        """``(len(prompts), hidden_size)``: the final-layer hidden state of each prompt's last token (the prompt
+        stage of the group screen); one prefill per prompt."""
         ...
 
     def sync_weights(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from arrol_pl.core.pruning import PrunerParams, decide_group
+from arrol_pl.core.screening import GroupScreen, select_groups, zero_advantage_probability
 from arrol_pl.engine.protocol import FINISH_REASONS, Rollout
 
 
@@ -53,6 +54,10 @@ class Track:
     pruned: bool = False
     survival: float | None = None
     posterior: float | None = None
+    screened: bool = False
+    """Its group was dropped by the screen (or, a shadow group, before generation)."""
+    audited: bool = False
+    """Runs to completion whatever is decided (the screen's audit)."""
 
 
 class GenerationTracker:
@@ -60,19 +65,30 @@ class GenerationTracker:
 
     ``target`` is the response length at which a rollout's feature is taken: ``detect_length``, or past
     any reachable length when ``detect_length`` is None (features at the end, nothing eligible).
+
+    With a ``screen`` (:class:`~arrol_pl.core.screening.GroupScreen`) the groups are first screened, once all
+    of them have resolved: the ``screen.keep`` with the lowest chance of zero advantage pass (a random
+    ``keep`` while ``screen.active`` is False), the others are dropped whole; within-group pruning then
+    decides the groups that passed. Audited groups run to completion whatever is decided; shadow groups
+    take no part in either decision and are reported screened.
     """
 
     def __init__(self, detect_length: int | None, target: int, pruner: PrunerParams | None,
-                 want_logprobs: bool) -> None:
+                 want_logprobs: bool, screen: GroupScreen | None = None) -> None:
         if pruner is not None and detect_length is None:
             raise ValueError("pruner params given without detect_length: pruning happens at L_detect")
+        if screen is not None and screen.keep is not None and pruner is None:
+            raise ValueError("a detect-stage screen needs pruner params (the calibrated posteriors it ranks by)")
         self.detect_length = detect_length
         self.target = target
         self.pruner = pruner
+        self.screen = screen
         self.want_logprobs = want_logprobs
         self.tracks: dict[str, Track] = {}
         self.groups: list[list[Track]] = []
         self.steps = 0
+        self.screen_done = screen is None or screen.keep is None
+        self.group_p0: list[float | None] = []
 
     def add(self, ext_id: str, internal_id: str, prompt_index: int, sample_index: int, prompt_ids: list[int]) -> Track:
         """Register a request; prompts must be added in order (``prompt_index`` 0, 1, ...)."""
@@ -80,8 +96,13 @@ class GenerationTracker:
             self.groups.append([])
         elif prompt_index != len(self.groups) - 1:
             raise ValueError(f"prompt {prompt_index} added after prompt {len(self.groups) - 1}: add prompts in order")
+        if prompt_index == len(self.group_p0):
+            self.group_p0.append(None)
         tr = Track(ext_id, internal_id, prompt_index, sample_index, prompt_ids,
                    logprobs=[] if self.want_logprobs else None)
+        if self.screen is not None:
+            tr.audited = self.screen.is_audited(prompt_index)
+            tr.screened = self.screen.is_shadow(prompt_index)
         self.tracks[ext_id] = tr
         self.groups[prompt_index].append(tr)
         return tr
@@ -108,14 +129,20 @@ class GenerationTracker:
 
     def decide(self, prompt_indices: Iterable[int]) -> list[str]:
         """Draw keep/prune for every group among ``prompt_indices`` whose members have all resolved (their
-        scores set); returns the internal ids of pruned rollouts still running, to abort. Without pruner
-        params nothing is decided."""
+        scores set), after the screen when there is one; returns the internal ids of pruned rollouts still
+        running, to abort (audited ones run on). Without pruner params nothing is decided."""
         if self.pruner is None:
             return []
         to_abort: list[str] = []
-        for p in sorted(set(prompt_indices)):
+        candidates = sorted(set(prompt_indices))
+        if not self.screen_done:
+            if any(not tr.resolved for g in self._screened_pool() for tr in self.groups[g]):
+                return []
+            to_abort.extend(self._screen_groups())
+            candidates = self._screened_pool()
+        for p in candidates:
             group = self.groups[p]
-            if any(not tr.resolved for tr in group) or group[0].decided:
+            if any(not tr.resolved for tr in group) or group[0].decided or group[0].screened:
                 continue
             scores = torch.tensor([tr.score for tr in group], dtype=torch.float32)
             eligible = torch.tensor([tr.eligible for tr in group], dtype=torch.bool)
@@ -124,11 +151,41 @@ class GenerationTracker:
                 tr.decided = True
                 tr.survival, tr.posterior = float(d.survival[i]), float(d.posterior[i])
                 if not bool(d.keep[i]):
-                    tr.pruned = True
-                    if tr.finish_reason is None:
-                        to_abort.append(tr.internal_id)
-                    tr.finish_reason = "pruned"
+                    to_abort.extend(self._prune(tr))
         return to_abort
+
+    def _screened_pool(self) -> list[int]:
+        """The groups the detect-stage screen chooses among (every group but the shadow ones)."""
+        return [p for p in range(len(self.groups)) if not self.screen.is_shadow(p)]
+
+    def _screen_groups(self) -> list[str]:
+        """The detect stage: rank the pool's groups by P0 from their members' calibrated posteriors and drop all
+        but ``screen.keep``; returns the ids to abort."""
+        self.screen_done = True
+        pool = self._screened_pool()
+        q = torch.cat([self.pruner.posterior(torch.tensor([tr.score for tr in self.groups[p]], dtype=torch.float32))
+                       for p in pool])
+        ids = torch.tensor([p for p in pool for _ in self.groups[p]])
+        p0 = zero_advantage_probability(q, ids)
+        keep = select_groups(p0 if self.screen.active else None, min(self.screen.keep, len(pool)),
+                             self.screen.generator(), len(pool))
+        to_abort: list[str] = []
+        for k, p in enumerate(pool):
+            self.group_p0[p] = float(p0[k])
+            if bool(keep[k]):
+                continue
+            for tr in self.groups[p]:
+                tr.screened = True
+                to_abort.extend(self._prune(tr))
+        return to_abort
+
+    def _prune(self, tr: Track) -> list[str]:
+        """Mark ``tr`` pruned; its id if it is still running and must be aborted (not when audited)."""
+        tr.pruned = True
+        if tr.audited or tr.finish_reason is not None:
+            return []
+        tr.finish_reason = "pruned"
+        return [tr.internal_id]
 
     @property
     def finished(self) -> int:
@@ -148,11 +205,13 @@ class GenerationTracker:
     def _rollout(self, tr: Track, decode: Callable[[list[int]], str]) -> Rollout:
         generated = len(tr.tokens)
         tokens, text, logprobs = tr.tokens, "".join(tr.text), tr.logprobs
-        if tr.pruned:
+        full_text = text if tr.audited else None
+        finish_reason = "pruned" if tr.pruned or tr.screened else tr.finish_reason
+        if tr.pruned and self.detect_length is not None:
             tokens = tokens[: self.detect_length]
             text = decode(tokens)
             logprobs = None if logprobs is None else logprobs[: self.detect_length]
-        if tr.finish_reason not in FINISH_REASONS:
+        if tr.finish_reason not in FINISH_REASONS or finish_reason not in FINISH_REASONS:
             raise RuntimeError(f"rollout {tr.ext_id} ended with unexpected finish reason {tr.finish_reason!r}")
         return Rollout(
             prompt_index=tr.prompt_index,
@@ -160,8 +219,8 @@ class GenerationTracker:
             prompt_token_ids=list(tr.prompt_ids),
             response_token_ids=list(tokens),
             text=text,
-            finish_reason=tr.finish_reason,
-            pruned=tr.pruned,
+            finish_reason=finish_reason,
+            pruned=tr.pruned or tr.screened,
             feature=tr.feature,
             score=tr.score,
             eligible=tr.eligible,
@@ -169,4 +228,8 @@ class GenerationTracker:
             posterior=tr.posterior,
             generated_tokens=generated,
             logprobs=logprobs,
+            screened=tr.screened,
+            audited=tr.audited,
+            full_text=full_text,
+            group_p0=self.group_p0[tr.prompt_index],
         )

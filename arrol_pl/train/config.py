@@ -190,6 +190,12 @@ class AlgoConfig:
     """k1 (kl) | k2 (mse) | k3 (low_var_kl), verl's names."""
     dynamic_sampling: bool = False
     """DAPO: drop groups whose survivors share one reward."""
+    dynamic_sampling_refill: bool = False
+    """DAPO as verl runs it (``algorithm.filter_groups``): generate further batches of B prompts until B groups
+    whose survivors' rewards differ are in hand, then train on those (:mod:`arrol_pl.train.refill`)."""
+    max_num_gen_batches: int = 4
+    """Refill: at most this many generated batches per step (the first included), as verl's
+    ``max_num_gen_batches``; a step still short trains on what it found."""
     overlong_cache_length: int = 0
     """DAPO soft overlong penalty window in tokens (0 disables)."""
     prompts_per_step: int = 16
@@ -240,6 +246,12 @@ class AlgoConfig:
                 raise ConfigError(f"algo.{key} must be >= 1, got {getattr(self, key)}")
         if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
             raise ConfigError(f"algo.clip_ratio_c must be > 1 (or null: no dual-clip), got {self.clip_ratio_c}")
+        if self.max_num_gen_batches < 1:
+            raise ConfigError(f"algo.max_num_gen_batches must be >= 1, got {self.max_num_gen_batches}")
+        if self.dynamic_sampling_refill and not self.dynamic_sampling:
+            raise ConfigError("algo.dynamic_sampling_refill=true refills the groups that algo.dynamic_sampling drops, "
+                              "but algo.dynamic_sampling=false: set both true (algo=dapo does), or "
+                              "algo.dynamic_sampling_refill=false for no filtering at all")
         if self.ppo_epochs < 1:
             raise ConfigError(f"algo.ppo_epochs must be >= 1, got {self.ppo_epochs}")
         mbs = self.ppo_mini_batch_size
@@ -395,6 +407,16 @@ class RunConfig:
             # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
             raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
                               "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")
+        screen = self.pruning.screen
+        if screen.stages != "none" and self.algo.dynamic_sampling_refill:
+            raise ConfigError(f"pruning.screen.stages={screen.stages!r} and algo.dynamic_sampling_refill=true are two "
+                              "ways of choosing the step's groups: use one (pruning.screen.stages=none, or "
+                              "algo.dynamic_sampling_refill=false)")
+        if (screen.stages != "none" or self.algo.dynamic_sampling_refill) and self.trainer.ranks > 1:
+            raise ConfigError(f"pruning.screen.stages={screen.stages!r} / algo.dynamic_sampling_refill="
+                              f"{self.algo.dynamic_sampling_refill} choose groups on one rank only so far; with "
+                              f"{self.trainer.ranks} ranks set pruning.screen.stages=none and "
+                              "algo.dynamic_sampling_refill=false")
         if self.algo.prompts_per_step % self.trainer.ranks:
             raise ConfigError(f"algo.prompts_per_step={self.algo.prompts_per_step} must be a multiple of the "
                               f"{self.trainer.ranks} ranks (trainer.devices × trainer.num_nodes): each rank "
@@ -408,6 +430,11 @@ class RunConfig:
                 f"solution field (data.solution_field=..., or data.answer_pattern=... when the answer ends a worked "
                 f"solution), or set model.warm_start.steps=0 to train the untrained tiny policy (expect reward 0)"
             )
+
+
+def prompts_drawn_per_step(run: RunConfig) -> int:
+    """Prompts the stream gives each step: B, or more when the group screen oversamples."""
+    return run.pruning.screen.counts(run.algo.prompts_per_step)[0]
 
 
 def load_run_config(cfg: DictConfig | dict) -> RunConfig:

@@ -112,10 +112,11 @@ class PromptDataModule(L.LightningDataModule):
 
 
 def check_fits(num_problems: int, prompts_per_step: int) -> None:
-    """B prompts per step need a training set of at least B problems."""
+    """The prompts drawn per step (B, or more with the group screen) need a training set at least that large."""
     if num_problems < prompts_per_step:
         raise ConfigError(
-            f"algo.prompts_per_step={prompts_per_step} is larger than the training set ({num_problems} problems)"
+            f"algo.prompts_per_step={prompts_per_step} is larger than the training set ({num_problems} problems); "
+            "with pruning.screen the figure is the prompts drawn per step, oversampling included"
         )
 
 

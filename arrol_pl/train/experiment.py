@@ -25,13 +25,13 @@ from typing import Any
 
 import torch
 
-from arrol_pl.train.config import ConfigError, RunConfig
+from arrol_pl.train.config import ConfigError, RunConfig, prompts_drawn_per_step
 from arrol_pl.train.phases import POLICY_SUMMARY
 from arrol_pl.train.summary import RunSummary, values_from
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_PHASES = ("generation", "reward", "old_logprob", "ref_logprob", "update", "head", "optimizer", "sync", "step")
+SUMMARY_PHASES = ("screen", "generation", "reward", "old_logprob", "ref_logprob", "update", "head", "optimizer", "sync", "step")
 
 
 def load_splits(run: RunConfig) -> tuple:
@@ -105,6 +105,26 @@ def majority_floor(history: list[dict[str, float]], start: int) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def screen_summary(history: list[dict[str, float]], start: int = 0) -> dict[str, Any]:
+    """Per screen stage that ran: its audit counts summed over the run and the precisions they give; and
+    ``cost_share``, the screen's mean share of the step from ``start`` on: the prompt stage's seconds plus the
+    generation seconds of the groups the detect stage dropped (by their share of the generated tokens)."""
+    from arrol_pl.train.screening import audit_totals
+
+    out: dict[str, Any] = {}
+    for stage in ("prompt", "detect"):
+        if any(f"screen/{stage}_audit_audited" in h for h in history):
+            totals = audit_totals(history, stage)
+            out[stage] = {**dataclasses.asdict(totals),
+                          **{k: None if math.isnan(v) else v for k, v in totals.precisions().items()}}
+    shares = [(h.get("time/screen", 0.0) + h.get("time/generation", 0.0) * h.get("screen/tokens_dropped_groups", 0.0)
+               / max(h.get("tokens/generated", 0.0), 1.0)) / h["time/step"]
+              for h in history[start:] if "screen/groups_generated" in h and h.get("time/step")]
+    if shares:
+        out["cost_share"] = sum(shares) / len(shares)
+    return out
+
+
 def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float,
               **outcome: Any) -> RunSummary:
     """The run's :class:`RunSummary` from its history and held-out results; ``outcome``: the remaining fields
@@ -135,6 +155,9 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         positive_ratio_mean=mean_after(history, "balance/positive_ratio", start),
         rho_1_minus_rho_mean=mean_after(history, "balance/rho_1_minus_rho", start),
         zero_advantage_fraction=mean_after(history, "balance/zero_advantage_fraction", start),
+        screen=screen_summary(history, start),
+        refill={k: mean_after(history, f"refill/{k}", 0) for k in ("rounds", "short", "informative_groups")}
+        if any("refill/rounds" in h for h in history) else {},
         seconds_per_phase={p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
         seconds_per_step=mean_after(history, "time/step", start),
         policy={k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
@@ -222,9 +245,10 @@ def preflight(run: RunConfig) -> tuple[list, list, dict | None]:
                     raise ConfigError(f"trainer.resume: the checkpoint was trained with {section}.{key}={was!r}, "
                                       f"this run sets {value!r}")
     train, heldout = load_splits(run)
-    check_fits(len(train), run.algo.prompts_per_step)
+    drawn = prompts_drawn_per_step(run)
+    check_fits(len(train), drawn)
     if ckpt is not None:
-        check_stream(ckpt["PromptDataModule"], stream_identity(train, run.algo.prompts_per_step, run.trainer.seed))
+        check_stream(ckpt["PromptDataModule"], stream_identity(train, drawn, run.trainer.seed))
     report_pruning_floor(run)
     return train, heldout, ckpt
 
@@ -289,6 +313,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             # the run itself does not depend on whether the cache existed.
             L.seed_everything(t.seed, workers=True, verbose=False)
             module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
+            if a.dynamic_sampling_refill:
+                from arrol_pl.train.refill import Refiller
+
+                module.refiller = Refiller(engine, reward, train, run)
             engine.sync_weights(None, module.head.state_dict())
             evaluate = (lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
                                                  a.max_response_tokens, fmt.stop, seed=t.eval_seed)
@@ -316,7 +344,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             )
             fit_start = time.perf_counter()
             if not stop.requested:
-                trainer.fit(module, datamodule=PromptDataModule(train, a.prompts_per_step, t.seed, t.max_steps),
+                trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed,
+                                                                t.max_steps),
                             ckpt_path=t.resume, weights_only=True)
             fit_wall = time.perf_counter() - fit_start
             if not stop.requested:

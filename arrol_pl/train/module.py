@@ -36,8 +36,9 @@ from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.engine.protocol import RolloutEngine
-from arrol_pl.train import distributed, phases
+from arrol_pl.train import distributed, phases, refill
 from arrol_pl.train.config import RunConfig
+from arrol_pl.train.screening import PromptScorer, ScreenStep, screen_seed
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ class ArrolModule(L.LightningModule):
         self.replay = FeatureReplay(cfg.head.replay)
         self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.head.lr)
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
+        self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.model.head_hidden_dim, cfg.head, cfg.pruning,
+                                          cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
+        """The group screen's prompt stage (:mod:`.screening`); None without it."""
         self.history: list[dict[str, float]] = []
         self.skipped: dict[str, int] = {"no_survivors": 0}
         """Steps that trained nothing, by reason."""
@@ -76,6 +80,8 @@ class ArrolModule(L.LightningModule):
         self._wall_offset = 0.0
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
+        self.refiller: refill.Refiller | None = None
+        """DAPO's refill rounds (``algo.dynamic_sampling_refill``), over the training problems; set by the experiment."""
         self.ranks: distributed.RankSync | None = None
         """The other ranks, once ``configure_model`` sharded the policy over them; None on one device."""
 
@@ -114,6 +120,7 @@ class ArrolModule(L.LightningModule):
             "head_generator": self.head_generator.get_state(),
             "history": self.history,
             "skipped": dict(self.skipped),
+            "prompt_scorer": self.prompt_scorer.state_dict() if self.prompt_scorer is not None else None,
             "config": dataclasses.asdict(self.cfg),
             **self.run_info,
         }
@@ -128,6 +135,11 @@ class ArrolModule(L.LightningModule):
         self.head_generator.set_state(state["head_generator"])
         self.history = list(state["history"])
         self.skipped.update(state["skipped"])
+        if self.prompt_scorer is not None:
+            if state.get("prompt_scorer") is None:
+                raise ValueError("trainer.resume: the checkpoint has no prompt-screen state, but this run screens "
+                                 "prompts (pruning.screen.stages); resume with the run's own pruning.screen")
+            self.prompt_scorer.load_state_dict(state["prompt_scorer"])
 
     def record_heldout(self, result) -> None:
         """Attach a held-out evaluation to the latest step's history row and log it at that step."""
@@ -153,9 +165,21 @@ class ArrolModule(L.LightningModule):
         self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * world + rank))
         sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
                     **cfg.data.prompt_format().sampling()}
+        plan, screen = None, None
+        if cfg.pruning.screen.stages != "none":  # oversampled prompts: choose who generates (.screening)
+            plan = ScreenStep(cfg.pruning.screen, algo.prompts_per_step, algo.group_size,
+                              active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
+            features = None
+            if plan.config.prompt_stage:
+                with timer("screen"):
+                    features = self.engine.prompt_features([p.prompt for p in batch])
+            plan.plan_prompts(len(batch), self.prompt_scorer, features)
+            batch = [batch[i] for i in plan.order]
+            screen = plan.engine_screen()
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
-                                       cfg.engine.detect_length, params, logprobs_topk=0)  # the sampled token's
+                                       cfg.engine.detect_length, params, logprobs_topk=0,  # the sampled token's
+                                       **({"screen": screen} if screen is not None else {}))
         skip = all(r.pruned for r in gen.rollouts)
         if self.ranks is not None:  # a rank without survivors has nothing to train: all ranks skip the step
             skip = self.ranks.max(int(skip)) == 1
@@ -165,9 +189,21 @@ class ArrolModule(L.LightningModule):
         surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
         with timer("reward"):
             scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
+        refill_metrics: dict[str, float] = {}
+        if algo.dynamic_sampling_refill:  # DAPO: more batches until B informative groups (.refill)
+            if self.refiller is None:
+                raise RuntimeError("algo.dynamic_sampling_refill needs the training problems: set module.refiller")
+            batch, gen, surv, scored, refill_metrics = self.refiller(step, batch, gen, surv, scored, sampling, params,
+                                                                     timer)
         rewards = torch.as_tensor(scored.rewards, dtype=torch.float32)
         labels = torch.as_tensor(scored.correct, dtype=torch.float32)
         advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
+        screen_metrics: dict[str, float] = {}
+        if plan is not None:
+            with timer("reward"):  # the audited groups' complete texts
+                screen_metrics = plan.audit(gen.rollouts, algo.group_size, lambda texts, ks: self.reward.score(
+                    texts, [batch[k].answer for k in ks]).correct)
+            screen_metrics.update(plan.metrics, **plan.detect_metrics(gen.rollouts, algo.group_size))
 
         # GPU with engine.enable_sleep_mode: the engine frees its KV cache (weights to host memory) for the update,
         # as verl and TRL do; False, and nothing happens, on CPU.
@@ -194,11 +230,18 @@ class ArrolModule(L.LightningModule):
         if self.ranks is not None:  # one pruning state: every rank updates with all ranks' survivors
             pruning_state = tuple(self.ranks.gather_survivors(*pruning_state))
         group_ids, scores, labels, weights, features, step_rewards = pruning_state
-        self.calibrator.update(scores, labels, weights)
+        head_rows = (features, scores, labels, weights)
+        if plan is not None:  # audited groups the detect stage dropped stand for every dropped group
+            head_rows = plan.with_dropped_audit(head_rows, gen.rollouts, algo.group_size)
+        self.calibrator.update(*head_rows[1:])
         with timer("head"):
-            self.replay.add(features, labels, weights)
+            self.replay.add(head_rows[0], *head_rows[2:])
             head_loss = head_update(self.head, self.head_optimizer, self.replay, cfg.head.steps,
                                     cfg.head.batch_size, self.head_generator)
+            rows_for_prompts = plan.prompt_rows(algo.group_size, surv.group_ids, labels, weights) if plan else None
+            if rows_for_prompts is not None:
+                screen_metrics.update({f"screen/prompt_head_{k}": v
+                                       for k, v in self.prompt_scorer.learn(*rows_for_prompts).items()})
         with timer("sync"):
             if asleep:
                 self.engine.wake_up()
@@ -217,6 +260,8 @@ class ArrolModule(L.LightningModule):
             "head/loss": head_loss,
             **{f"policy/{k}": v for k, v in stats.items()},
             "pruning/delta": params.delta,
+            **screen_metrics,
+            **refill_metrics,
         }
         if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
             metrics["pruning/window_auc"] = params.window_auc

@@ -62,6 +62,14 @@ class RunSummary:
     rho_1_minus_rho_mean: float | None = None
     """E[ρ̂(1−ρ̂)] (paper Table 4)."""
     zero_advantage_fraction: float | None = None
+    screen: dict[str, Any] = field(default_factory=dict)
+    """The group screen's audit per stage (``prompt``, ``detect``) over its active steps: the counts of
+    :class:`~arrol_pl.core.screening.AuditCounts` and its precisions (``screen``, ``random``, ``oracle``,
+    ``progress``); ``cost_share``, the screen's mean share of the step after the cold start. Empty without the
+    screen."""
+    refill: dict[str, float] = field(default_factory=dict)
+    """DAPO refill (``algo.dynamic_sampling_refill``), means over every step: ``rounds`` generated per step,
+    ``short`` (share of steps that ended below B informative groups). Empty without refill."""
     seconds_per_phase: dict[str, float | None] = field(default_factory=dict)
     """Phase name → mean seconds per step (Table 5's decomposition)."""
     seconds_per_step: float | None = None

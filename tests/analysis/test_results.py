@@ -384,3 +384,60 @@ def test_fig2c_is_judged_across_replicate_probe_runs(results_dir: Path, tmp_path
     assert len(claim) == 1 and "(seeds ?, 1)" in claim[0]  # section 7's probe json from before seeds were recorded
     assert "`last` 1 / 2 — **not reproduced**; `mean` 2 / 1 — **not reproduced**." in claim[0]
     assert "seed 1: accuracy 0.250, mixed groups 0.400, Spearman head / DeepConf at L = 4: 0.100 / 0.200" in text
+
+
+def write_screen_run(root: Path, arm: str, seed: int, algo: dict, pruning: dict, after: float, zero: float,
+                     screen: dict | None = None, steps: int = 40) -> None:
+    job = root / "screen" / f"+arm={arm},trainer.seed={seed}"
+    job.mkdir(parents=True)
+    config = {"algo": {"prompts_per_step": 8, "group_size": 8, "max_response_tokens": 32, **algo},
+              "pruning": {"keep_ratio": 0.5, "screen": {"stages": "none"}, **pruning},
+              "trainer": {"max_minutes": 12, "seed": seed}, "engine": {"detect_length": 4}, "head": {"input": "last"}}
+    summary = {"config": config, "steps": steps, "heldout_accuracy_before": 0.25, "heldout_accuracy_after": after,
+               "heldout_accuracy_se_before": 0.02, "heldout_accuracy_se_after": 0.02, "heldout_problems": 128,
+               "heldout_samples": 4, "seconds_per_step": 720 / steps, "zero_advantage_fraction": zero,
+               "screen": screen or {}, "heldout_per_problem_after": [after + 0.01 * ((i % 3) - 1) for i in range(128)]}
+    (job / "summary.json").write_text(json.dumps(summary))
+
+
+def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_dir: Path, tmp_path: Path):
+    audit = {"audited": 20, "audited_zero": 14, "screened": 10, "screened_zero": 9, "dropped_share_sum": 10.0}
+    grpo = {"name": "grpo", "dynamic_sampling_refill": False}
+    for seed in (0, 1):
+        write_screen_run(results_dir, "grpo", seed, grpo, {"policy": "none"}, 0.30, 0.70)
+        write_screen_run(results_dir, "dapo", seed, {"name": "dapo", "dynamic_sampling_refill": True},
+                         {"policy": "none"}, 0.33, 0.0, steps=30)
+        write_screen_run(results_dir, "grpo_screen", seed, grpo, {"policy": "none", "screen": {"stages": "prompt"}},
+                         0.36, 0.49, {"prompt": audit, "cost_share": 0.05})
+        write_screen_run(results_dir, "arrol_screen", seed, grpo, {"policy": "arrol", "screen": {"stages": "detect"}},
+                         0.30, 0.60, {"detect": {**audit, "screened_zero": 7}, "cost_share": 0.30})
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 12.")[1]
+    for title in ("DAPO with refill", "ARRoL", "ARRoL + detect screen", "GRPO + prompt screen"):
+        assert f"### {title} vs GRPO" in section
+    assert "DAPO with refill took 0.75× GRPO's steps" in section
+    missing = section.split("### ARRoL vs GRPO")[1].split("###")[0]
+    assert "Not run" in missing and "needs a `+arm=grpo` and a `+arm=arrol` job" in missing, "no plain ARRoL runs"
+    fig4 = claim_lines(text, "Fig. 4 on SmolLM2-135M, GRPO + prompt screen")
+    assert len(fig4) == 1 and "+0.060 ±" in fig4[0] and "**reproduced**" in fig4[0]
+    assert "**tied within noise**" in claim_lines(text, "Fig. 4 on SmolLM2-135M, ARRoL + detect screen")[0]
+    vs_dapo = claim_lines(text, "GRPO + prompt screen against DAPO with refill")[0]
+    assert "+0.030" in vs_dapo and "**reproduced**" in vs_dapo
+    assert "**not reproduced**" in claim_lines(text, "ARRoL + detect screen against DAPO with refill")[0]  # −0.03
+    prompt_gain = claim_lines(text, "Group screening, GRPO + prompt screen")[0]
+    assert "1.70× GRPO's share" in prompt_gain and "**reproduced**" in prompt_gain  # 0.51 / 0.30, cost 0.05
+    detect_gain = claim_lines(text, "Group screening, ARRoL + detect screen")[0]
+    assert "1.33×" in detect_gain and "**not reproduced**" in detect_gain  # 0.40 / 0.30, and cost 0.30 > 0.25
+    assert not claim_lines(text, "Group screening, DAPO"), "no screen, no screen claims"
+    prompt_audit = claim_lines(text, "Screen audit, GRPO + prompt screen, prompt stage")[0]
+    # pooled over 2 seeds: screened 18/20 = 0.9, random 28/40 = 0.7, oracle min(1, 0.7 / 0.5) = 1: progress 2/3
+    assert "0.900 had zero advantage, against 0.700" in prompt_audit and "oracle" in prompt_audit
+    assert "progress 0.67" in prompt_audit and "**reproduced**" in prompt_audit
+    detect_audit = claim_lines(text, "Screen audit, ARRoL + detect screen, detect stage")[0]
+    assert "0.700 had zero advantage" in detect_audit and "**not reproduced**" in detect_audit  # progress 0
+    assert section.count("| prompt | 20 |") == 2 and "| 0 | GRPO + prompt screen | 0.510 | 1.70× | 0.050 |" in section
+
+
+def test_screen_section_says_how_to_run_it(results_dir: Path, tmp_path: Path):
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    assert "--only screen page" in text.split("## 12.")[1]

@@ -10,6 +10,7 @@ import torch
 
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.screening import GroupScreen
 
 pytestmark = pytest.mark.engine
 
@@ -336,3 +337,48 @@ def test_partial_weight_sync_of_the_trained_top_layer(engine, tiny_model_dirs, h
             assert r.response_token_ids == hf_greedy(mixed, r.prompt_token_ids)
     finally:
         engine.sync_weights(hf_policy.state_dict().items())
+
+
+# ---------------------------------------------------------------- the group screen (beyond the paper)
+IDENTITY = tuple((b + 0.5) / 32 for b in range(32))
+
+
+def test_prompt_features_are_the_last_prompt_tokens_hidden_state(engine, hf_policy):
+    feats = engine.prompt_features(PROMPTS)
+    assert feats.shape == (len(PROMPTS), engine.hidden_size) and feats.dtype == torch.float32
+    for prompt, row in zip(PROMPTS, feats):
+        ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+        torch.testing.assert_close(row, hf_hidden(hf_policy, ids)[-1], atol=1e-4, rtol=0)
+    assert not engine.llm.has_unfinished_requests()
+
+
+def test_detect_screen_aborts_dropped_groups_at_l_detect_and_audits_run_on(engine):
+    detect, max_tokens, size = 3, 12, 4
+    screen = GroupScreen(keep=2, seed=5, audited=frozenset({1}), shadow=frozenset({3}))
+    result = engine.generate(
+        PROMPTS, size, dict(max_tokens=max_tokens, temperature=1.0, seed=3, ignore_eos=True), detect_length=detect,
+        pruner=PrunerParams(policy="none", keep_ratio=1.0, bin_posteriors=IDENTITY, seed=2), screen=screen)
+    groups = [result.rollouts[k * size:(k + 1) * size] for k in range(len(PROMPTS))]
+    dropped = [k for k in range(3) if groups[k][0].screened]
+    kept = [k for k in range(3) if not groups[k][0].screened]
+    assert len(kept) == 2 and len(dropped) == 1, "the screen keeps `keep` of the non-shadow groups"
+    for k in range(3):
+        assert all(r.group_p0 is not None and r.screened == (k in dropped) for r in groups[k])
+    for k in dropped:
+        for r in groups[k]:
+            assert r.pruned and r.finish_reason == "pruned" and len(r.response_token_ids) == detect
+            expected = max_tokens if k == 1 else detect
+            assert r.generated_tokens == expected, "a dropped group is aborted at L_detect unless it is audited"
+            assert (r.full_text is not None) == (k == 1)
+    for k in kept:
+        assert all(not r.pruned and len(r.response_token_ids) == max_tokens for r in groups[k])
+    for r in groups[3]:  # the shadow group: complete, never trained
+        assert r.screened and r.pruned and r.audited and r.group_p0 is None
+        assert len(r.response_token_ids) == max_tokens and r.full_text == r.text
+    assert result.keep_ratio == 1.0, "keep_ratio counts within-group pruning only"
+    assert not engine.llm.has_unfinished_requests()
+
+
+def test_detect_screen_needs_a_detect_length(engine):
+    with pytest.raises(ValueError, match="needs detect_length"):
+        engine.generate(PROMPTS[:1], 2, dict(max_tokens=4), screen=GroupScreen(keep=1))

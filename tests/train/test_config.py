@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from arrol_pl.train.config import ConfigError, load_run_config
 
@@ -23,8 +24,8 @@ def test_default_config_composes_and_validates():
     assert run.engine.detect_length < run.algo.max_response_tokens
 
 
-SINGLE_RUN = {"bench_phases"}
-"""Presets that configure one run (read by a benchmark script) rather than a sweep."""
+SINGLE_RUN = {"bench_phases", "smollm2_setting"}
+"""Presets that configure one run (read by a benchmark script, or the setting sweeps build on) rather than a sweep."""
 
 
 @pytest.mark.parametrize("exp", EXPERIMENTS)
@@ -43,7 +44,7 @@ def test_every_experiment_composes_and_validates(exp):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
     assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds",
-                           "smollm2_balance", "smollm2_online", "smollm2_online_spread"]
+                           "smollm2_balance", "smollm2_online", "smollm2_online_spread", "smollm2_screen", "smollm2_setting"]
 
 
 def test_bench_preset_is_the_long_response_setting():
@@ -192,3 +193,34 @@ def test_several_ranks_need_their_launcher(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with pytest.raises(ConfigError, match="2 ranks, but the launcher started none"):
         init_launcher_world(run.trainer)
+
+
+def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
+    base = compose_run("+exp=smollm2_online")
+    arms = {"grpo": ("grpo", "none", "none"), "dapo": ("dapo", "none", "none"), "arrol": ("grpo", "arrol", "none"),
+            "arrol_screen": ("grpo", "arrol", "detect"), "grpo_screen": ("grpo", "none", "prompt")}
+    for arm, (algo, policy, stages) in arms.items():
+        run = compose_run("+exp=smollm2_screen", f"+arm={arm}")
+        assert (run.algo.name, run.pruning.policy, run.pruning.screen.stages) == (algo, policy, stages)
+        assert run.trainer == base.trainer and run.engine == base.engine and run.model == base.model
+        # the preset's batch shape and sampling hold whatever the arm's algorithm preset says
+        assert (run.algo.prompts_per_step, run.algo.temperature, run.algo.lr) == (8, 0.8, 1e-4)
+    assert compose_run("+exp=smollm2_screen", "+arm=dapo").algo.dynamic_sampling_refill
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        cfg = compose("config", overrides=["+exp=smollm2_screen"], return_hydra_config=True)
+    assert list(cfg.hydra.sweeper.params) == ["trainer.seed", "+arm"]  # seed-major
+    assert cfg.hydra.sweeper.params["+arm"] == ",".join(arms)
+    # a job's directory is named by its overrides: seeds run in different sessions never overwrite each other
+    assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"] == "${hydra.job.override_dirname}"
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["pruning.screen.stages=both"], "pruning.screen.stages='both'"),
+    (["pruning.screen.audit=2"], "pruning.screen.audit must be in [0, 1]"),
+    (["algo=dapo", "pruning.screen.stages=prompt"], "are two ways of choosing the step's groups"),
+    (["algo.dynamic_sampling_refill=true"], "but algo.dynamic_sampling=false"),
+])
+def test_screen_and_refill_errors_name_the_key(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        compose_run(*overrides)
+    assert message in str(err.value)

@@ -19,6 +19,7 @@ def test_dapo_with_mini_batches_and_epochs_clips_and_logs(tmp_path):
            f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=0", "algo.prompts_per_step=2",
            "algo.group_size=4", "algo.ppo_mini_batch_size=1", "algo.ppo_epochs=2", "algo.max_response_tokens=16",
            "engine.detect_length=4", "algo.temperature=0.7", "algo.dynamic_sampling=false",
+           "algo.dynamic_sampling_refill=false",
            "pruning.cold_start_steps=1", "trainer.max_steps=2", "trainer.checkpoint_every=2",
            f"hydra.run.dir={tmp_path / 'run'}"]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)

@@ -1,0 +1,204 @@
+"""Group screening (beyond the paper): spend the update on groups that can teach.
+
+A group whose rollouts all share one reward has zero advantage under GRPO and DAPO: it costs its
+generation, log-probs and update and changes nothing. ARRoL's within-group pruning cannot mend a group
+with no correct rollout. Screening draws more prompts than a step trains on and drops, early, the groups
+most likely to come out all-correct or all-wrong, so that B groups with a learning signal reach the update
+(the mechanism of DAPO's dynamic sampling, GRESO and SPEED-RL, decided here from the quality head).
+
+Decisions:
+- **What is ranked.** A group's chance of zero advantage from its members' calibrated chances of being
+  correct q_i, taken as independent: ``P0 = Π q_i + Π (1 - q_i)`` (:func:`zero_advantage_probability`).
+  The groups with the lowest P0 are kept; ties break at random.
+- **Two stages.** ``prompt`` scores each prompt once, from the final-layer hidden state of its last token
+  (the state that samples the first response token), with a head of its own: every rollout of the prompt
+  then has the same q and ``P0 = q^G + (1 - q)^G``. A screened prompt costs one prefill, which the kept
+  prompts' rollouts reuse through the prefix cache. ``detect`` scores every rollout at L_detect with the
+  quality head, as the paper's pruning does, and aborts the screened groups inside the engine; ARRoL's
+  within-group pruning then runs on the kept groups. ``prompt+detect`` runs both, in that order.
+- **Oversampling up front, not refill.** Each stage starts ``ceil(n (1 + oversample))`` groups for the ``n``
+  it passes on, all at once. The detect stage ranks across groups, so it waits until every group has
+  reached L_detect (with all rollouts admitted at once, the same engine step); a refill would need the
+  prompt stream inside the engine and would rank each group against a moving set.
+- **Cold start.** Until the heads have learned (``pruning.cold_start_steps``), each stage keeps a uniformly
+  random subset of the same size: the step's shape and cost stay those of the screened run, and the heads
+  learn on unselected groups.
+- **Audit.** A random share of the groups at each stage, drawn independently of the screen, is
+  run to completion whatever is decided (pruned members keep running; their extra tokens are counted).
+  Those groups are never trained on beyond what the decision kept; their complete rewards say, over a
+  run, how often a screened-out group really had zero advantage (the screen's precision), how often a
+  random group had (random's), and what a perfect screen dropping the same share would reach (the
+  oracle's): :class:`AuditCounts`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+
+SCREEN_STAGES = ("none", "prompt", "detect", "prompt+detect")
+
+
+@dataclass
+class ScreenConfig:
+    """``pruning.screen``: which groups reach the update (see the module docstring)."""
+
+    stages: str = "none"
+    """``none`` | ``prompt`` (the last prompt token's hidden state) | ``detect`` (the rollouts at L_detect) |
+    ``prompt+detect``."""
+    oversample: float = 1.0
+    """Detect stage: ``ceil(B (1 + oversample))`` groups reach L_detect, B are kept."""
+    prompt_oversample: float = 1.0
+    """Prompt stage: ``ceil(n (1 + prompt_oversample))`` prompts are scored for the ``n`` it passes on."""
+    audit: float = 0.1
+    """Share of each stage's groups run to completion to measure the screen (0: no audit)."""
+
+    def __post_init__(self) -> None:
+        if self.stages not in SCREEN_STAGES:
+            raise ValueError(f"screen.stages={self.stages!r}; choose one of {list(SCREEN_STAGES)}")
+        for key in ("oversample", "prompt_oversample"):
+            if not 0 <= getattr(self, key) <= 16:
+                raise ValueError(f"screen.{key} must be in [0, 16], got {getattr(self, key)}")
+        if not 0 <= self.audit <= 1:
+            raise ValueError(f"screen.audit must be in [0, 1], got {self.audit}")
+
+    @property
+    def prompt_stage(self) -> bool:
+        return self.stages.startswith("prompt")
+
+    @property
+    def detect_stage(self) -> bool:
+        return self.stages.endswith("detect")
+
+    def counts(self, prompts_per_step: int) -> tuple[int, int]:
+        """``(drawn, to_detect)``: prompts drawn per step and groups that start generating; the detect stage
+        keeps ``prompts_per_step`` of ``to_detect``."""
+        to_detect = oversampled(prompts_per_step, self.oversample) if self.detect_stage else prompts_per_step
+        drawn = oversampled(to_detect, self.prompt_oversample) if self.prompt_stage else to_detect
+        return drawn, to_detect
+
+
+@dataclass(frozen=True)
+class GroupScreen:
+    """What a generation needs to know about the screen (picklable; the engine's argument beside h_t).
+
+    ``keep``: groups the detect stage passes among the non-shadow ones (None: no detect stage). ``active``:
+    rank by P0 (False: a random ``keep``, the cold start). ``audited``: prompt indices that run to completion
+    whatever is decided. ``shadow``: prompt indices dropped before generation (the prompt stage) and run
+    only for the audit: never pruned, never trained, reported screened.
+    """
+
+    keep: int | None = None
+    active: bool = True
+    seed: int = 0
+    audited: frozenset[int] = frozenset()
+    shadow: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.keep is not None and self.keep < 1:
+            raise ValueError(f"screen keep must be >= 1 group, got {self.keep}")
+
+    def is_audited(self, prompt_index: int) -> bool:
+        return prompt_index in self.audited or prompt_index in self.shadow
+
+    def is_shadow(self, prompt_index: int) -> bool:
+        return prompt_index in self.shadow
+
+    def generator(self) -> torch.Generator:
+        """The detect stage's tie-breaking and cold-start draws."""
+        return torch.Generator().manual_seed(self.seed % (2**63 - 1))
+
+
+def oversampled(n: int, oversample: float) -> int:
+    """``ceil(n (1 + oversample))`` (rounding guarded against float noise: 8 × 1.25 is 10, not 11)."""
+    return int(math.ceil(round(n * (1.0 + oversample), 9)))
+
+
+def zero_advantage_probability(q: torch.Tensor, group_ids: torch.Tensor | None = None,
+                               group_size: int | None = None) -> torch.Tensor:
+    """P0 per group: the chance that all its rollouts succeed or all fail, ``Π q_i + Π (1 - q_i)``.
+
+    Args:
+        q: ``(N,)`` calibrated chances of being correct. With ``group_size`` each entry is a whole group's
+            shared q (the prompt stage): ``q^G + (1 - q)^G``.
+        group_ids: ``(N,)`` group of each entry (ignored with ``group_size``); None: one group.
+    Returns:
+        ``(num_groups,)`` in the order of ``torch.unique(group_ids)`` (or of ``q`` with ``group_size``).
+    """
+    q = torch.as_tensor(q, dtype=torch.float64).clamp(1e-12, 1 - 1e-12).flatten()
+    if group_size is not None:
+        return (group_size * q.log()).exp() + (group_size * (-q).log1p()).exp()
+    if group_ids is None:
+        group_ids = torch.zeros(q.numel(), dtype=torch.long)
+    _, inverse = torch.unique(torch.as_tensor(group_ids).flatten(), return_inverse=True)
+    n = int(inverse.max()) + 1 if q.numel() else 0
+    log_pos = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse, q.log())
+    log_neg = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse, (-q).log1p())
+    return log_pos.exp() + log_neg.exp()
+
+
+def select_groups(p0: torch.Tensor | None, keep: int, generator: torch.Generator, num_groups: int | None = None
+                  ) -> torch.Tensor:
+    """Which groups pass: the ``keep`` with the lowest ``p0`` (ties at random), or with ``p0=None`` a uniformly
+    random ``keep`` of ``num_groups``. Returns a ``(num_groups,)`` bool mask. The generator is drawn from the
+    same way in both cases, so a run's random stream does not depend on whether the screen was active."""
+    n = int(p0.numel()) if p0 is not None else int(num_groups or 0)
+    if not 0 <= keep:
+        raise ValueError(f"keep must be >= 0, got {keep}")
+    order = torch.randperm(n, generator=generator)
+    if p0 is not None:
+        shuffled = torch.as_tensor(p0, dtype=torch.float64).flatten()[order]
+        order = order[torch.argsort(shuffled, stable=True)]
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[order[:keep]] = True
+    return mask
+
+
+def audit_mask(num_groups: int, share: float, generator: torch.Generator) -> torch.Tensor:
+    """``(num_groups,)`` bool: each group audited with probability ``share``, independently of the screen."""
+    return torch.rand(num_groups, generator=generator) < share
+
+
+def zero_variance(rewards: torch.Tensor) -> bool:
+    """Whether one group's rewards ``(G,)`` all agree (zero GRPO advantage)."""
+    rewards = torch.as_tensor(rewards, dtype=torch.float32).flatten()
+    return bool(rewards.numel() == 0 or (rewards == rewards[0]).all())
+
+
+@dataclass
+class AuditCounts:
+    """What one stage's audit saw: audited groups, how many of them the screen dropped, and how many of each
+    had zero advantage once complete. Summed over steps (``+``), it gives the run's precisions."""
+
+    audited: int = 0
+    audited_zero: int = 0
+    screened: int = 0
+    """Audited groups the screen dropped."""
+    screened_zero: int = 0
+    dropped_share_sum: float = 0.0
+    """Σ over audited groups of the stage's dropped share at their step (the oracle drops the same share)."""
+
+    def __add__(self, other: "AuditCounts") -> "AuditCounts":
+        return AuditCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    @classmethod
+    def of_step(cls, zero: torch.Tensor, screened: torch.Tensor, dropped_share: float) -> "AuditCounts":
+        """From the audited groups of one step: ``zero (n,)`` bool, ``screened (n,)`` bool."""
+        zero, screened = torch.as_tensor(zero, dtype=torch.bool), torch.as_tensor(screened, dtype=torch.bool)
+        return cls(int(zero.numel()), int(zero.sum()), int(screened.sum()), int((zero & screened).sum()),
+                   float(dropped_share) * int(zero.numel()))
+
+    def precisions(self) -> dict[str, float]:
+        """``screen``: zero-advantage share of the dropped groups; ``random``: of all groups (what a random screen
+        drops); ``oracle``: of a perfect screen's dropped groups, ``min(1, random / dropped share)``;
+        ``progress``: (screen − random) / (oracle − random), 1 at the oracle. NaN where nothing was seen."""
+        nan = float("nan")
+        screen = self.screened_zero / self.screened if self.screened else nan
+        rand = self.audited_zero / self.audited if self.audited else nan
+        share = self.dropped_share_sum / self.audited if self.audited else nan
+        oracle = min(1.0, rand / share) if self.audited and share > 0 else nan
+        gap = oracle - rand
+        progress = (screen - rand) / gap if gap == gap and screen == screen and gap > 0 else nan
+        return {"screen": screen, "random": rand, "oracle": oracle, "progress": progress}
