@@ -776,7 +776,7 @@ def screen_rows(runs: Sequence[RunSummary], title: str, spec: dict[str, Any], cl
         for stage, audit in sorted((run.screen or {}).items()):
             if not isinstance(audit, dict):
                 continue
-            counts = AuditCounts(**{k: audit[k] for k in vars(AuditCounts())})
+            counts = AuditCounts.from_mapping(audit)
             pooled[stage] = pooled.get(stage, AuditCounts()) + counts
             p = counts.precisions()
             rows.append(f"| {seed} | {title} | {informative:.3f} | {ratio:.2f}× | {_f(cost)} | {stage} | "

@@ -184,6 +184,11 @@ class AuditCounts:
         return AuditCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
     @classmethod
+    def from_mapping(cls, values: dict, prefix: str = "") -> "AuditCounts":
+        """From ``values[prefix + field]`` (a history row's floats, or a summary's counts)."""
+        return cls(**{f.name: type(getattr(cls(), f.name))(values[prefix + f.name]) for f in fields(cls)})
+
+    @classmethod
     def of_step(cls, zero: torch.Tensor, screened: torch.Tensor, dropped_share: float) -> "AuditCounts":
         """From the audited groups of one step: ``zero (n,)`` bool, ``screened (n,)`` bool."""
         zero, screened = torch.as_tensor(zero, dtype=torch.bool), torch.as_tensor(screened, dtype=torch.bool)

@@ -88,7 +88,8 @@ class GenerationTracker:
         self.groups: list[list[Track]] = []
         self.steps = 0
         self.screen_done = screen is None or screen.keep is None
-        self.group_p0: list[float | None] = []
+        self.group_p0: dict[int, float] = {}
+        """Prompt index → the detect stage's P0 of its group."""
 
     def add(self, ext_id: str, internal_id: str, prompt_index: int, sample_index: int, prompt_ids: list[int]) -> Track:
         """Register a request; prompts must be added in order (``prompt_index`` 0, 1, ...)."""
@@ -96,8 +97,6 @@ class GenerationTracker:
             self.groups.append([])
         elif prompt_index != len(self.groups) - 1:
             raise ValueError(f"prompt {prompt_index} added after prompt {len(self.groups) - 1}: add prompts in order")
-        if prompt_index == len(self.group_p0):
-            self.group_p0.append(None)
         tr = Track(ext_id, internal_id, prompt_index, sample_index, prompt_ids,
                    logprobs=[] if self.want_logprobs else None)
         if self.screen is not None:
@@ -211,7 +210,7 @@ class GenerationTracker:
             tokens = tokens[: self.detect_length]
             text = decode(tokens)
             logprobs = None if logprobs is None else logprobs[: self.detect_length]
-        if tr.finish_reason not in FINISH_REASONS or finish_reason not in FINISH_REASONS:
+        if tr.finish_reason not in FINISH_REASONS:
             raise RuntimeError(f"rollout {tr.ext_id} ended with unexpected finish reason {tr.finish_reason!r}")
         return Rollout(
             prompt_index=tr.prompt_index,
@@ -231,5 +230,5 @@ class GenerationTracker:
             screened=tr.screened,
             audited=tr.audited,
             full_text=full_text,
-            group_p0=self.group_p0[tr.prompt_index],
+            group_p0=self.group_p0.get(tr.prompt_index),
         )

@@ -27,6 +27,7 @@ import torch
 
 from arrol_pl.train.config import ConfigError, RunConfig, prompts_drawn_per_step
 from arrol_pl.train.phases import POLICY_SUMMARY
+from arrol_pl.train.screening import audit_totals
 from arrol_pl.train.summary import RunSummary, values_from
 
 logger = logging.getLogger(__name__)
@@ -109,8 +110,6 @@ def screen_summary(history: list[dict[str, float]], start: int = 0) -> dict[str,
     """Per screen stage that ran: its audit counts summed over the run and the precisions they give; and
     ``cost_share``, the screen's mean share of the step from ``start`` on: the prompt stage's seconds plus the
     generation seconds of the groups the detect stage dropped (by their share of the generated tokens)."""
-    from arrol_pl.train.screening import audit_totals
-
     out: dict[str, Any] = {}
     for stage in ("prompt", "detect"):
         if any(f"screen/{stage}_audit_audited" in h for h in history):

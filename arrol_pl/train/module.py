@@ -179,7 +179,7 @@ class ArrolModule(L.LightningModule):
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
                                        cfg.engine.detect_length, params, logprobs_topk=0,  # the sampled token's
-                                       **({"screen": screen} if screen is not None else {}))
+                                       screen=screen)
         skip = all(r.pruned for r in gen.rollouts)
         if self.ranks is not None:  # a rank without survivors has nothing to train: all ranks skip the step
             skip = self.ranks.max(int(skip)) == 1
@@ -201,9 +201,9 @@ class ArrolModule(L.LightningModule):
         screen_metrics: dict[str, float] = {}
         if plan is not None:
             with timer("reward"):  # the audited groups' complete texts
-                screen_metrics = plan.audit(gen.rollouts, algo.group_size, lambda texts, ks: self.reward.score(
+                screen_metrics = plan.audit(gen.rollouts, lambda texts, ks: self.reward.score(
                     texts, [batch[k].answer for k in ks]).correct)
-            screen_metrics.update(plan.metrics, **plan.detect_metrics(gen.rollouts, algo.group_size))
+            screen_metrics.update(plan.metrics, **plan.detect_metrics(gen.rollouts))
 
         # GPU with engine.enable_sleep_mode: the engine frees its KV cache (weights to host memory) for the update,
         # as verl and TRL do; False, and nothing happens, on CPU.
@@ -232,13 +232,13 @@ class ArrolModule(L.LightningModule):
         group_ids, scores, labels, weights, features, step_rewards = pruning_state
         head_rows = (features, scores, labels, weights)
         if plan is not None:  # audited groups the detect stage dropped stand for every dropped group
-            head_rows = plan.with_dropped_audit(head_rows, gen.rollouts, algo.group_size)
+            head_rows = plan.with_dropped_audit(head_rows, gen.rollouts)
         self.calibrator.update(*head_rows[1:])
         with timer("head"):
             self.replay.add(head_rows[0], *head_rows[2:])
             head_loss = head_update(self.head, self.head_optimizer, self.replay, cfg.head.steps,
                                     cfg.head.batch_size, self.head_generator)
-            rows_for_prompts = plan.prompt_rows(algo.group_size, surv.group_ids, labels, weights) if plan else None
+            rows_for_prompts = plan.prompt_rows(surv.group_ids, labels, weights) if plan else None
             if rows_for_prompts is not None:
                 screen_metrics.update({f"screen/prompt_head_{k}": v
                                        for k, v in self.prompt_scorer.learn(*rows_for_prompts).items()})

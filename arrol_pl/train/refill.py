@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from arrol_pl.core.screening import zero_variance
+from arrol_pl.core.advantages import dynamic_sampling_mask
 from arrol_pl.engine.protocol import GenerationResult
 from arrol_pl.train.phases import collect_survivors
 
@@ -38,11 +38,11 @@ def refill_indices(num_problems: int, count: int, seed: int, step: int, round_: 
 
 
 def informative_groups(rewards: Sequence[float], group_ids: Sequence[int]) -> list[int]:
-    """Prompt indices, in order, whose survivors' rewards differ (non-zero group advantage)."""
-    by_group: dict[int, list[float]] = {}
-    for r, g in zip(rewards, group_ids):
-        by_group.setdefault(int(g), []).append(float(r))
-    return [g for g, rs in sorted(by_group.items()) if len(rs) > 1 and not zero_variance(torch.tensor(rs))]
+    """Prompt indices, in order, whose survivors' rewards differ (non-zero group advantage): the groups DAPO's
+    filter (:func:`~arrol_pl.core.advantages.dynamic_sampling_mask`) keeps."""
+    ids = torch.as_tensor(list(group_ids), dtype=torch.long)
+    keep = dynamic_sampling_mask(torch.as_tensor(list(rewards), dtype=torch.float32), ids)
+    return sorted({int(g) for g in ids[keep]})
 
 
 @dataclass

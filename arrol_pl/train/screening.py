@@ -98,7 +98,6 @@ class ScreenStep:
     """Prompts that generate to be trained on (the first ``passed`` of ``order``)."""
     prompt_audited: torch.Tensor | None = None
     """(drawn,) bool: the prompt stage's audit sample."""
-    prompt_p0: torch.Tensor | None = None
     features: torch.Tensor | None = None
     """(drawn, H): the prompt features (prompt stage)."""
     metrics: dict[str, float] = field(default_factory=dict)
@@ -106,6 +105,11 @@ class ScreenStep:
     """Generation-order group index → its audited rollouts' correctness ``(G,)``."""
     detect_audited: torch.Tensor | None = None
     """(passed,) bool: the detect stage's audit sample."""
+
+    def groups(self, rollouts) -> list:
+        """The generation's rollouts cut into its groups, in generation order."""
+        g = self.group_size
+        return [rollouts[k * g:(k + 1) * g] for k in range(len(rollouts) // g)]
 
     def generator(self, salt: int) -> torch.Generator:
         return torch.Generator().manual_seed((self.seed * 31 + salt) % (2**63 - 1))
@@ -123,7 +127,7 @@ class ScreenStep:
         self.prompt_audited = audit_mask(drawn, self.config.audit, self.generator(2))
         shadow = [i for i in range(drawn) if self.prompt_audited[i] and not keep[i]]
         self.order = [i for i in range(drawn) if keep[i]] + shadow
-        self.passed, self.prompt_p0, self.features = n_pass, p0, features
+        self.passed, self.features = n_pass, features
         self.metrics.update({"screen/prompt_p0_kept": float(p0[keep].mean()),
                              "screen/prompt_p0_dropped": float(p0[~keep].mean()) if bool((~keep).any()) else 0.0})
 
@@ -139,17 +143,18 @@ class ScreenStep:
             keep=self.prompts_per_step if self.config.detect_stage else None, active=self.active, seed=self.seed,
             audited=frozenset(audited), shadow=frozenset(range(self.passed, len(self.order))))
 
-    def audit(self, rollouts, group_size: int, score) -> dict[str, float]:
+    def audit(self, rollouts, score) -> dict[str, float]:
         """Score the audited groups' complete texts with ``score(texts, group positions) -> correct (N,)`` and
         return this step's audit counts per stage as metrics (summed over a run by the summary); counts are
         zero while the screen is not active (the cold start), whose labels still teach the heads."""
-        groups = [rollouts[k * group_size:(k + 1) * group_size] for k in range(len(self.order))]
+        groups = self.groups(rollouts)
         audited = [k for k, g in enumerate(groups) if g[0].audited]
         if not audited:
             return self._empty_audit()
         texts = [r.full_text for k in audited for r in groups[k]]
         correct = torch.as_tensor(score(texts, [k for k in audited for _ in groups[k]]), dtype=torch.float32)
-        self.audit_correct = {k: correct[j * group_size:(j + 1) * group_size] for j, k in enumerate(audited)}
+        g = self.group_size
+        self.audit_correct = {k: correct[j * g:(j + 1) * g] for j, k in enumerate(audited)}
         if not self.active:  # a cold-start screen is random: its audit would only dilute the screen's figures
             return self._empty_audit()
         zero = {k: zero_variance(v) for k, v in self.audit_correct.items()}
@@ -173,9 +178,9 @@ class ScreenStep:
         stages = [s for s, on in (("prompt", self.config.prompt_stage), ("detect", self.config.detect_stage)) if on]
         return {k: v for s in stages for k, v in counts_metrics(s, AuditCounts()).items()}
 
-    def detect_metrics(self, rollouts, group_size: int) -> dict[str, float]:
+    def detect_metrics(self, rollouts) -> dict[str, float]:
         """The detect stage's P0 of the groups it kept and dropped, and the tokens the dropped ones cost."""
-        groups = [rollouts[k * group_size:(k + 1) * group_size] for k in range(self.passed)]
+        groups = self.groups(rollouts)[:self.passed]
         kept = [g[0].group_p0 for g in groups if not g[0].screened and g[0].group_p0 is not None]
         dropped = [g[0].group_p0 for g in groups if g[0].screened and g[0].group_p0 is not None]
         out = {"screen/groups_generated": float(len(self.order)),
@@ -187,7 +192,7 @@ class ScreenStep:
             out["screen/detect_p0_dropped"] = sum(dropped) / len(dropped)
         return out
 
-    def prompt_rows(self, group_size: int, survivor_groups: torch.Tensor, survivor_labels: torch.Tensor,
+    def prompt_rows(self, survivor_groups: torch.Tensor, survivor_labels: torch.Tensor,
                     survivor_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """The prompt head's training rows: each survivor with its prompt's feature (weight 1/p), and the shadow
         groups' complete rollouts (weight 1 / audit share). None without the prompt stage."""
@@ -197,19 +202,20 @@ class ScreenStep:
         labels, weights = [survivor_labels.float()], [survivor_weights.float()]
         for k in range(self.passed, len(self.order)):
             if k in self.audit_correct:
-                feats.extend([self.features[self.order[k]]] * group_size)
+                feats.extend([self.features[self.order[k]]] * self.group_size)
                 labels.append(self.audit_correct[k])
-                weights.append(torch.full((group_size,), 1.0 / self.config.audit))
+                weights.append(torch.full((self.group_size,), 1.0 / self.config.audit))
         return torch.stack(feats), torch.cat(labels), torch.cat(weights)
 
-    def with_dropped_audit(self, rows: tuple[torch.Tensor, ...], rollouts, group_size: int) -> tuple[torch.Tensor, ...]:
+    def with_dropped_audit(self, rows: tuple[torch.Tensor, ...], rollouts) -> tuple[torch.Tensor, ...]:
         """The quality head's and its calibrator's rows ``(features, scores, labels, weights)`` with those of the
         audited groups the detect stage dropped appended, weighted 1 / audit share (otherwise both would see the
         kept groups only)."""
-        ks = [k for k in range(self.passed) if k in self.audit_correct and rollouts[k * group_size].screened]
+        groups = self.groups(rollouts)
+        ks = [k for k in range(self.passed) if k in self.audit_correct and groups[k][0].screened]
         if not ks:
             return rows
-        rs = [r for k in ks for r in rollouts[k * group_size:(k + 1) * group_size]]
+        rs = [r for k in ks for r in groups[k]]
         extra = (torch.stack([r.feature for r in rs]).float(), torch.tensor([r.score for r in rs], dtype=torch.float32),
                  torch.cat([self.audit_correct[k] for k in ks]), torch.full((len(rs),), 1.0 / self.config.audit))
         return tuple(torch.cat([a, b.to(a.dtype)]) for a, b in zip(rows, extra))
@@ -222,8 +228,7 @@ def counts_metrics(stage: str, counts: AuditCounts) -> dict[str, float]:
 def audit_totals(history: list[dict[str, float]], stage: str) -> AuditCounts:
     """A run's audit for ``stage`` (``prompt`` | ``detect``): the per-step counts summed."""
     total = AuditCounts()
-    names = list(vars(AuditCounts()))
     for h in history:
         if f"screen/{stage}_audit_audited" in h:
-            total = total + AuditCounts(**{k: type(getattr(total, k))(h[f"screen/{stage}_audit_{k}"]) for k in names})
+            total = total + AuditCounts.from_mapping(h, f"screen/{stage}_audit_")
     return total

@@ -77,7 +77,7 @@ def test_the_audit_counts_each_stage_and_the_heads_get_the_dropped_groups_rows()
     step.features = torch.eye(6)
     rollouts = rollouts_of([(True, False), (True, True), (True, True), (False, False), (True, True)], size)
     correct = {"g0": [1.0, 0.0], "g1": [0.0, 0.0], "g2": [1.0, 1.0], "g4": [0.0, 0.0]}
-    metrics = step.audit(rollouts, size, lambda texts, ks: [correct[t][i % size] for i, t in enumerate(texts)])
+    metrics = step.audit(rollouts, lambda texts, ks: [correct[t][i % size] for i, t in enumerate(texts)])
     # prompt stage: audited prompts 0, 2 (passed) and 4 (shadow, dropped): zero advantage for 2 and 4
     assert [metrics[f"screen/prompt_audit_{k}"] for k in ("audited", "audited_zero", "screened", "screened_zero")] \
         == [3, 2, 1, 1]
@@ -88,11 +88,11 @@ def test_the_audit_counts_each_stage_and_the_heads_get_the_dropped_groups_rows()
     assert audit_totals([metrics, metrics], "detect").audited == 4
 
     rows = (torch.zeros(3, 2), torch.zeros(3), torch.ones(3), torch.ones(3))
-    feats, scores, labels, weights = step.with_dropped_audit(rows, rollouts, size)
+    feats, scores, labels, weights = step.with_dropped_audit(rows, rollouts)
     assert feats.shape == (3 + 4, 2) and scores[3:].tolist() == [1.0, 1.0, 2.0, 2.0]
     assert labels[3:].tolist() == [0.0, 0.0, 1.0, 1.0] and weights[3:].tolist() == [2.0] * 4  # 1 / audit share
 
-    prompt_rows = step.prompt_rows(size, torch.tensor([0, 0, 3]), torch.tensor([1.0, 0.0, 1.0]), torch.ones(3))
+    prompt_rows = step.prompt_rows(torch.tensor([0, 0, 3]), torch.tensor([1.0, 0.0, 1.0]), torch.ones(3))
     pf, pl, pw = prompt_rows
     assert pf.shape == (3 + size, 6) and torch.equal(pf[3], torch.eye(6)[4]), "the shadow group's prompt feature"
     assert pl[3:].tolist() == [0.0, 0.0] and pw[3:].tolist() == [2.0, 2.0]
@@ -104,5 +104,5 @@ def test_a_cold_start_step_counts_nothing_but_keeps_the_labels():
     step.plan_prompts(2)
     step.detect_audited = torch.tensor([True, True])
     rollouts = rollouts_of([(True, False), (True, True)], size)
-    metrics = step.audit(rollouts, size, lambda texts, ks: [1.0] * len(texts))
+    metrics = step.audit(rollouts, lambda texts, ks: [1.0] * len(texts))
     assert metrics["screen/detect_audit_audited"] == 0 and set(step.audit_correct) == {0, 1}
