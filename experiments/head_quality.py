@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from arrol_pl.analysis.head_probe import FEATURE_KINDS, PROBE_TRAINING, ProbeSettings, detect_lengths  # noqa: E402
 from arrol_pl.core.confidence import TRACE_MODES  # noqa: E402
-from arrol_pl.core.head_training import HeadTrainingConfig  # noqa: E402
+from arrol_pl.core.head_training import HeadConfig  # noqa: E402
 
 DATA_PRESETS = REPO / "conf" / "data"
 SETTINGS_FLAGS = {
@@ -54,7 +54,7 @@ SETTINGS_FLAGS = {
 }
 """ProbeSettings field → the flag that sets it (errors name the flag)."""
 TRAINING_FLAGS = {"steps": "--head-steps", "lr": "--head-lr", "batch_size": "--head-batch-size"}
-"""HeadTrainingConfig field → its flag."""
+"""HeadConfig field → its flag."""
 
 
 def parse_fraction(text: str) -> float:
@@ -148,7 +148,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
     except ValueError as exc:
         parser.error(f"--fractions: {exc}")
     try:
-        training = HeadTrainingConfig(replay=PROBE_TRAINING.replay, **{
+        training = HeadConfig(replay=PROBE_TRAINING.replay, **{
             name: getattr(args, flag[2:].replace("-", "_")) for name, flag in TRAINING_FLAGS.items()})
         settings = ProbeSettings(training=training, **{name: getattr(args, flag[2:].replace("-", "_"))
                                                        for name, flag in SETTINGS_FLAGS.items()})

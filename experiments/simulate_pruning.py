@@ -13,11 +13,38 @@ import time
 from pathlib import Path
 
 import hydra
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from arrol_pl.core.pruning import BALANCE_TARGETS, PruningConfig
 from arrol_pl.core.simulation import run_pruning_simulation
+
+
+@dataclasses.dataclass
+class SelfCheck:
+    """The simulated run."""
+
+    steps: int = 60
+    """Simulated training steps (cold start included)."""
+    num_groups: int = 64
+    """Prompts per step (B)."""
+    group_size: int = 8
+    """Rollouts per prompt (G)."""
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class SimulateConfig:
+    """``conf/simulate.yaml`` composes onto this (registered as ``simulate_schema``): the defaults live here and in
+    :class:`PruningConfig`, and every key overrides without a ``+``."""
+
+    pruning: PruningConfig = dataclasses.field(default_factory=PruningConfig)
+    selfcheck: SelfCheck = dataclasses.field(default_factory=SelfCheck)
+
+
+ConfigStore.instance().store(name="simulate_schema", node=SimulateConfig)
+
 
 def pruning_config(node: DictConfig) -> PruningConfig:
     """Build the validated config; unknown keys are named like the invalid values are."""

@@ -19,7 +19,7 @@ Decisions:
   problems.
 - **Training recipe of the RL run.** BCE minibatch steps through :func:`~arrol_pl.core.head_training.head_update`
   on a :class:`~arrol_pl.core.head_training.FeatureReplay` window holding the whole fit part, AdamW, with
-  the trainer's :class:`~arrol_pl.core.head_training.HeadTrainingConfig` (more steps: one fit, not one per step).
+  the trainer's :class:`~arrol_pl.core.head_training.HeadConfig` (more steps: one fit, not one per step).
 - **Calibration on fresh scores.** The online calibrator sees each rollout's score before the head has
   trained on it; the head's scores on its own training rollouts are over-confident. The calibrator is
   therefore fitted on a held-apart share of the training problems (``calibration_fraction``; 0 fits it on
@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.confidence import PREFIX_STATISTICS, STATISTICS_TOPK, prefix_statistics
-from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
+from arrol_pl.core.head_training import FeatureReplay, HeadConfig, head_quality, head_update
 from arrol_pl.core.metrics import binary_auc, mean_sd_se, spearman, voted_answer_correct, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
 from arrol_pl.core.quality_head import QualityHead
@@ -54,7 +54,7 @@ from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 from arrol_pl.train.summary import RunSummary
 
 
-PROBE_TRAINING = HeadTrainingConfig(steps=300, replay=None)
+PROBE_TRAINING = HeadConfig(steps=300, replay=None)
 """The probe's head recipe: the trainer's (``head.*``), fitted once on the whole fit part."""
 
 
@@ -63,8 +63,8 @@ class ProbeSettings:
     """How a probe head is trained and calibrated at each detection length."""
 
     hidden_dim: int = 256
-    """Head width (conf/model/tiny.yaml ``head_hidden_dim``)."""
-    training: HeadTrainingConfig = field(default_factory=lambda: replace(PROBE_TRAINING))
+    """Head width (the trainer's ``head.hidden_dim``)."""
+    training: HeadConfig = field(default_factory=lambda: replace(PROBE_TRAINING))
     """BCE minibatch steps, learning rate, minibatch size."""
     calibration_bins: int | None = None
     """B of the binned calibrator; None: one bin per 32 calibration rollouts, at most 128 (the density of the

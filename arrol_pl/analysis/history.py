@@ -68,6 +68,31 @@ def history_curve(run_dir: Path, tag: str) -> list[tuple[float, float]]:
     return ([(0.0, before)] if before is not None else []) + points
 
 
+def curve_band(curves: Sequence[Sequence[tuple[float, float]]], points: int = 50
+               ) -> tuple[list[float], list[float], list[float]]:
+    """Several runs' ``(seconds, value)`` curves (one arm, different seeds) on one time grid: ``(grid, mean, sd)``.
+    Each curve is interpolated linearly between its points; the grid runs from 0 to the end of the shortest curve,
+    so every point averages all of them. ``sd`` is the sample standard deviation over the curves (0 for one)."""
+    curves = [sorted(c) for c in curves if c]
+    if not curves:
+        raise ValueError("no curve to average")
+    end = min(c[-1][0] for c in curves)
+    grid = [end * i / (points - 1) for i in range(points)] if points > 1 and end > 0 else [0.0]
+
+    def at(curve: Sequence[tuple[float, float]], t: float) -> float:
+        if t <= curve[0][0]:
+            return curve[0][1]
+        for (t0, v0), (t1, v1) in zip(curve, curve[1:]):
+            if t <= t1:
+                return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+        return curve[-1][1]
+
+    values = [[at(c, t) for c in curves] for t in grid]
+    mean = [sum(v) / len(v) for v in values]
+    sd = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
+    return grid, mean, sd
+
+
 def _median(values: Iterable[float]) -> float:
     kept = [v for v in values if v is not None and math.isfinite(v)]
     return statistics.median(kept) if kept else 0.0

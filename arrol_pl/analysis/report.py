@@ -26,9 +26,21 @@ def screen_rows(s: RunSummary) -> list[tuple[str, str]]:
     return rows
 
 
+def gain_text(s: RunSummary) -> str:
+    """The held-out gain with its standard error and whether it clears two of them."""
+    g = s.heldout_gain()
+    if g is None:
+        return "n/a"
+    paired = "paired by problem" if len(s.heldout_per_problem_before) == len(s.heldout_per_problem_after) > 1 \
+        else "unpaired"
+    beyond = "beyond" if s.learned() else "within"
+    return f"{g[0]:+.3f} ± {_fmt(g[1])} ({paired}): {beyond} two standard errors"
+
+
 def print_summary(s: RunSummary, out_dir: Path) -> None:
     rows = [
         ("held-out accuracy (avg@4, T=1)", f"{_fmt(s.heldout_accuracy_before)} → {_fmt(s.heldout_accuracy_after)}"),
+        ("held-out gain (± its standard error)", gain_text(s)),
         ("held-out accuracy (greedy)", f"{_fmt(s.heldout_greedy_accuracy_before)} → {_fmt(s.heldout_greedy_accuracy_after)}"),
         ("train accuracy (first step → last 10)", f"{_fmt(s.train_accuracy_first)} → {_fmt(s.train_accuracy_last10)}"),
         ("keep ratio after cold start (target)", f"{_fmt(s.keep_ratio_mean)} ({_fmt(s.keep_ratio_target, '.2f')})"),

@@ -94,9 +94,7 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
         gain = [runs[x].heldout_accuracy_after - runs[x].heldout_accuracy_before for x in seeds]
         paired = [runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
                   for x in seeds if base is not None and x in base]
-        gain_se = [math.hypot(*(float("nan") if v is None else v for v in (runs[x].heldout_accuracy_se_before,
-                                                                            runs[x].heldout_accuracy_se_after)))
-                   for x in seeds]  # before and after are separate evaluations of the same problems
+        gain_se = [(runs[x].heldout_gain() or (math.nan, math.nan))[1] for x in seeds]
         rec = {"arm": arm, "seeds": seeds, "after": mean_sd_se(after), "gain": mean_sd_se(gain),
                "gain_per_seed": gain, "gain_se_per_seed": gain_se, "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
                "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
@@ -128,3 +126,25 @@ class AggregateSummaries(Callback):
         (sweep_dir / "summary_table.md").write_text(markdown)
         (sweep_dir / "summary_table.json").write_text(json.dumps(records, indent=2))
         print(f"\n{markdown}\n(written to {sweep_dir / 'summary_table.md'})")
+        figure = write_wallclock(sweep_dir)
+        if figure:
+            print(f"wall-clock figure: {figure}")
+
+
+def write_wallclock(sweep_dir: Path) -> Path | None:
+    """The sweep's wall-clock figure beside its table (``wallclock.png``): held-out accuracy when every job evaluated
+    during training, else training reward (smoothed); one curve per arm, a band over its seeds. None (with a
+    warning) when the jobs have no curves to draw."""
+    from arrol_pl.analysis.wallclock import default_tag, expand, group, plot_wallclock
+
+    runs = expand([sweep_dir])
+    if not runs:
+        logger.warning("no wall-clock figure for %s: no job directories", sweep_dir)
+        return None
+    tag = default_tag(runs)
+    try:
+        return plot_wallclock(group(runs, by_arm=True), sweep_dir / "wallclock.png", tag,
+                              smoothing=0.0 if tag == "heldout/accuracy" else 0.8)
+    except (KeyError, FileNotFoundError, ValueError) as exc:
+        logger.warning("no wall-clock figure for %s: %s", sweep_dir, exc)
+        return None

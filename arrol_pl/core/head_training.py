@@ -22,13 +22,16 @@ from arrol_pl.core.quality_head import QualityHead, check_head_input
 
 
 @dataclass
-class HeadTrainingConfig:
-    """The quality head's input and training recipe (the trainer's ``head:`` config group; the probe's
-    ``training``, where ``input`` is unused: the probe names its feature kinds itself)."""
+class HeadConfig:
+    """The quality head: what it reads, its width and its online training recipe (the trainer's ``head:``
+    section; the probe's ``training``, where ``input`` and ``hidden_dim`` are unused: the probe names its feature
+    kinds and width itself)."""
 
     input: str = "last"
     """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`): ``last`` (the paper's final-layer
     hidden state), ``stats`` (prefix log-prob statistics) or ``last+stats``."""
+    hidden_dim: int = 256
+    """Hidden width of the 2-layer MLP (the prompt screen's head takes the same)."""
     lr: float = 1e-3
     """AdamW learning rate."""
     steps: int = 8
@@ -42,7 +45,7 @@ class HeadTrainingConfig:
         check_head_input(self.input)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
-        for key in ("steps", "batch_size"):
+        for key in ("hidden_dim", "steps", "batch_size"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.replay is not None and self.replay < 1:

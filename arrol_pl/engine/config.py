@@ -15,15 +15,16 @@ LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 @dataclass
 class EngineConfig:
     """The vLLM rollout engine. In a training run the trainer sets ``model`` (the policy of ``model.*``),
-    ``seed`` (``trainer.seed``), ``head_hidden_dim`` (``model.head_hidden_dim``) and ``logprobs_mode``
+    ``seed`` (``trainer.seed``), ``head_hidden_dim`` (``head.hidden_dim``) and ``logprobs_mode``
     (processed: the trainer's log-probs are temperature-scaled)."""
 
     model: str | None = None
     """Path of an HF model directory (Qwen3 and other vLLM-supported causal LMs); required to start one."""
     tokenizer: str | None = None
     """Tokenizer directory; defaults to ``model``."""
-    detect_length: int = 16
-    """L_detect: generated length at which rollouts are scored and pruned (< algo.max_response_tokens)."""
+    detect_length: int = 12
+    """L_detect: generated length at which rollouts are scored and pruned (< algo.max_response_tokens); the paper's
+    512 of 8192-token responses, here a quarter of the default's 48."""
     dtype: str = "float32"
     """float32 (CPU default: exact parity with the trainer) | bfloat16 (GPU) | float16 | auto."""
     max_model_len: int | None = None

@@ -39,11 +39,11 @@ class ArithmeticConfig:
     """Most numbers in an expression."""
     min_digits: int = 1
     """Fewest digits of a number."""
-    max_digits: int = 3
+    max_digits: int = 1
     """Most digits of a number."""
     operators: str = "+-"
     """Operators to draw from, any of ``+``, ``-``, ``*``."""
-    n_train: int = 4096
+    n_train: int = 2048
     """Training problems."""
     n_heldout: int = 256
     """Held-out problems (accuracy before/after training)."""

@@ -1,20 +1,24 @@
 """Typed run configuration (litgpt-style): every field documented, combinations validated before any
-model loads, messages naming the config key. Hydra composes the YAML in ``conf/``; :func:`load_run_config`
-merges it onto these dataclasses (an unknown key or a wrong type fails with its full key) and builds the
-objects, whose ``__post_init__`` checks values.
+model loads, messages naming the config key. The defaults here are the default experiment's (``make run``:
+the tiny policy on the arithmetic task on CPU) and live nowhere else: registered with Hydra as
+:data:`SCHEMA`, they are what the YAML presets in ``conf/`` compose onto, and each preset states only what it
+changes. :func:`load_run_config` builds the objects, whose ``__post_init__`` checks values.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
-from arrol_pl.core.head_training import HeadTrainingConfig
+from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.engine.config import EngineConfig
@@ -67,22 +71,26 @@ class TinyModelConfig:
 class WarmStartConfig:
     """Supervised warm start of the tiny policy so RL starts with a pass rate inside (0, 1)."""
 
-    steps: int = 300
-    """Optimizer steps of supervised training on worked solutions (0 disables)."""
+    steps: int = 1000
+    """Optimizer steps of supervised training on worked solutions (0 disables); it stops early once the sampled
+    pass rate is inside ``target_pass_rate``."""
     batch_size: int = 32
     """Sequences per step."""
     lr: float = 3e-3
     """AdamW learning rate."""
-    target_pass_rate: tuple[float, float] = (0.2, 0.8)
-    """Sampled pass rate the warm start aims for; it stops early once inside and reports otherwise."""
+    target_pass_rate: tuple[float, float] = (0.25, 0.6)
+    """Sampled pass rate the warm start aims for (RL then starts with mixed groups); it stops early once inside
+    and reports otherwise."""
     check_every: int = 50
     """Steps between pass-rate checks."""
 
 
 @dataclass
 class ModelConfig:
-    """The policy (and frozen reference) and the quality head."""
+    """The policy (and its frozen reference)."""
 
+    name: str = "tiny"
+    """Label of the preset: tiny | hf (a local directory: ``model.path`` required) | smollm2."""
     path: str | None = None
     """An HF causal-LM directory; None builds the tiny local policy (``tiny``) with a warm start, or uses ``pretrained``."""
     pretrained: str | None = None
@@ -92,8 +100,6 @@ class ModelConfig:
     """Architecture of the tiny policy."""
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     """Supervised warm start of the tiny policy."""
-    head_hidden_dim: int = 256
-    """Hidden width of the quality head MLP."""
     trainable_layers: int | None = None
     """Train only the top this-many decoder blocks and the final norm (None: every parameter); the rest
     (embeddings, tied LM head, lower blocks) stays frozen and only the trained tensors are synced into the
@@ -102,8 +108,9 @@ class ModelConfig:
     """Where built tokenizers, tiny models and warm starts are cached."""
 
     def __post_init__(self) -> None:
-        if self.head_hidden_dim < 1:
-            raise ConfigError(f"model.head_hidden_dim must be >= 1, got {self.head_hidden_dim}")
+        if self.name == "hf" and self.path is None:
+            raise ConfigError("model.path must be set (e.g. model.path=/models/Qwen3-1.7B-Base): model=hf reads a local "
+                              "transformers directory and has no default")
         if self.trainable_layers is not None and self.trainable_layers < 1:
             raise ConfigError(f"model.trainable_layers must be >= 1 or null (every layer), got {self.trainable_layers}")
         if self.pretrained is not None:
@@ -216,14 +223,14 @@ class AlgoConfig:
     rollout_is_cap: float | None = None
     """Truncated importance sampling: weight each token's policy loss by min(π_old / π_engine, cap) to
     correct for the engine's sampling numerics (verl's TIS; e.g. 2.0). None: off."""
-    max_response_tokens: int = 64
-    """Longest response."""
+    max_response_tokens: int = 48
+    """Longest response (the paper: 8192)."""
     temperature: float = 1.0
     """Sampling temperature of the rollouts (log-probs use the same)."""
     top_p: float = 1.0
     """Nucleus sampling."""
-    lr: float = 1e-4
-    """Policy learning rate (AdamW)."""
+    lr: float = 3e-4
+    """Policy learning rate (AdamW); the tiny policy's. A pretrained policy takes less (``+exp=smollm2_setting``: 1e-4)."""
     weight_decay: float = 0.0
     """AdamW weight decay of the policy."""
     grad_clip: float = 1.0
@@ -375,13 +382,13 @@ class TrainerConfig:
 class RunConfig:
     """One experiment."""
 
-    name: str = "arrol"
-    """Run label (TensorBoard and tables)."""
+    name: str = "arrol-grpo"
+    """Run label (TensorBoard, tables and the run directory's name)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
-    head: HeadTrainingConfig = field(default_factory=HeadTrainingConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
@@ -395,7 +402,7 @@ class RunConfig:
         # What the trainer needs of its engine, recorded here so that summary.json shows what ran: the run's seed,
         # the head's width and input, and the log-probs of the distribution actually sampled (the trainer's are
         # T-scaled).
-        self.engine = replace(self.engine, seed=self.trainer.seed, head_hidden_dim=self.model.head_hidden_dim,
+        self.engine = replace(self.engine, seed=self.trainer.seed, head_hidden_dim=self.head.hidden_dim,
                               head_input=self.head.input, logprobs_mode="processed_logprobs")
         if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
             raise ConfigError(
@@ -432,14 +439,54 @@ class RunConfig:
             )
 
 
+SCHEMA = "run_schema"
+"""The name under which :class:`RunConfig` is registered with Hydra: ``conf/config.yaml`` composes onto it, so the
+dataclasses above are the one home of every default (a preset states only what it changes) and every key can be
+overridden without a ``+``. A wrong type is refused while Hydra composes; a key no dataclass has, even added with
+``+``, by :func:`load_run_config`."""
+
+OPTION_SCHEMAS = ("arithmetic", "jsonl")
+"""Adapters whose ``data.options`` dataclass (their ``OPTIONS``) is registered with Hydra as
+``data_options/<adapter>``: a data preset selects it (``defaults: [/data_options/arithmetic@options]``) so the
+options' defaults stay in the adapter and each of them can be overridden without a ``+``."""
+
+_store = ConfigStore.instance()
+_store.store(name=SCHEMA, node=RunConfig)
+for _name in OPTION_SCHEMAS:
+    _options = OmegaConf.structured(registry.adapter_options(_name))
+    OmegaConf.set_readonly(_options, False)  # a frozen dataclass (ArithmeticConfig) still takes a preset's values
+    _store.store(group="data_options", name=_name, node=_options)
+
+
 def prompts_drawn_per_step(run: RunConfig) -> int:
     """Prompts the stream gives each step: B, or more when the group screen oversamples."""
     return run.pruning.screen.counts(run.algo.prompts_per_step)[0]
 
 
+def unknown_keys(node: Any, cls: type, prefix: str = "") -> list[str]:
+    """Keys of ``node`` (a plain nested dict) that the dataclass ``cls`` has no field for, with their full paths.
+    Hydra's ``+key=value`` adds a key even to a typed node, and the typed object would drop it without a word."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    out = []
+    for key, value in node.items():
+        if key not in names:
+            out.append(f"{prefix}{key}")
+        elif isinstance(value, dict) and dataclasses.is_dataclass(hints[key]):
+            out += unknown_keys(value, hints[key], f"{prefix}{key}.")
+    return out
+
+
 def load_run_config(cfg: DictConfig | dict) -> RunConfig:
     """Merge a composed Hydra config onto :class:`RunConfig` and validate it; raises :class:`ConfigError`."""
     node = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
+    if not OmegaConf.missing_keys(node):
+        # plain containers: an adapter's typed data.options (data_options/<adapter>) stays the dict DataConfig holds
+        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    unknown = unknown_keys(OmegaConf.to_container(node, resolve=False), RunConfig)
+    if unknown:
+        raise ConfigError(f"{', '.join(unknown)}: no such key (a typo? the keys and their defaults are the fields of "
+                          "RunConfig in arrol_pl/train/config.py and of the dataclasses it holds)")
     try:
         # A missing value (``path: ???``) merged onto a dataclass default keeps the default: refuse it first.
         missing = sorted(OmegaConf.missing_keys(node))

@@ -1,4 +1,4 @@
-"""Several ranks (issue 14): what the ranks of one training step share, as functions over a process group.
+"""Several ranks: what the ranks of one training step share, as functions over a process group.
 
 Decisions (the colocated layout of verl and TRL: every rank generates, trains and holds an engine):
 - Prompts are shared out as whole groups, interleaved like ``DistributedSampler``: rank ``r`` of ``W`` takes

@@ -140,6 +140,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         heldout_problems=after.problems if after else 0,
         heldout_samples=after.samples if after else 0,
         heldout_per_problem_after=list(after.per_problem) if after else [],
+        heldout_per_problem_before=list(before.per_problem) if before else [],
         train_accuracy_first=history[0].get("reward/accuracy") if history else None,
         train_accuracy_last10=mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
         keep_ratio_target=run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,

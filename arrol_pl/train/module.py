@@ -57,7 +57,7 @@ class ArrolModule(L.LightningModule):
         self.policy = policy.train()  # from_pretrained returns eval mode; Lightning warns before on_train_start
         if cfg.model.trainable_layers is not None:
             phases.freeze_lower_layers(policy, cfg.model.trainable_layers)
-        self.head = QualityHead.for_input(cfg.head.input, policy.config.hidden_size, cfg.model.head_hidden_dim)
+        self.head = QualityHead.for_input(cfg.head.input, policy.config.hidden_size, cfg.head.hidden_dim)
         self.calibrator = cfg.pruning.make_calibrator()
         self.engine = engine
         self.reward = reward
@@ -67,7 +67,7 @@ class ArrolModule(L.LightningModule):
         self.replay = FeatureReplay(cfg.head.replay)
         self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.head.lr)
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
-        self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.model.head_hidden_dim, cfg.head, cfg.pruning,
+        self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.head.hidden_dim, cfg.head, cfg.pruning,
                                           cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
         """The group screen's prompt stage (:mod:`.screening`); None without it."""
         self.history: list[dict[str, float]] = []

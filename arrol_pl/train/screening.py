@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
+from arrol_pl.core.head_training import FeatureReplay, HeadConfig, head_quality, head_update
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.core.screening import (AuditCounts, GroupScreen, ScreenConfig, audit_mask, select_groups,
@@ -31,7 +31,7 @@ from arrol_pl.core.screening import (AuditCounts, GroupScreen, ScreenConfig, aud
 class PromptScorer:
     """The prompt stage's head (on the last prompt token's hidden state), calibrator, replay window and optimizer."""
 
-    def __init__(self, hidden_size: int, hidden_dim: int, head: HeadTrainingConfig, pruning: PruningConfig,
+    def __init__(self, hidden_size: int, hidden_dim: int, head: HeadConfig, pruning: PruningConfig,
                  seed: int) -> None:
         self.head = QualityHead.for_input("last", hidden_size, hidden_dim)
         self.calibrator = pruning.make_calibrator()

@@ -39,6 +39,9 @@ class RunSummary:
     heldout_per_problem_after: list[float] = field(default_factory=list)
     """Held-out avg@k of each problem after training (``HeldoutResult.per_problem``): the results page pairs two
     arms' evaluations by problem with it."""
+    heldout_per_problem_before: list[float] = field(default_factory=list)
+    """Held-out avg@k of each problem before training, in the same order: :meth:`heldout_gain` pairs it with the
+    after figures."""
     train_accuracy_first: float | None = None
     """Training accuracy (over survivors) of the first step."""
     train_accuracy_last10: float | None = None
@@ -100,6 +103,28 @@ class RunSummary:
     """The whole :class:`~arrol_pl.train.config.RunConfig`, as a dict."""
     run_dir: str | None = field(default=None, metadata={"file": False})
     """The directory the record was read from (not written to the file)."""
+
+    def heldout_gain(self) -> tuple[float, float] | None:
+        """Held-out accuracy after minus before and its standard error: over the per-problem differences when
+        both evaluations recorded them (the same problems, so what the problems share cancels), else the two
+        standard errors combined as if independent (an overestimate). ``None`` without both evaluations."""
+        if self.heldout_accuracy_before is None or self.heldout_accuracy_after is None:
+            return None
+        gain = self.heldout_accuracy_after - self.heldout_accuracy_before
+        before, after = self.heldout_per_problem_before, self.heldout_per_problem_after
+        if len(before) == len(after) > 1:
+            diffs = [a - b for a, b in zip(after, before)]
+            mean = sum(diffs) / len(diffs)
+            sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+            return gain, sd / math.sqrt(len(diffs))
+        ses = (self.heldout_accuracy_se_before, self.heldout_accuracy_se_after)
+        return gain, math.hypot(*(float("nan") if v is None else v for v in ses))
+
+    def learned(self) -> bool | None:
+        """Whether held-out accuracy rose by more than two standard errors of :meth:`heldout_gain` (``None``:
+        not evaluated before and after)."""
+        g = self.heldout_gain()
+        return None if g is None else g[0] > 2 * g[1]
 
     def to_json(self) -> dict[str, Any]:
         """What ``summary.json`` holds."""

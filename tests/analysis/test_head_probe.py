@@ -31,7 +31,7 @@ from arrol_pl.analysis.head_probe import (
     split_by_problem,
 )
 from arrol_pl.core.calibration import BinnedCalibrator
-from arrol_pl.core.head_training import HeadTrainingConfig
+from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.quality_head import QualityHead
 
 
@@ -90,7 +90,7 @@ def _synthetic(separable: bool, problems: int = 200, group: int = 8, dim: int = 
 
 def test_probe_on_separable_features_ranks_correct_rollouts_first():
     features, labels, problems = _synthetic(separable=True)
-    settings = ProbeSettings(hidden_dim=32, training=HeadTrainingConfig(steps=300, lr=1e-2, replay=None))
+    settings = ProbeSettings(hidden_dim=32, training=HeadConfig(steps=300, lr=1e-2, replay=None))
     test, calibration = problem_parts(problems, settings)
     eligible = torch.ones_like(labels, dtype=torch.bool)
     confidence = torch.randn(labels.numel(), dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -105,7 +105,7 @@ def test_probe_on_separable_features_ranks_correct_rollouts_first():
 
 def test_probe_on_random_features_finds_no_signal():
     features, labels, problems = _synthetic(separable=False)
-    settings = ProbeSettings(hidden_dim=32, training=HeadTrainingConfig(steps=200, lr=1e-2, replay=None))
+    settings = ProbeSettings(hidden_dim=32, training=HeadConfig(steps=200, lr=1e-2, replay=None))
     test, calibration = problem_parts(problems, settings)
     eligible = torch.ones_like(labels, dtype=torch.bool)
     r = evaluate_length(4, features, labels, torch.zeros(labels.numel()), eligible, test, calibration, settings)
@@ -118,7 +118,7 @@ def test_only_rollouts_longer_than_L_enter_the_probe_and_empty_parts_give_nan():
     features, labels, problems = _synthetic(separable=True, problems=40)
     response_lengths = torch.tensor([2, 9] * (labels.numel() // 2))
     logprobs = [[{0: -0.1, 1: -2.0}] * n for n in response_lengths.tolist()]
-    settings = ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=50, replay=None), calibration_fraction=0.0)
+    settings = ProbeSettings(hidden_dim=16, training=HeadConfig(steps=50, replay=None), calibration_fraction=0.0)
     results = probe_lengths({1: features, 4: features, 9: features}, labels, response_lengths, problems, logprobs,
                             [1, 4, 9], settings, fractions=[0.1, 0.4, 0.9])
     assert [r.n_eligible for r in results] == [labels.numel(), labels.numel() // 2, 0]
@@ -186,7 +186,7 @@ def test_probe_settings_name_the_bad_field():
     with pytest.raises(ValueError, match="calibration_fraction"):
         ProbeSettings(calibration_fraction=-0.1)
     with pytest.raises(ValueError, match=r"^steps must be >= 1"):
-        HeadTrainingConfig(steps=0)
+        HeadConfig(steps=0)
 
 
 def _tiny_qwen(layers: int = 4):
@@ -269,7 +269,7 @@ def test_evaluate_length_reports_within_group_auc_and_the_replay():
     eligible = torch.ones(320, dtype=torch.bool)
     test, calibration = problem_parts(problems, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
     r = evaluate_length(4, features, labels, features[:, 1].double(), eligible, test, calibration,
-                        ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=100, lr=1e-2, replay=None)), standardize=True, groups=problems)
+                        ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)), standardize=True, groups=problems)
     assert r.head_within_auc > 0.9 and 0.3 < r.deepconf_within_auc < 0.7
     assert set(r.balance) == {"arrol_global", "arrol_group", "arrol_spread", "random", "none"}
     json.dumps(r.row(), allow_nan=False)
@@ -289,7 +289,7 @@ def test_replay_votes_an_informative_head_outvotes_a_wrong_majority():
     test, calibration = problem_parts(groups, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
     out = replay_votes(end, detect, labels, torch.ones(320, dtype=torch.bool), groups, classes,
                        torch.ones(320, dtype=torch.float64), test, calibration,
-                       ProbeSettings(hidden_dim=16, training=HeadTrainingConfig(steps=100, lr=1e-2, replay=None)))
+                       ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)))
     assert out["problems"] == {"n": float(int(test.view(40, 8)[:, 0].sum())), "k": 8.0}
     assert out["majority"]["accuracy"] == 0.0 and out["deepconf"]["accuracy"] == 0.0  # equal weights: majority
     assert out["arrol_end"]["accuracy"] == 1.0 and out["arrol_end"]["vs_majority"] == 1.0

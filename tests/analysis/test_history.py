@@ -80,3 +80,16 @@ def test_phase_verdict_separates_fixed_cost_from_token_work():
     assert v["met"] and history.phase_verdict_text(v, "ARRoL").endswith("met.")
     few = history.step_medians([step(3.0, 0.8, 0.7, trained=800, keep=0.5)], 0)
     assert "shrinks only 1.25×" in history.phase_verdict_text(history.phase_verdict(base, few, "log-prob", 1.9), "ARRoL")
+
+
+def test_curve_band_averages_seeds_on_a_common_grid_up_to_the_shortest_run():
+    a = [(0.0, 0.2), (10.0, 0.4), (20.0, 0.6)]
+    b = [(0.0, 0.2), (5.0, 0.2), (15.0, 0.4)]  # ends first: the grid stops at 15 s
+    grid, mean, sd = history.curve_band([a, b], points=4)
+    assert grid == [0.0, 5.0, 10.0, 15.0]
+    # a at 5 s: halfway from 0.2 to 0.4 → 0.3; b at 10 s: halfway from 0.2 (5 s) to 0.4 (15 s) → 0.3
+    assert mean == pytest.approx([0.2, 0.25, 0.35, 0.45])
+    assert sd[0] == 0.0 and sd[1] == pytest.approx(0.1 / math.sqrt(2))
+    assert history.curve_band([a], points=3)[2] == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="no curve"):
+        history.curve_band([[]])

@@ -411,10 +411,15 @@ def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_di
                          0.36, 0.49, {"prompt": audit, "cost_share": 0.05})
         write_screen_run(results_dir, "arrol_screen", seed, grpo, {"policy": "arrol", "screen": {"stages": "detect"}},
                          0.30, 0.60, {"detect": {**audit, "screened_zero": 7}, "cost_share": 0.30})
+        write_screen_run(results_dir, "arrol_screen_prompt", seed, grpo,
+                         {"policy": "arrol", "screen": {"stages": "prompt"}}, 0.34, 0.55,
+                         {"prompt": audit, "cost_share": 0.04}, steps=50)
     text = results.build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 12.")[1]
-    for title in ("DAPO with refill", "ARRoL", "ARRoL + detect screen", "GRPO + prompt screen"):
+    for title in ("DAPO with refill", "ARRoL", "ARRoL + prompt screen", "ARRoL + detect screen", "GRPO + prompt screen"):
         assert f"### {title} vs GRPO" in section
+    assert "ARRoL + prompt screen took 1.25× GRPO's steps" in section
+    assert "+0.040 ±" in claim_lines(text, "Fig. 4 on SmolLM2-135M, ARRoL + prompt screen")[0]
     assert "DAPO with refill took 0.75× GRPO's steps" in section
     missing = section.split("### ARRoL vs GRPO")[1].split("###")[0]
     assert "Not run" in missing and "needs a `+arm=grpo` and a `+arm=arrol` job" in missing, "no plain ARRoL runs"
@@ -435,9 +440,26 @@ def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_di
     assert "progress 0.67" in prompt_audit and "**reproduced**" in prompt_audit
     detect_audit = claim_lines(text, "Screen audit, ARRoL + detect screen, detect stage")[0]
     assert "0.700 had zero advantage" in detect_audit and "**not reproduced**" in detect_audit  # progress 0
-    assert section.count("| prompt | 20 |") == 2 and "| 0 | GRPO + prompt screen | 0.510 | 1.70× | 0.050 |" in section
+    assert section.count("| prompt | 20 |") == 4 and "| 0 | GRPO + prompt screen | 0.510 | 1.70× | 0.050 |" in section
 
 
 def test_screen_section_says_how_to_run_it(results_dir: Path, tmp_path: Path):
     text = results.build_page(results_dir, tmp_path / "page.md")
     assert "--only screen page" in text.split("## 12.")[1]
+
+
+def test_screen_section_leaves_out_pilot_arms_that_did_not_run(results_dir: Path, tmp_path: Path):
+    grpo = {"name": "grpo", "dynamic_sampling_refill": False}
+    write_screen_run(results_dir, "grpo", 0, grpo, {"policy": "none"}, 0.30, 0.70)
+    write_screen_run(results_dir, "arrol_screen_prompt", 0, grpo, {"policy": "arrol", "screen": {"stages": "prompt"}},
+                     0.32, 0.60, {"cost_share": 0.04})
+    # a run from before the screen's cost was recorded: its cost is unknown, not -inf
+    write_screen_run(results_dir, "grpo", 1, grpo, {"policy": "none"}, 0.30, 0.70)
+    write_screen_run(results_dir, "arrol_screen_prompt", 1, grpo, {"policy": "arrol", "screen": {"stages": "prompt"}},
+                     0.32, 0.60)
+    text = results.build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 12.")[1]
+    assert "### ARRoL + prompt screen vs GRPO" in section and "### DAPO with refill vs GRPO" in section
+    assert "detect screen vs GRPO" not in section and "### GRPO + prompt screen" not in section
+    cost = claim_lines(text, "Group screening, ARRoL + prompt screen")[0]
+    assert "the screen costing 0.040 of the step (1 of 2 runs recorded it)" in cost and "-inf" not in section

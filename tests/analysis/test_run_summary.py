@@ -38,3 +38,21 @@ def test_sweep_table_reads_the_records(tmp_path):
     assert [r["run"] for r in records] == ["pruning.keep_ratio=1.0", "pruning.keep_ratio=0.5"]
     assert [r["speedup"] for r in records] == [1.0, 2.0]
     assert "every run: `trainer.max_steps=3`" in markdown
+
+
+def test_the_held_out_gain_pairs_by_problem_and_says_whether_it_clears_two_standard_errors():
+    before, after = [0.0, 0.25, 0.5, 0.25] * 8, [0.25, 0.5, 0.75, 0.25] * 8
+    s = RunSummary(heldout_accuracy_before=sum(before) / 32, heldout_accuracy_after=sum(after) / 32,
+                   heldout_accuracy_se_before=0.05, heldout_accuracy_se_after=0.05,
+                   heldout_per_problem_before=before, heldout_per_problem_after=after)
+    gain, se = s.heldout_gain()
+    diffs = [a - b for a, b in zip(after, before)]  # 0.25 on three problems of four, 0 on the fourth
+    mean = sum(diffs) / 32
+    assert gain == pytest.approx(mean) and gain == pytest.approx(0.1875)
+    assert se == pytest.approx((sum((d - mean) ** 2 for d in diffs) / 31) ** 0.5 / 32 ** 0.5)
+    assert se < 0.05 and s.learned() is True  # the problems' shared difficulty cancels in the pairs
+    # Without per-problem records (runs written before them) the two standard errors combine as if independent.
+    old = RunSummary(heldout_accuracy_before=0.2, heldout_accuracy_after=0.3,
+                     heldout_accuracy_se_before=0.03, heldout_accuracy_se_after=0.04)
+    assert old.heldout_gain() == pytest.approx((0.1, 0.05)) and old.learned() is False
+    assert RunSummary(heldout_accuracy_after=0.3).heldout_gain() is None and RunSummary().learned() is None

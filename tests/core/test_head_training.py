@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.head_training import FeatureReplay, HeadTrainingConfig, head_quality, head_update
+from arrol_pl.core.head_training import FeatureReplay, HeadConfig, head_quality, head_update
 from arrol_pl.core.confidence import PREFIX_STATISTICS
 from arrol_pl.core.quality_head import HEAD_INPUTS, QualityHead, head_input_dim
 
@@ -67,9 +67,9 @@ def test_head_quality_names_its_metrics_without_a_prefix_and_nan_where_undefined
 
 def test_head_training_config_names_the_bad_key():
     with pytest.raises(ValueError, match=r"^lr must be > 0"):
-        HeadTrainingConfig(lr=0.0)
+        HeadConfig(lr=0.0)
     with pytest.raises(ValueError, match=r"^replay must be >= 1 or null"):
-        HeadTrainingConfig(replay=0)
+        HeadConfig(replay=0)
 
 
 def test_save_and_load_round_trip(tmp_path):
@@ -84,10 +84,10 @@ def test_save_and_load_round_trip(tmp_path):
 def test_head_inputs_name_their_width_and_bad_kinds_are_named():
     assert [head_input_dim(kind, 64) for kind in HEAD_INPUTS] == [64, len(PREFIX_STATISTICS), 64 + len(PREFIX_STATISTICS)]
     with pytest.raises(ValueError, match=r"^input='mean'; choose one of"):
-        HeadTrainingConfig(input="mean")
+        HeadConfig(input="mean")
     with pytest.raises(ValueError, match="input='hidden'"):
         head_input_dim("hidden", 64)
-    assert HeadTrainingConfig(input="last+stats").input == "last+stats"
+    assert HeadConfig(input="last+stats").input == "last+stats"
 
 
 def test_a_stats_head_z_scores_its_input_with_stored_moments():

@@ -50,7 +50,7 @@ def test_gsm8k_preset_trains_on_train_and_holds_out_test():
 
 def test_arithmetic_options_do_not_leak_into_another_adapter():
     with pytest.raises(ConfigError) as info:
-        compose_run("data.name=jsonl", f"+data.path={GSM8K}")
+        compose_run("data.name=jsonl", f"data.path={GSM8K}")
     message = str(info.value)
     assert "data.options.min_operands is not an option of data.name=jsonl" in message
     assert "hub_id, hub_config" in message and "data=jsonl" in message
@@ -60,7 +60,7 @@ def test_arithmetic_options_do_not_leak_into_another_adapter():
 
 @pytest.mark.parametrize("overrides, key", [
     (["data=jsonl"], "data.path must be set"),
-    (["+data.prompt_field=question"], "data.prompt_field does not apply to data.name=arithmetic"),
+    (["data.prompt_field=question"], "data.prompt_field does not apply to data.name=arithmetic"),
     (["data=jsonl", f"data.path={GSM8K}", "data.answer_pattern='####'"], "data.answer_pattern"),
     (["data=jsonl", f"data.path={GSM8K}", "data.name=gsm9k"], "data.name"),
     (["data=dapo_math", "data.heldout_name=math501"], "data.heldout_name"),

@@ -1,12 +1,15 @@
+import dataclasses
 import importlib
 import re
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.config import ConfigError, RunConfig, load_run_config
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf")
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF) / "exp").glob("*.yaml"))
@@ -85,7 +88,6 @@ def test_algo_presets():
     ("algo.advantage=gae", "algo.advantage"),
     ("algo.group_size=1", "algo.group_size"),
     ("algo.loss_agg_mode=sum", "algo.loss_agg_mode"),
-    ("algo.group_size=many", "algo.group_size"),
     ("algo.ppo_mini_batch_size=5", "algo.ppo_mini_batch_size"),  # does not divide prompts_per_step=16
     ("algo.ppo_mini_batch_size=0", "algo.ppo_mini_batch_size"),
     ("algo.ppo_epochs=0", "algo.ppo_epochs"),
@@ -103,12 +105,19 @@ def test_algo_presets():
     ("head.steps=0", "head.steps must be >= 1"),
     ("head.replay=0", "head.replay must be >= 1"),
     ("trainer.eval_samples=0", "trainer.eval_samples"),
-    ("+data.prompt_template=no-placeholder", "data.prompt_template"),
-    ("+data.stop=['']", "data.stop"),
+    ("data.prompt_template=no-placeholder", "data.prompt_template"),
+    ("data.stop=['']", "data.stop"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         compose_run(*override.split())
+
+
+def test_a_wrong_type_is_refused_while_hydra_composes_naming_the_key():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match=r"algo\.group_size=many"):
+        compose_run("algo.group_size=many")
 
 
 def test_a_pretrained_policy_and_a_path_are_exclusive():
@@ -149,14 +158,14 @@ def test_the_spread_equal_time_preset_changes_only_the_pruning_and_runs_seed_maj
 def test_the_engine_group_is_the_engines_own_config():
     from arrol_pl.engine.config import EngineConfig
 
-    run = compose_run("+engine.max_num_batched_tokens=512")
+    run = compose_run("engine.max_num_batched_tokens=512")
     assert type(run.engine) is EngineConfig and run.engine.max_num_batched_tokens == 512
-    run = compose_run("trainer.seed=7", "model.head_hidden_dim=64")
+    run = compose_run("trainer.seed=7", "head.hidden_dim=64")
     assert (run.engine.seed, run.engine.head_hidden_dim, run.engine.logprobs_mode) == (7, 64, "processed_logprobs")
     with pytest.raises(ConfigError, match=r"engine\.model and engine\.tokenizer"):
-        compose_run("+engine.model=/models/x")
+        compose_run("engine.model=/models/x")
     with pytest.raises(ConfigError, match=r"engine\.logprobs_mode='final'"):
-        compose_run("+engine.logprobs_mode=final")
+        compose_run("engine.logprobs_mode=final")
 
 
 def test_the_heads_input_reaches_the_engine_and_bad_kinds_are_named():
@@ -165,7 +174,7 @@ def test_the_heads_input_reaches_the_engine_and_bad_kinds_are_named():
     with pytest.raises(ConfigError, match=r"^head\.input='hidden'; choose one of \['last', 'stats', 'last\+stats'\]"):
         compose_run("head.input=hidden")
     with pytest.raises(ConfigError, match=r"engine\.head_input='stats' differs from head\.input='last'"):
-        compose_run("+engine.head_input=stats")
+        compose_run("engine.head_input=stats")
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -198,8 +207,9 @@ def test_several_ranks_need_their_launcher(monkeypatch):
 def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
     base = compose_run("+exp=smollm2_online")
     arms = {"grpo": ("grpo", "none", "none"), "dapo": ("dapo", "none", "none"), "arrol": ("grpo", "arrol", "none"),
-            "arrol_screen": ("grpo", "arrol", "detect"), "grpo_screen": ("grpo", "none", "prompt")}
-    for arm, (algo, policy, stages) in arms.items():
+            "arrol_screen_prompt": ("grpo", "arrol", "prompt")}
+    pilots = {"arrol_screen": ("grpo", "arrol", "detect"), "grpo_screen": ("grpo", "none", "prompt")}
+    for arm, (algo, policy, stages) in {**arms, **pilots}.items():
         run = compose_run("+exp=smollm2_screen", f"+arm={arm}")
         assert (run.algo.name, run.pruning.policy, run.pruning.screen.stages) == (algo, policy, stages)
         assert run.trainer == base.trainer and run.engine == base.engine and run.model == base.model
@@ -209,7 +219,7 @@ def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose("config", overrides=["+exp=smollm2_screen"], return_hydra_config=True)
     assert list(cfg.hydra.sweeper.params) == ["trainer.seed", "+arm"]  # seed-major
-    assert cfg.hydra.sweeper.params["+arm"] == ",".join(arms)
+    assert cfg.hydra.sweeper.params["+arm"] == ",".join(arms)  # the pilot arms run when named
     # a job's directory is named by its overrides: seeds run in different sessions never overwrite each other
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"] == "${hydra.job.override_dirname}"
 
@@ -224,3 +234,56 @@ def test_screen_and_refill_errors_name_the_key(overrides, message):
     with pytest.raises(ConfigError) as err:
         compose_run(*overrides)
     assert message in str(err.value)
+
+
+PRESETS = sorted(str(p.relative_to(CONF)) for p in Path(CONF).glob("*/*.yaml"))
+
+
+def _leaves(node: dict, prefix: str = ""):
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_preset_states_only_what_it_changes(preset, tmp_path):
+    """The typed configs hold every default: a preset line that repeats what the preset builds on (the typed
+    defaults and what its own defaults list selects) is a second copy of a default, and fails here. What it builds
+    on is composed from a copy of conf/ where the preset keeps its defaults list only."""
+    group, name = preset.split("/")[0], Path(preset).stem
+    text = (Path(CONF) / preset).read_text()
+    body = yaml.safe_load(text) or {}
+    bare = {"defaults": body.pop("defaults")} if "defaults" in body else {}
+    body.pop("hydra", None)
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    header = "# @package _global_\n" if "@package _global_" in text else ""
+    (conf / preset).write_text(header + yaml.safe_dump(bare))
+    is_global = bool(header)
+    defaults = yaml.safe_load((Path(CONF) / "config.yaml").read_text())["defaults"]
+    selected = any(isinstance(d, dict) and group in d for d in defaults)  # model=, data=, ...; else +exp=, +arm=
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        base = compose("config", overrides=[f"{group}={name}" if selected else f"+{group}={name}"])
+    base = base if is_global else base[group]
+    restated = []
+    for key, value in _leaves(body):
+        before = OmegaConf.select(base, key, default="<absent>")
+        if isinstance(before, (DictConfig, ListConfig)):
+            before = OmegaConf.to_container(before)
+        if before == value:
+            restated.append(f"{key}: {value!r}")
+    assert not restated, f"conf/{preset} restates what it builds on: {restated}"
+
+
+def test_the_default_experiment_is_the_typed_defaults():
+    """conf/config.yaml selects presets that state nothing: ``make run`` runs RunConfig() as the dataclasses
+    define it, and a key the presets never mention is still overridable without a ``+``."""
+    from arrol_pl.tasks.arithmetic import ArithmeticConfig
+
+    typed = dataclasses.asdict(load_run_config(OmegaConf.structured(RunConfig)))
+    typed["data"]["options"] = dataclasses.asdict(ArithmeticConfig())  # data=arithmetic selects the task's own
+    assert dataclasses.asdict(compose_run()) == typed
+    run = compose_run("trainer.max_minutes=5", "engine.enable_prefix_caching=false")
+    assert run.trainer.max_minutes == 5 and not run.engine.enable_prefix_caching

@@ -1,4 +1,4 @@
-"""Several ranks without an engine (issue 14): two real processes (gloo on CPU; NCCL on two GPUs when there
+"""Several ranks without an engine: two real processes (gloo on CPU; NCCL on two GPUs when there
 are) run ``rank_worker.py`` on one fixed step's rollouts, this process runs the same on one rank.
 
 - The update under FSDP2 with a global loss normaliser equals the one-rank update (2 mini-batches × 2

@@ -1,4 +1,4 @@
-"""``experiments/run.py trainer.devices=2`` on CPU (issue 14, point 5): two ranks under torchrun, FSDP2 over
+"""``experiments/run.py trainer.devices=2`` on CPU: two ranks under torchrun, FSDP2 over
 gloo, a vLLM engine per rank joined to their world, 3 training steps of the tiny policy, then a resume of the
 last step from the step-2 checkpoint on two ranks again. The policy is not warm-started (the warm start takes
 minutes on a shared 2-core machine): rewards are mostly 0, which changes nothing checked here."""

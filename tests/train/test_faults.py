@@ -88,13 +88,20 @@ def assert_resumes_exactly(reference: Path, checkpoint: Path, cache: Path, run_d
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
 
 
-def test_kill_9_then_resume_is_identical(reference, policy_cache):
+@pytest.fixture(scope="module")
+def killed(reference, policy_cache):
+    """A run killed with SIGKILL once its first checkpoint is on disk: its directory."""
     run_dir = reference.parent / "killed"
     proc = start(policy_cache, run_dir)
     wait_for(run_dir / "checkpoints" / "last.ckpt", proc)  # written by rename: complete once it exists
     proc.kill()
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    return run_dir
+
+
+def test_kill_9_then_resume_is_identical(reference, killed, policy_cache):
+    run_dir = killed
     assert not (run_dir / "summary.json").exists()
     for ckpt in (run_dir / "checkpoints").glob("*.ckpt"):  # no file with a checkpoint's name is partial
         assert load(ckpt)["global_step"] >= 2, ckpt
@@ -187,12 +194,10 @@ def test_steps_that_lose_every_rollout_are_skipped_and_counted(tmp_path, policy_
     assert "pruning.min_keep_per_group=0" in logged
 
 
-def test_evaluate_a_checkpoint_of_an_unfinished_run(reference, policy_cache):
+def test_evaluate_a_checkpoint_of_an_unfinished_run(reference, killed):
     """The killed run left no summary and no export: its checkpoint alone is enough to evaluate."""
-    killed = reference.parent / "killed"
     ckpt = killed / "checkpoints" / "last.ckpt"
-    if not ckpt.exists():
-        pytest.skip("needs test_kill_9_then_resume_is_identical's run")
+    assert ckpt.exists() and not (killed / "export").exists()
     out_dir = reference.parent / "eval-killed"
     out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=2",
                           "limit=4", f"hydra.run.dir={out_dir}"], cwd=reference.parent, capture_output=True, text=True,

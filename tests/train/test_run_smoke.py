@@ -46,6 +46,9 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
     assert summary["config"]["pruning"]["policy"] == "arrol"
     assert (run / "export" / "config.json").exists() and (run / "export" / "quality_head.pt").exists()
     assert "held-out accuracy" in out.stdout
+    # Both evaluations keep their per-problem figures, so the report pairs the gain by problem.
+    assert len(summary["heldout_per_problem_before"]) == len(summary["heldout_per_problem_after"]) == 8
+    assert "(paired by problem)" in out.stdout and "two standard errors" in out.stdout
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
