@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from arrol_pl.core.pruning import BALANCE_TARGETS, PruningConfig
 from arrol_pl.core.simulation import run_pruning_simulation
+from arrol_pl.train.config import unknown_keys
 
 
 @dataclasses.dataclass
@@ -49,10 +50,10 @@ ConfigStore.instance().store(name="simulate_schema", node=SimulateConfig)
 def pruning_config(node: DictConfig) -> PruningConfig:
     """Build the validated config; unknown keys are named like the invalid values are."""
     values = OmegaConf.to_container(node, resolve=True)
-    known = {f.name for f in dataclasses.fields(PruningConfig)}
-    unknown = sorted(set(values) - known)
+    unknown = unknown_keys(values, PruningConfig, "pruning.")  # a +key Hydra added to the typed node
     if unknown:
-        raise ValueError(f"unknown key(s) pruning.{', pruning.'.join(unknown)}; known keys: {sorted(known)}")
+        known = sorted(f.name for f in dataclasses.fields(PruningConfig))
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; known keys: {known}")
     return PruningConfig(**values)
 
 

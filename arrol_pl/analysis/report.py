@@ -31,8 +31,7 @@ def gain_text(s: RunSummary) -> str:
     g = s.heldout_gain()
     if g is None:
         return "n/a"
-    paired = "paired by problem" if len(s.heldout_per_problem_before) == len(s.heldout_per_problem_after) > 1 \
-        else "unpaired"
+    paired = "paired by problem" if s.gain_is_paired else "unpaired"
     beyond = "beyond" if s.learned() else "within"
     return f"{g[0]:+.3f} ± {_fmt(g[1])} ({paired}): {beyond} two standard errors"
 

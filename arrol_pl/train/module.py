@@ -67,8 +67,7 @@ class ArrolModule(L.LightningModule):
         self.replay = FeatureReplay(cfg.head.replay)
         self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.head.lr)
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
-        self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.head.hidden_dim, cfg.head, cfg.pruning,
-                                          cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
+        self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.head, cfg.pruning, cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
         """The group screen's prompt stage (:mod:`.screening`); None without it."""
         self.history: list[dict[str, float]] = []
         self.skipped: dict[str, int] = {"no_survivors": 0}

@@ -31,9 +31,8 @@ from arrol_pl.core.screening import (AuditCounts, GroupScreen, ScreenConfig, aud
 class PromptScorer:
     """The prompt stage's head (on the last prompt token's hidden state), calibrator, replay window and optimizer."""
 
-    def __init__(self, hidden_size: int, hidden_dim: int, head: HeadConfig, pruning: PruningConfig,
-                 seed: int) -> None:
-        self.head = QualityHead.for_input("last", hidden_size, hidden_dim)
+    def __init__(self, hidden_size: int, head: HeadConfig, pruning: PruningConfig, seed: int) -> None:
+        self.head = QualityHead.for_input("last", hidden_size, head.hidden_dim)
         self.calibrator = pruning.make_calibrator()
         self.replay = FeatureReplay(head.replay)
         self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=head.lr)

@@ -104,6 +104,11 @@ class RunSummary:
     run_dir: str | None = field(default=None, metadata={"file": False})
     """The directory the record was read from (not written to the file)."""
 
+    @property
+    def gain_is_paired(self) -> bool:
+        """Whether both evaluations kept per-problem figures of the same problems (:meth:`heldout_gain` pairs them)."""
+        return len(self.heldout_per_problem_before) == len(self.heldout_per_problem_after) > 1
+
     def heldout_gain(self) -> tuple[float, float] | None:
         """Held-out accuracy after minus before and its standard error: over the per-problem differences when
         both evaluations recorded them (the same problems, so what the problems share cancels), else the two
@@ -111,9 +116,8 @@ class RunSummary:
         if self.heldout_accuracy_before is None or self.heldout_accuracy_after is None:
             return None
         gain = self.heldout_accuracy_after - self.heldout_accuracy_before
-        before, after = self.heldout_per_problem_before, self.heldout_per_problem_after
-        if len(before) == len(after) > 1:
-            diffs = [a - b for a, b in zip(after, before)]
+        if self.gain_is_paired:
+            diffs = [a - b for a, b in zip(self.heldout_per_problem_after, self.heldout_per_problem_before)]
             mean = sum(diffs) / len(diffs)
             sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
             return gain, sd / math.sqrt(len(diffs))

@@ -27,7 +27,7 @@ class FakeRollout:  # the Rollout fields the screen reads
 
 def scorer_that_prefers(features_to_q: dict[int, float], hidden: int = 4) -> PromptScorer:
     """A prompt scorer whose calibrated q for prompt feature ``e_i`` (one-hot) is ``features_to_q[i]``."""
-    scorer = PromptScorer(hidden, 8, HeadConfig(), PruningConfig(num_bins=8), seed=0)
+    scorer = PromptScorer(hidden, HeadConfig(hidden_dim=8), PruningConfig(num_bins=8), seed=0)
     scorer.scores = lambda f: f.argmax(dim=1).float()  # the "score" is the prompt's id
     scorer.posteriors = lambda s: torch.tensor([features_to_q[int(i)] for i in s])
     return scorer
