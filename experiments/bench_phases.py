@@ -74,7 +74,7 @@ def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str
     arms = {}
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         for kappa in args.kappas:
-            extra = ["pruning=none"] if kappa == 1.0 else [f"pruning.keep_ratio={kappa}"]
+            extra = ["pruning=none"] if kappa == 1.0 else ["pruning=arrol", f"pruning.keep_ratio={kappa}"]  # Eq. 2
             overrides = common + extra
             arms[kappa] = (load_run_config(compose("config", overrides=overrides)), overrides)
     return arms
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from transformers import AutoTokenizer
 
-    from arrol_pl.tasks.problem import render_problems
+    from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.analysis import history
     from arrol_pl.train.experiment import build_engine, load_splits, policy_directory, run_experiment
 

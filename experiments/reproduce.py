@@ -1,7 +1,7 @@
 """Run every paper measurement in one go, then write ``docs/results.md`` from the outputs.
 
     python experiments/reproduce.py                      # the CPU default set (under 30 min on 2 cores)
-    python experiments/reproduce.py --only voting page   # redo some parts; the others are reused
+    python experiments/reproduce.py --only voting page   # redo some parts: only their sections of the page change
     python experiments/reproduce.py --out outputs/results/gpu -- model=hf model.path=/models/Qwen3-1.7B-Base
 
 Parts, in order; each is the public script a user would run, as a subprocess with its log under
@@ -21,8 +21,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   (opt-in, about 20 min);
 - ``online``    experiments/run.py +exp=smollm2_online: ARRoL vs GRPO with SmolLM2 at equal training time,
   3 seeds of 12 min per arm (Fig. 4 on a real policy; opt-in, about 90 min);
-- ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, ARRoL, gated ARRoL and GRPO
-  (opt-in, about 90 min);
+- ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, against GRPO and the paper's
+  rule alone, with held-out curves against training time (opt-in, about 75 min);
 - ``online_balance`` experiments/run.py +exp=smollm2_balance: the spread rule vs random pruning with SmolLM2,
   online, 5 seeds of 60 steps per arm (Table 4 on a real policy; opt-in, about 110 min);
 - ``online_spread`` experiments/run.py +exp=smollm2_online_spread: ``online`` with ``online_balance``'s pruning
@@ -52,6 +52,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
          "online", "seeds", "online_balance", "online_spread", "screen", "page")
+PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "wallclock"), "balance": ("balance",),
+                 "head": ("head",), "voting": ("voting",), "wallclock": ("wallclock",), "pretrained": ("pretrained",),
+                 "pretrained_seeds": ("pretrained",), "votes32": ("pretrained",), "online": ("online",),
+                 "seeds": ("seeds",), "online_balance": ("online_balance",), "online_spread": ("online_spread",),
+                 "screen": ("screen",)}
+"""The sections of the page each part's outputs feed: ``--only <parts> page`` rebuilds those sections and keeps
+the rest of the page as it is (parts measured earlier, or on another machine)."""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to 3.5 h on 2 cores."""
 SMOLLM2_TASK = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--max-tokens", "32", "--temperature", "0.8"]
@@ -88,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def find_run(sweep_dir: Path, **pruning) -> Path:
     """The job directory of a sweep whose summary's ``config.pruning`` has the ``pruning`` values."""
-    from arrol_pl.analysis.results import pick, sweep_runs
+    from arrol_pl.analysis.runs import pick, sweep_runs
 
     run = pick(sweep_runs(sweep_dir), **pruning)
     if run is None:
@@ -141,8 +148,17 @@ def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
                    f"hydra.run.dir={out / 'voting'}", *quick_eval, *shlex.split(args.vote_args)],
         "wallclock": [py, "experiments/plot_wallclock.py", str(grpo), str(arrol), "-o", str(out / "wallclock.png"),
                       "--labels", "GRPO (κ=1)", "ARRoL (κ=0.5)", "--tag", "heldout/accuracy", "--smooth", "0"],
-        "page": [py, "experiments/write_results.py", str(out), "-o", str(args.page)],
+        "page": [py, "experiments/write_results.py", str(out), "-o", str(args.page), *page_sections(args)],
     }
+
+
+def page_sections(args: argparse.Namespace) -> list[str]:
+    """``--sections ...`` when ``--only`` names parts besides the page and the page exists: only their sections
+    are rebuilt; otherwise none (the whole page is built)."""
+    parts = [p for p in args.only or [] if p != "page"]
+    if not parts or not Path(args.page).is_file():
+        return []
+    return ["--sections", *sorted({section for part in parts for section in PART_SECTIONS[part]})]
 
 
 def run_part(name: str, argv: list[str] | list[list[str]], out: Path, manifest: dict) -> None:

@@ -42,8 +42,8 @@ def launch_ranks(run, hydra_dir: Path) -> int:
 
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
-                          "(README, \"Several devices\"); experiments/run.py launches the ranks of one node only")
-    preflight(run)
+                          "(docs/distributed.md); experiments/run.py launches the ranks of one node only")
+    preflight(run, Path(run.trainer.output_dir or hydra_dir))
     policy_directory(run)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={run.trainer.devices}",
                __file__, *sys.argv[1:], f"hydra.run.dir={hydra_dir}"]

@@ -1,6 +1,7 @@
 """Write ``docs/results.md`` (and ``docs/figures/``) from a results directory of ``experiments/reproduce.py``.
 
     python experiments/write_results.py outputs/results/default -o docs/results.md
+    python experiments/write_results.py outputs/results/default --sections seeds   # one section, the rest kept
 
 Every number and every "reproduced / not reproduced" on the page is computed from the outputs; a part
 that was not run is listed as such.
@@ -18,12 +19,19 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("results", type=Path, help="a directory written by experiments/reproduce.py")
     p.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "results.md")
+    p.add_argument("--sections", nargs="+", default=None, metavar="SECTION",
+                   help="rebuild only these sections (phases balance head kappa voting wallclock pretrained online "
+                        "seeds online_balance online_spread screen) and keep the others as the page has them")
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"results directory {args.results} does not exist: run experiments/reproduce.py first")
-    from arrol_pl.analysis.results import build_page
+    from arrol_pl.analysis.results.page import SECTION_KEYS, build_page
 
-    text = build_page(args.results, args.output)
+    if args.sections and set(args.sections) - set(SECTION_KEYS):
+        p.error(f"--sections: unknown {sorted(set(args.sections) - set(SECTION_KEYS))}; choose from {list(SECTION_KEYS)}")
+    if args.sections and not args.output.is_file():
+        p.error(f"--sections keeps the other sections of {args.output}, which does not exist: build the whole page")
+    text = build_page(args.results, args.output, only=args.sections)
     print(text.split("\n## 1.")[0])
     print(f"wrote {args.output}")
 

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
+from arrol_pl.analysis.formatting import table_lines
 from arrol_pl.core.confidence import token_confidence, trace_confidence
 from arrol_pl.core.metrics import mean_accuracy, pass_at_k, voted_answer_correct
 from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
@@ -117,17 +118,16 @@ def write_report(out_dir: Path, per_dataset: dict[str, list[dict]], meta: dict) 
             for r in records:
                 f.write(json.dumps({"dataset": name, **r}) + "\n")
     names = list(metrics)
+    labels = {"avg@k": "mean accuracy (avg@k)", "pass@k": "pass@k", "maj@k": "majority vote (maj@k)",
+              "deepconf@k": "DeepConf-weighted vote", "arrol@k": "ARRoL quality-weighted vote"}
+    rows = []
+    for m in METRICS:
+        values = [metrics[n][m] for n in names]
+        rows.append([labels[m], *(f"{100 * v:.2f}" for v in values), f"{100 * sum(values) / len(values):.2f}"])
     lines = [
         f"Evaluation of `{meta.get('checkpoint')}`, k = {meta.get('k')} samples per problem, T = {meta.get('temperature')}.",
         "",
-        "| metric | " + " | ".join(names) + " | avg |",
-        "|---|" + "---|" * (len(names) + 1),
+        *table_lines(["metric", *names, "avg"], rows),
     ]
-    labels = {"avg@k": "mean accuracy (avg@k)", "pass@k": "pass@k", "maj@k": "majority vote (maj@k)",
-              "deepconf@k": "DeepConf-weighted vote", "arrol@k": "ARRoL quality-weighted vote"}
-    for m in METRICS:
-        values = [metrics[n][m] for n in names]
-        lines.append(f"| {labels[m]} | " + " | ".join(f"{100 * v:.2f}" for v in values)
-                     + f" | {100 * sum(values) / len(values):.2f} |")
     (out_dir / "results.md").write_text("\n".join(lines) + "\n")
     return metrics

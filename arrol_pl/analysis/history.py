@@ -24,6 +24,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from arrol_pl.analysis.formatting import table_lines
+
 PHASES: dict[str, tuple[str, ...]] = {
     "generation": ("time/generation",),
     "reward": ("time/reward",),
@@ -179,9 +181,7 @@ def phase_verdict_text(v: dict[str, Any], arm_name: str) -> str:
 def markdown_table(arms: Sequence[tuple[str, dict[str, float]]], baseline: dict[str, float]) -> str:
     """Seconds per phase (median) with the speedup vs ``baseline`` in brackets, and the token counts."""
     cols = [*PHASES, "other", "step"]
-    lines = ["| arm | " + " | ".join(c if c != "step" else "end to end" for c in cols)
-             + " | generated tokens | trained tokens | keep |",
-             "|---" * (len(cols) + 4) + "|"]
+    rows = []
     for name, m in arms:
         cells = []
         for c in cols:
@@ -192,8 +192,9 @@ def markdown_table(arms: Sequence[tuple[str, dict[str, float]]], baseline: dict[
         if m is not baseline:
             tok = [f"{m['generated_tokens']:.0f} ({baseline['generated_tokens'] / m['generated_tokens']:.2f}×)",
                    f"{m['trained_tokens']:.0f} ({baseline['trained_tokens'] / m['trained_tokens']:.2f}×)"]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {tok[0]} | {tok[1]} | {m['keep_ratio']:.2f} |")
-    return "\n".join(lines)
+        rows.append([name, *cells, *tok, f"{m['keep_ratio']:.2f}"])
+    titles = ["arm", *(c if c != "step" else "end to end" for c in cols), "generated tokens", "trained tokens", "keep"]
+    return "\n".join(table_lines(titles, rows))
 
 
 def machine_info() -> dict[str, Any]:

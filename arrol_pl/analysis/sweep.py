@@ -11,27 +11,25 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from arrol_pl.analysis.formatting import fmt, table_lines
+from arrol_pl.analysis.runs import sweep_runs
 from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.train.summary import RunSummary
 
 logger = logging.getLogger(__name__)
 
 COLUMNS = (
-    ("run", "{}"),
-    ("held-out acc before", "{:.3f}"),
-    ("held-out acc after", "{:.3f}"),
-    ("train acc (last 10)", "{:.3f}"),
-    ("keep ratio", "{:.3f}"),
-    ("head acc", "{:.3f}"),
-    ("zero-adv groups", "{:.3f}"),
-    ("s / step", "{:.2f}"),
-    ("speedup", "{:.2f}×"),
+    ("run", "", ""),
+    ("held-out acc before", ".3f", ""),
+    ("held-out acc after", ".3f", ""),
+    ("train acc (last 10)", ".3f", ""),
+    ("keep ratio", ".3f", ""),
+    ("head acc", ".3f", ""),
+    ("zero-adv groups", ".3f", ""),
+    ("s / step", ".2f", ""),
+    ("speedup", ".2f", "×"),
 )
-
-
-def collect(sweep_dir: Path) -> list[RunSummary]:
-    """The summaries of a sweep's jobs, in directory order."""
-    return [RunSummary.read(path.parent) for path in sorted(sweep_dir.glob("*/summary.json"))]
+"""Column title, format spec and unit of :func:`table`."""
 
 
 def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
@@ -53,20 +51,14 @@ def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[
             "s / step": sps,
             "speedup": base_sps / sps if base_sps and sps else None,
         })
-    lines = ["| " + " | ".join(c for c, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for rec in records:
-        cells = ["n/a" if rec[c] is None else fmt.format(rec[c]) for c, fmt in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines = table_lines([c for c, _, _ in COLUMNS],
+                        [[fmt(rec[c], spec, unit=unit, nan=None) for c, spec, unit in COLUMNS] for rec in records])
     note = f"\n\nspeedup relative to `{baseline}`" if base else ""  # a blank line ends the Markdown table
     common = f"\n\nevery run: `{' '.join(sorted(shared))}`" if shared else ""
     return "\n".join(lines) + note + common + "\n", records
 
 
 SEED_OVERRIDE = "trainer.seed="
-
-
-def _fmt(stats: tuple[float, float, float]) -> str:
-    return f"{stats[0]:.3f} ± {stats[1]:.3f} (SE {stats[2]:.3f})"
 
 
 def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
@@ -85,9 +77,7 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
     if not any(len(runs) > 1 for runs in arms.values()):
         return "", []
     base = next((runs for arm, runs in arms.items() if baseline and baseline in arm.split()), None)
-    lines = ["| arm | seeds | held-out after | gain | gain per seed | vs baseline (paired) | s / step |",
-             "|---|---|---|---|---|---|---|"]
-    records = []
+    cells, records = [], []
     for arm, runs in arms.items():
         seeds = sorted(runs, key=lambda x: int(x) if x.lstrip("-").isdigit() else x)
         after = [runs[x].heldout_accuracy_after for x in seeds]
@@ -99,9 +89,11 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
                "gain_per_seed": gain, "gain_se_per_seed": gain_se, "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
                "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
         records.append(rec)
-        lines.append(f"| {arm} | {len(seeds)} | {_fmt(rec['after'])} | {_fmt(rec['gain'])} | "
-                     + " ".join(f"{g:+.3f}" for g in gain)
-                     + f" | {_fmt(rec['vs_baseline']) if rec['vs_baseline'] else ''} | {rec['seconds_per_step']:.2f} |")
+        cells.append([arm, len(seeds), fmt(rec["after"], nan=None), fmt(rec["gain"], nan=None),
+                      " ".join(f"{g:+.3f}" for g in gain),
+                      fmt(rec["vs_baseline"], nan=None) if rec["vs_baseline"] else "", f"{rec['seconds_per_step']:.2f}"])
+    lines = table_lines(["arm", "seeds", "held-out after", "gain", "gain per seed", "vs baseline (paired)", "s / step"],
+                        cells)
     note = f"\n\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
     return "\n".join(lines) + note + "\n", records
 
@@ -114,7 +106,7 @@ class AggregateSummaries(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        rows = collect(sweep_dir)
+        rows = sweep_runs(sweep_dir)
         if not rows:
             logger.warning("no summary.json under %s: nothing to aggregate", sweep_dir)
             return

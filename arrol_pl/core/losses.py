@@ -14,7 +14,7 @@ Decisions (verl ``trainer/ppo/core_algos.py``: ``compute_policy_loss_vanilla``, 
   given for the whole mini-batch, so micro-batch losses sum to the mini-batch loss (gradient accumulation
   leaves the loss unchanged). ``seq-mean-token-sum-norm`` divides by the number of sequences as well as the
   constant length (verl sums the sequences instead), so the step size does not grow with the batch; the
-  gradient direction is verl's.
+  gradient direction is verl's (``algo.verl_parity`` passes ``total_seqs=1`` to sum them as verl does).
 - Rows with an empty mask carry no token: they add 0 and are left out of every denominator (token count
   and sequence count); an all-empty mask gives a loss of exactly 0 (no NaN), still attached to the graph.
 - KL to the reference per token, verl's names: ``k1``/``kl`` ``= log π - log π_ref``; ``k2``/``mse``

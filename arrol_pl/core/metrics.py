@@ -4,7 +4,9 @@
 - ``mean_accuracy`` (avg@k) and ``vote_accuracy`` (maj@k and weighted votes).
 - ``balance_stats`` (paper Table 4): per-group positive ratio ρ̂, ρ̂(1-ρ̂) and the fraction of
   groups with zero advantage (all survivors share one reward, or fewer than 2 survivors).
-- ``mean_sd_se``: mean ± sd with the standard error, over seeds, problems or groups.
+- ``mean_sd_se``: mean ± sd with the standard error, over seeds, problems or groups; ``mean_of_estimates``:
+  the mean of independent estimates with their standard errors combined (per-seed differences).
+- ``time_to_reach``: the first time a ``(time, value)`` curve reaches a level (Fig. 4).
 - ``binary_auc``, ``spearman`` (average ranks for ties) and ``expected_calibration_error`` for the
   quality head (Fig. 2).
 """
@@ -28,6 +30,17 @@ def mean_sd_se(values: Sequence[float] | torch.Tensor) -> tuple[float, float, fl
         return (float(x.mean()) if n else nan), nan, nan
     sd = float(x.std())
     return float(x.mean()), sd, sd / math.sqrt(n)
+
+
+def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The mean of independent estimates ``(value, standard error)`` and its standard error, sqrt(Σ se²) / k."""
+    k = len(estimates)
+    return sum(v for v, _ in estimates) / k, math.sqrt(sum(se ** 2 for _, se in estimates)) / k
+
+
+def time_to_reach(curve: Sequence[tuple[float, float]], level: float) -> float | None:
+    """First time at which ``curve`` (``(time, value)`` pairs in time order) reaches ``level`` (None: never)."""
+    return next((t for t, v in curve if v >= level), None)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -1,4 +1,6 @@
 """Every touch of vLLM internals in arrol-pl lives here (and is pinned by ``tests/engine/test_adapter_contract.py``).
+The vLLM names, parameters and attributes it uses are listed in :data:`arrol_pl.engine.vllm_api.VLLM_API`: add one
+there when the adapter starts to use it (``scripts/check_vllm_wheel.py`` checks the pinned GPU wheel against it).
 
 What the engine relies on, per supported vLLM version (V1 engine, in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
 

@@ -111,6 +111,15 @@ class RolloutEngine(Protocol):
         """Make the next generations' sampling a function of ``seed`` and the weights."""
         ...
 
+    def sleep(self, level: int = 1) -> bool:
+        """Free the backend's memory (weights and KV cache) for the update; False where unsupported, and then a
+        no-op (the trainer calls it every step whatever the backend)."""
+        ...
+
+    def wake_up(self) -> bool:
+        """Undo :meth:`sleep` before the next generation; False where unsupported."""
+        ...
+
     def close(self) -> None:
         """Release the backend; a new one may then start in this process."""
         ...

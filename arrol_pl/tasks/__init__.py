@@ -7,7 +7,8 @@ them. Entry points: :func:`load_problems` (datasets by name), :func:`arrol_pl.ta
 worker processes of :mod:`.pool`), :mod:`arrol_pl.tasks.arithmetic` (the CPU default task).
 """
 
-from arrol_pl.tasks.problem import DatasetUnavailableError, Problem, ProblemSet, render_prompt
+from arrol_pl.tasks.problem import DatasetUnavailableError, Problem, ProblemSet
+from arrol_pl.tasks.prompts import render_prompt
 from arrol_pl.tasks.registry import load_problems
 
 __all__ = ["DatasetUnavailableError", "Problem", "ProblemSet", "load_problems", "render_prompt"]

@@ -5,7 +5,7 @@ Fields: ``id``, ``problem``, ``solution``, ``answer`` (a string, 0-999), ``url``
 
 from __future__ import annotations
 
-from arrol_pl.tasks.problem import DatasetSpec
+from arrol_pl.tasks.rows import DatasetSpec
 
 SPEC = DatasetSpec(
     name="aime24",

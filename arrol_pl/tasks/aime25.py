@@ -5,7 +5,7 @@ Fields: ``problem``, ``answer`` (a string, 0-999), ``id``. ``yentinglin/aime_202
 
 from __future__ import annotations
 
-from arrol_pl.tasks.problem import DatasetSpec
+from arrol_pl.tasks.rows import DatasetSpec
 
 SPEC = DatasetSpec(
     name="aime25",

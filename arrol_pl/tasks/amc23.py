@@ -6,7 +6,7 @@ integral values become ``"27"``), ``url``.
 
 from __future__ import annotations
 
-from arrol_pl.tasks.problem import DatasetSpec
+from arrol_pl.tasks.rows import DatasetSpec
 
 SPEC = DatasetSpec(
     name="amc23",

@@ -35,8 +35,9 @@ class ArithmeticConfig:
 
     min_operands: int = 2
     """Fewest numbers in an expression."""
-    max_operands: int = 3
-    """Most numbers in an expression."""
+    max_operands: int = 4
+    """Most numbers in an expression (2 to 4 by default: one to three steps, so some problems are easy for the
+    tiny policy and some hard, and which is which shows in the prompt)."""
     min_digits: int = 1
     """Fewest digits of a number."""
     max_digits: int = 1

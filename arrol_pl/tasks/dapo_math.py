@@ -13,11 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from arrol_pl.tasks.problem import (
-    BadRowError,
-    DatasetSpec,
-    text_field,
-)
+from arrol_pl.tasks.problem import BadRowError
+from arrol_pl.tasks.rows import DatasetSpec, text_field
 
 SPEC = DatasetSpec(
     name="dapo_math",

@@ -15,7 +15,8 @@ import os
 import re
 from typing import Any
 
-from arrol_pl.tasks.problem import DatasetSpec, ProblemSet, load_spec
+from arrol_pl.tasks.problem import ProblemSet
+from arrol_pl.tasks.rows import DatasetSpec, load_spec
 
 SPEC = DatasetSpec(
     name="gsm8k",

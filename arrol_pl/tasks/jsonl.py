@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from arrol_pl.tasks.problem import DatasetSpec, ProblemSet, load_spec
+from arrol_pl.tasks.problem import ProblemSet
+from arrol_pl.tasks.rows import DatasetSpec, load_spec
 
 
 @dataclass(frozen=True)

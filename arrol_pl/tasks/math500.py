@@ -6,7 +6,7 @@ Fields: ``problem``, ``solution``, ``answer`` (LaTeX, e.g. ``\\left( 3, \\frac{\
 
 from __future__ import annotations
 
-from arrol_pl.tasks.problem import DatasetSpec
+from arrol_pl.tasks.rows import DatasetSpec
 
 SPEC = DatasetSpec(
     name="math500",

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from arrol_pl.tasks.problem import (
-    BadRowError,
-    DatasetSpec,
-    answer_value,
-    first_field,
-)
+from arrol_pl.tasks.problem import BadRowError
+from arrol_pl.tasks.rows import DatasetSpec, answer_value, first_field
 from arrol_pl.tasks.extraction import extract_boxed
 
 SPEC = DatasetSpec(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from arrol_pl.tasks.problem import BadRowError, DatasetSpec, first_field
+from arrol_pl.tasks.problem import BadRowError
+from arrol_pl.tasks.rows import DatasetSpec, first_field
 
 SPEC = DatasetSpec(
     name="olympiadbench",

@@ -14,7 +14,8 @@ import importlib
 import os
 from typing import Any
 
-from arrol_pl.tasks.problem import ProblemSet, compile_answer_pattern, load_spec
+from arrol_pl.tasks.problem import ProblemSet
+from arrol_pl.tasks.rows import compile_answer_pattern, load_spec
 
 ADAPTERS: dict[str, str] = {
     "arithmetic": "arrol_pl.tasks.arithmetic",

@@ -1,42 +1,88 @@
-"""Lightning callbacks of a training run: stop cleanly on SIGINT / SIGTERM (and save the last step), and a
-progress bar in steps.
+"""Lightning callbacks of a training run: every checkpoint (periodic, last step, a stop on SIGINT / SIGTERM)
+with ``last.ckpt`` and retention, the history file written as the run goes, and a progress bar in steps.
 
 Decisions:
+- **One writer of checkpoints.** :class:`RunCheckpoints` writes ``step<k>.ckpt`` every
+  ``trainer.checkpoint_every`` steps, at the last step and on a stop, then ``last.ckpt``, then deletes step
+  files beyond ``trainer.keep_checkpoints`` (the newest are kept; ``last.ckpt`` always). Lightning's
+  ``ModelCheckpoint`` is not used (the trainer runs with ``enable_checkpointing=False``): beside a second
+  writer it saved ``last-v1.ckpt`` whenever a ``last.ckpt`` it had not written itself existed (a resumed run
+  whose only save was an off-interval last step, a stop before its first interval), and its state grew by
+  one path per checkpoint. Step files are overwritten, never versioned.
 - **Signals.** The first SIGINT or SIGTERM lets the step in flight finish (its update is consistent),
   then saves a checkpoint (``step<k>.ckpt`` and ``last.ckpt``) and stops training; the caller writes the
   history and a summary marked ``interrupted`` and exits ``128 + signal``. A second signal abandons
   the step in flight (``KeyboardInterrupt``): its half-applied update is not saved, the newest checkpoint
   stays the one to resume from. A step can take minutes on a large model; a scheduler's grace period
   may be shorter, hence the second signal.
+- **History as it goes.** :class:`HistoryFile` appends each finished step's row to ``history.jsonl`` and
+  flushes it when the step ends, before that step's checkpoint is written: a crash loses at most the step
+  in flight, and every checkpoint's steps are on disk. At train start it rewrites the file to the rows the
+  module starts from (a resume: the steps before the checkpoint's), so rows stay unique and in order.
+  Whole-file writes go to a temporary file renamed over the target (:func:`~arrol_pl.train.rundir.write_rows`). Rank 0 writes.
+- **The final evaluation inside the fit.** :class:`FinalEvaluation` evaluates on the held-out problems in
+  ``on_train_end``, while the TensorBoard writer is open: Lightning closes it after that hook, and a value
+  logged later would start a second event file.
 - **Progress.** One Lightning epoch covers the whole run (see :mod:`.data`), so the bar counts steps
   done of ``trainer.max_steps``, from the resumed step on, with tqdm's estimate of the time left.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
+
+from arrol_pl.train.rundir import step_checkpoints, write_rows
 
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+class HistoryFile(L.Callback):
+    """Appends each finished step's history row to ``path`` (see the module docstring)."""
 
-class CheckpointOnStop(L.Callback):
-    """Saves a checkpoint when training stops: after a signal (see the module docstring), or at the last
-    step when ``max_steps`` is not a multiple of ``checkpoint_every`` (ModelCheckpoint would not save it).
-    Use as a context manager around the run (installs the signal handlers); pass to the Trainer as a callback."""
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.written = 0
+        """Rows of the module's history already in the file."""
 
-    def __init__(self, dirpath: Path, checkpoint_every: int, max_train_seconds: float | None = None) -> None:
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        history = pl_module.history
+        if trainer.is_global_zero and (history or self.path.exists()):
+            write_rows(self.path, history)
+        self.written = len(history)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        rows = pl_module.history[self.written:]
+        if rows and trainer.is_global_zero:
+            with open(self.path, "a") as f:
+                f.write("".join(json.dumps(row) + "\n" for row in rows))
+                f.flush()
+        self.written = len(pl_module.history)
+
+
+class RunCheckpoints(L.Callback):
+    """Writes every checkpoint of the run (see the module docstring): every ``checkpoint_every`` steps, at
+    ``max_steps``, after a signal and when the training time budget ``max_train_seconds`` is spent; keeps the
+    newest ``keep`` step files (None: all). Use as a context manager around the run (installs the signal
+    handlers); pass to the Trainer as a callback, after :class:`HistoryFile`."""
+
+    def __init__(self, dirpath: Path, checkpoint_every: int, max_train_seconds: float | None = None,
+                 keep: int | None = None) -> None:
         self.dirpath = Path(dirpath)
         self.checkpoint_every = checkpoint_every
         self.max_train_seconds = max_train_seconds
         """Training wall-time budget (``trainer.max_minutes``): the step whose ``time/wall`` reaches it is the last."""
+        self.keep = keep
+        """Step checkpoints kept beside ``last.ckpt`` (``trainer.keep_checkpoints``)."""
         self.out_of_time = False
         self.signum: int | None = None
         """The first signal received (None: none)."""
@@ -46,7 +92,7 @@ class CheckpointOnStop(L.Callback):
     def requested(self) -> bool:
         return self.signum is not None
 
-    def __enter__(self) -> "CheckpointOnStop":
+    def __enter__(self) -> "RunCheckpoints":
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -81,11 +127,45 @@ class CheckpointOnStop(L.Callback):
                             self.max_train_seconds / 60, step)
         if self.requested or self.out_of_time:
             trainer.should_stop = True
-        elif step < trainer.max_steps:
+        elif step % self.checkpoint_every and step < trainer.max_steps:
             return
-        if step % self.checkpoint_every:  # ModelCheckpoint saves these multiples itself, after this hook
-            for name in (f"step{step:05d}.ckpt", "last.ckpt"):
-                trainer.save_checkpoint(self.dirpath / name, weights_only=False)  # the full state, to resume
+        self.save(trainer, step)
+
+    def save(self, trainer: L.Trainer, step: int) -> None:
+        """``step<k>.ckpt`` (unless ``keep`` is 0), then ``last.ckpt``, then the step files beyond ``keep`` go."""
+        names = ["last.ckpt"] if self.keep == 0 else [f"step{step:05d}.ckpt", "last.ckpt"]
+        for name in names:
+            trainer.save_checkpoint(self.dirpath / name, weights_only=False)  # the full state, to resume
+        if self.keep is not None and trainer.is_global_zero:
+            old = sorted(step_checkpoints(self.dirpath).items())[:-self.keep or None]
+            for _, path in old:
+                path.unlink(missing_ok=True)
+
+
+class FinalEvaluation(L.Callback):
+    """The held-out evaluation after the last step (see the module docstring), attached to the last history row;
+    none after a stop on a signal (``stopped()``)."""
+
+    def __init__(self, evaluate: Callable[[], Any], stopped: Callable[[], bool]) -> None:
+        self.evaluate, self.stopped = evaluate, stopped
+        self.done = False
+        self.result: Any = None
+        """What ``evaluate()`` returned (None: not run, or not on this rank)."""
+        self.seconds = 0.0
+        """How long it took (not training time)."""
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.run(pl_module)
+
+    def run(self, pl_module: L.LightningModule) -> None:
+        """Evaluate once, unless stopped; the experiment calls it itself when the fit had no step left to run."""
+        if self.done or self.stopped():
+            return
+        start = time.perf_counter()
+        self.done, self.result = True, self.evaluate()
+        self.seconds = time.perf_counter() - start
+        if self.result is not None and pl_module.history:
+            pl_module.record_heldout(self.result)
 
 
 class StepProgressBar(TQDMProgressBar):

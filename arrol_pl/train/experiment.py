@@ -4,11 +4,25 @@
 events, checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` into the output
 directory.
 
-Faults (README "When things go wrong"): every key, the data sizes and the checkpoint to resume are
-checked by :func:`preflight` before the output directory or any model exists; SIGINT / SIGTERM stop
-after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
+Faults (docs/guide.md, "When things go wrong"): every key, the data sizes, the checkpoint to resume and the
+output directory are checked by :func:`preflight` before the output directory or any model exists; SIGINT /
+SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
 (:class:`RunInterrupted`); a checkpoint that cannot be written stops the run the same way, naming the
 last good one (:class:`~arrol_pl.train.checkpoint.CheckpointWriteError`).
+
+Decisions:
+- **One run per directory.** A directory that holds a run's files (:func:`run_files`) takes only that run's
+  continuation, ``trainer.resume=<dir>/checkpoints/last.ckpt``; anything else is refused by
+  :func:`check_output_dir` before anything is read or written there. Resuming from one of the directory's
+  older step checkpoints is refused too: the steps after it would be dropped with the later checkpoints
+  that hold them; a branch from there goes to a new directory.
+- **The history lives in the run directory.** Each step's row is appended to ``history.jsonl`` as the step
+  ends (:class:`~arrol_pl.train.callbacks.HistoryFile`), not stored in checkpoints. A resumed run starts from
+  the rows before its checkpoint's step, read from the ``history.jsonl`` of the run that wrote the checkpoint
+  (:func:`history_before`): rows of steps finished after that checkpoint are dropped, so a resume into its
+  own directory repeats them once. TensorBoard continues in ``tb/``: the resumed session's event file
+  starts with a purge at the checkpoint's step, so TensorBoard hides the earlier session's events from that
+  step on (no step twice).
 """
 
 from __future__ import annotations
@@ -17,6 +31,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import signal
 import time
 import warnings
@@ -25,6 +40,7 @@ from typing import Any
 
 import torch
 
+from arrol_pl.train.rundir import check_output_dir, history_before, write_rows
 from arrol_pl.train.config import ConfigError, RunConfig, prompts_drawn_per_step
 from arrol_pl.train.phases import POLICY_SUMMARY
 from arrol_pl.train.screening import audit_totals
@@ -48,7 +64,9 @@ def policy_directory(run: RunConfig) -> Path:
 
         return prepare_smollm2(run.model.cache_dir)
     if run.model.path is not None:
-        path = Path(run.model.path)
+        from arrol_pl.models import hub
+
+        path = hub.snapshot(run.model.path) if hub.is_hub_id(run.model.path) else Path(run.model.path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no config.json)")
         return path
@@ -226,8 +244,50 @@ def report_pruning_floor(run: RunConfig) -> None:
                        "and a step whose rollouts are all pruned is skipped (counted as skipped/no_survivors)", floor)
 
 
-def preflight(run: RunConfig) -> tuple[list, list, dict | None]:
-    """Checks that need the data or the file system, before the output directory or any model exists.
+def policy_config(run: RunConfig) -> tuple[str, dict[str, Any]] | None:
+    """The policy's name and ``config.json`` contents, read without loading it (a hub id's file alone is fetched);
+    the tiny policy's from its settings (its vocabulary at its upper bound); None for a ``model.pretrained``
+    policy (converted on first use; 135M parameters)."""
+    m = run.model
+    if m.path is not None:
+        from arrol_pl.models import hub
+
+        try:
+            return m.path, hub.config_json(m.path)
+        except FileNotFoundError as exc:
+            raise ConfigError(str(exc)) from None
+    if m.pretrained is not None:
+        return None
+    t = m.tiny
+    return "tiny policy", {"model_type": "qwen3", "hidden_size": t.hidden_size, "intermediate_size": 3 * t.hidden_size,
+                           "num_hidden_layers": t.num_layers, "num_attention_heads": t.num_heads,
+                           "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim, "vocab_size": t.vocab_size}
+
+
+def check_memory(run: RunConfig, gpu_bytes: int | None = None) -> None:
+    """Refuse a GPU run whose memory plan (:mod:`arrol_pl.train.memory_plan`) does not fit its GPU: ConfigError
+    with the plan, before anything loads. ``gpu_bytes``: the GPU's size (None: the visible device's). Runs on
+    CPU, and a GPU run where no GPU is visible (Lightning refuses it), are not checked."""
+    from arrol_pl.train.memory_plan import ModelShape, plan_memory
+
+    if gpu_bytes is None:
+        wants_gpu = run.trainer.accelerator in ("gpu", "cuda", "auto")
+        if not (wants_gpu and torch.cuda.is_available()):
+            return
+        # this rank's GPU, by index: reading its properties creates no CUDA context (the world does not exist yet)
+        gpu_bytes = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", 0))).total_memory
+    found = policy_config(run)
+    if found is None:
+        return
+    plan = plan_memory(ModelShape.from_config(found[1], found[0]), run, gpu_bytes)
+    if not plan.fits:
+        raise ConfigError(f"the run does not fit in GPU memory (experiments/plan.py prints this plan):\n{plan.render()}")
+
+
+def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, dict | None]:
+    """Checks that need the data or the file system, before the output directory or any model exists: a GPU
+    run's memory plan (:func:`check_memory`), the checkpoint to resume, the output directory (``out_dir``, checked
+    by :func:`check_output_dir`; None: not checked) and the data.
 
     Returns the training and held-out problems and the checkpoint to resume (memory-mapped, read with
     ``weights_only=True``) or None.
@@ -235,13 +295,16 @@ def preflight(run: RunConfig) -> tuple[list, list, dict | None]:
     from arrol_pl.train.checkpoint import read_checkpoint
     from arrol_pl.train.data import check_fits, check_stream, stream_identity
 
+    check_memory(run)
     ckpt = read_checkpoint(run.trainer.resume) if run.trainer.resume is not None else None
+    if out_dir is not None:
+        check_output_dir(out_dir, run.trainer.resume, ckpt)
     if ckpt is not None:
         saved = ckpt["arrol"].get("config", {})
         for section in ("model", "data"):
             for key, value in dataclasses.asdict(getattr(run, section)).items():
                 was = saved.get(section, {}).get(key, value)
-                if key not in ("cache_dir", "num_heldout") and was != value:
+                if key not in ("cache_dir", "num_heldout", "activation_checkpointing") and was != value:
                     raise ConfigError(f"trainer.resume: the checkpoint was trained with {section}.{key}={was!r}, "
                                       f"this run sets {value!r}")
     train, heldout = load_splits(run)
@@ -257,36 +320,38 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
     ``overrides`` (the command line's) are recorded so sweep tables can name their rows.
 
-    Raises :class:`~arrol_pl.train.config.ConfigError` before anything is written, :class:`RunInterrupted`
+    Raises :class:`~arrol_pl.train.config.ConfigError` before anything is written (an ``out_dir`` holding
+    another run's files included), :class:`RunInterrupted`
     after a signal and :class:`~arrol_pl.train.checkpoint.CheckpointWriteError` after a failed checkpoint
     write, both once the history and summary are written.
     """
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
-    from lightning.pytorch.loggers import TensorBoardLogger
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from arrol_pl.tasks.problem import render_problems
+    from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
-    from arrol_pl.train.callbacks import CheckpointOnStop, StepProgressBar
+    from arrol_pl.train.callbacks import FinalEvaluation, HistoryFile, RunCheckpoints, StepProgressBar
     from arrol_pl.train.checkpoint import AtomicCheckpointIO, CheckpointWriteError
+    from arrol_pl.train.loggers import make_logger
     from arrol_pl.train.data import PromptDataModule
     from arrol_pl.train.module import ArrolModule, HeldoutEvaluation
     from arrol_pl.train.phases import HeldoutResult, evaluate_heldout
 
     t0 = time.perf_counter()
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)
-    train, heldout, resume = preflight(run)
+    train, heldout, resume = preflight(run, out_dir)
+    resumed_rows = history_before(run.trainer.resume, resume) if resume is not None else []
+    resumed_step = int(resume["global_step"]) if resume is not None else None
     rank = 0
-    if run.trainer.ranks > 1:  # the world exists before the engines join it (README "Several devices")
+    if run.trainer.ranks > 1:  # the world exists before the engines join it (docs/distributed.md)
         from arrol_pl.train.distributed import init_launcher_world
 
         rank = init_launcher_world(run.trainer)
     data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
     out_dir.mkdir(parents=True, exist_ok=True)
     t, a = run.trainer, run.algo
-    stop = CheckpointOnStop(out_dir / "checkpoints", t.checkpoint_every,
-                            None if t.max_minutes is None else 60.0 * t.max_minutes)
+    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
+                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
     io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
     status, failure, before, after, export_dir, fit_wall = "completed", None, None, None, None, 0.0
     owns_engine = engine is None
@@ -313,6 +378,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             # the run itself does not depend on whether the cache existed.
             L.seed_everything(t.seed, workers=True, verbose=False)
             module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference)
+            module.history = resumed_rows
             if a.dynamic_sampling_refill:
                 from arrol_pl.train.refill import Refiller
 
@@ -326,19 +392,18 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             module.run_info = {"policy_dir": str(Path(policy_dir).resolve()),
                                "heldout_before": dataclasses.asdict(before) if before else None}
             resume = None  # the trainer reads the checkpoint itself; drop the memory map
-            # The module saves its post-update state on purpose; Lightning warns about that for manual optimisation.
-            warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
             # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
             warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
-            checkpoints = ModelCheckpoint(dirpath=out_dir / "checkpoints", every_n_train_steps=t.checkpoint_every,
-                                          save_last=True, save_top_k=-1, filename="step{step:05d}",
-                                          auto_insert_metric_name=False)
             heldout_every = [HeldoutEvaluation(t.eval_every, evaluate)] if t.eval_every and heldout else []
+            final = FinalEvaluation(evaluate, lambda: stop.requested)
             trainer = L.Trainer(
                 max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=lightning_strategy(t),
                 num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
-                precision=t.precision, logger=TensorBoardLogger(str(out_dir), name="tb", version=""),
-                callbacks=[checkpoints, *heldout_every, stop, StepProgressBar()], plugins=[io],
+                precision=t.precision,
+                logger=make_logger(t.logger, out_dir, run.name, resumed_step),
+                # HistoryFile after the held-out evaluation (it completes the step's row), before the checkpoint
+                callbacks=[*heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final, StepProgressBar()],
+                plugins=[io], enable_checkpointing=False,  # RunCheckpoints writes them all
                 log_every_n_steps=t.log_every, num_sanity_val_steps=0,
                 limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
             )
@@ -347,11 +412,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
                 trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed,
                                                                 t.max_steps),
                             ckpt_path=t.resume, weights_only=True)
-            fit_wall = time.perf_counter() - fit_start
+            fit_wall = time.perf_counter() - fit_start - final.seconds
             if not stop.requested:
-                after = evaluate()
-                if after is not None and module.history:  # the last point of the held-out curve
-                    module.record_heldout(after)
+                final.run(module)  # done in on_train_end unless the fit had no step left to run
+                after = final.result  # the last point of the held-out curve
                 export_dir = export_policy(module, tokenizer, out_dir / "export", run.data.prompt_format())
     except CheckpointWriteError as exc:
         status, failure = "failed", exc
@@ -385,8 +449,9 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     )
     if rank == 0:  # every rank holds the same (global) history
         summary.write(out_dir)
-        # Every step's metrics, one JSON object per line: what benchmark and results scripts read.
-        (out_dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+        # Every step's metrics, one JSON object per line: what benchmark and results scripts read. Written as
+        # the run went; once more whole, with the final held-out evaluation on the last row.
+        write_rows(out_dir / "history.jsonl", history)
     if failure is not None:
         raise failure
     if stop.requested:

@@ -14,6 +14,9 @@ optimizers, calibrator, replay window, the head's minibatch generator, the promp
 or a function of the step: the engine's sampling generators are re-seeded at every step start, and the
 prune decisions are seeded by the step in h_t. A step whose rollouts were all pruned carries no
 signal: it is skipped (counted in ``skipped/no_survivors``) but still counts toward ``max_steps``.
+The per-step history is not in the checkpoint (its size would grow with the step count): the run's
+``history.jsonl`` holds it, and the experiment gives a resumed module the rows before the checkpoint's step;
+the checkpoint keeps the training clock (``wall``) and the skipped-step counts.
 
 Several ranks (Lightning's ``ModelParallelStrategy``, FSDP2; :mod:`.distributed`): ``configure_model`` shards
 the policy; each rank generates whole groups for its share of the step's prompts with its own engine, the
@@ -38,6 +41,7 @@ from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.engine.protocol import RolloutEngine
 from arrol_pl.train import distributed, phases, refill
 from arrol_pl.train.config import RunConfig
+from arrol_pl.train.loggers import log_text
 from arrol_pl.train.screening import PromptScorer, ScreenStep, screen_seed
 
 logger = logging.getLogger(__name__)
@@ -57,6 +61,10 @@ class ArrolModule(L.LightningModule):
         self.policy = policy.train()  # from_pretrained returns eval mode; Lightning warns before on_train_start
         if cfg.model.trainable_layers is not None:
             phases.freeze_lower_layers(policy, cfg.model.trainable_layers)
+        if cfg.model.activation_checkpointing:
+            # Non-reentrant: it recomputes under FSDP2's hooks (the block's weights are gathered again) and needs
+            # no input that requires grad, so frozen embeddings and lower blocks stay frozen.
+            policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.head = QualityHead.for_input(cfg.head.input, policy.config.hidden_size, cfg.head.hidden_dim)
         self.calibrator = cfg.pruning.make_calibrator()
         self.engine = engine
@@ -70,6 +78,8 @@ class ArrolModule(L.LightningModule):
         self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.head, cfg.pruning, cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
         """The group screen's prompt stage (:mod:`.screening`); None without it."""
         self.history: list[dict[str, float]] = []
+        """One row per finished step; a resumed run starts from the rows before its checkpoint's step (set by the
+        experiment from the run's ``history.jsonl``)."""
         self.skipped: dict[str, int] = {"no_survivors": 0}
         """Steps that trained nothing, by reason."""
         self.run_info: dict[str, Any] = {}
@@ -77,6 +87,7 @@ class ArrolModule(L.LightningModule):
         (``policy_dir``, the held-out accuracy before training); built-in types only."""
         self._fit_started: float | None = None
         self._wall_offset = 0.0
+        """``time/wall`` at the resumed checkpoint (0 for a fresh run): a resumed run continues its training clock."""
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
         self.refiller: refill.Refiller | None = None
@@ -102,8 +113,8 @@ class ArrolModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         self._fit_started = time.perf_counter()
-        # A resumed run continues the training clock of the run it resumes (wall-clock curves, Fig. 4).
-        self._wall_offset = self.history[-1]["time/wall"] if self.history else 0.0
+        # A resumed run continues the training clock of the run it resumes (wall-clock curves, Fig. 4): the
+        # offset is the checkpoint's (on_load_checkpoint), 0 for a fresh run.
         self.policy.train()
         self.head.train()
         if self._reference:
@@ -117,7 +128,7 @@ class ArrolModule(L.LightningModule):
             "replay": self.replay.state_dict(),
             "head_optimizer": self.head_optimizer.state_dict(),
             "head_generator": self.head_generator.get_state(),
-            "history": self.history,
+            "wall": self.history[-1]["time/wall"] if self.history else self._wall_offset,
             "skipped": dict(self.skipped),
             "prompt_scorer": self.prompt_scorer.state_dict() if self.prompt_scorer is not None else None,
             "config": dataclasses.asdict(self.cfg),
@@ -132,7 +143,9 @@ class ArrolModule(L.LightningModule):
         self.replay.load_state_dict(state["replay"])
         self.head_optimizer.load_state_dict(state["head_optimizer"])
         self.head_generator.set_state(state["head_generator"])
-        self.history = list(state["history"])
+        # Checkpoints written before the history left them hold it instead of the clock.
+        old = state.get("history")
+        self._wall_offset = float(state["wall"] if "wall" in state else old[-1]["time/wall"] if old else 0.0)
         self.skipped.update(state["skipped"])
         if self.prompt_scorer is not None:
             if state.get("prompt_scorer") is None:
@@ -273,7 +286,7 @@ class ArrolModule(L.LightningModule):
         if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
             lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
-            self.logger.experiment.add_text("samples", "\n\n".join(lines), step)
+            log_text(self.logger, "samples", "\n\n".join(lines), step)
 
     def _reduce_rank_metrics(self, metrics: dict[str, float]) -> None:
         """Several ranks: the metrics each rank computed from its own rollouts (generation, reward fractions,

@@ -99,9 +99,18 @@ def sampled_log_probs(rollouts: Sequence) -> list[torch.Tensor] | None:
     return out
 
 
+def sum_norm(algo: AlgoConfig, width: int, n_seq: int) -> dict[str, int | float]:
+    """``norm_length`` and ``total_seqs`` of a micro-batch's loss: seq-mean-token-sum-norm's L is
+    ``algo.loss_scale_factor``, else ``max_response_tokens`` (verl parity: the padded ``width``), and with verl parity
+    that mode sums the sequences (``total_seqs`` 1) where this project averages them."""
+    if algo.verl_parity and algo.loss_agg_mode == "seq-mean-token-sum-norm":
+        return {"norm_length": algo.loss_scale_factor or width, "total_seqs": 1}
+    return {"norm_length": algo.loss_scale_factor or algo.max_response_tokens, "total_seqs": n_seq}
+
+
 def step_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, algo: AlgoConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """Group advantages over survivors and the rows that train (all, or DAPO's dynamic-sampling filter)."""
-    adv = compute_advantages(algo.advantage, rewards, group_ids)
+    adv = compute_advantages(algo.advantage, rewards, group_ids, lone="verl" if algo.verl_parity else "zero")
     train_rows = dynamic_sampling_mask(rewards, group_ids) if algo.dynamic_sampling else torch.ones_like(rewards, dtype=torch.bool)
     return adv, train_rows
 
@@ -291,6 +300,8 @@ def policy_update(
                                              [survivors.response_ids[i] for i in mini], algo.micro_batch_tokens, pad_id)
                 counts = [batch_counts(mb.response_mask) for mb in batches]
                 n_tok, n_seq = sum(c[0] for c in counts), sum(c[1] for c in counts)
+                if algo.verl_parity:  # verl divides the seq-mean modes by every row of the mini-batch
+                    n_seq = len(mini)
                 if ranks is not None:
                     n_tok, n_seq = ranks.counts(n_tok, n_seq)
                     ranks.idle_passes(policy, ranks.max(len(batches)) - len(batches), pad_id, backward)
@@ -315,8 +326,8 @@ def policy_update(
                         lp, old, advantages[ids].to(lp.device),
                         mb.response_mask.to(lp.device), algo.clip_low, algo.clip_high, algo.loss_agg_mode,
                         ref_log_probs=None if logps.ref is None else gather_rows([logps.ref[i] for i in ids], width),
-                        kl_coef=algo.kl_coef, kl_estimator=algo.kl_estimator, norm_length=algo.max_response_tokens,
-                        total_tokens=n_tok, total_seqs=n_seq, clip_ratio_c=algo.clip_ratio_c, is_weights=is_weights,
+                        kl_coef=algo.kl_coef, kl_estimator=algo.kl_estimator, **sum_norm(algo, width, n_seq),
+                        total_tokens=n_tok, clip_ratio_c=algo.clip_ratio_c, is_weights=is_weights,
                     )
                     backward(out.loss)
                     stats.add(out)

@@ -1,4 +1,4 @@
-"""The offline quality-head probe (arrol_pl/analysis/head_probe.py): positions, eligibility, the split, the probe itself."""
+"""The offline quality-head probe (arrol_pl/analysis/head_probe/): positions, eligibility, the split, the probe itself."""
 
 import json
 import math
@@ -7,29 +7,26 @@ import pytest
 import torch
 
 from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
-from arrol_pl.analysis.head_probe import (
-    ProbeSettings,
+from arrol_pl.analysis.head_probe.features import (
     deepconf_at,
     detect_features,
     detect_lengths,
     detect_position,
     eligible_at,
-    evaluate_length,
-    load_exported_head,
-    balance_table,
-    fit_calibrator,
-    inputs_table,
-    markdown_table,
-    online_head_metrics,
     prefix_features,
     prefix_stats,
-    probe_lengths,
+)
+from arrol_pl.analysis.head_probe.fit import (
+    ProbeSettings,
+    fit_calibrator,
+    load_exported_head,
+    online_head_metrics,
     problem_parts,
-    replay_balance,
-    replay_votes,
-    votes_table,
     split_by_problem,
 )
+from arrol_pl.analysis.head_probe.lengths import evaluate_length, probe_lengths
+from arrol_pl.analysis.head_probe.replay import replay_balance, replay_votes
+from arrol_pl.analysis.head_probe.tables import balance_table, inputs_table, markdown_table, votes_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.quality_head import QualityHead

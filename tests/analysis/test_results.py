@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.analysis import results
+from arrol_pl.analysis.results.page import build_page
+from arrol_pl.core.metrics import time_to_reach
 
 
 def write_run(job: Path, pruning: dict, summary: dict, history: list[dict]) -> None:
@@ -53,7 +54,7 @@ def results_dir(tmp_path: Path) -> Path:
 
 def test_page_numbers_and_verdicts_follow_the_outputs(results_dir: Path, tmp_path: Path):
     page = tmp_path / "docs" / "results.md"
-    text = results.build_page(results_dir, page)
+    text = build_page(results_dir, page)
     assert page.read_text() == text
     claims = text.split("## What reproduced and what did not")[1].split("## 1.")[0]
     # balance: both ARRoL variants closer to 0.5, more signal, fewer flat groups than random
@@ -80,14 +81,14 @@ def test_worse_balance_is_not_reproduced(results_dir: Path, tmp_path: Path):
     s = json.loads((random_job / "summary.json").read_text())
     s.update(positive_ratio_mean=0.5, rho_1_minus_rho_mean=0.25, zero_advantage_fraction=0.0)
     (random_job / "summary.json").write_text(json.dumps(s))
-    text = results.build_page(results_dir, tmp_path / "page.md")
-    lines = [line for line in text.splitlines() if line.startswith("- Table 4")]
+    text = build_page(results_dir, tmp_path / "page.md")
+    lines = claim_lines(text, "Table 4") + [line for line in text.splitlines() if line.startswith("- Table 4")]
     assert len(lines) == 4 and all("**not reproduced**" in line for line in lines)  # summary + section
 
 
 def test_curve_helpers():
-    assert results.time_to_reach([(0, 0.1), (5, 0.3), (9, 0.2)], 0.25) == 5
-    assert results.time_to_reach([(0, 0.1)], 0.25) is None
+    assert time_to_reach([(0, 0.1), (5, 0.3), (9, 0.2)], 0.25) == 5
+    assert time_to_reach([(0, 0.1)], 0.25) is None
 
 
 def test_a_tied_vote_is_not_a_reproduction(results_dir: Path, tmp_path: Path):
@@ -95,11 +96,11 @@ def test_a_tied_vote_is_not_a_reproduction(results_dir: Path, tmp_path: Path):
     data = json.loads(path.read_text())
     data["metrics"]["arithmetic"].update({"maj@k": 0.4, "deepconf@k": 0.4, "arrol@k": 0.4})
     path.write_text(json.dumps(data))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert "ARRoL vote 40.0 vs majority 40.0 and DeepConf 40.0 — **not reproduced**" in text
     data["metrics"]["arithmetic"]["arrol@k"] = 0.45
     path.write_text(json.dumps(data))
-    assert "ARRoL vote 45.0 vs majority 40.0 and DeepConf 40.0 — **reproduced**" in results.build_page(
+    assert "ARRoL vote 45.0 vs majority 40.0 and DeepConf 40.0 — **reproduced**" in build_page(
         results_dir, tmp_path / "page.md")
 
 
@@ -119,7 +120,9 @@ def write_online(root: Path, policy: str, steps: int, after: float, se: float, s
 
 
 def claim_lines(text: str, start: str) -> list[str]:
-    return [line for line in text.split("## 1.")[0].splitlines() if line.startswith(f"- {start}")]
+    """The summary's claims that start with ``start`` after the link to their section (``- [§n](#…) ``)."""
+    claims = [line.split(") ", 1)[1] for line in text.split("## 1.")[0].splitlines() if line.startswith("- [§")]
+    return [f"- {claim}" for claim in claims if claim.startswith(start)]
 
 
 def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(results_dir: Path, tmp_path: Path):
@@ -127,7 +130,7 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
                  head_majority_after_cold_start=0.72, head_auc_after_cold_start=0.7)
     write_online(results_dir, "arrol", 64, 0.32, 0.04, head_accuracy_after_cold_start=0.80,
                  head_majority_after_cold_start=0.74, head_auc_after_cold_start=0.77, keep_ratio_mean=0.5)
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 8.")[1].split("## 9.")[0]
     assert "ARRoL took 1.60× GRPO's steps in the same training time" in section
     assert "seed 0: +0.020 ± 0.050" in section and "one seed per arm" in section  # hypot(0.03, 0.04)
@@ -138,30 +141,30 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
     s.update(heldout_accuracy_after=0.45)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
-    fig4 = claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")
+    fig4 = claim_lines(build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")
     assert "+0.150 ± 0.050 over 1 seed(s) — **reproduced**" in fig4[0]
     # a head that does not clear the majority class by 5 points is not a reproduction, whatever its AUC
     s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
     s.update(head_accuracy_after_cold_start=0.76, heldout_accuracy_after=0.25)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert all("**not reproduced**" in line for line in claim_lines(text, "Online head") + claim_lines(text, "Fig. 4 on SmolLM2"))
     assert "-0.050 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by the point estimate, within two" in text
     s.update(heldout_accuracy_after=0.10)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
-    fig4 = claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")[0]
+    fig4 = claim_lines(build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")[0]
     assert "-0.200 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by more than two" in fig4
 
 
 def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp_path: Path):
-    missing = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    missing = build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
     assert "Not run" in missing and "--only online page" in missing
     # seed 0 ahead by 0.10 (eval SE hypot(0.03, 0.03) = 0.042), seed 1 ahead by 0.02; seed 2 has no GRPO arm and is left out
     for seed, (grpo, arrol) in enumerate([(0.30, 0.40), (0.30, 0.32)]):
         write_online(results_dir, "none", 40, grpo, 0.03, seed=seed)
         write_online(results_dir, "arrol", 60, arrol, 0.03, seed=seed)
     write_online(results_dir, "arrol", 60, 0.9, 0.01, seed=2)
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 8.")[1].split("## 9.")[0]
     assert "| 1 | ARRoL κ = 0.5 | 60 |" in section and "| 2 |" not in section
     assert "seed 0: +0.100 ± 0.042; seed 1: +0.020 ± 0.042" in section
@@ -173,7 +176,7 @@ def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp
 
 
 def test_the_spread_configuration_has_its_own_equal_time_section(results_dir: Path, tmp_path: Path):
-    missing = results.build_page(results_dir, tmp_path / "page.md").split("## 11.")[1]
+    missing = build_page(results_dir, tmp_path / "page.md").split("## 11.")[1]
     assert "Not run" in missing and "--only online_spread page" in missing
     assert "needs a `pruning=none` and a `pruning=arrol_spread` job" in missing
     spread = {"balance_target": "spread"}
@@ -184,7 +187,7 @@ def test_the_spread_configuration_has_its_own_equal_time_section(results_dir: Pa
     # section 8's runs (the paper's rule) do not count here, and this part's do not count in section 8
     write_online(results_dir, "none", 40, 0.30, 0.02, seed=0)
     write_online(results_dir, "arrol", 60, 0.10, 0.02, seed=0)
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 11.")[1]
     assert "+exp=smollm2_online_spread" in section and "L_detect = 12 of 32 tokens, head input `stats`" in section
     assert "| 2 | ARRoL spread, κ = 0.5 | 48 |" in section and "ARRoL took 1.20× GRPO's steps" in section
@@ -207,7 +210,7 @@ def test_seeds_section_counts_the_seeds_that_learned(results_dir: Path, tmp_path
             "heldout_accuracy_se_before": 0.02, "heldout_accuracy_se_after": 0.02,  # 2 SE of the gain: 0.057
             "heldout_samples": 8, "seconds_per_step": 0.5,
             "overrides": [f"pruning={arm}", f"trainer.seed={seed}", "+exp=seeds"]}))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     seeds = claim_lines(text, "Seeds")
     assert len(seeds) == 3
     assert "`pruning=none`: held-out accuracy rose on 2 of 2 seeds, by more than two standard errors" in seeds[0]
@@ -241,12 +244,12 @@ def probe_json(k: int, arrol_vs_majority: float, **extra) -> dict:
 def test_the_k32_vote_run_replaces_the_probes_own_votes(results_dir: Path, tmp_path: Path):
     (results_dir / "pretrained").mkdir()
     (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(probe_json(8, 0.0)))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert "| rule (k = 8, 40 test problems)" in text
     assert "**not reproduced** (above both" in claim_lines(text, "Table 3 by replay")[0]
     (results_dir / "votes32").mkdir()
     (results_dir / "votes32" / "head_quality.json").write_text(json.dumps(probe_json(32, 0.05)))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert "| rule (k = 32, 40 test problems)" in text and "k = 8, 40" not in text
     assert "Votes from `python experiments/head_quality.py --samples 32` (5120 rollouts" in text
     detect = claim_lines(text, "Table 3 by replay")[0]
@@ -268,12 +271,12 @@ def test_online_balance_section_pairs_arms_by_seed_and_combines_the_seeds(result
         s["config"]["trainer"] = {"max_minutes": 12, "seed": seed}
         (results_dir / "online_balance" / job / "summary.json").write_text(json.dumps(s))
 
-    missing = results.build_page(results_dir, tmp_path / "page.md").split("## 10.")[1]
+    missing = build_page(results_dir, tmp_path / "page.md").split("## 10.")[1]
     assert "Not run" in missing and "--only online_balance" in missing
     write("0", {"balance_target": "spread"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
     write("1", {"policy": "random"}, [0.8, 0.9, 0.8, 0.9], [0.03, 0.04, 0.03, 0.04])
     write("2", {"balance_target": "spread"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07], seed=1)  # no partner
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 10.")[1]
     assert "| 0 | ARRoL, spread | `last` | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 | 0.810 | n/a |" in section
     assert "each arm trains 12 min of training, L_detect = 12" in section
@@ -285,14 +288,14 @@ def test_online_balance_section_pairs_arms_by_seed_and_combines_the_seeds(result
     assert len(head) == 1 and "accuracy 0.800 vs majority class 0.749, AUC 0.810" in head[0] and "**reproduced**" in head[0]
     # a second seed whose arms tie: the mean difference halves, the standard errors combine as sqrt(a² + b²) / 2
     write("3", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07], seed=1)
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert "seed 1: zero-advantage +0.000 ± 0.041" in text.split("## 10.")[1]
     claim = claim_lines(text, "Table 4 online")[0]
     assert "2 seed(s)" in claim and "zero-advantage groups -0.100 ± 0.029" in claim and "**reproduced**" in claim
     # the same figures in both arms of seed 0 as well: no reproduction
     write("4", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
     (results_dir / "online_balance" / "1" / "summary.json").unlink()
-    assert "**not reproduced**" in claim_lines(results.build_page(results_dir, tmp_path / "page.md"), "Table 4 online")[0]
+    assert "**not reproduced**" in claim_lines(build_page(results_dir, tmp_path / "page.md"), "Table 4 online")[0]
 
 
 def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Path, tmp_path: Path):
@@ -311,7 +314,7 @@ def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Pat
     data["rows"][0]["balance"] = balance
     (results_dir / "pretrained").mkdir()
     (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(data))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     claims = {line.split(":")[0].split(", ")[-1]: line for line in claim_lines(text, "Table 4 by replay")}
     assert claims["global δ (Eq. 2)"].endswith("E[ρ̂] closer to ρ at 0 of 1 — **not reproduced**.")
     assert "fewer zero-advantage groups than random at 1 of 1" in claims["per-group target"]
@@ -332,7 +335,7 @@ def test_fig2c_is_judged_per_head_input(results_dir: Path, tmp_path: Path):
     }
     (results_dir / "pretrained").mkdir()
     (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(data))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     paper = claim_lines(text, "Fig. 2(c) on SmolLM2-135M:")
     assert len(paper) == 1 and "exceeds DeepConf's at 1 of 2" in paper[0] and "≥ 0.80 at 1 of 2" in paper[0]
     assert "**not reproduced**" in paper[0]
@@ -347,19 +350,19 @@ def test_equal_time_arms_pair_their_evaluations_by_problem_when_recorded(results
     grpo, arrol = [0.0, 0.5, 1.0, 0.25], [0.25, 0.5, 1.0, 0.25]
     write_online(results_dir, "none", 40, sum(grpo) / 4, 0.2, seed=0, heldout_per_problem_after=grpo)
     write_online(results_dir, "arrol", 60, sum(arrol) / 4, 0.2, seed=0, heldout_per_problem_after=arrol)
-    section = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    section = build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
     # differences 0.25, 0, 0, 0: mean 0.0625, sd 0.125, SE 0.0625 (unpaired it would be hypot(0.2, 0.2) = 0.283)
     assert "paired by problem" in section and "seed 0: +0.062 ± 0.062" in section
     s = json.loads((results_dir / "online" / "0" / "summary.json").read_text())
     s["heldout_per_problem_after"] = []  # a run from before per-problem results: no pairing for that seed
     (results_dir / "online" / "0" / "summary.json").write_text(json.dumps(s))
-    section = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    section = build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
     assert "as if independent" in section and "seed 0: +0.062 ± 0.283" in section
     assert "predate the per-problem records" in section
     # one seed paired, one not: the text says which
     write_online(results_dir, "none", 40, sum(grpo) / 4, 0.2, seed=1, heldout_per_problem_after=grpo)
     write_online(results_dir, "arrol", 60, sum(arrol) / 4, 0.2, seed=1, heldout_per_problem_after=arrol)
-    section = results.build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
+    section = build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
     assert "paired by problem for the seeds whose runs recorded per-problem results, else" in section
     assert "seed 0: +0.062 ± 0.283; seed 1: +0.062 ± 0.062" in section
 
@@ -369,7 +372,7 @@ def test_fig2c_is_judged_across_replicate_probe_runs(results_dir: Path, tmp_path
     data["inputs"] = {"last": data["rows"], "mean": [dict(data["rows"][0], head_spearman=0.5, head_auc=0.85)]}
     (results_dir / "pretrained").mkdir()
     (results_dir / "pretrained" / "head_quality.json").write_text(json.dumps(data))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert not claim_lines(text, "Fig. 2(c) on SmolLM2-135M over") and "Replicate probes" not in text
     # a replicate where the paper's input falls behind DeepConf and `mean` stays ahead but under AUC 0.80
     replicate = probe_json(8, 0.0, settings={"seed": 1, "problems": 160, "samples": 8, "temperature": 0.8,
@@ -379,7 +382,7 @@ def test_fig2c_is_judged_across_replicate_probe_runs(results_dir: Path, tmp_path
                                                                     head_auc=0.78)]}
     (results_dir / "pretrained_seeds" / "1").mkdir(parents=True)
     (results_dir / "pretrained_seeds" / "1" / "head_quality.json").write_text(json.dumps(replicate))
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     claim = claim_lines(text, "Fig. 2(c) on SmolLM2-135M over 2 probe runs")
     assert len(claim) == 1 and "(seeds ?, 1)" in claim[0]  # section 7's probe json from before seeds were recorded
     assert "`last` 1 / 2 — **not reproduced**; `mean` 2 / 1 — **not reproduced**." in claim[0]
@@ -414,7 +417,7 @@ def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_di
         write_screen_run(results_dir, "arrol_screen_prompt", seed, grpo,
                          {"policy": "arrol", "screen": {"stages": "prompt"}}, 0.34, 0.55,
                          {"prompt": audit, "cost_share": 0.04}, steps=50)
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 12.")[1]
     for title in ("DAPO with refill", "ARRoL", "ARRoL + prompt screen", "ARRoL + detect screen", "GRPO + prompt screen"):
         assert f"### {title} vs GRPO" in section
@@ -444,7 +447,7 @@ def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_di
 
 
 def test_screen_section_says_how_to_run_it(results_dir: Path, tmp_path: Path):
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     assert "--only screen page" in text.split("## 12.")[1]
 
 
@@ -457,9 +460,67 @@ def test_screen_section_leaves_out_pilot_arms_that_did_not_run(results_dir: Path
     write_screen_run(results_dir, "grpo", 1, grpo, {"policy": "none"}, 0.30, 0.70)
     write_screen_run(results_dir, "arrol_screen_prompt", 1, grpo, {"policy": "arrol", "screen": {"stages": "prompt"}},
                      0.32, 0.60)
-    text = results.build_page(results_dir, tmp_path / "page.md")
+    text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 12.")[1]
     assert "### ARRoL + prompt screen vs GRPO" in section and "### DAPO with refill vs GRPO" in section
     assert "detect screen vs GRPO" not in section and "### GRPO + prompt screen" not in section
     cost = claim_lines(text, "Group screening, ARRoL + prompt screen")[0]
     assert "the screen costing 0.040 of the step (1 of 2 runs recorded it)" in cost and "-inf" not in section
+
+
+def write_seed_run(path: Path, policy: str, gate: float | None, seed: int, curve_points: list[tuple[float, float]]) -> None:
+    """A job of +exp=seeds with a held-out curve: ``(training seconds, held-out accuracy)``, the first point at 0 s
+    being the accuracy before training."""
+    path.mkdir(parents=True)
+    (t0, before), *after = curve_points
+    path.joinpath("summary.json").write_text(json.dumps({
+        "config": {"pruning": {"policy": policy, "gate_auc": gate, "screen": {"stages": "none"}, "cold_start_steps": 0},
+                   "trainer": {"max_steps": 300, "seed": seed}}, "steps": 300,
+        "heldout_accuracy_before": before, "heldout_accuracy_after": after[-1][1], "heldout_problems": 256,
+        "heldout_accuracy_se_before": 0.01, "heldout_accuracy_se_after": 0.01, "heldout_samples": 8,
+        "seconds_per_step": 0.5,
+        "overrides": [f"pruning={'none' if policy == 'none' else 'arrol_gated'}", f"trainer.seed={seed}"]}))
+    path.joinpath("history.jsonl").write_text("".join(
+        json.dumps({"time/wall": t, "heldout/accuracy": acc}) + "\n" for t, acc in after))
+
+
+def test_seeds_section_compares_the_default_with_grpo_per_second_of_training(results_dir: Path, tmp_path: Path):
+    seeds = results_dir / "seeds"
+    # seed 0: the default gains as much in half the time; seed 1: it gains half as much in the same time
+    write_seed_run(seeds / "g0", "none", None, 0, [(0, 0.2), (50, 0.3), (100, 0.4)])
+    write_seed_run(seeds / "d0", "arrol", 0.65, 0, [(0, 0.2), (25, 0.35), (50, 0.4)])
+    write_seed_run(seeds / "g1", "none", None, 1, [(0, 0.2), (50, 0.3), (100, 0.4)])
+    write_seed_run(seeds / "d1", "arrol", 0.65, 1, [(0, 0.2), (50, 0.25), (100, 0.3)])
+    (seeds / "wallclock.png").write_bytes(b"\x89PNG fake")
+    page = tmp_path / "docs" / "page.md"
+    text = build_page(results_dir, page)
+    section = text.split("## 9.")[1].split("## 10.")[0]
+    assert "| 0 | 100 / 50 | +0.200 / +0.200 | 2.00× | 50 s (0.50) |" in section
+    assert "| 1 | 100 / 100 | +0.200 / +0.100 | 0.50× | never |" in section
+    assert "![held-out accuracy vs training seconds" in section and (page.parent / "figures" / "seeds_wallclock.png").exists()
+    claim = claim_lines(text, "Seeds, the default against GRPO")[0]
+    assert "higher on 1 of 2 seeds" in claim and "reached on 1 of 2 seeds" in claim and "**not reproduced**" in claim
+
+
+def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(results_dir: Path, tmp_path: Path):
+    page = tmp_path / "page.md"
+    full = build_page(results_dir, page)
+    assert "- [§4](#4-κ-ablation-paper-table-6) Table 6" in full  # each claim links to its section
+    # the κ runs are gone (measured elsewhere); the seeds part is new: only section 9 is rebuilt
+    for job in (results_dir / "kappa").iterdir():
+        (job / "summary.json").unlink()
+    write_seed_run(results_dir / "seeds" / "g0", "none", None, 0, [(0, 0.2), (50, 0.3), (100, 0.4)])
+    write_seed_run(results_dir / "seeds" / "g1", "none", None, 1, [(0, 0.2), (50, 0.3), (100, 0.45)])
+    partial = build_page(results_dir, page, only=["seeds"])
+    summary = lambda text: text.split("## 1.")[0].splitlines()  # noqa: E731
+    assert [line for line in summary(partial) if not line.startswith("- [§9]")] == summary(full)
+    assert [line for line in summary(partial) if line.startswith("- [§9]")] == [
+        "- [§9](#9-the-default-experiment-over-seeds-tiny-policy) Seeds, `all`: held-out accuracy rose on 2 of 2 "
+        "seeds, by more than two standard errors of the before/after difference on 2 (mean gain +0.225 ± 0.035) — "
+        "**reproduced** (goal: learning on every seed)."]
+    assert partial.split("## 9.")[0].split("## 1.")[1] == full.split("## 9.")[0].split("## 1.")[1]
+    assert partial.split("## 10.")[1] == full.split("## 10.")[1]
+    assert "Table 6" in partial.split("## 4.")[1]  # kept although its runs are gone
+    assert "Not run (`seeds/`" in full and "Not run (`seeds/`" not in partial
+    with pytest.raises(ValueError, match="unknown section"):
+        build_page(results_dir, page, only=["seed"])

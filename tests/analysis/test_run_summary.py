@@ -5,6 +5,7 @@ import json
 import pytest
 
 from arrol_pl.analysis import sweep
+from arrol_pl.analysis.runs import sweep_runs
 from arrol_pl.train.summary import RunSummary
 
 
@@ -34,7 +35,7 @@ def test_sweep_table_reads_the_records(tmp_path):
         (tmp_path / str(job)).mkdir()
         RunSummary(name="arrol", seconds_per_step=sps, keep_ratio_mean=kappa,
                    overrides=[f"pruning.keep_ratio={kappa}", "trainer.max_steps=3"]).write(tmp_path / str(job))
-    markdown, records = sweep.table(sweep.collect(tmp_path), baseline="pruning.keep_ratio=1.0")
+    markdown, records = sweep.table(sweep_runs(tmp_path), baseline="pruning.keep_ratio=1.0")
     assert [r["run"] for r in records] == ["pruning.keep_ratio=1.0", "pruning.keep_ratio=0.5"]
     assert [r["speedup"] for r in records] == [1.0, 2.0]
     assert "every run: `trainer.max_steps=3`" in markdown

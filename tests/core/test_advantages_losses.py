@@ -54,3 +54,17 @@ def test_dynamic_sampling_drops_uniform_groups():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
     groups = torch.tensor([0, 0, 1, 1, 2, 2, 3])
     assert dynamic_sampling_mask(rewards, groups).tolist() == [False, False, True, True, False, False, False]
+
+
+def test_a_lone_survivor_gets_zero_or_verls_advantage():
+    from arrol_pl.core.advantages import compute_advantages
+
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    groups = torch.tensor([0, 1, 1, 2])  # groups 0 and 2 have one survivor each
+    zero = compute_advantages("grpo", rewards, groups)
+    assert zero[0] == 0 and zero[3] == 0 and zero[1] < 0 < zero[2]
+    verl = compute_advantages("grpo", rewards, groups, lone="verl")  # verl: mean 0, std 1 for a group of one
+    assert torch.allclose(verl[[0, 3]], torch.tensor([1 / (1 + 1e-6)] * 2)) and torch.equal(verl[1:3], zero[1:3])
+    assert torch.equal(compute_advantages("drgrpo", rewards, groups, lone="verl")[[0, 3]], torch.tensor([1.0, 1.0]))
+    with pytest.raises(ValueError, match="lone='one'"):
+        compute_advantages("grpo", rewards, groups, lone="one")

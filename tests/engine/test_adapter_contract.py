@@ -2,7 +2,9 @@
 
 Peers were broken silently by vLLM upgrades (abort became a no-op after a request-id change;
 ``model_executor`` disappeared). Every assumption listed in the adapter's docstring is checked here
-on the real engine; run this file first when widening ``adapter.SUPPORTED_VLLM``.
+on the real engine; run this file first when widening ``adapter.SUPPORTED_VLLM``. The names, parameters and
+attributes it relies on are listed once, in ``arrol_pl.engine.vllm_api.VLLM_API``, which
+``scripts/check_vllm_wheel.py`` also checks in the pinned GPU wheel's sources.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 import torch
 
 from arrol_pl.engine import adapter
+from arrol_pl.engine.vllm_api import ENGINE, RUNNER, touch
 
 pytestmark = pytest.mark.engine
 
@@ -40,12 +43,12 @@ def test_runner_attribute_paths(engine):
 
     assert isinstance(runner, GPUModelRunner), f"unexpected runner {type(runner)} (V2 model runner?)"
     assert runner.execute_model == engine.tap._execute_model, "the tap is not installed on the runner"
-    for name in ("execute_model_state", "input_batch", "requests", "model", "reload_weights"):
+    for name in (*touch(RUNNER).attrs, "reload_weights"):
         assert hasattr(runner, name), f"model runner lost attribute {name!r}"
     assert isinstance(runner.input_batch.req_ids, list)
     from vllm.v1.worker.gpu_model_runner import ExecuteModelState
 
-    assert "sample_hidden_states" in ExecuteModelState._fields
+    assert set(touch("vllm.v1.worker.gpu_model_runner:ExecuteModelState").attrs) <= set(ExecuteModelState._fields)
     assert runner.use_async_scheduling is False, "the tap needs synchronous scheduling"
     assert runner.speculative_config is None, "the tap assumes one sampled row per request"
     assert adapter.hidden_size(llm) == engine.hidden_size == runner.model.config.hidden_size
@@ -132,7 +135,7 @@ def test_reload_weights_and_prefix_cache_reset(engine):
     worker = llm.model_executor.driver_worker.worker
     assert callable(getattr(worker, "reload_weights", None)), "worker.reload_weights (collective_rpc target) is gone"
     params = inspect.signature(adapter.model_runner(llm).reload_weights).parameters
-    assert "weights_iterator" in params
+    assert set(touch(f"{RUNNER}.reload_weights").params) <= set(params)
     assert llm.reset_prefix_cache() is True
 
 
@@ -189,6 +192,6 @@ def test_sleep_and_wake_api(engine):
     CPU vLLM ignores them, so here the engine reports that it did not sleep."""
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    assert "level" in inspect.signature(LLMEngine.sleep).parameters
+    assert set(touch(f"{ENGINE}.sleep").params) <= set(inspect.signature(LLMEngine.sleep).parameters)
     assert callable(LLMEngine.wake_up)
     assert engine.sleep() is False and engine.wake_up() is False

@@ -1,4 +1,4 @@
-"""The offline probe reads the feature the engine prunes on (arrol_pl/analysis/head_probe.py vs arrol_pl/engine).
+"""The offline probe reads the feature the engine prunes on (arrol_pl/analysis/head_probe/features.py vs arrol_pl/engine).
 
 One batched transformers forward (right-padded micro-batches) gives every detection length; at each L it
 must equal the engine's ``Rollout.feature`` for rollouts that ran past L and for those that ended before.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arrol_pl.analysis.head_probe import detect_features, eligible_at
+from arrol_pl.analysis.head_probe.features import detect_features, eligible_at
 
 pytestmark = pytest.mark.engine
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.tasks.problem import DatasetUnavailableError, compile_answer_pattern, extract_answer
+from arrol_pl.tasks.problem import DatasetUnavailableError
 from arrol_pl.tasks.registry import load_problems
+from arrol_pl.tasks.rows import compile_answer_pattern, extract_answer
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"
 

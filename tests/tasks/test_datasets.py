@@ -6,13 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.tasks.problem import (
-    MATH_PROMPT_TEMPLATE,
-    DatasetUnavailableError,
-    Problem,
-    format_prompt,
-    render_prompt,
-)
+from arrol_pl.tasks.problem import DatasetUnavailableError, Problem
+from arrol_pl.tasks.prompts import MATH_PROMPT_TEMPLATE, format_prompt, render_prompt
 from arrol_pl.tasks.registry import ADAPTERS, EVAL_SETS, available, load_problems
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"
@@ -194,7 +189,7 @@ def test_render_problems_applies_a_chat_template_only_when_there_is_one():
     from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models
 
-    from arrol_pl.tasks.problem import Problem, render_problems
+    from arrol_pl.tasks.prompts import render_problems
 
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
     problems = [Problem("a", "Compute 1 + 1.", "2")]

@@ -4,7 +4,8 @@ import pytest
 from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast
 
-from arrol_pl.tasks.problem import Problem, PromptFormat, render_problems
+from arrol_pl.tasks.problem import Problem
+from arrol_pl.tasks.prompts import PromptFormat, render_problems
 
 
 def chat_tokenizer():

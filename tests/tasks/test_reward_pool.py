@@ -219,6 +219,6 @@ def test_answer_classes_group_equivalent_answers(reward):
 
 
 def test_dataset_adapters_get_extraction_without_the_pool():
-    code = ("import sys, arrol_pl.tasks.minerva, arrol_pl.tasks.problem; "
+    code = ("import sys, arrol_pl.tasks.minerva, arrol_pl.tasks.rows; "
             "assert 'arrol_pl.tasks.pool' not in sys.modules and 'math_verify' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -23,11 +23,11 @@ def compose_run(*overrides: str):
 
 def test_default_config_composes_and_validates():
     run = compose_run()
-    assert run.algo.name == "grpo" and run.pruning.policy == "arrol"
+    assert run.algo.name == "grpo" and run.pruning.policy == "arrol" and run.pruning.gate_auc == 0.65
     assert run.engine.detect_length < run.algo.max_response_tokens
 
 
-SINGLE_RUN = {"bench_phases", "smollm2_setting"}
+SINGLE_RUN = {"bench_phases", "smollm2_setting", "paper_grpo", "paper_dapo"}
 """Presets that configure one run (read by a benchmark script, or the setting sweeps build on) rather than a sweep."""
 
 
@@ -46,8 +46,9 @@ def test_every_experiment_composes_and_validates(exp):
             for value in str(values).split(","):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
-    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "random_pruning", "seeds",
-                           "smollm2_balance", "smollm2_online", "smollm2_online_spread", "smollm2_screen", "smollm2_setting"]
+    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "paper_dapo", "paper_grpo",
+                           "random_pruning", "seeds", "smollm2_balance", "smollm2_online", "smollm2_online_spread",
+                           "smollm2_screen", "smollm2_setting"]
 
 
 def test_bench_preset_is_the_long_response_setting():
@@ -180,7 +181,7 @@ def test_the_heads_input_reaches_the_engine_and_bad_kinds_are_named():
 @pytest.mark.parametrize("overrides,message", [
     (["trainer.devices=2"], "trainer.strategy='auto' with trainer.devices × trainer.num_nodes = 2 ranks"),
     (["trainer.devices=2", "trainer.strategy=ddp"], "several ranks train with trainer.strategy=fsdp"),
-    (["trainer.devices=3", "trainer.strategy=fsdp", "algo.prompts_per_step=16"],
+    (["trainer.devices=3", "trainer.strategy=fsdp", "algo.prompts_per_step=16", "pruning=arrol"],
      "algo.prompts_per_step=16 must be a multiple of the 3 ranks"),
     (["trainer.num_nodes=0"], "trainer.num_nodes must be >= 1"),
 ])
@@ -190,7 +191,7 @@ def test_several_ranks_are_checked_before_any_model_loads(overrides, message):
 
 
 def test_two_ranks_compose():
-    run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu")
+    run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu", "pruning=arrol")
     assert run.trainer.ranks == 2
 
 
@@ -198,7 +199,7 @@ def test_several_ranks_need_their_launcher(monkeypatch):
     """The ranks come from torchrun (experiments/run.py starts it on one node): a mismatch is named."""
     from arrol_pl.train.distributed import init_launcher_world
 
-    run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu")
+    run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu", "pruning=arrol")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with pytest.raises(ConfigError, match="2 ranks, but the launcher started none"):
         init_launcher_world(run.trainer)
@@ -277,13 +278,16 @@ def test_a_preset_states_only_what_it_changes(preset, tmp_path):
     assert not restated, f"conf/{preset} restates what it builds on: {restated}"
 
 
-def test_the_default_experiment_is_the_typed_defaults():
-    """conf/config.yaml selects presets that state nothing: ``make run`` runs RunConfig() as the dataclasses
-    define it, and a key the presets never mention is still overridable without a ``+``."""
+def test_the_default_experiment_is_the_typed_defaults_and_the_gate():
+    """conf/config.yaml selects presets that state nothing but the discrimination gate: ``make run`` runs RunConfig()
+    as the dataclasses define it with ``pruning.gate_auc=0.65``, and a key the presets never mention is still
+    overridable without a ``+``; ``pruning=arrol`` is the typed defaults to the last key (the paper's rule)."""
     from arrol_pl.tasks.arithmetic import ArithmeticConfig
 
     typed = dataclasses.asdict(load_run_config(OmegaConf.structured(RunConfig)))
     typed["data"]["options"] = dataclasses.asdict(ArithmeticConfig())  # data=arithmetic selects the task's own
+    assert dataclasses.asdict(compose_run("pruning=arrol")) == typed
+    typed["pruning"]["gate_auc"] = 0.65
     assert dataclasses.asdict(compose_run()) == typed
     run = compose_run("trainer.max_minutes=5", "engine.enable_prefix_caching=false")
     assert run.trainer.max_minutes == 5 and not run.engine.enable_prefix_caching

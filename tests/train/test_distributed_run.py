@@ -11,7 +11,7 @@ from test_run_smoke import run_script
 
 pytestmark = pytest.mark.slow
 
-RANKS = ("trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp")
+RANKS = ("trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp", "pruning=arrol")
 
 TIMEOUT = 1200
 """Seconds per run: about 45 s alone on 2 cores, 8 min beside two other test suites (load average 20)."""

@@ -1,6 +1,7 @@
 """Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
-kill -9 and resume, SIGINT / SIGTERM, a checkpoint write that fails, configs that must fail before any
-model loads, a pruning config whose steps can lose every rollout, and evaluation of an unfinished run.
+kill -9 and resume in the run's own directory, SIGINT / SIGTERM, a checkpoint write that fails, configs and a
+reused run directory that must fail before any model loads, a pruning config whose steps can lose every
+rollout, and evaluation of an unfinished run.
 
 Resume is exact on CPU float32: every history line of a resumed run equals the uninterrupted run's,
 except the ``time/*`` keys (wall-clock measurements).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,8 +74,8 @@ def reference(tmp_path_factory, policy_cache):
     return run_dir
 
 
-def assert_resumes_exactly(reference: Path, checkpoint: Path, cache: Path, run_dir: Path) -> None:
-    out = run(cache, run_dir, f"trainer.resume={checkpoint}")
+def assert_resumes_exactly(reference: Path, checkpoint: Path, cache: Path, run_dir: Path, *overrides: str) -> None:
+    out = run(cache, run_dir, f"trainer.resume={checkpoint}", *overrides)
     assert out.returncode == 0, out.stderr[-4000:]
     ref, res = history(reference), history(run_dir)
     assert [r["step"] for r in res] == list(map(float, range(STEPS)))
@@ -88,24 +90,70 @@ def assert_resumes_exactly(reference: Path, checkpoint: Path, cache: Path, run_d
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
 
 
+def rows_on_disk(run_dir: Path) -> int:
+    path = run_dir / "history.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0
+
+
 @pytest.fixture(scope="module")
 def killed(reference, policy_cache):
-    """A run killed with SIGKILL once its first checkpoint is on disk: its directory."""
+    """A run killed with SIGKILL once its first checkpoint (step 2) and the step after it are on disk: its directory."""
     run_dir = reference.parent / "killed"
     proc = start(policy_cache, run_dir)
     wait_for(run_dir / "checkpoints" / "last.ckpt", proc)  # written by rename: complete once it exists
+    deadline = time.monotonic() + 600
+    while rows_on_disk(run_dir) < 3:  # step 2's row, one past the checkpoint
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its third step"
+        time.sleep(0.02)
     proc.kill()
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     return run_dir
 
 
-def test_kill_9_then_resume_is_identical(reference, killed, policy_cache):
-    run_dir = killed
-    assert not (run_dir / "summary.json").exists()
-    for ckpt in (run_dir / "checkpoints").glob("*.ckpt"):  # no file with a checkpoint's name is partial
+def test_kill_9_leaves_every_finished_step_on_disk(reference, killed):
+    assert not (killed / "summary.json").exists()
+    for ckpt in (killed / "checkpoints").glob("*.ckpt"):  # no file with a checkpoint's name is partial
         assert load(ckpt)["global_step"] >= 2, ckpt
-    assert_resumes_exactly(reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, reference.parent / "resumed-kill")
+    rows = history(killed)  # each step's row was written as it ended, not at the end of the run
+    assert len(rows) >= 3 and len(rows) >= load(killed / "checkpoints" / "last.ckpt")["global_step"]
+    assert without_times(rows) == without_times(history(reference))[:len(rows)]
+
+
+def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed, policy_cache):
+    """The resume continues the killed run's directory: the rows past its checkpoint are dropped and redone once,
+    TensorBoard continues in tb/ without a step twice, and two step checkpoints are kept beside one last.ckpt."""
+    run_dir = reference.parent / "resumed-in-place"
+    shutil.copytree(killed, run_dir)  # the killed directory itself stays as it was, for the evaluation test
+    assert_resumes_exactly(reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, run_dir,
+                           "trainer.keep_checkpoints=2")
+    names = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if not p.name.startswith("."))  # kill -9 may
+    assert names == ["last.ckpt", "step00004.ckpt", "step00006.ckpt"], names  # leave a .tmp; step 2's went
+    assert "history" not in load(run_dir / "checkpoints" / "last.ckpt")["arrol"], "checkpoints grow with the history"
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    files = sorted((run_dir / "tb").glob("events.out.tfevents.*"))
+    assert len(files) == 2, files  # one per session
+    events = EventAccumulator(str(run_dir / "tb")).Reload()  # the resumed session purges the killed one's later steps
+    assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(STEPS))
+    assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
+
+
+def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):
+    """Another run into the reference's directory: exit 2, one line naming both ways on, the run's files untouched
+    (Hydra itself rewrites .hydra/ and appends to the log before the run starts)."""
+    files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in reference.rglob("*")
+             if p.is_file() and ".hydra" not in p.parts and p.suffix != ".log"}
+    cache = tmp_path / "cache"
+    out = run(cache, reference)
+    assert out.returncode == 2, out.stderr[-3000:]
+    line = next(x for x in out.stderr.splitlines() if x.startswith("config error:"))
+    assert f"output directory {reference} already holds another run's files" in line
+    assert f"resume it with trainer.resume={reference / 'checkpoints' / 'last.ckpt'}" in line
+    assert "or pass a new directory" in line and "Traceback" not in out.stderr
+    assert not cache.exists(), "a model was built before the directory was refused"
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == files
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -125,14 +173,16 @@ def test_signal_saves_checkpoint_history_and_summary(reference, policy_cache, si
     assert len(history(run_dir)) == steps
     assert summary["checkpoint"] == str(run_dir / "checkpoints" / "last.ckpt")
     last = load(run_dir / "checkpoints" / "last.ckpt")
-    assert last["global_step"] == steps and len(last["arrol"]["history"]) == steps
+    assert last["global_step"] == steps and "history" not in last["arrol"]
     assert (run_dir / "checkpoints" / f"step{steps:05d}.ckpt").exists()
+    assert not list((run_dir / "checkpoints").glob("last-*")), "one last.ckpt"
     assert not (run_dir / "export").exists()
     assert f"interrupted: {signum.name}: stopped after {steps} steps; resume with trainer.resume=" in stderr
     assert "Traceback" not in stderr
-    # Exact resume is checked from the kill -9 run's checkpoint (test_kill_9_then_resume_is_identical); a
-    # signal's checkpoint is written by the same CheckpointOnStop path as an off-interval last step's, whose
-    # resume test_run_smoke.py's test_resume_restores_calibrator_and_step checks.
+    # Exact resume is checked from the kill -9 run's checkpoint
+    # (test_kill_9_then_resume_in_its_own_directory_is_identical); a signal's checkpoint is written by the same
+    # RunCheckpoints path as an off-interval last step's, whose resume test_run_smoke.py's
+    # test_resume_restores_calibrator_and_step checks.
 
 
 def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache):
@@ -178,7 +228,7 @@ def test_bad_config_fails_in_one_line_before_any_model_loads(tmp_path, override,
 def test_steps_that_lose_every_rollout_are_skipped_and_counted(tmp_path, policy_cache):
     """κ = 0.05 with G = 2 and no floor: some steps prune every rollout; they are skipped, not fatal."""
     run_dir = tmp_path / "run"
-    out = run(policy_cache, run_dir, "pruning.keep_ratio=0.05", "pruning.p_min=0.0", "algo.group_size=2",
+    out = run(policy_cache, run_dir, "pruning=arrol", "pruning.keep_ratio=0.05", "pruning.p_min=0.0", "algo.group_size=2",
               "pruning.min_keep_per_group=0", "pruning.cold_start_steps=0", "engine.detect_length=2",
               "trainer.max_steps=4", "data.num_heldout=2")
     assert out.returncode == 0, out.stderr[-3000:]

@@ -6,7 +6,6 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.core.losses import ppo_clip_loss
-from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config import AlgoConfig, ConfigError
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.phases import (
@@ -221,3 +220,23 @@ def test_sampled_log_probs_pick_the_sampled_token():
     r.response_token_ids = [5]
     with pytest.raises(RuntimeError, match="2 log-prob entries for 1"):
         sampled_log_probs([r])
+
+
+def test_verl_parity_sums_the_sequences_over_the_padded_width():
+    """seq-mean-token-sum-norm: this project Σ S_i / (N_seq · max_response_tokens); verl Σ S_i / L with L its
+    loss_scale_factor or the micro-batch's padded width."""
+    from arrol_pl.core.losses import aggregate_loss
+    from arrol_pl.train.phases import sum_norm
+
+    loss = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    ours = AlgoConfig(loss_agg_mode="seq-mean-token-sum-norm", max_response_tokens=8)
+    assert sum_norm(ours, 3, 2) == {"norm_length": 8, "total_seqs": 2}
+    assert float(aggregate_loss(loss, mask, ours.loss_agg_mode, **sum_norm(ours, 3, 2))) == pytest.approx(6 / (2 * 8))
+    verl = AlgoConfig(loss_agg_mode="seq-mean-token-sum-norm", max_response_tokens=8, verl_parity=True)
+    assert float(aggregate_loss(loss, mask, verl.loss_agg_mode, **sum_norm(verl, 3, 2))) == pytest.approx(6 / 3)
+    fixed = AlgoConfig(loss_agg_mode="seq-mean-token-sum-norm", verl_parity=True, loss_scale_factor=4.0)
+    assert sum_norm(fixed, 3, 2) == {"norm_length": 4.0, "total_seqs": 1}
+    assert sum_norm(AlgoConfig(verl_parity=True), 3, 5) == {"norm_length": 48, "total_seqs": 5}  # other modes
+    with pytest.raises(ConfigError, match="algo.loss_scale_factor must be > 0"):
+        AlgoConfig(loss_scale_factor=0.0)

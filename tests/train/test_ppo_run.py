@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_dapo_with_mini_batches_and_epochs_clips_and_logs(tmp_path):
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "algo=dapo", "model.warm_start.steps=0",
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "algo=dapo", "pruning=arrol", "model.warm_start.steps=0",
            f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=0", "algo.prompts_per_step=2",
            "algo.group_size=4", "algo.ppo_mini_batch_size=1", "algo.ppo_epochs=2", "algo.max_response_tokens=16",
            "engine.detect_length=4", "algo.temperature=0.7", "algo.dynamic_sampling=false",

@@ -22,7 +22,8 @@ def test_smollm2_converts_once_and_answers_a_few_shot_sum():
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from arrol_pl.tasks.problem import Problem, PromptFormat, render_problems
+    from arrol_pl.tasks.problem import Problem
+    from arrol_pl.tasks.prompts import PromptFormat, render_problems
     from arrol_pl.train.config import DataConfig
 
     path = prepare_smollm2(CACHE)

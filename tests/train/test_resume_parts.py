@@ -128,13 +128,13 @@ def test_trainer_and_engine_keys_are_checked(overrides, message):
 
 
 def test_time_budget_stops_after_the_step_that_reaches_it_and_checkpoints_it(tmp_path):
-    from arrol_pl.train.callbacks import CheckpointOnStop
+    from arrol_pl.train.callbacks import RunCheckpoints
 
     saved = []
     trainer = SimpleNamespace(global_step=0, max_steps=300, should_stop=False,
                               save_checkpoint=lambda path, weights_only: saved.append(path.name))
     module = SimpleNamespace(history=[], ranks=None)
-    stop = CheckpointOnStop(tmp_path, checkpoint_every=100, max_train_seconds=30.0)
+    stop = RunCheckpoints(tmp_path, checkpoint_every=100, max_train_seconds=30.0)
     for step, wall in enumerate([9.0, 19.0, 29.9, 30.2], start=1):
         trainer.global_step = step
         module.history.append({"time/wall": wall})
@@ -144,7 +144,7 @@ def test_time_budget_stops_after_the_step_that_reaches_it_and_checkpoints_it(tmp
     # several ranks stop at one step: any rank over budget stops all
     voted = []
     ranks = SimpleNamespace(max=lambda x: voted.append(x) or 1)
-    other = CheckpointOnStop(tmp_path, 100, max_train_seconds=30.0)
+    other = RunCheckpoints(tmp_path, 100, max_train_seconds=30.0)
     trainer.should_stop, trainer.global_step = False, 1
     other.on_train_batch_end(trainer, SimpleNamespace(history=[{"time/wall": 1.0}], ranks=ranks), None, None, 0)
     assert voted == [0] and trainer.should_stop

@@ -34,7 +34,7 @@ def first_run(tmp_path_factory, policy_cache):
 def test_run_writes_events_checkpoints_and_summary(first_run):
     tmp, out, _ = first_run
     run = tmp / "run"
-    assert list((run / "tb").glob("events.out.tfevents.*")), "no TensorBoard event file"
+    assert len(list((run / "tb").glob("events.out.tfevents.*"))) == 1, "one TensorBoard event file per run"
     ckpts = {p.name for p in (run / "checkpoints").glob("*.ckpt")}
     assert {"step00002.ckpt", "last.ckpt"} <= ckpts
     summary = json.loads((run / "summary.json").read_text())
@@ -58,6 +58,7 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
         assert tag in tags, tag
     walls = [e.wall_time for e in events.Scalars("reward/accuracy")]
     assert len(walls) == 3 and walls == sorted(walls)
+    assert [e.step for e in events.Scalars("heldout/accuracy")] == [2]  # the final evaluation, on the last step
 
 
 def test_bf16_true_trains_with_a_bf16_engine(tmp_path, policy_cache):
@@ -77,7 +78,8 @@ def test_a_stats_head_trains_online_and_evaluates_from_its_checkpoint(tmp_path, 
     """``head.input=last+stats`` end to end: the engine feeds the head [hidden state, prefix statistics], the head
     standardises them with the replay window's moments, the export keeps its input kind, and evaluation
     rebuilds the same head from a training checkpoint."""
-    out = run_script(tmp_path, "trainer.max_steps=3", "head.input=last+stats", f"hydra.run.dir={tmp_path / 'run'}",
+    out = run_script(tmp_path, "trainer.max_steps=3", "pruning=arrol", "head.input=last+stats",
+                     f"hydra.run.dir={tmp_path / 'run'}",
                      warm=True, cache=policy_cache)
     assert out.returncode == 0, out.stderr[-4000:]
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
@@ -109,7 +111,8 @@ def test_resume_restores_calibrator_and_step(first_run):
     restored = BinnedCalibrator(saved["num_bins"], saved["capacity"], saved["alpha"])
     restored.load_state_dict(saved)
     # every survivor of steps 0 and 1 (GRPO trains on all of them) went into the calibrator, none twice
-    assert restored.total_seen == sum(h["policy/trained_rollouts"] for h in ckpt["arrol"]["history"])
+    first_rows = [json.loads(line) for line in (tmp / "run" / "history.jsonl").read_text().splitlines()]
+    assert restored.total_seen == sum(h["policy/trained_rollouts"] for h in first_rows[:2])
 
     out = run_script(tmp, "trainer.max_steps=3", f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}",
                      warm=True, cache=cache)
@@ -119,10 +122,13 @@ def test_resume_restores_calibrator_and_step(first_run):
     assert resumed["steps"] == 3  # two restored from the checkpoint + one new
     last = torch.load(tmp / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["global_step"] == 3
-    history = last["arrol"]["history"]
+    # one last.ckpt: no last-v1.ckpt beside the off-interval last step's (the only save of the resumed run)
+    assert sorted(p.name for p in (tmp / "resumed" / "checkpoints").iterdir()) == ["last.ckpt", "step00003.ckpt"]
+    history = [json.loads(line) for line in (tmp / "resumed" / "history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [0.0, 1.0, 2.0]
-    # the restored part of the history is exactly the first run's, and the calibrator continued from it
-    assert history[:2] == ckpt["arrol"]["history"]
+    # the restored part of the history is exactly the first run's (read from its directory), and the calibrator
+    # continued from it
+    assert history[:2] == first_rows[:2]
     grown = last["arrol"]["calibrator"]["total_seen"] - saved["total_seen"]
     assert grown == history[2]["policy/trained_rollouts"] > 0
     assert first["steps"] == 3

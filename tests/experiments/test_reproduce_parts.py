@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +42,17 @@ def test_a_part_of_several_commands_runs_them_in_order_into_one_log(reproduce, t
     assert "never" not in (tmp_path / "logs" / "bad.log").read_text()
     reproduce.run_part("one", [py, "-c", "print('alone')"], tmp_path, manifest)  # a single argv as before
     assert (tmp_path / "logs" / "one.log").read_text().strip() == "alone"
+
+
+def test_a_page_after_some_parts_rebuilds_only_their_sections(reproduce, tmp_path: Path):
+    from arrol_pl.analysis.results.page import SECTION_KEYS
+
+    page = tmp_path / "results.md"
+    args = reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "seeds", "kappa", "page"])
+    assert reproduce.page_sections(args) == []  # no page yet: the whole page is built
+    page.write_text("# Results\n")
+    assert reproduce.page_sections(args) == ["--sections", "balance", "head", "kappa", "seeds", "wallclock"]
+    assert reproduce.page_sections(reproduce.parse_args(["--out", str(tmp_path), "--page", str(page),
+                                                         "--only", "page"])) == []
+    assert set(reproduce.PART_SECTIONS) == set(reproduce.PARTS) - {"page"}
+    assert {s for sections in reproduce.PART_SECTIONS.values() for s in sections} == set(SECTION_KEYS)

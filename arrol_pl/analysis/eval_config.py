@@ -1,0 +1,115 @@
+"""The typed configuration of ``experiments/evaluate.py`` (:class:`EvalConfig`), registered with Hydra as
+``eval_schema``: the one home of the evaluation's defaults; ``conf/evaluate.yaml`` states only what it changes.
+
+Decisions:
+- **Sections reused, not copied.** ``engine`` is the engine's own :class:`~arrol_pl.engine.EngineConfig` (the
+  model comes from the checkpoint) and ``deepconf`` the scorer's :class:`DeepConfSettings`; a dataset entry holds
+  the loader's arguments and the prompt keys of ``conf/data/`` (:class:`EvalDatasetConfig`).
+- **Checked before any model loads**, by :func:`load_eval_config` as ``experiments/run.py`` checks a run
+  (:func:`~arrol_pl.train.config.load_typed`): a bad value is one line naming its key, exit 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from arrol_pl.analysis.evaluation import DeepConfSettings
+from arrol_pl.engine.config import EngineConfig
+from arrol_pl.train.config import ConfigError, load_typed, writable
+
+SCHEMA = "eval_schema"
+"""The name ``conf/evaluate.yaml`` selects first in its defaults list."""
+
+
+@dataclass
+class EvalDatasetConfig:
+    """``datasets.<name>``: a dataset by its adapter name (``arithmetic``, ``math500``, ``gsm8k``, ...)."""
+
+    split: str | None = None
+    """The adapter's split (None: its default; the built-in task: ``heldout``)."""
+    path: str | None = None
+    """A local file or directory (None: the adapter's source)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The adapter's own options (the built-in task: ``ArithmeticConfig``'s fields; empty: its defaults)."""
+    prompt_template: str | None = None
+    """As ``data.prompt_template`` (None: the format the checkpoint's export was trained in)."""
+    chat_template: bool | None = None
+    """As ``data.chat_template`` (None: as trained)."""
+    stop: list[str] | None = None
+    """As ``data.stop`` (None: as trained)."""
+
+
+def _arithmetic() -> dict[str, EvalDatasetConfig]:
+    return {"arithmetic": EvalDatasetConfig(split="heldout")}
+
+
+@dataclass
+class EvalConfig:
+    """``experiments/evaluate.py``: k samples per problem, no pruning, the head scoring each completion at its end."""
+
+    checkpoint: str = MISSING
+    """A run's ``export/`` directory (transformers + ``quality_head.pt``) or one of its Lightning ``.ckpt`` files."""
+    k: int = 8
+    """Samples per problem (the paper: 32 for voting, 16 for pass@k)."""
+    temperature: float = 1.0
+    """Sampling temperature (> 0: k different samples)."""
+    top_p: float = 1.0
+    """Nucleus sampling."""
+    max_tokens: int = 48
+    """Longest completion (the paper: 8192)."""
+    limit: int | None = 128
+    """Problems per dataset (None: all)."""
+    datasets: dict[str, Any] = field(default_factory=_arithmetic)
+    """Name → :class:`EvalDatasetConfig`; add one with ``+datasets.math500.path=...``, drop one with
+    ``~datasets.arithmetic`` or, in a preset, ``arithmetic: null`` (typed ``Any`` so that Hydra can add an entry key
+    by key)."""
+    deepconf: DeepConfSettings = field(default_factory=DeepConfSettings)
+    """DeepConf's trace confidence (one of the three votes)."""
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(gpu_memory_utilization=0.8))
+    """The vLLM engine (its ``model`` comes from the checkpoint; ``max_model_len`` None: longest prompt +
+    ``max_tokens``); no training shares the GPU, hence 0.8 of its memory."""
+
+    def __post_init__(self) -> None:
+        from arrol_pl.core.confidence import TRACE_MODES
+        from arrol_pl.tasks.registry import canonical_name
+
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0 (k samples per problem), got {self.temperature}")
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"limit must be >= 1 or null (all problems), got {self.limit}")
+        if self.deepconf.mode not in TRACE_MODES:
+            raise ConfigError(f"deepconf.mode={self.deepconf.mode!r}; choose one of {list(TRACE_MODES)}")
+        self.datasets = {name: spec for name, spec in self.datasets.items() if spec is not None}
+        if not self.datasets:
+            raise ConfigError("datasets is empty: keep one (the default is datasets.arithmetic)")
+        for name, spec in list(self.datasets.items()):
+            try:
+                canonical_name(name)
+                self.datasets[name] = spec if isinstance(spec, EvalDatasetConfig) else EvalDatasetConfig(**spec)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"datasets.{name}: {exc}") from None
+
+
+def load_eval_config(cfg: DictConfig | dict) -> EvalConfig:
+    """The evaluation's configuration from a composed Hydra config, checked; :class:`ConfigError` naming the key.
+    Includes the file system: the checkpoint must exist, and an export directory must hold its head."""
+    config: EvalConfig = load_typed(cfg, EvalConfig, ("engine",))
+    path = Path(config.checkpoint)
+    if not path.exists():
+        raise ConfigError(f"checkpoint={config.checkpoint!r} does not exist")
+    if path.is_dir() and not (path / "quality_head.pt").exists():
+        raise ConfigError(f"checkpoint={config.checkpoint!r} has no quality_head.pt: pass a run's export/ directory "
+                          "or one of its checkpoints/*.ckpt")
+    return config
+
+
+ConfigStore.instance().store(name=SCHEMA, node=writable(OmegaConf.structured(EvalConfig)))

@@ -1,0 +1,26 @@
+"""``docs/results.md`` from the outputs of ``experiments/reproduce.py``: our tables beside the paper's.
+
+Every number on the page is read from the run outputs; every verdict ("reproduced" or not) is computed
+from them against the criterion stated next to it. A part whose outputs are missing is listed as not
+run, never filled in. :mod:`.page` assembles the page from one renderer per section: :mod:`.default_task`
+(sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the SmolLM2 probe), :mod:`.online` (8, 10 and
+11, SmolLM2 trained online) and :mod:`.screen` (12, choosing the groups).
+
+Layout of a results directory (what ``reproduce.py`` writes)::
+
+    phases/phases.json            experiments/bench_phases.py
+    kappa/<job>/summary.json      +exp=ablation_kappa (history.jsonl beside each summary)
+    balance/<job>/summary.json    +exp=random_pruning without the κ = 0.5 global job
+    head/head_quality.json        experiments/head_quality.py (+ head_quality.png)
+    voting/metrics.json           experiments/evaluate.py k = 32
+    wallclock.png                 experiments/plot_wallclock.py
+    pretrained/head_quality.json  experiments/head_quality.py --policy smollm2 --data arithmetic_fewshot
+    pretrained_seeds/<seed>/...   the same probe with other seeds (opt-in): Fig. 2(c) across probe runs
+    votes32/head_quality.json     the same at k = 32 (opt-in): section 7's votes when present
+    online/<job>/summary.json     +exp=smollm2_online (ARRoL vs GRPO at equal training time; opt-in part)
+    seeds/<job>/summary.json      +exp=seeds (the default experiment over 5 seeds, 3 arms; opt-in part)
+    online_balance/<job>/...      +exp=smollm2_balance (the spread rule vs random pruning, per step; opt-in part)
+    online_spread/<job>/...       +exp=smollm2_online_spread (section 8 with the spread rule; opt-in part)
+    screen/<job>/summary.json     +exp=smollm2_screen (choosing the groups at equal training time; opt-in part)
+    manifest.json                 commands, exit codes and seconds per part
+"""

@@ -1,0 +1,186 @@
+"""The results page's sections on SmolLM2-135M trained online: 8 ARRoL vs GRPO at equal training time (Fig. 4),
+10 the spread rule vs random pruning (Table 4 online) and 11 section 8 in the balancing configuration.
+
+Decisions:
+- **Arms are paired by seed** (:func:`~arrol_pl.analysis.runs.pairs_by_seed`); the per-seed differences are
+  averaged with their standard errors combined (:func:`~arrol_pl.core.metrics.mean_of_estimates`).
+- **Equal time is judged on the larger of two uncertainties**: the evaluations' noise and, over several seeds, the
+  spread of the per-seed differences (which also holds the training paths' noise).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from arrol_pl.analysis.formatting import fmt, table_lines
+from arrol_pl.analysis.results.common import verdict
+from arrol_pl.analysis.runs import (comparable, heldout_difference_se, paired_by_problem, pairs_by_seed,
+                                    per_step_after_cold_start, sweep_runs)
+from arrol_pl.core.metrics import mean_of_estimates, mean_sd_se
+from arrol_pl.train.summary import RunSummary
+
+
+def online_head_claim(run: RunSummary, title: str) -> str:
+    """The goal for a run's online head after the cold start: accuracy ≥ majority class + 5 points, AUC ≥ 0.75."""
+    acc, floor, auc = run.head_accuracy_after_cold_start, run.head_majority_after_cold_start, run.head_auc_after_cold_start
+    ok = comparable(acc) >= comparable(floor) + 0.05 and comparable(auc) >= 0.75
+    return (f"{title}: accuracy {fmt(acc)} vs majority class {fmt(floor)}, AUC {fmt(auc)} after the cold start — "
+            f"{verdict(ok)} (goal: majority + 5 points and AUC ≥ 0.75).")
+
+
+def section_online(root: Path) -> tuple[list[str], list[str]]:
+    """Online ARRoL vs GRPO with SmolLM2-135M at equal training wall time (``+exp=smollm2_online``; Fig. 4, Table 1),
+    the two arms paired by ``trainer.seed``."""
+    return equal_time_section(
+        root / "online", "## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)",
+        preset="smollm2_online", arm={"policy": "arrol"}, arm_override="pruning=arrol", arm_title="ARRoL κ = 0.5",
+        label="Fig. 4 on SmolLM2-135M", run_hint="--only online page` (3 seeds, about 90 min on 2 cores)",
+        setting="from the same pretrained weights, in bf16, top 2 decoder blocks trained")
+
+
+def section_online_spread(root: Path) -> tuple[list[str], list[str]]:
+    """Section 8 in the configuration where section 10's balance reproduces (``+exp=smollm2_online_spread``)."""
+    return equal_time_section(
+        root / "online_spread", "## 11. Online ARRoL vs GRPO on SmolLM2-135M at equal training time, in the "
+        "balancing configuration (paper Fig. 4)", preset="smollm2_online_spread",
+        arm={"policy": "arrol", "balance_target": "spread"}, arm_override="pruning=arrol_spread",
+        arm_title="ARRoL spread, κ = 0.5",
+        label="Fig. 4 on SmolLM2-135M with the spread rule", run_hint="--only online_spread page` (3 seeds, about 80 "
+        "min on 2 cores)", setting="as section 8, but with section 10's pruning: the spread rule, the `stats` head "
+        "input and a later detection length")
+
+
+def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, Any], arm_override: str,
+                       arm_title: str, label: str, run_hint: str, setting: str, name: str = "ARRoL",
+                       baseline: dict[str, Any] | None = None, whole: bool = False,
+                       baseline_override: str = "pruning=none") -> tuple[list[str], list[str]]:
+    """GRPO (``pruning=none``, or ``baseline``) against one arm at equal training wall time, paired by
+    ``trainer.seed``: the table, the arm − GRPO held-out after per seed and over the seeds, the online-head claims and
+    the Fig. 4 verdict. ``name`` is what the text calls the arm; with ``whole`` the arms are whole-config specs
+    (:func:`~arrol_pl.analysis.runs.pick_config`), else pruning values."""
+    lines = [heading, ""]
+    pairs = pairs_by_seed(sweep_runs(part), baseline or {"policy": "none"}, arm, whole)
+    if not pairs:
+        return lines + [f"Not run (`{part.name}/` needs a `{baseline_override}` and a `{arm_override}` job of one "
+                        f"`trainer.seed`): `python experiments/reproduce.py {run_hint}."], []
+    arrol = pairs[0][2]
+    budget = arrol.config["trainer"].get("max_minutes")
+    rows, diffs = [], []
+    for seed, grpo, arm_run in pairs:
+        for title, s in (("GRPO", grpo), (arm_title, arm_run)):
+            gain = comparable(s.heldout_accuracy_after) - comparable(s.heldout_accuracy_before)
+            rows.append([seed, title, s.steps, fmt(s.seconds_per_step, ".1f"),
+                         f"{fmt(s.heldout_accuracy_before)} ± {fmt(s.heldout_accuracy_se_before)}",
+                         f"{fmt(s.heldout_accuracy_after)} ± {fmt(s.heldout_accuracy_se_after)}", f"{gain:+.3f}",
+                         fmt(s.keep_ratio_mean), fmt(s.head_accuracy_after_cold_start),
+                         fmt(s.head_majority_after_cold_start), fmt(s.head_auc_after_cold_start),
+                         fmt(s.zero_advantage_fraction)])
+        diffs.append((seed, comparable(arm_run.heldout_accuracy_after) - comparable(grpo.heldout_accuracy_after),
+                      heldout_difference_se(arm_run, grpo)))
+    lines += [
+        f"`experiments/run.py +exp={preset}`: both arms train for {budget} min of training wall time "
+        f"(held-out evaluations excluded) {setting}; "
+        f"B = {arrol.config['algo']['prompts_per_step']} × G = {arrol.config['algo']['group_size']}, "
+        f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} tokens, "
+        f"head input `{arrol.config.get('head', {}).get('input', 'last')}`. "
+        f"Held-out: {arrol.heldout_problems} problems × {arrol.heldout_samples} samples (± the evaluation's standard "
+        "error over problems). A sweep runs its jobs one after another; anything else on the machine slows the arms "
+        "unevenly and biases an equal-time comparison, so this part runs alone.",
+        "",
+        *table_lines(["seed", "arm", "steps", "s / step", "held-out before", "held-out after", "gain", "keep",
+                      "head acc.", "majority class", "head AUC", "zero-adv. groups"], rows),
+    ]
+    k = len(diffs)
+    diff, eval_se = mean_of_estimates([(d, se) for _, d, se in diffs])
+    _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in diffs])
+    # the larger of the evaluations' noise and the spread over seeds (which also holds the training paths' noise)
+    diff_se = max(eval_se, seed_se) if k > 1 else eval_se
+    steps_ratio = sum(a.steps for _, _, a in pairs) / max(1, sum(g.steps for _, g, _ in pairs))
+    per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in diffs)
+    spread = (f"; over seeds sd {seed_sd:.3f}, SE {seed_se:.3f}; the larger SE is used" if k > 1 else
+              "; one seed per arm")
+    paired = sum(paired_by_problem(a, g) for _, g, a in pairs)
+    unpaired = ("the two evaluations' standard errors combined as if independent, likely an overestimate since both "
+                "arms evaluate the same problems")
+    how = ("paired by problem: both arms evaluate the same problems" if paired == k else
+           f"{unpaired}; these runs predate the per-problem records that pair them" if not paired else
+           f"paired by problem for the seeds whose runs recorded per-problem results, else {unpaired}")
+    lines += ["", f"{name} took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, {name} − GRPO "
+              f"({how}): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
+              f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread})."]
+    detect = arrol.config["engine"]["detect_length"]
+    claims = [online_head_claim(a, f"Online head on SmolLM2-135M ({arm_title} arm at L_detect = {detect}, seed {seed})")
+              for seed, _, a in pairs]
+    claims.append(
+        f"{label}: held-out accuracy of {name} minus GRPO's after the same training time, {diff:+.3f} ± "
+        f"{diff_se:.3f} over {k} seed(s) — " + (
+            verdict(True) if diff > 2 * diff_se else
+            f"**tied within noise**: {name} ≥ GRPO by the point estimate only" if diff >= 0 else
+            verdict(False) + (f": {name} below GRPO by the point estimate, within two standard errors"
+                              if diff > -2 * diff_se else f": {name} below GRPO by more than two standard errors"))
+        + f" (goal: {name} ≥ GRPO; reproduced means ahead by more than two standard errors).")
+    return lines, claims
+
+
+def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
+    """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``), the two
+    arms paired by ``trainer.seed``; the per-seed differences are averaged with their standard errors combined."""
+    lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
+    pairs = pairs_by_seed(sweep_runs(root / "online_balance"), {"policy": "arrol", "balance_target": "spread"},
+                          {"policy": "random"})
+    if not pairs:
+        return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job of one "
+                        "`trainer.seed`): `python experiments/reproduce.py --only online_balance page` (5 seeds, about "
+                        "110 min on 2 cores)."], []
+    first = pairs[0][1]
+    trainer = first.config["trainer"]
+    budget = f"{trainer.get('max_steps')} steps"
+    if trainer.get("max_minutes") is not None:
+        budget = f"{trainer['max_minutes']} min of training" + (
+            f", at most {trainer['max_steps']} steps" if trainer.get("max_steps") else "")
+    rows, diffs = [], []
+    for seed, spread, rand in pairs:
+        per_arm = {}
+        for title, run in (("ARRoL, spread", spread), ("random", rand)):
+            stats = {k: per_step_after_cold_start(run, f"balance/{k}")
+                     for k in ("positive_ratio", "rho_1_minus_rho", "zero_advantage_fraction")}
+            per_arm[title] = stats
+            head_input = run.config.get("head", {}).get("input", "last")
+            rows.append([seed, title, f"`{head_input}`", run.steps, fmt(run.keep_ratio_mean),
+                         *(f"{m:.3f} ± {se:.3f}" for m, _, se in stats.values()),
+                         fmt(run.head_auc_after_cold_start), fmt(run.head_within_auc_after_cold_start),
+                         f"{fmt(run.heldout_accuracy_before)} ± {fmt(run.heldout_accuracy_se_before)}",
+                         f"{fmt(run.heldout_accuracy_after)} ± {fmt(run.heldout_accuracy_se_after)}"])
+        (zs, _, zs_se), (zr, _, zr_se) = (per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))
+        (bs, _, bs_se), (br, _, br_se) = (per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))
+        diffs.append((seed, zs - zr, math.hypot(zs_se, zr_se), bs - br, math.hypot(bs_se, br_se)))
+    lines += [
+        f"`experiments/run.py +exp=smollm2_balance`: as section 8 (bf16, top 2 decoder blocks trained), but each arm "
+        f"trains {budget}, L_detect = {first.config['engine']['detect_length']}, where SmolLM2 has written its "
+        "answer, and the two arms prune at the same κ: `spread` keeps each group's best- and worst-scored rollouts "
+        "(ranks of the online head's scores only), `random` ignores the head (which still trains, so its figures are "
+        "comparable). Per-step figures after the cold start (mean ± standard error over steps; the within-group AUC is "
+        "over each step's survivors, which `spread` picks from the ends of the head's order, so it reads high there "
+        "and fairly under `random`).", "",
+        *table_lines(["seed", "arm", "head input", "steps", "keep", "E[ρ̂]", "E[ρ̂(1−ρ̂)]", "zero-adv. groups",
+                      "head AUC", "head AUC within groups", "held-out before", "held-out after"], rows),
+    ]
+    k = len(diffs)
+    dz, dz_se = mean_of_estimates([(d[1], d[2]) for d in diffs])
+    db, db_se = mean_of_estimates([(d[3], d[4]) for d in diffs])
+    per_seed = "; ".join(f"seed {seed}: zero-advantage {z:+.3f} ± {zse:.3f}, E[ρ̂(1−ρ̂)] {b:+.4f} ± {bse:.4f}"
+                         for seed, z, zse, b, bse in diffs)
+    lines += ["", f"Spread − random, per seed (standard errors over steps combined): {per_seed}. Over the {k} seed(s): "
+              f"zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} (the per-seed "
+              "differences averaged, their standard errors combined; within a seed the two policies drift apart as they "
+              "train)."]
+    ok = dz < -2 * dz_se and db > 2 * db_se
+    claims = [f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5, {k} seed(s)): zero-advantage "
+              f"groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} — {verdict(ok)} (fewer "
+              "zero-advantage groups and more balance, each by more than two standard errors)."]
+    claims += [online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
+                                         f"{spread.config['engine']['detect_length']} (spread arm, seed {seed})")
+               for seed, spread, _ in pairs]
+    return lines, claims

@@ -1,0 +1,122 @@
+"""The results page itself: the header, the summary of what reproduced, how to read it, then every section
+(:mod:`arrol_pl.analysis.results`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Sequence
+
+from arrol_pl.analysis.results.common import load_json
+from arrol_pl.analysis.results.default_task import (section_balance, section_head, section_kappa, section_phases,
+                                                    section_seeds, section_voting, section_wallclock)
+from arrol_pl.analysis.results.online import section_online, section_online_balance, section_online_spread
+from arrol_pl.analysis.results.pretrained import section_pretrained
+from arrol_pl.analysis.results.screen import section_screen
+from arrol_pl.analysis.runs import pick, sweep_runs
+from arrol_pl.train.summary import RunSummary
+
+
+def reading(kappa_runs: list[RunSummary]) -> list[str]:
+    """How to read the verdicts, from how well the online head predicted correctness."""
+    online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
+    auc = online.head_auc_after_cold_start if online else None
+    if auc is None:
+        return []
+    if auc < 0.65:
+        return [f"Reading: the online quality head barely predicts correctness here (AUC {auc:.2f} after the cold "
+                "start). Pruning then acts close to random, so the effects that need a predictive head (balance, "
+                "votes, accuracy at equal steps) cannot show on this policy; the speed effects need none and are "
+                "what this machine can test. A policy whose hidden state carries the signal (the paper's 1.7B–8B "
+                "models) is needed for the rest: the same scripts take `model=`/`data=` overrides.", ""]
+    return [f"Reading: the online quality head predicts correctness with AUC {auc:.2f} after the cold start.", ""]
+
+
+SECTION_KEYS = ("phases", "balance", "head", "kappa", "voting", "wallclock", "pretrained", "online", "seeds",
+                "online_balance", "online_spread", "screen")
+"""The page's sections in order (section n is ``SECTION_KEYS[n - 1]``), named as ``write_results.py --sections``
+takes them."""
+
+
+def anchor(heading: str) -> str:
+    """The link target a Markdown renderer gives a heading (``## 9. The default …`` → ``9-the-default-…``)."""
+    return re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower()).replace(" ", "-")
+
+
+def split_page(text: str) -> tuple[dict[int, str], dict[int, list[str]]]:
+    """An existing page's section bodies and summary claims, by section number (a claim names its section as
+    ``[§n](#…)``)."""
+    bodies = {int(m.group(1)): m.group(0).rstrip("\n")
+              for m in re.finditer(r"^## (\d+)\. .*?(?=^## |\Z)", text, flags=re.M | re.S)}
+    claims: dict[int, list[str]] = {}
+    for m in re.finditer(r"^- (\[§(\d+)\]\(#[^)]*\) .*)$", text, flags=re.M):
+        claims.setdefault(int(m.group(2)), []).append(m.group(1))
+    return bodies, claims
+
+
+def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str:
+    """Write ``page`` (and its figures beside it) from the results directory ``root``; returns the text.
+
+    ``only``: rebuild these sections (``SECTION_KEYS``) from ``root`` and keep every other section, its body and
+    its summary claims, as the existing ``page`` has them (parts measured on another machine, or earlier)."""
+    root, page = Path(root), Path(page)
+    unknown = sorted(set(only or ()) - set(SECTION_KEYS))
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTION_KEYS)}")
+    kept_bodies, kept_claims = split_page(page.read_text()) if only else ({}, {})
+    if only and not kept_bodies:
+        raise ValueError(f"{page} has no sections to keep: build the whole page (without sections)")
+    figures = page.parent / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    manifest = load_json(root / "manifest.json") or {"parts": {}}
+    phases = load_json(root / "phases" / "phases.json")
+    machine = phases["machine"] if phases else None
+    kappa_runs = sweep_runs(root / "kappa")  # read once: five sections use these runs
+    sections: list[Callable[[], tuple[list[str], list[str]]]] = [
+        lambda: section_phases(root), lambda: section_balance(root, kappa_runs),
+        lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
+        lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
+        lambda: section_pretrained(root, figures, page.parent), lambda: section_online(root),
+        lambda: section_seeds(root, figures, page.parent), lambda: section_online_balance(root),
+        lambda: section_online_spread(root), lambda: section_screen(root),
+    ]
+    bodies, claims = [], []
+    for number, (key, make) in enumerate(zip(SECTION_KEYS, sections), start=1):
+        if only and key not in only and number in kept_bodies:
+            bodies.append(kept_bodies[number])
+            claims += kept_claims.get(number, [])
+            continue
+        body, found = make()
+        bodies.append("\n".join(body))
+        claims += [f"[§{number}](#{anchor(body[0])}) {claim}" for claim in found]
+    parts = manifest.get("parts", {})
+    total = sum(p["seconds"] for k, p in parts.items() if k != "page")
+    header = [
+        "# Results: ARRoL measured the way the paper measures it",
+        "",
+        "Generated by `python experiments/write_results.py` from the outputs of `python experiments/reproduce.py` "
+        "(`make results`); do not edit by hand. Rerun both to refresh it.",
+        "",
+    ]
+    if machine:
+        header.append(f"Machine: {machine['cpu']}, {machine['cores']} cores, GPU: {machine.get('gpu') or 'none'}; "
+                      f"Python {machine['python']}, torch {machine.get('torch')}, vLLM {machine.get('vllm')}.")
+    if parts:
+        header.append(f"Measurement parts took {total / 60:.1f} min in total: "
+                      + ", ".join(f"{k} {p['seconds']:.0f} s" for k, p in parts.items() if k != "page") + ".")
+    if manifest.get("quick"):
+        header.append("**Quick smoke run: a few steps per part, the figures mean nothing.**")
+    if only:  # the header and the reading of the page whose other sections are kept
+        old = page.read_text()
+        header = old.split("\n## What reproduced and what did not", 1)[0].split("\n")[:-1]
+        summary = old.split("\n## 1. ", 1)[0]
+        read = [line for line in summary.split("\n") if line.startswith("Reading: ")]
+        header += ["", "## What reproduced and what did not", ""] + [f"- {c}" for c in claims] + [""]
+        header += [*read, ""] if read else []
+    else:
+        header += ["", "## What reproduced and what did not", ""] + [f"- {c}" for c in claims] + [""]
+        header += reading(kappa_runs)
+    text = "\n".join(header) + "\n" + "\n\n".join(bodies) + "\n"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text)
+    return text

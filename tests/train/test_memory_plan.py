@@ -1,0 +1,212 @@
+"""The memory plan (arrol_pl/train/memory_plan.py) against what PyTorch allocates and autograd keeps on CPU, on the
+paper's models' real shapes (tests/fixtures/model_configs), and the refusal of a GPU run that cannot fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+
+from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.memory_plan import GIB, ModelShape, layer_activation_bytes, plan_memory, precision_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = str(ROOT / "conf")
+FIXTURES = ROOT / "tests" / "fixtures" / "model_configs"
+SMOLLM2 = sorted((ROOT / "outputs" / "cache").glob("smollm2-135m-instruct-*/done"))
+
+
+def compose_run(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        return load_run_config(compose("config", overrides=list(overrides)))
+
+
+def fixture(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def item(plan, label: str) -> int:
+    return next(i.bytes for i in (*plan.resident, *plan.update.items) if i.label.startswith(label))
+
+
+# ---------------------------------------------------------------- weights and AdamW state, counted by PyTorch
+def test_weights_and_adamw_state_are_what_pytorch_allocates_for_smollm2():
+    """SmolLM2-135M (its converted directory in outputs/cache when there, else built from the same config): the
+    plan's weight and AdamW figures for one float32 rank are the bytes of its parameters and, after one optimizer
+    step, of AdamW's two moments (the per-tensor step counters aside)."""
+    if SMOLLM2:
+        config = json.loads((SMOLLM2[0].parent / "config.json").read_text())
+        policy = AutoModelForCausalLM.from_pretrained(SMOLLM2[0].parent, dtype=torch.float32)
+    else:
+        config = {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                  "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152,
+                  "tie_word_embeddings": True}
+        policy = AutoModelForCausalLM.from_config(LlamaConfig(**config), dtype=torch.float32)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-5)
+    policy(input_ids=torch.tensor([[1, 2, 3, 4]]), labels=torch.tensor([[1, 2, 3, 4]])).loss.backward()
+    optimizer.step()
+    weights = sum(p.numel() * p.element_size() for p in policy.parameters())
+    moments = sum(s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    plan = plan_memory(ModelShape.from_config(config), compose_run("trainer.precision=32-true"), 80 * GIB)
+    assert item(plan, "policy weights") == weights
+    assert item(plan, "AdamW moments") == moments == 2 * weights
+    assert item(plan, "gradients") == sum(p.grad.numel() * p.grad.element_size() for p in policy.parameters())
+
+
+@pytest.mark.parametrize("cls,extra", [
+    (Qwen3Config, {}), (Qwen3Config, {"tie_word_embeddings": True}), (LlamaConfig, {"attention_bias": True}),
+    (Qwen2Config, {}),  # q/k/v biases, not named in its config
+])
+def test_parameter_counts_follow_the_architecture(cls, extra):
+    config = cls(vocab_size=300, hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, **extra)
+    model = AutoModelForCausalLM.from_config(config)
+    shape = ModelShape.from_config(config.to_dict())
+    assert shape.params == sum(p.numel() for p in model.parameters())
+    assert shape.block_params == sum(p.numel() for p in model.model.layers[0].parameters())
+
+
+@pytest.mark.parametrize("name,billions,kv_kib", [
+    ("qwen3-1.7b", 1.72, 112), ("qwen3-4b", 4.02, 144), ("qwen3-8b", 8.19, 144),
+    ("llama-3.2-1b", 1.24, 32), ("llama-3.2-3b", 3.21, 112),
+])
+def test_the_paper_models_have_their_published_sizes(name, billions, kv_kib):
+    """Parameter counts as the model cards give them (Qwen3: 1.7B, 4.0B, 8.2B; Llama 3.2: 1.23B, 3.21B) and the
+    KV cache per token in bf16: 2 × layers × kv heads × head_dim × 2 bytes."""
+    shape = ModelShape.from_config(fixture(name))
+    assert shape.params / 1e9 == pytest.approx(billions, abs=0.01)
+    assert shape.kv_bytes_per_token(2) == kv_kib * 1024
+
+
+# ---------------------------------------------------------------- activations, counted by autograd
+def saved_bytes(config, tokens: int, precision: str, checkpointing: bool) -> int:
+    """Bytes of the tensors autograd keeps for one forward (storages counted once; parameters excluded)."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).train()
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params:
+            storages[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    ids = torch.randint(0, config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(1))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            model.model(input_ids=ids, use_cache=False)  # the blocks; the LM head is planned apart
+    return sum(storages.values())
+
+
+def small(cls, layers: int):
+    return cls(vocab_size=256, hidden_size=128, intermediate_size=384, num_hidden_layers=layers, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=32)
+
+
+@pytest.mark.parametrize("cls", [Qwen3Config, LlamaConfig])
+@pytest.mark.parametrize("precision", ["bf16-mixed", "32-true"])
+def test_activation_bytes_per_token_and_layer_match_what_autograd_keeps(cls, precision):
+    """Per token and decoder block (the slope over tokens of one more layer's saved bytes), the formula is within
+    10 % of autograd's; under autocast each block also keeps a 16-bit copy of its weights (the constant term); with
+    checkpointing a block keeps its input alone, r·h bytes per token."""
+    p = precision_bytes(precision)
+    shape = ModelShape.from_config(small(cls, 1).to_dict())
+
+    def per_layer(tokens: int, checkpointing: bool = False) -> int:
+        return (saved_bytes(small(cls, 2), tokens, precision, checkpointing)
+                - saved_bytes(small(cls, 1), tokens, precision, checkpointing))
+
+    short, long = per_layer(64), per_layer(128)
+    slope = (long - short) / 64
+    assert slope == pytest.approx(layer_activation_bytes(shape, p.residual, p.compute), rel=0.10)
+    copies = short - 64 * slope
+    assert copies == pytest.approx(shape.block_params * p.compute if p.autocast else 0, abs=0.05 * shape.block_params)
+    assert per_layer(64, True) == 64 * p.residual * shape.hidden_size
+
+
+# ---------------------------------------------------------------- the paper's runs, and the refusal
+@pytest.mark.parametrize("model,fixture_name,fits", [
+    ("qwen3_1_7b", "qwen3-1.7b", True), ("qwen3_4b", "qwen3-4b", True), ("llama3_2_1b", "llama-3.2-1b", True),
+    ("qwen3_8b", "qwen3-8b", False),
+])
+def test_the_paper_grpo_run_on_80_gib(model, fixture_name, fits):
+    run = compose_run("+exp=paper_grpo", f"model={model}")
+    plan = plan_memory(ModelShape.from_config(fixture(fixture_name)), run, 80 * GIB)
+    assert plan.fits is fits, plan.render()
+    assert item(plan, "reference policy") == 4 * plan.shape.params  # kl_coef 0.001: whole, float32
+    assert item(plan, "policy weights") == 4 * plan.shape.params // 8
+    assert plan.activations[True] < plan.activations[False] / 5
+    assert "model.activation_checkpointing=true" in plan.render()
+
+
+def test_without_kl_the_8b_dapo_run_fits_and_one_rank_shards_nothing():
+    run = compose_run("+exp=paper_dapo", "model=qwen3_8b")
+    plan = plan_memory(ModelShape.from_config(fixture("qwen3-8b")), run, 80 * GIB)
+    assert plan.fits, plan.render()
+    assert not any(i.label.startswith("reference") for i in plan.resident)
+    one = plan_memory(plan.shape, compose_run("+exp=paper_dapo", "model=qwen3_8b", "trainer.devices=1",
+                                              "trainer.strategy=auto"), 80 * GIB)
+    assert item(one, "policy weights") == 4 * plan.shape.params and not one.fits
+    assert not any(i.label.startswith("FSDP2") for i in one.update.items)
+
+
+def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, monkeypatch):
+    from arrol_pl.train import experiment
+
+    model_dir = tmp_path / "Qwen3-8B-Base"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps(fixture("qwen3-8b")))
+    run = compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}")
+    with pytest.raises(ConfigError, match="does not fit in GPU memory") as err:
+        experiment.check_memory(run, 80 * GIB)
+    assert "reference policy (float32)" in str(err.value) and "algo.kl_coef=0" in str(err.value)
+    experiment.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
+                                        "algo.kl_coef=0"), 80 * GIB)
+    # through preflight, as experiments/run.py calls it: with a GPU "visible", refused before the data is read
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _: type("P", (), {"total_memory": 80 * GIB}))
+    monkeypatch.setattr(experiment, "load_splits", lambda _: pytest.fail("the data was read first"))
+    with pytest.raises(ConfigError, match="does not fit in GPU memory"):
+        experiment.preflight(run, tmp_path / "out")
+    # a hub id whose config.json is neither cached nor reachable (offline) is refused naming the ways on
+    with pytest.raises(ConfigError, match="hf download Qwen/Qwen3-8B-Base"):
+        experiment.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)
+    # a CPU run is never refused: its plan is informational
+    monkeypatch.undo()
+    experiment.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
+                                        "trainer.accelerator=cpu"))
+
+
+def test_plan_cli_prints_the_plan_and_exits_by_the_verdict(capsys, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plan_cli", ROOT / "experiments" / "plan.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    assert cli.main(["+exp=paper_grpo", "--config-json", str(FIXTURES / "qwen3-1.7b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Qwen/Qwen3-1.7B-Base (1.72 B parameters" in out and "verdict: fits in 80.0 GiB" in out
+    assert cli.main(["+exp=paper_grpo", "model=qwen3_8b", "--gpu-gib", "80",
+                     "--config-json", str(FIXTURES / "qwen3-8b.json")]) == 1
+    assert "DOES NOT FIT" in capsys.readouterr().out
+    assert cli.main(["+exp=paper_grpo", "--gpu-gib", "141", "--config-json", str(FIXTURES / "qwen3-8b.json")]) == 0
+    assert cli.main(["algo.group_size=1"]) == 2
+    assert "algo.group_size must be >= 2" in capsys.readouterr().err
+    # the default experiment's tiny policy needs no file
+    assert cli.main([]) == 0 and "tiny policy" in capsys.readouterr().out
+
+
+def test_the_plan_needs_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, arrol_pl.train.memory_plan; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'vllm'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"

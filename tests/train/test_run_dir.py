@@ -1,0 +1,151 @@
+"""One run per directory, the history written as the run goes, and checkpoint retention, without a model: the
+directory check, the rows a resume starts from, and the callbacks that write the history and the checkpoints
+(driven by a stand-in trainer that writes small files). Whole runs through experiments/run.py (a reused
+directory refused, a killed run resumed in its own directory, retention) are in test_faults.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from arrol_pl.train.callbacks import HistoryFile, RunCheckpoints
+from arrol_pl.train.rundir import check_output_dir, history_before, read_rows, run_files, step_checkpoints, write_rows
+from arrol_pl.train.config import ConfigError, load_run_config
+
+
+def rows(n: int, start: int = 0) -> list[dict]:
+    return [{"step": float(k), "reward/accuracy": k / 10, "time/wall": 1.5 * k} for k in range(start, n)]
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def a_run(directory: Path, steps: tuple[int, ...] = (2, 4)) -> Path:
+    """A directory as a run leaves it (file contents are stand-ins)."""
+    (directory / "checkpoints").mkdir(parents=True)
+    (directory / "tb").mkdir()
+    (directory / ".hydra").mkdir()
+    (directory / ".hydra" / "config.yaml").write_text("trainer: {}\n")
+    write_rows(directory / "history.jsonl", rows(5))
+    (directory / "summary.json").write_text("{}")
+    (directory / "tb" / "events.out.tfevents.1.host.1.0").write_bytes(b"\0")
+    for k in steps:
+        (directory / "checkpoints" / f"step{k:05d}.ckpt").write_bytes(b"ckpt")
+    (directory / "checkpoints" / "last.ckpt").write_bytes(b"ckpt")
+    return directory
+
+
+def test_a_directory_holding_a_run_is_refused_and_left_as_it_was(tmp_path):
+    run = a_run(tmp_path / "run")
+    before = snapshot(run)
+    assert run_files(run) == ["history.jsonl", "summary.json", "checkpoints/", "tb/"]
+    last = run / "checkpoints" / "last.ckpt"
+    with pytest.raises(ConfigError) as err:
+        check_output_dir(run, None, None)
+    message = str(err.value)
+    assert "\n" not in message and f"output directory {run} already holds another run's files" in message
+    assert f"resume it with trainer.resume={last}" in message and "pass a new directory" in message
+    # another run's checkpoint does not continue this one
+    other = a_run(tmp_path / "other")
+    with pytest.raises(ConfigError, match="already holds another run's files"):
+        check_output_dir(run, str(other / "checkpoints" / "last.ckpt"), {"global_step": 4})
+    # its own newest checkpoint does; an older one would drop the later checkpoint's steps
+    check_output_dir(run, str(last), {"global_step": 4})
+    check_output_dir(run, str(run / "checkpoints" / "step00004.ckpt"), {"global_step": 4})
+    with pytest.raises(ConfigError, match=r"trainer.resume=.*step00002.ckpt: .* holds this run's later checkpoint "
+                                          r"step00004.ckpt; continue the run with trainer.resume=.*last.ckpt, or "
+                                          r"branch from step 2 into a new directory"):
+        check_output_dir(run, str(run / "checkpoints" / "step00002.ckpt"), {"global_step": 2})
+    assert snapshot(run) == before
+
+
+def test_what_counts_as_a_run(tmp_path):
+    check_output_dir(tmp_path / "missing", None, None)
+    hydra_only = tmp_path / "hydra-only"
+    (hydra_only / ".hydra").mkdir(parents=True)
+    (hydra_only / "run.log").write_text("")
+    (hydra_only / "checkpoints").mkdir()  # empty folders are no run
+    (hydra_only / "tb").mkdir()
+    check_output_dir(hydra_only, None, None)
+    crashed = tmp_path / "crashed"  # a run that died before its first checkpoint: nothing to resume
+    crashed.mkdir()
+    write_rows(crashed / "history.jsonl", rows(1))
+    with pytest.raises(ConfigError, match=r"\(history.jsonl\): it has no checkpoint to resume, or pass a new "):
+        check_output_dir(crashed, None, None)
+
+
+def test_a_resume_starts_from_the_rows_before_its_checkpoint(tmp_path, caplog):
+    run = a_run(tmp_path / "run")
+    # a crash mid-write leaves a cut line; rows of steps after the checkpoint's are dropped
+    with open(run / "history.jsonl", "a") as f:
+        f.write('{"step": 5.0, "rew')
+    assert [r["step"] for r in read_rows(run / "history.jsonl")] == [0, 1, 2, 3, 4]
+    kept = history_before(run / "checkpoints" / "last.ckpt", {"global_step": 3, "arrol": {}})
+    assert kept == rows(3)
+    # a checkpoint written before the history left checkpoints holds its rows itself
+    assert history_before(tmp_path / "x.ckpt", {"global_step": 2, "arrol": {"history": rows(2)}}) == rows(2)
+    # a checkpoint alone, without its run's history: the summary covers fewer steps, and says so
+    assert history_before(tmp_path / "alone" / "x.ckpt", {"global_step": 2, "arrol": {}}) == []
+    assert "0 of the 2 steps before it have a history row" in caplog.text
+    (run / "history.jsonl").write_text('{"step": 0.0}\nnot json\n{"step": 1.0}\n')
+    with pytest.raises(ConfigError, match=r"^trainer.resume=.*last.ckpt: .*history.jsonl: line 2 is not JSON"):
+        history_before(run / "checkpoints" / "last.ckpt", {"global_step": 3, "arrol": {}})
+
+
+class Trainer(SimpleNamespace):
+    """The parts of a Lightning trainer the callbacks use; checkpoints are small files named by their step."""
+
+    def save_checkpoint(self, path: Path, weights_only: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(self.global_step))
+
+
+def test_each_step_is_on_disk_when_it_ends_and_old_checkpoints_go(tmp_path):
+    path = tmp_path / "history.jsonl"
+    write_rows(path, rows(5))  # an earlier session went two steps past its checkpoint at 3
+    module = SimpleNamespace(history=rows(3), ranks=None)
+    trainer = Trainer(global_step=3, max_steps=10, should_stop=False, is_global_zero=True)
+    history, checkpoints = HistoryFile(path), RunCheckpoints(tmp_path / "checkpoints", checkpoint_every=2, keep=2)
+    history.on_train_start(trainer, module)
+    assert read_rows(path) == rows(3)
+    for step in range(3, 10):
+        module.history.append(rows(step + 1, step)[0])
+        trainer.global_step = step + 1
+        history.on_train_batch_end(trainer, module, None, None, step)
+        checkpoints.on_train_batch_end(trainer, module, None, None, step)
+        assert read_rows(path) == rows(step + 1)  # appended and flushed as the step ended
+        kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+        newest = sorted(step_checkpoints(tmp_path / "checkpoints"))
+        assert newest == [k for k in (4, 6, 8, 10) if k <= step + 1][-2:], step
+        assert kept == ["last.ckpt", *(f"step{k:05d}.ckpt" for k in newest)]
+        assert (tmp_path / "checkpoints" / "last.ckpt").read_text() == str(newest[-1])
+    # several ranks: the others write nothing
+    other = tmp_path / "rank1.jsonl"
+    HistoryFile(other).on_train_batch_end(SimpleNamespace(is_global_zero=False), module, None, None, 0)
+    assert not other.exists()
+
+
+def test_keep_zero_writes_last_alone_and_none_keeps_every_one(tmp_path):
+    module = SimpleNamespace(history=[], ranks=None)
+    for keep, expected in ((0, ["last.ckpt"]), (None, ["last.ckpt", "step00001.ckpt", "step00002.ckpt",
+                                                         "step00003.ckpt"])):
+        directory = tmp_path / str(keep)
+        trainer = Trainer(global_step=0, max_steps=3, should_stop=False, is_global_zero=True)
+        checkpoints = RunCheckpoints(directory, checkpoint_every=1, keep=keep)
+        for step in range(3):
+            trainer.global_step = step + 1
+            checkpoints.on_train_batch_end(trainer, module, None, None, step)
+        assert sorted(p.name for p in directory.iterdir()) == expected, keep
+
+
+def test_keep_checkpoints_is_checked():
+    assert load_run_config({}).trainer.keep_checkpoints == 3
+    assert load_run_config({"trainer": {"keep_checkpoints": None}}).trainer.keep_checkpoints is None
+    with pytest.raises(ConfigError, match=r"trainer.keep_checkpoints must be >= 0 \(0: last.ckpt alone; null: keep "
+                                          r"every one\), got -1"):
+        load_run_config({"trainer": {"keep_checkpoints": -1}})
+
