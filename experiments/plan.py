@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS,
                         help=f"longest prompt when engine.max_model_len is unset (default {PROMPT_TOKENS})")
     args, overrides = parser.parse_known_args(argv)
-    from arrol_pl.train.experiment import policy_config
+    from arrol_pl.train.memory_check import policy_config
 
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):

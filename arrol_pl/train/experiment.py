@@ -31,7 +31,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import signal
 import time
 import warnings
@@ -244,49 +243,9 @@ def report_pruning_floor(run: RunConfig) -> None:
                        "and a step whose rollouts are all pruned is skipped (counted as skipped/no_survivors)", floor)
 
 
-def policy_config(run: RunConfig) -> tuple[str, dict[str, Any]] | None:
-    """The policy's name and ``config.json`` contents, read without loading it (a hub id's file alone is fetched);
-    the tiny policy's from its settings (its vocabulary at its upper bound); None for a ``model.pretrained``
-    policy (converted on first use; 135M parameters)."""
-    m = run.model
-    if m.path is not None:
-        from arrol_pl.models import hub
-
-        try:
-            return m.path, hub.config_json(m.path)
-        except FileNotFoundError as exc:
-            raise ConfigError(str(exc)) from None
-    if m.pretrained is not None:
-        return None
-    t = m.tiny
-    return "tiny policy", {"model_type": "qwen3", "hidden_size": t.hidden_size, "intermediate_size": 3 * t.hidden_size,
-                           "num_hidden_layers": t.num_layers, "num_attention_heads": t.num_heads,
-                           "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim, "vocab_size": t.vocab_size}
-
-
-def check_memory(run: RunConfig, gpu_bytes: int | None = None) -> None:
-    """Refuse a GPU run whose memory plan (:mod:`arrol_pl.train.memory_plan`) does not fit its GPU: ConfigError
-    with the plan, before anything loads. ``gpu_bytes``: the GPU's size (None: the visible device's). Runs on
-    CPU, and a GPU run where no GPU is visible (Lightning refuses it), are not checked."""
-    from arrol_pl.train.memory_plan import ModelShape, plan_memory
-
-    if gpu_bytes is None:
-        wants_gpu = run.trainer.accelerator in ("gpu", "cuda", "auto")
-        if not (wants_gpu and torch.cuda.is_available()):
-            return
-        # this rank's GPU, by index: reading its properties creates no CUDA context (the world does not exist yet)
-        gpu_bytes = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", 0))).total_memory
-    found = policy_config(run)
-    if found is None:
-        return
-    plan = plan_memory(ModelShape.from_config(found[1], found[0]), run, gpu_bytes)
-    if not plan.fits:
-        raise ConfigError(f"the run does not fit in GPU memory (experiments/plan.py prints this plan):\n{plan.render()}")
-
-
 def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, dict | None]:
     """Checks that need the data or the file system, before the output directory or any model exists: a GPU
-    run's memory plan (:func:`check_memory`), the checkpoint to resume, the output directory (``out_dir``, checked
+    run's memory plan (:func:`~arrol_pl.train.memory_check.check_memory`), the checkpoint to resume, the output directory (``out_dir``, checked
     by :func:`check_output_dir`; None: not checked) and the data.
 
     Returns the training and held-out problems and the checkpoint to resume (memory-mapped, read with
@@ -294,6 +253,8 @@ def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, 
     """
     from arrol_pl.train.checkpoint import read_checkpoint
     from arrol_pl.train.data import check_fits, check_stream, stream_identity
+
+    from arrol_pl.train.memory_check import check_memory
 
     check_memory(run)
     ckpt = read_checkpoint(run.trainer.resume) if run.trainer.resume is not None else None

@@ -158,16 +158,16 @@ def test_without_kl_the_8b_dapo_run_fits_and_one_rank_shards_nothing():
 
 
 def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, monkeypatch):
-    from arrol_pl.train import experiment
+    from arrol_pl.train import experiment, memory_check
 
     model_dir = tmp_path / "Qwen3-8B-Base"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(fixture("qwen3-8b")))
     run = compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}")
     with pytest.raises(ConfigError, match="does not fit in GPU memory") as err:
-        experiment.check_memory(run, 80 * GIB)
+        memory_check.check_memory(run, 80 * GIB)
     assert "reference policy (float32)" in str(err.value) and "algo.kl_coef=0" in str(err.value)
-    experiment.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
+    memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
                                         "algo.kl_coef=0"), 80 * GIB)
     # through preflight, as experiments/run.py calls it: with a GPU "visible", refused before the data is read
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -177,10 +177,10 @@ def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, mo
         experiment.preflight(run, tmp_path / "out")
     # a hub id whose config.json is neither cached nor reachable (offline) is refused naming the ways on
     with pytest.raises(ConfigError, match="hf download Qwen/Qwen3-8B-Base"):
-        experiment.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)
+        memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)
     # a CPU run is never refused: its plan is informational
     monkeypatch.undo()
-    experiment.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
+    memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
                                         "trainer.accelerator=cpu"))
 
 
