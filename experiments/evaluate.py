@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from omegaconf import DictConfig
 
 from arrol_pl.analysis.eval_config import load_eval_config  # registers eval_schema, which conf/evaluate.yaml selects
 from arrol_pl.train.config import ConfigError
+from arrol_pl.train.rundir import remove_if_only_hydra
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 logger = logging.getLogger("evaluate")
@@ -106,8 +106,7 @@ def main(raw: DictConfig) -> None:
         cfg = load_eval_config(raw)
         check(cfg)
     except ConfigError as exc:
-        if out_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in out_dir.iterdir()):
-            shutil.rmtree(out_dir)  # Hydra made it before the check: a refused config leaves nothing behind
+        remove_if_only_hydra(out_dir)
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
     evaluate(cfg, out_dir)

@@ -11,7 +11,6 @@ cannot be written stops the run naming the last good one (exit 1).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,16 +21,10 @@ from omegaconf import DictConfig
 
 from arrol_pl.analysis.report import print_summary
 from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.rundir import remove_if_only_hydra
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-
-
-def remove_if_only_hydra(run_dir: Path) -> None:
-    """Hydra creates the run directory (its .hydra/ and log) before the config is checked: a rejected
-    config should leave nothing behind."""
-    if run_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
-        shutil.rmtree(run_dir)
 
 
 def launch_ranks(run, hydra_dir: Path) -> int:

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,11 @@ def history_before(checkpoint: str | Path, ckpt: dict) -> list[dict[str, float]]
         logger.warning("trainer.resume=%s: %d of the %d steps before it have a history row (%s); the summary "
                        "covers those", checkpoint, len(kept), step, source if source.is_file() else f"no {source}")
     return kept
+
+
+def remove_if_only_hydra(run_dir: Path) -> None:
+    """Hydra creates the run directory (its ``.hydra/`` and log) before a script checks its config: a refused
+    config leaves nothing behind (a directory holding anything else is left as it is)."""
+    run_dir = Path(run_dir)
+    if run_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
+        shutil.rmtree(run_dir)

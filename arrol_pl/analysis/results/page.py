@@ -63,7 +63,8 @@ def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str
     unknown = sorted(set(only or ()) - set(SECTION_KEYS))
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTION_KEYS)}")
-    kept_bodies, kept_claims = split_page(page.read_text()) if only else ({}, {})
+    old = page.read_text() if only else ""
+    kept_bodies, kept_claims = split_page(old)
     if only and not kept_bodies:
         raise ValueError(f"{page} has no sections to keep: build the whole page (without sections)")
     figures = page.parent / "figures"
@@ -107,7 +108,6 @@ def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str
     if manifest.get("quick"):
         header.append("**Quick smoke run: a few steps per part, the figures mean nothing.**")
     if only:  # the header and the reading of the page whose other sections are kept
-        old = page.read_text()
         header = old.split("\n## What reproduced and what did not", 1)[0].split("\n")[:-1]
         summary = old.split("\n## 1. ", 1)[0]
         read = [line for line in summary.split("\n") if line.startswith("Reading: ")]
