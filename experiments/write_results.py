@@ -3,8 +3,9 @@
     python experiments/write_results.py outputs/results/default -o docs/results.md
     python experiments/write_results.py outputs/results/default --sections seeds   # one section, the rest kept
 
-Every number and every "reproduced / not reproduced" on the page is computed from the outputs; a part
-that was not run is listed as such.
+Every number and every verdict on the page is computed from the outputs; a part that was not run is listed as
+such. The page's claims are kept as data beside it (``docs/results.json``), and the README's results table is
+rewritten from them when the page written is ``docs/results.md``.
 """
 
 from __future__ import annotations
@@ -32,8 +33,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.sections and not args.output.is_file():
         p.error(f"--sections keeps the other sections of {args.output}, which does not exist: build the whole page")
     text = build_page(args.results, args.output, only=args.sections)
-    print(text.split("\n## 1.")[0])
+    print(text.split("\n### Every claim")[0])
     print(f"wrote {args.output}")
+    if args.output.resolve() == (ROOT / "docs" / "results.md").resolve():
+        from arrol_pl.analysis.results.headline import update_readme
+        from arrol_pl.analysis.results.page import page_headline
+
+        if update_readme(ROOT / "README.md", page_headline(args.output)):
+            print("wrote README.md's results table")
 
 
 if __name__ == "__main__":

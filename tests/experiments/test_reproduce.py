@@ -45,7 +45,14 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path):
     for n in range(1, 13):
         assert f"## {n}." in text
     measured, opt_in = text.split("## 8.")
-    assert "Not run" not in measured and "not run" not in text.split("## 1.")[0]
+    assert "Not run" not in measured and "not run" not in text.split("### Every claim")[1].split("## 1.")[0]
+    # the opening table: a row per claim and policy, the opt-in parts' rows not run
+    unrun = [line.split(" | ")[:2] for line in text.split("### Every claim")[0].splitlines() if "| not run |" in line]
+    assert unrun == [["| ARRoL's accuracy ≥ GRPO's in less training time (Fig. 4)", "SmolLM2-135M"],
+                     ["| The default experiment learns on every seed (project)", "tiny"],
+                     ["| Choosing the groups beats GRPO and DAPO at equal time (project, beyond the paper)",
+                      "SmolLM2-135M"]]
+    assert json.loads(page.with_suffix(".json").read_text())["claims"]  # the claims, as data beside the page
     # the opt-in parts (online SmolLM2, seeds, online balance, online spread, screen) were not asked for: their sections say how to run them
     assert opt_in.count("Not run") == 5 and all(f"--only {part} page" in opt_in
                                                 for part in ("online", "seeds", "online_balance", "online_spread",

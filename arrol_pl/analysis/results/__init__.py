@@ -1,10 +1,12 @@
 """``docs/results.md`` from the outputs of ``experiments/reproduce.py``: our tables beside the paper's.
 
-Every number on the page is read from the run outputs; every verdict ("reproduced" or not) is computed
-from them against the criterion stated next to it. A part whose outputs are missing is listed as not
-run, never filled in. :mod:`.page` assembles the page from one renderer per section: :mod:`.default_task`
-(sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the SmolLM2 probe), :mod:`.online` (8, 10 and
-11, SmolLM2 trained online) and :mod:`.screen` (12, choosing the groups).
+Every number on the page is read from the run outputs; every verdict is computed from them against the
+criterion stated next to it, the paper's claim apart from the project's own targets (:class:`.common.Claim`). A
+part whose outputs are missing is listed as not run, never filled in. :mod:`.page` assembles the page from one
+renderer per section: :mod:`.default_task` (sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the
+SmolLM2 probe), :mod:`.online` (8, 10 and 11, SmolLM2 trained online) and :mod:`.screen` (12, choosing the
+groups); :mod:`.headline` makes the opening table from every section's claims, which are written beside the page
+as data (``results.json``).
 
 Layout of a results directory (what ``reproduce.py`` writes)::
 

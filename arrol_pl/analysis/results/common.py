@@ -1,10 +1,14 @@
-"""What every section of the results page shares: reading a part's JSON and the verdict's wording."""
+"""What every section of the results page shares: reading a part's JSON, and a verdict (:class:`Claim`)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+PAPER_VERDICTS = ("reproduced", "partly reproduced", "tied within noise", "not reproduced")
+"""What the page can say of a claim of the paper."""
 
 
 def load_json(path: Path) -> Any:
@@ -13,7 +17,45 @@ def load_json(path: Path) -> Any:
 
 
 def verdict(ok: bool) -> str:
-    return "**reproduced**" if ok else "**not reproduced**"
+    """The verdict on a claim of the paper that either holds here or does not."""
+    return "reproduced" if ok else "not reproduced"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One verdict of the results page: what was measured, the verdict on the paper's claim, and the project's own
+    targets, kept apart (a missed target of the project's never reads as a claim of the paper not reproduced).
+
+    ``row`` is the opening table's row the claim counts toward (:data:`~.headline.HEADLINE`); ``here`` is what that
+    row shows of it (empty: nothing, the claim is only listed). A claim with neither a paper verdict nor targets is
+    context (a baseline against another) and has no verdict."""
+
+    row: str
+    text: str
+    paper: str | None = None
+    """The verdict on the paper's claim (:data:`PAPER_VERDICTS`); None: not a claim of the paper."""
+    targets: tuple[tuple[str, bool], ...] = ()
+    """The project's own targets, each (what it asks, met)."""
+    detail: str = ""
+    """Text after the verdicts (the criterion, in brackets, or ``: why``)."""
+    here: str = ""
+
+    def __post_init__(self) -> None:
+        if self.paper is not None and self.paper not in PAPER_VERDICTS:
+            raise ValueError(f"paper verdict {self.paper!r}; choose one of {PAPER_VERDICTS}")
+
+    def line(self) -> str:
+        """The claim as the page lists it: ``text — **verdict**; project target (…): **met**detail.``"""
+        verdicts = [f"**{self.paper}**"] if self.paper else []
+        verdicts += [f"project target ({what}): **{'met' if met else 'missed'}**" for what, met in self.targets]
+        return self.text + (" — " + "; ".join(verdicts) if verdicts else "") + self.detail + "."
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "targets": [list(t) for t in self.targets]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Claim":
+        return cls(**{**data, "targets": tuple((what, bool(met)) for what, met in data.get("targets", ()))})
 
 
 def parity(data: dict) -> str:

@@ -15,38 +15,43 @@ from pathlib import Path
 from typing import Any
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.analysis.results.common import verdict
+from arrol_pl.analysis.results.common import Claim, verdict
 from arrol_pl.analysis.runs import (comparable, heldout_difference_se, paired_by_problem, pairs_by_seed,
                                     per_step_after_cold_start, sweep_runs)
 from arrol_pl.core.metrics import mean_of_estimates, mean_sd_se
 from arrol_pl.train.summary import RunSummary
 
 
-def online_head_claim(run: RunSummary, title: str) -> str:
-    """The goal for a run's online head after the cold start: accuracy ≥ majority class + 5 points, AUC ≥ 0.75."""
+ONLINE_HEAD_TARGET = "online head: accuracy ≥ majority + 5 points, AUC ≥ 0.75"
+
+
+def online_head_claim(run: RunSummary, title: str) -> Claim:
+    """The project's target for a run's online head after the cold start: accuracy ≥ majority class + 5 points,
+    AUC ≥ 0.75."""
     acc, floor, auc = run.head_accuracy_after_cold_start, run.head_majority_after_cold_start, run.head_auc_after_cold_start
     ok = comparable(acc) >= comparable(floor) + 0.05 and comparable(auc) >= 0.75
-    return (f"{title}: accuracy {fmt(acc)} vs majority class {fmt(floor)}, AUC {fmt(auc)} after the cold start — "
-            f"{verdict(ok)} (goal: majority + 5 points and AUC ≥ 0.75).")
+    return Claim("head_smollm2", f"{title}: accuracy {fmt(acc)} vs majority class {fmt(floor)}, AUC {fmt(auc)} after "
+                 "the cold start", targets=((ONLINE_HEAD_TARGET, ok),))
 
 
-def section_online(root: Path) -> tuple[list[str], list[str]]:
+def section_online(root: Path) -> tuple[list[str], list[Claim]]:
     """Online ARRoL vs GRPO with SmolLM2-135M at equal training wall time (``+exp=smollm2_online``; Fig. 4, Table 1),
     the two arms paired by ``trainer.seed``."""
     return equal_time_section(
         root / "online", "## 8. Online ARRoL vs GRPO on SmolLM2-135M at equal training time (paper Fig. 4, Table 1)",
         preset="smollm2_online", arm={"policy": "arrol"}, arm_override="pruning=arrol", arm_title="ARRoL κ = 0.5",
         label="Fig. 4 on SmolLM2-135M", run_hint="--only online page` (3 seeds, about 90 min on 2 cores)",
+        short="paper's rule",
         setting="from the same pretrained weights, in bf16, top 2 decoder blocks trained")
 
 
-def section_online_spread(root: Path) -> tuple[list[str], list[str]]:
+def section_online_spread(root: Path) -> tuple[list[str], list[Claim]]:
     """Section 8 in the configuration where section 10's balance reproduces (``+exp=smollm2_online_spread``)."""
     return equal_time_section(
         root / "online_spread", "## 11. Online ARRoL vs GRPO on SmolLM2-135M at equal training time, in the "
         "balancing configuration (paper Fig. 4)", preset="smollm2_online_spread",
         arm={"policy": "arrol", "balance_target": "spread"}, arm_override="pruning=arrol_spread",
-        arm_title="ARRoL spread, κ = 0.5",
+        arm_title="ARRoL spread, κ = 0.5", short="spread rule",
         label="Fig. 4 on SmolLM2-135M with the spread rule", run_hint="--only online_spread page` (3 seeds, about 80 "
         "min on 2 cores)", setting="as section 8, but with section 10's pruning: the spread rule, the `stats` head "
         "input and a later detection length")
@@ -55,11 +60,16 @@ def section_online_spread(root: Path) -> tuple[list[str], list[str]]:
 def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, Any], arm_override: str,
                        arm_title: str, label: str, run_hint: str, setting: str, name: str = "ARRoL",
                        baseline: dict[str, Any] | None = None, whole: bool = False,
-                       baseline_override: str = "pruning=none") -> tuple[list[str], list[str]]:
+                       baseline_override: str = "pruning=none", row: str = "time_smollm2",
+                       judged: str = "paper", target: str = "", short: str = "") -> tuple[list[str], list[Claim]]:
     """GRPO (``pruning=none``, or ``baseline``) against one arm at equal training wall time, paired by
     ``trainer.seed``: the table, the arm − GRPO held-out after per seed and over the seeds, the online-head claims and
     the Fig. 4 verdict. ``name`` is what the text calls the arm; with ``whole`` the arms are whole-config specs
-    (:func:`~arrol_pl.analysis.runs.pick_config`), else pruning values."""
+    (:func:`~arrol_pl.analysis.runs.pick_config`), else pruning values.
+
+    The comparison counts toward the headline ``row``, ``judged`` as the paper's Fig. 4 claim (``paper``), as the
+    project's own ``target`` (``target``: met when ahead of GRPO by more than two standard errors), or not at all
+    (``context``: a baseline against GRPO); ``short`` names the comparison in the headline table."""
     lines = [heading, ""]
     pairs = pairs_by_seed(sweep_runs(part), baseline or {"policy": "none"}, arm, whole)
     if not pairs:
@@ -113,18 +123,26 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
     detect = arrol.config["engine"]["detect_length"]
     claims = [online_head_claim(a, f"Online head on SmolLM2-135M ({arm_title} arm at L_detect = {detect}, seed {seed})")
               for seed, _, a in pairs]
-    claims.append(
-        f"{label}: held-out accuracy of {name} minus GRPO's after the same training time, {diff:+.3f} ± "
-        f"{diff_se:.3f} over {k} seed(s) — " + (
-            verdict(True) if diff > 2 * diff_se else
-            f"**tied within noise**: {name} ≥ GRPO by the point estimate only" if diff >= 0 else
-            verdict(False) + (f": {name} below GRPO by the point estimate, within two standard errors"
-                              if diff > -2 * diff_se else f": {name} below GRPO by more than two standard errors"))
-        + f" (goal: {name} ≥ GRPO; reproduced means ahead by more than two standard errors).")
+    ahead = diff > 2 * diff_se
+    outcome = ("reproduced" if ahead else "tied within noise" if diff >= 0 else "not reproduced")
+    why = ("" if ahead else f": {name} ≥ GRPO by the point estimate only" if diff >= 0 else
+           f": {name} below GRPO by the point estimate, within two standard errors" if diff > -2 * diff_se else
+           f": {name} below GRPO by more than two standard errors")
+    text = (f"{label}: held-out accuracy of {name} minus GRPO's after the same training time, {diff:+.3f} ± "
+            f"{diff_se:.3f} over {k} seed(s)")
+    here = (f"{short or name}, L_detect = {arrol.config['engine']['detect_length']}: {name} − GRPO {diff:+.3f} ± "
+            f"{diff_se:.3f} ({k} seeds)")
+    if judged == "paper":
+        claims.append(Claim(row, text, paper=outcome, here=here, detail=why + f" (the paper: {name} ≥ GRPO; "
+                            "reproduced means ahead by more than two standard errors)"))
+    elif judged == "target":
+        claims.append(Claim(row, text, targets=((target, ahead),), here=here, detail=why))
+    else:
+        claims.append(Claim(row, text + (": ahead by more than two standard errors" if ahead else why)))
     return lines, claims
 
 
-def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
+def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
     """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``), the two
     arms paired by ``trainer.seed``; the per-seed differences are averaged with their standard errors combined."""
     lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
@@ -177,9 +195,10 @@ def section_online_balance(root: Path) -> tuple[list[str], list[str]]:
               "differences averaged, their standard errors combined; within a seed the two policies drift apart as they "
               "train)."]
     ok = dz < -2 * dz_se and db > 2 * db_se
-    claims = [f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5, {k} seed(s)): zero-advantage "
-              f"groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} — {verdict(ok)} (fewer "
-              "zero-advantage groups and more balance, each by more than two standard errors)."]
+    claims = [Claim("balance_smollm2", f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5, {k} "
+                    f"seed(s)): zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f}",
+                    paper=verdict(ok), detail=" (fewer zero-advantage groups and more balance, each by more than two "
+                    "standard errors)", here=f"spread rule online: zero-adv. groups {dz:+.3f} ± {dz_se:.3f}")]
     claims += [online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
                                          f"{spread.config['engine']['detect_length']} (spread arm, seed {seed})")
                for seed, spread, _ in pairs]

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arrol_pl.analysis.results.common import load_json
+from arrol_pl.analysis.results.common import Claim, load_json
 from arrol_pl.analysis.results.default_task import (section_balance, section_head, section_kappa, section_phases,
                                                     section_seeds, section_voting, section_wallclock)
+from arrol_pl.analysis.results.headline import headline_table
 from arrol_pl.analysis.results.online import section_online, section_online_balance, section_online_spread
 from arrol_pl.analysis.results.pretrained import section_pretrained
 from arrol_pl.analysis.results.screen import section_screen
@@ -43,37 +45,79 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower()).replace(" ", "-")
 
 
-def split_page(text: str) -> tuple[dict[int, str], dict[int, list[str]]]:
-    """An existing page's section bodies and summary claims, by section number (a claim names its section as
-    ``[§n](#…)``)."""
-    bodies = {int(m.group(1)): m.group(0).rstrip("\n")
-              for m in re.finditer(r"^## (\d+)\. .*?(?=^## |\Z)", text, flags=re.M | re.S)}
-    claims: dict[int, list[str]] = {}
-    for m in re.finditer(r"^- (\[§(\d+)\]\(#[^)]*\) .*)$", text, flags=re.M):
-        claims.setdefault(int(m.group(2)), []).append(m.group(1))
-    return bodies, claims
+def split_page(text: str) -> dict[int, str]:
+    """An existing page's section bodies, by section number."""
+    return {int(m.group(1)): m.group(0).rstrip("\n")
+            for m in re.finditer(r"^## (\d+)\. .*?(?=^## |\Z)", text, flags=re.M | re.S)}
+
+
+def claims_path(page: Path) -> Path:
+    """Where the page's claims are kept as data (``docs/results.json`` beside ``docs/results.md``): the README's
+    table and a rebuild of some sections read them."""
+    return page.with_suffix(".json")
+
+
+def read_claims(page: Path) -> dict[int, list[Claim]]:
+    """The claims a page was built with, by section number ({} when it has none)."""
+    data = load_json(claims_path(page))
+    claims: dict[int, list[Claim]] = {}
+    for entry in (data or {}).get("claims", []):
+        entry = dict(entry)
+        claims.setdefault(int(entry.pop("section")), []).append(Claim.from_json(entry))
+    return claims
+
+
+def headline(claims: dict[int, list[Claim]], anchors: dict[int, str]) -> list[str]:
+    """The headline table's lines, each row's verdict linked to the first section that judges it."""
+    first: dict[str, str] = {}
+    for number in sorted(claims):
+        for claim in claims[number]:
+            first.setdefault(claim.row, f"#{anchors[number]}")
+    return headline_table([c for n in sorted(claims) for c in claims[n]], first)
+
+
+def page_headline(page: Path) -> list[str]:
+    """The headline table of a built page, from its claims file and its section headings (what the README
+    carries)."""
+    anchors = {n: anchor(body.split("\n", 1)[0]) for n, body in split_page(page.read_text()).items()}
+    return headline(read_claims(page), anchors)
+
+
+def opening(claims: dict[int, list[Claim]], anchors: dict[int, str]) -> list[str]:
+    """The page's opening: the headline table, then every claim by section."""
+    every = [f"- [§{n}](#{anchors[n]}) {c.line()}" for n in sorted(claims) for c in claims[n]]
+    return ["## What reproduced and what did not", "",
+            "One row per claim of the paper and policy, and the project's own two questions. The verdict is on the "
+            "paper's claim; the project's stricter targets have a column of their own. Every claim behind a row is "
+            "listed below the table and judged in its section.", "",
+            *headline(claims, anchors), "",
+            "### Every claim, by section", "", *every, ""]
 
 
 def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str:
     """Write ``page`` (and its figures beside it) from the results directory ``root``; returns the text.
 
     ``only``: rebuild these sections (``SECTION_KEYS``) from ``root`` and keep every other section, its body and
-    its summary claims, as the existing ``page`` has them (parts measured on another machine, or earlier)."""
+    its claims, as the existing ``page`` and its claims file (:func:`claims_path`) have them (parts measured on
+    another machine, or earlier)."""
     root, page = Path(root), Path(page)
     unknown = sorted(set(only or ()) - set(SECTION_KEYS))
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTION_KEYS)}")
     old = page.read_text() if only else ""
-    kept_bodies, kept_claims = split_page(old)
+    kept_bodies, kept_claims = split_page(old), read_claims(page) if only else {}
     if only and not kept_bodies:
         raise ValueError(f"{page} has no sections to keep: build the whole page (without sections)")
+    if only and not claims_path(page).is_file():
+        raise ValueError(f"{claims_path(page)} (the claims of the sections to keep) is missing: build the whole page "
+                         "(without sections)")
     figures = page.parent / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     manifest = load_json(root / "manifest.json") or {"parts": {}}
     phases = load_json(root / "phases" / "phases.json")
     machine = phases["machine"] if phases else None
     kappa_runs = sweep_runs(root / "kappa")  # read once: five sections use these runs
-    sections: list[Callable[[], tuple[list[str], list[str]]]] = [
+    sections: list[Callable[[], tuple[list[str], list[Claim]]]] = [
         lambda: section_phases(root), lambda: section_balance(root, kappa_runs),
         lambda: section_head(root, kappa_runs, figures, page.parent), lambda: section_kappa(kappa_runs),
         lambda: section_voting(root), lambda: section_wallclock(root, kappa_runs, figures, page.parent),
@@ -81,15 +125,18 @@ def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str
         lambda: section_seeds(root, figures, page.parent), lambda: section_online_balance(root),
         lambda: section_online_spread(root), lambda: section_screen(root),
     ]
-    bodies, claims = [], []
+    bodies: list[str] = []
+    claims: dict[int, list[Claim]] = {}
+    anchors: dict[int, str] = {}
     for number, (key, make) in enumerate(zip(SECTION_KEYS, sections), start=1):
         if only and key not in only and number in kept_bodies:
-            bodies.append(kept_bodies[number])
-            claims += kept_claims.get(number, [])
-            continue
-        body, found = make()
+            body, found = kept_bodies[number].split("\n"), kept_claims.get(number, [])
+        else:
+            body, found = make()
         bodies.append("\n".join(body))
-        claims += [f"[§{number}](#{anchor(body[0])}) {claim}" for claim in found]
+        anchors[number] = anchor(body[0])
+        if found:
+            claims[number] = found
     parts = manifest.get("parts", {})
     total = sum(p["seconds"] for k, p in parts.items() if k != "page")
     header = [
@@ -111,12 +158,13 @@ def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str
         header = old.split("\n## What reproduced and what did not", 1)[0].split("\n")[:-1]
         summary = old.split("\n## 1. ", 1)[0]
         read = [line for line in summary.split("\n") if line.startswith("Reading: ")]
-        header += ["", "## What reproduced and what did not", ""] + [f"- {c}" for c in claims] + [""]
-        header += [*read, ""] if read else []
+        header += ["", *opening(claims, anchors)] + ([*read, ""] if read else [])
     else:
-        header += ["", "## What reproduced and what did not", ""] + [f"- {c}" for c in claims] + [""]
-        header += reading(kappa_runs)
+        header += ["", *opening(claims, anchors)] + reading(kappa_runs)
     text = "\n".join(header) + "\n" + "\n\n".join(bodies) + "\n"
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)
+    claims_path(page).write_text(json.dumps(
+        {"claims": [{"section": n, **c.to_json()} for n in sorted(claims) for c in claims[n]]}, indent=1,
+        ensure_ascii=False) + "\n")
     return text

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.head_probe.replay import VOTE_RULES
 from arrol_pl.analysis.head_probe.tables import BALANCE_TITLES, votes_table
-from arrol_pl.analysis.results.common import load_json, parity, verdict
+from arrol_pl.analysis.results.common import Claim, load_json, parity, verdict
 from arrol_pl.analysis.results.default_task import share_of
 from arrol_pl.analysis.runs import comparable
 
@@ -30,7 +30,7 @@ def _probe_inputs(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return data.get("inputs") or {"last": data["rows"]}
 
 
-def fig2c_over_probe_runs(data: dict[str, Any], root: Path) -> tuple[list[str], list[str]]:
+def fig2c_over_probe_runs(data: dict[str, Any], root: Path) -> tuple[list[str], list[Claim]]:
     """Fig. 2(c) per head input over section 7's probe and its replicates with other seeds
     (``pretrained_seeds/<seed>/head_quality.json``): in how many runs each criterion holds at every length."""
     replicates = [load_json(p) for p in sorted((root / "pretrained_seeds").glob("*/head_quality.json"))]
@@ -38,12 +38,14 @@ def fig2c_over_probe_runs(data: dict[str, Any], root: Path) -> tuple[list[str], 
         return [], []
     runs = [data, *replicates]
     kinds = [kind for kind in _probe_inputs(data) if all(kind in _probe_inputs(r) for r in runs)]
-    k, cells = len(runs), []
+    k, cells, targets = len(runs), [], []
     for kind in kinds:
         per_run = [(fig2c_counts(_probe_inputs(r)[kind]), len(_probe_inputs(r)[kind])) for r in runs]
         spearman = sum(wins == n for (wins, _), n in per_run)
         auc = sum(ok == n for (_, ok), n in per_run)
-        cells.append(f"`{kind}` {spearman} / {auc} — {verdict(spearman == auc == k)}")
+        cells.append(f"`{kind}` {spearman} / {auc}")
+        targets.append((f"`{kind}` head above DeepConf with AUC ≥ 0.80 at every length in every probe run",
+                        spearman == auc == k))
     seed = lambda r: r.get("settings", {}).get("seed", "?")  # noqa: E731
     lines = ["", "Replicate probes (`python experiments/reproduce.py --only pretrained_seeds page`: the same command "
              "with `--seed`, so other samples, problem splits and head initialisations): " + "; ".join(
@@ -51,9 +53,10 @@ def fig2c_over_probe_runs(data: dict[str, Any], root: Path) -> tuple[list[str], 
                  "Spearman head / DeepConf at L = " + ", ".join(
                      f"{row['detect_length']}: {fmt(row['head_spearman'])} / {fmt(row['deepconf_spearman'])}"
                      for row in r["rows"]) for r in replicates) + "."]
-    claims = [f"Fig. 2(c) on SmolLM2-135M over {k} probe runs (seeds {', '.join(str(seed(r)) for r in runs)}), per "
-              "head input, the runs where the Spearman exceeds DeepConf's at every detection length / where the AUC "
-              f"is ≥ 0.80 at every length, of {k}: " + "; ".join(cells) + "."]
+    claims = [Claim("head_smollm2", f"Fig. 2(c) on SmolLM2-135M over {k} probe runs (seeds "
+                    f"{', '.join(str(seed(r)) for r in runs)}), per head input, the runs where the Spearman exceeds "
+                    f"DeepConf's at every detection length / where the AUC is ≥ 0.80 at every length, of {k}: "
+                    + "; ".join(cells), targets=tuple(targets))]
     return lines, claims
 
 
@@ -89,7 +92,7 @@ def replay_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[list[str]], dict[s
     return cells, wins, seen
 
 
-def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[str]]:
+def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[Claim]]:
     """The real pretrained policy (SmolLM2-135M-Instruct on few-shot arithmetic): Fig. 2, head inputs, Tables 4 and 3
     by replay."""
     lines = ["## 7. A real pretrained policy on CPU: SmolLM2-135M-Instruct (Fig. 2, Tables 4 and 3 by replay)", ""]
@@ -157,15 +160,19 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
                   votes_table(votes).rstrip("\n")]
     n = len(rows)
     spearman_wins, auc_ok = fig2c_counts(rows)
-    claims.append(f"Fig. 2(c) on SmolLM2-135M: the head's Spearman exceeds DeepConf's at {spearman_wins} of {n} "
-                  f"detection lengths and its AUC is ≥ 0.80 at {auc_ok} of {n} — "
-                  f"{verdict(spearman_wins == n and auc_ok == n)}.")
+    claims.append(Claim("head_smollm2", f"Fig. 2(c) on SmolLM2-135M: the head's Spearman exceeds DeepConf's at "
+                        f"{spearman_wins} of {n} detection lengths and its AUC is ≥ 0.80 at {auc_ok} of {n}",
+                        paper=verdict(spearman_wins == n and auc_ok == n),
+                        here=f"probe: Spearman above DeepConf's at {spearman_wins} of {n} lengths, AUC ≥ 0.80 at "
+                             f"{auc_ok} of {n}"))
     others = {kind: fig2c_counts(v) for kind, v in inputs.items() if kind != "last"}
     if others:
-        claims.append("Fig. 2(c) on SmolLM2-135M with the other head inputs (beyond the paper; detection lengths where "
-                      f"the Spearman exceeds DeepConf's / where the AUC is ≥ 0.80, of {n}): " + "; ".join(
-                          f"`{kind}` {wins} / {ok} — {verdict(wins == len(inputs[kind]) == ok)}"
-                          for kind, (wins, ok) in others.items()) + ".")
+        claims.append(Claim(
+            "head_smollm2", "Fig. 2(c) on SmolLM2-135M with the other head inputs (beyond the paper; detection lengths "
+            f"where the Spearman exceeds DeepConf's / where the AUC is ≥ 0.80, of {n}): "
+            + "; ".join(f"`{kind}` {wins} / {ok}" for kind, (wins, ok) in others.items()),
+            targets=tuple((f"`{kind}` head above DeepConf with AUC ≥ 0.80 at every length",
+                           wins == len(inputs[kind]) == ok) for kind, (wins, ok) in others.items())))
     claims += replicate_claims
     for arm, title in ARROL_BALANCE_ARMS:
         wins, seen = balance_wins[arm], balance_seen[arm]
@@ -174,16 +181,23 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         counts = {c: f"{len(w)} of {seen}" + (f" (L = {', '.join(map(str, w))})" if w and len(w) < seen else "")
                   for c, w in wins.items()}
         every = {c: len(w) == seen for c, w in wins.items()}
-        outcome = (verdict(True) if all(every.values()) else "**partly reproduced**"
+        outcome = (verdict(True) if all(every.values()) else "partly reproduced"
                    if every["fewer"] and every["balance"] else verdict(False))
-        claims.append(f"Table 4 by replay on SmolLM2-135M, {title}: fewer zero-advantage groups than random at "
-                      f"{counts['fewer']} detection lengths, a larger E[ρ̂(1−ρ̂)] at {counts['balance']} (each by more "
-                      f"than one standard error, paired by group), E[ρ̂] closer to ρ at {counts['closer']} — {outcome}.")
+        claims.append(Claim(
+            "balance_smollm2", f"Table 4 by replay on SmolLM2-135M, {title}: fewer zero-advantage groups than random "
+            f"at {counts['fewer']} detection lengths, a larger E[ρ̂(1−ρ̂)] at {counts['balance']} (each by more than "
+            f"one standard error, paired by group), E[ρ̂] closer to ρ at {counts['closer']}", paper=outcome,
+            here=(f"replay, Eq. 2: fewer zero-adv. groups at {len(wins['fewer'])} of {seen} lengths"
+                  if arm == "arrol_global" else "")))
     if votes:
         for rule in ("arrol_detect", "arrol_end"):
             v = votes[rule]
             above = all(v[f"vs_{base}"] > v[f"vs_{base}_se"] for base in ("majority", "deepconf"))
-            claims.append(f"Table 3 by replay on SmolLM2-135M ({VOTE_RULES[rule]}): the vote beats majority by "
-                          f"{v['vs_majority']:+.3f} ± {fmt(v['vs_majority_se'])} and DeepConf by {v['vs_deepconf']:+.3f} "
-                          f"± {fmt(v['vs_deepconf_se'])} — {verdict(above)} (above both by more than one standard error).")
+            claims.append(Claim(
+                "votes_smollm2", f"Table 3 by replay on SmolLM2-135M ({VOTE_RULES[rule]}): the vote beats majority by "
+                f"{v['vs_majority']:+.3f} ± {fmt(v['vs_majority_se'])} and DeepConf by {v['vs_deepconf']:+.3f} "
+                f"± {fmt(v['vs_deepconf_se'])}", paper=verdict(above),
+                detail=" (above both by more than one standard error)",
+                here=(f"{100 * v['vs_majority']:+.1f} points vs majority, {100 * v['vs_deepconf']:+.1f} vs DeepConf"
+                      if rule == "arrol_detect" else "")))
     return lines, claims

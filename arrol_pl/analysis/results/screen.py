@@ -4,11 +4,12 @@ reaching the update, its cost, its audited precision against a random drop's and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.analysis.results.common import verdict
+from arrol_pl.analysis.results.common import Claim
 from arrol_pl.analysis.results.online import equal_time_section
 from arrol_pl.analysis.runs import comparable, heldout_difference_se, pairs_by_seed, pick_config, sweep_runs
 from arrol_pl.core.metrics import mean_of_estimates
@@ -35,9 +36,13 @@ SCREEN_PILOTS = ("ARRoL + detect screen", "GRPO + prompt screen")
 SCREEN_GOALS = {"informative": 1.5, "cost": 0.25, "progress": 0.5}
 """Group screening's own targets: informative groups at the update ≥ 1.5× GRPO's share, the screen's cost ≤ 25 %
 of the step, the audit at least halfway from random to the oracle."""
+AHEAD_OF_GRPO = "ahead of GRPO by more than two standard errors"
+NOT_BEHIND_DAPO = "not behind DAPO with refill by more than two standard errors"
+INFORMATIVE = "≥ 1.5× GRPO's informative groups at ≤ 0.25 of the step"
+AUDIT = "audit at least halfway from random to the oracle"
 
 
-def section_screen(root: Path) -> tuple[list[str], list[str]]:
+def section_screen(root: Path) -> tuple[list[str], list[Claim]]:
     """Choosing the groups (beyond the paper) at equal training wall time on SmolLM2-135M (``+exp=smollm2_screen``):
     each arm against GRPO, paired by seed; the screened arms against DAPO with refill; then the screen's own figures:
     informative groups reaching the update, the screen's cost and its audited precision against random's and an
@@ -57,7 +62,7 @@ def section_screen(root: Path) -> tuple[list[str], list[str]]:
              "with the detect-stage screen, GRPO with the prompt-stage screen; their sections follow when their runs "
              "are present) the prompt stage cost less and passed on more informative groups. Time to GRPO's final "
              "accuracy is not measured here (the preset evaluates before and after training only).", ""]
-    claims: list[str] = []
+    claims: list[Claim] = []
     rows: list[list[Any]] = []
     for title, spec, override in SCREEN_ARMS:
         if title in SCREEN_PILOTS and pick_config(runs, spec) is None:
@@ -65,9 +70,12 @@ def section_screen(root: Path) -> tuple[list[str], list[str]]:
         body, found = equal_time_section(
             part, f"### {title} vs GRPO", preset="smollm2_screen", arm=spec, arm_override=override, arm_title=title,
             label=f"Fig. 4 on SmolLM2-135M, {title}", run_hint=hint, setting="in section 8's setting",
-            name=title, baseline=SCREEN_BASELINE, whole=True, baseline_override="+arm=grpo")
+            name=title, baseline=SCREEN_BASELINE, whole=True, baseline_override="+arm=grpo",
+            **({"judged": "paper", "short": "paper's rule, screening sweep"} if title == "ARRoL" else {"judged": "context", "row": "screen"} if title.startswith(
+                "DAPO") else {"judged": "target", "row": "screen", "target": AHEAD_OF_GRPO}))
         lines += body + [""]
-        claims += [c for c in found if not c.startswith("Online head")]
+        claims += [replace(c, here="") if title in SCREEN_PILOTS else c  # the pilots are listed, not headlined
+                   for c in found if not c.text.startswith("Online head")]
         rows += screen_rows(runs, title, spec, claims)
     dapo = SCREEN_ARMS[0]
     for title, spec, _ in SCREEN_ARMS[2:]:
@@ -75,9 +83,9 @@ def section_screen(root: Path) -> tuple[list[str], list[str]]:
         if pairs:
             diff, se = mean_of_estimates([(comparable(a.heldout_accuracy_after) - comparable(d.heldout_accuracy_after),
                                            heldout_difference_se(a, d)) for _, d, a in pairs])
-            claims.append(f"{title} against DAPO with refill at equal training time: held-out after {diff:+.3f} ± "
-                          f"{se:.3f} over {len(pairs)} seed(s) — " + verdict(diff > -2 * se)
-                          + " (project goal: not behind DAPO by more than two standard errors).")
+            claims.append(Claim("screen", f"{title} against DAPO with refill at equal training time: held-out after "
+                                f"{diff:+.3f} ± {se:.3f} over {len(pairs)} seed(s)",
+                                targets=((NOT_BEHIND_DAPO, diff > -2 * se),)))
     lines += ["### The screen's own figures", "",
               "Informative groups: the share of the step's groups whose survivors' rewards differ (1 − the "
               "zero-advantage share), after the cold start. Screen cost: the prompt stage's seconds plus the "
@@ -89,7 +97,7 @@ def section_screen(root: Path) -> tuple[list[str], list[str]]:
     return lines, claims
 
 
-def screen_rows(runs: Sequence[RunSummary], title: str, spec: dict[str, Any], claims: list[str]) -> list[list[Any]]:
+def screen_rows(runs: Sequence[RunSummary], title: str, spec: dict[str, Any], claims: list[Claim]) -> list[list[Any]]:
     """One arm's rows of the screen table, per seed and audited stage; appends the arm's informative-share claim
     and, per stage, its audit claim (pooled over the seeds) to ``claims``."""
     pairs = pairs_by_seed(runs, SCREEN_BASELINE, spec, whole=True)
@@ -114,18 +122,19 @@ def screen_rows(runs: Sequence[RunSummary], title: str, spec: dict[str, Any], cl
                          f"{fmt(p['screen'])} / {fmt(p['random'])} / {fmt(p['oracle'])}"])
     ratio = sum(ratios) / len(ratios)
     cost = sum(costs) / len(costs) if costs else None
-    claims.append(f"Group screening, {title}: informative groups at the update {ratio:.2f}× GRPO's share, the "
-                  f"screen costing {fmt(cost)} of the step"
-                  + (f" ({len(costs)} of {len(pairs)} runs recorded it)" if len(costs) < len(pairs) else "")
-                  + f", over {len(pairs)} seed(s) — "
-                  + verdict(ratio >= SCREEN_GOALS["informative"] and cost is not None and cost <= SCREEN_GOALS["cost"])
-                  + " (project goal: ≥ 1.5× at ≤ 0.25 of the step).")
+    claims.append(Claim(
+        "screen", f"Group screening, {title}: informative groups at the update {ratio:.2f}× GRPO's share, the "
+        f"screen costing {fmt(cost)} of the step"
+        + (f" ({len(costs)} of {len(pairs)} runs recorded it)" if len(costs) < len(pairs) else "")
+        + f", over {len(pairs)} seed(s)",
+        targets=((INFORMATIVE, ratio >= SCREEN_GOALS["informative"] and cost is not None
+                  and cost <= SCREEN_GOALS["cost"]),),
+        here="" if title in SCREEN_PILOTS else f"{title}: informative groups {ratio:.2f}× GRPO's"))
     for stage, counts in pooled.items():
         p = counts.precisions()
-        claims.append(
-            f"Screen audit, {title}, {stage} stage: of the audited groups it dropped {fmt(p['screen'])} had zero "
-            f"advantage, against {fmt(p['random'])} for a random drop and {fmt(p['oracle'])} for an oracle dropping the "
-            f"same share ({counts.audited} audited groups over the seeds; progress {fmt(p['progress'], '.2f')}) — "
-            + verdict(p["progress"] >= SCREEN_GOALS["progress"])
-            + " (project goal: at least halfway from random to the oracle).")
+        claims.append(Claim(
+            "screen", f"Screen audit, {title}, {stage} stage: of the audited groups it dropped {fmt(p['screen'])} had "
+            f"zero advantage, against {fmt(p['random'])} for a random drop and {fmt(p['oracle'])} for an oracle "
+            f"dropping the same share ({counts.audited} audited groups over the seeds; progress "
+            f"{fmt(p['progress'], '.2f')})", targets=((AUDIT, p["progress"] >= SCREEN_GOALS["progress"]),)))
     return rows

@@ -1,0 +1,82 @@
+"""The results page's opening table and the README's copy of it: one row per claim of the paper and policy, the
+paper's verdict apart from the project's own targets, and the README's table what the page's claims give."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from arrol_pl.analysis.results.common import Claim
+from arrol_pl.analysis.results.headline import (HEADLINE, headline_table, readme_block, row_targets, row_verdict,
+                                                update_readme)
+from arrol_pl.analysis.results.page import build_page, page_headline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_row_verdict_is_computed_from_its_claims():
+    c = lambda paper=None, *targets: Claim("speed", "x", paper=paper, targets=targets)  # noqa: E731
+    assert row_verdict([]) == "not run"
+    assert row_verdict([c(None, ("t", True))]) == "—"  # a question of the project's own
+    assert row_verdict([c("reproduced"), c("reproduced")]) == "reproduced"
+    assert row_verdict([c("reproduced"), c("not reproduced")]) == "partly reproduced"
+    assert row_verdict([c("partly reproduced"), c("not reproduced")]) == "partly reproduced"
+    assert row_verdict([c("tied within noise"), c("tied within noise")]) == "tied within noise"
+    assert row_verdict([c("tied within noise"), c("not reproduced")]) == "not reproduced"
+    # targets are counted apart from the verdict; per-variant targets (`name` first) are counted together
+    claims = [c("reproduced", ("1.80× end to end", False)), c(None, ("`mean` head ahead", True)),
+              c(None, ("`stats` head ahead", False), ("seed learns", True)), c(None, ("seed learns", True))]
+    assert row_targets(claims) == "1.80× end to end: missed; head ahead: met on 1 of 2; seed learns: met"
+    assert row_verdict(claims) == "reproduced"
+
+
+def test_a_claim_reads_its_verdicts_apart_and_survives_json():
+    claim = Claim("speed", "end to end 1.78×", paper="reproduced", targets=(("1.80×", False),), detail=" (why)")
+    assert claim.line() == "end to end 1.78× — **reproduced**; project target (1.80×): **missed** (why)."
+    assert Claim.from_json(claim.to_json()) == claim
+    assert Claim("screen", "a baseline").line() == "a baseline."
+    with pytest.raises(ValueError, match="paper verdict 'met'"):
+        Claim("speed", "x", paper="met")
+
+
+def test_the_table_has_a_row_per_claim_and_policy_and_refuses_unknown_rows():
+    lines = headline_table([Claim("kappa", "t", paper="reproduced", here="2.67×")])
+    assert len(lines) == 2 + len(HEADLINE) and len(HEADLINE) <= 12
+    kappa = next(line for line in lines if "(Table 6)" in line)
+    assert "| 2.67× | **reproduced** | — |" in kappa
+    assert all("| not run | not run | — |" in line for line in lines[2:] if line is not kappa)
+    with pytest.raises(ValueError, match="unknown headline rows \\['nope'\\]"):
+        headline_table([Claim("nope", "t")])
+
+
+def test_keeping_sections_needs_the_claims_file(tmp_path: Path):
+    page = tmp_path / "results.md"
+    build_page(tmp_path / "no-results", page)
+    assert page.with_suffix(".json").is_file()
+    page.with_suffix(".json").unlink()
+    with pytest.raises(ValueError, match="results.json .*is missing"):
+        build_page(tmp_path / "no-results", page, only=["seeds"])
+
+
+def test_the_readme_table_is_the_one_the_page_claims_give(tmp_path: Path):
+    """The README's copy of the opening table is generated, never typed: it equals what docs/results.json and the
+    page's headings give, with links into the page."""
+    table = page_headline(ROOT / "docs" / "results.md")
+    expected = [re.sub(r"\]\(#", "](docs/results.md#", line) for line in table]
+    assert readme_block(ROOT / "README.md") == expected, (
+        "README.md's results table differs from docs/results.json: run experiments/write_results.py")
+    # and update_readme writes exactly that block
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- results-table:start -->\nold\n<!-- results-table:end -->\nafter\n")
+    assert update_readme(readme, table) and readme_block(readme) == expected
+    assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("-->\nafter\n")
+
+
+def test_the_readme_is_a_short_front_door():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200 and len(text.split()) <= 2000
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).is_file(), f"README links to {link}, which does not exist"
+    assert not re.search(r"\bissue \d|this stop\b", text, flags=re.I)
