@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from arrol_pl.analysis.report import print_summary
 from arrol_pl.train.config import ConfigError, load_run_config
-from arrol_pl.train.rundir import remove_if_only_hydra
+from arrol_pl.train.rundir import remove_if_only_hydra, save_hydra_record
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -55,7 +55,10 @@ def main(cfg: DictConfig) -> None:
         out_dir = Path(run.trainer.output_dir or hydra_dir)
         if run.trainer.ranks > 1 and "LOCAL_RANK" not in os.environ:
             sys.exit(launch_ranks(run, hydra_dir))
-        summary = run_experiment(run, out_dir, overrides=list(hydra_cfg.overrides.task))
+        overrides = list(hydra_cfg.overrides.task)
+        record = (lambda: save_hydra_record(hydra_dir, cfg, hydra_cfg, overrides)) if os.environ.get(
+            "RANK", "0") == "0" else None  # Hydra's record, once the directory is accepted (rundir)
+        summary = run_experiment(run, out_dir, overrides=overrides, accepted=record)
     except ConfigError as exc:
         remove_if_only_hydra(hydra_dir)
         print(f"config error: {exc}", file=sys.stderr)

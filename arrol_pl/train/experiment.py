@@ -35,7 +35,7 @@ import signal
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -277,14 +277,16 @@ def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, 
     return train, heldout, ckpt
 
 
-def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None) -> RunSummary:
+def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None,
+                   accepted: Callable[[], None] | None = None) -> RunSummary:
     """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
-    ``overrides`` (the command line's) are recorded so sweep tables can name their rows.
+    ``overrides`` (the command line's) are recorded so sweep tables can name their rows; ``accepted`` is called
+    once every check has passed, before anything is written (``run.py`` writes Hydra's record then).
 
     Raises :class:`~arrol_pl.train.config.ConfigError` before anything is written (an ``out_dir`` holding
-    another run's files included), :class:`RunInterrupted`
-    after a signal and :class:`~arrol_pl.train.checkpoint.CheckpointWriteError` after a failed checkpoint
-    write, both once the history and summary are written.
+    another run's files included), :class:`RunInterrupted` after a signal, and
+    :class:`~arrol_pl.train.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
+    the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
     """
     import lightning as L
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -301,6 +303,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     t0 = time.perf_counter()
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)
     train, heldout, resume = preflight(run, out_dir)
+    if accepted is not None:
+        accepted()
     resumed_rows = history_before(run.trainer.resume, resume) if resume is not None else []
     resumed_step = int(resume["global_step"]) if resume is not None else None
     rank = 0
@@ -384,6 +388,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
         # Lightning turns the second Ctrl-C into SystemExit, and SIGTERM into one after the step.
         if not stop.requested:
             raise
+    except ConfigError:
+        raise
+    except Exception as exc:  # a crash: the history and a summary marked failed are written, then it propagates
+        status, failure = "failed", exc
     finally:
         if reward is not None:
             reward.close()

@@ -4,7 +4,9 @@ Decisions:
 - **One run per directory.** A run refuses a directory that already holds another run's history, summary,
   checkpoints, TensorBoard events or export, before any model loads, naming the two ways on: resume that run, or
   pass a new directory. Resuming continues only from the directory's newest checkpoint: branching from an older
-  one there would leave later, stale files beside it. Hydra's own ``.hydra/`` and log are not a run's.
+  one there would leave later, stale files beside it. Hydra's own ``.hydra/`` and log are not a run's; Hydra is
+  told not to write ``.hydra/`` itself (``hydra.output_subdir: null``), so a refused run cannot overwrite another
+  run's record: the script writes it (:func:`save_hydra_record`) once the directory is accepted.
 - **The history file is the record.** ``history.jsonl`` holds one JSON row per finished step; whole-file writes go
   to a temporary file renamed over it, and a last line cut short by a crash is left out when read. A resumed run
   starts from the rows before its checkpoint's step, read from the file of the run that wrote the checkpoint.
@@ -120,3 +122,15 @@ def remove_if_only_hydra(run_dir: Path) -> None:
     run_dir = Path(run_dir)
     if run_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
         shutil.rmtree(run_dir)
+
+
+def save_hydra_record(run_dir: Path, task_cfg: Any, hydra_cfg: Any, overrides: list[str]) -> None:
+    """Hydra's record of an invocation in ``run_dir/.hydra/``, as Hydra writes it (``config.yaml``, ``hydra.yaml``,
+    ``overrides.yaml``), written by the script once the directory is accepted (module docstring)."""
+    from omegaconf import OmegaConf
+
+    record = Path(run_dir) / ".hydra"
+    record.mkdir(parents=True, exist_ok=True)
+    for name, value in (("config.yaml", task_cfg), ("hydra.yaml", {"hydra": hydra_cfg}),
+                        ("overrides.yaml", list(overrides))):
+        OmegaConf.save(OmegaConf.create(value) if not OmegaConf.is_config(value) else value, record / name)

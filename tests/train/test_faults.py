@@ -141,10 +141,11 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
 
 
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):
-    """Another run into the reference's directory: exit 2, one line naming both ways on, the run's files untouched
-    (Hydra itself rewrites .hydra/ and appends to the log before the run starts)."""
+    """Another run into the reference's directory: exit 2, one line naming both ways on, the run's files untouched,
+    its Hydra record (.hydra/) included (Hydra appends to the log before the run starts)."""
     files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in reference.rglob("*")
-             if p.is_file() and ".hydra" not in p.parts and p.suffix != ".log"}
+             if p.is_file() and p.suffix != ".log"}
+    assert {"config.yaml", "hydra.yaml", "overrides.yaml"} <= {p.name for p in (reference / ".hydra").iterdir()}
     cache = tmp_path / "cache"
     out = run(cache, reference)
     assert out.returncode == 2, out.stderr[-3000:]

@@ -149,3 +149,38 @@ def test_keep_checkpoints_is_checked():
                                           r"every one\), got -1"):
         load_run_config({"trainer": {"keep_checkpoints": -1}})
 
+
+
+def test_a_crash_writes_a_failed_summary_and_propagates(tmp_path, monkeypatch):
+    """Any exception during a run (not a config error, not a signal) leaves its history and a summary marked failed
+    naming the error, then propagates with its own traceback; the policy never gets built here."""
+    import json
+
+    import arrol_pl.train.experiment as experiment
+
+    def crash(run):
+        raise RuntimeError("injected: the node went away")
+
+    monkeypatch.setattr(experiment, "policy_directory", crash)
+    accepted = []
+    run = load_run_config({"model": {"cache_dir": str(tmp_path / "cache")}, "data": {"num_heldout": 8}})
+    with pytest.raises(RuntimeError, match="injected: the node went away") as err:
+        experiment.run_experiment(run, tmp_path / "run", accepted=lambda: accepted.append(True))
+    assert err.traceback[-1].name == "crash"  # the original traceback, not a re-raise site
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "injected: the node went away" in summary["error"]
+    assert read_rows(tmp_path / "run" / "history.jsonl") == [] and accepted == [True]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
+    from omegaconf import OmegaConf
+
+    from arrol_pl.train.rundir import save_hydra_record
+
+    save_hydra_record(tmp_path, OmegaConf.create({"name": "x", "trainer": {"seed": 1}}),
+                      OmegaConf.create({"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}), ["trainer.seed=1"])
+    assert OmegaConf.load(tmp_path / ".hydra" / "config.yaml") == {"name": "x", "trainer": {"seed": 1}}
+    hydra = OmegaConf.to_container(OmegaConf.load(tmp_path / ".hydra" / "hydra.yaml"), resolve=False)
+    assert hydra == {"hydra": {"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}}  # interpolations kept, as Hydra's
+    assert OmegaConf.load(tmp_path / ".hydra" / "overrides.yaml") == ["trainer.seed=1"]
