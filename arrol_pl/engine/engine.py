@@ -303,7 +303,7 @@ class ArrolEngine:
         rollouts = tracker.rollouts(lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=base.skip_special_tokens))
         if logprobs_topk is None:  # sampled for the head's statistics only
             for r in rollouts:
-                r.logprobs = None
+                r.logprobs, r.sampled_logprobs = None, None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts))
 
     def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:

@@ -48,6 +48,9 @@ class Rollout:
     running while its group waited)."""
     logprobs: list[dict[int, float]] | None = None
     """Per response token: {token id: log-prob} of the top-k (plus the sampled token)."""
+    sampled_logprobs: torch.Tensor | None = None
+    """``(len(response_token_ids),)`` float32: the log-prob of each sampled response token (what a trainer compares
+    its own against); None when no log-probs were asked for."""
     screened: bool = False
     """Its whole group was dropped by the group screen (:mod:`arrol_pl.core.screening`); then ``pruned`` too."""
     audited: bool = False
@@ -56,6 +59,14 @@ class Rollout:
     """An audited rollout's complete text (``text`` is cut at L_detect when it was pruned or screened)."""
     group_p0: float | None = None
     """The detect stage's estimate of its group's chance of zero advantage (None without that stage)."""
+
+
+def sampled_token_log_probs(logprobs: Sequence[Mapping[int, float]], tokens: Sequence[int]) -> torch.Tensor:
+    """``(len(tokens),)`` float32: each sampled token's log-prob from the per-token top-k dicts, which always hold
+    the sampled token (vLLM adds it to the top k)."""
+    if len(logprobs) != len(tokens):
+        raise RuntimeError(f"{len(logprobs)} log-prob entries for {len(tokens)} response tokens")
+    return torch.tensor([lp[t] for lp, t in zip(logprobs, tokens)], dtype=torch.float32)
 
 
 @dataclass

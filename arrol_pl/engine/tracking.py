@@ -16,7 +16,7 @@ import torch
 
 from arrol_pl.core.pruning import PrunerParams, decide_group
 from arrol_pl.core.screening import GroupScreen, select_groups, zero_advantage_probability
-from arrol_pl.engine.protocol import FINISH_REASONS, Rollout
+from arrol_pl.engine.protocol import FINISH_REASONS, Rollout, sampled_token_log_probs
 
 
 @dataclass
@@ -212,6 +212,10 @@ class GenerationTracker:
             logprobs = None if logprobs is None else logprobs[: self.detect_length]
         if tr.finish_reason not in FINISH_REASONS:
             raise RuntimeError(f"rollout {tr.ext_id} ended with unexpected finish reason {tr.finish_reason!r}")
+        try:
+            sampled = None if logprobs is None else sampled_token_log_probs(logprobs, tokens)
+        except RuntimeError as exc:
+            raise RuntimeError(f"rollout {tr.ext_id}: {exc}") from None
         return Rollout(
             prompt_index=tr.prompt_index,
             sample_index=tr.sample_index,
@@ -227,6 +231,7 @@ class GenerationTracker:
             posterior=tr.posterior,
             generated_tokens=generated,
             logprobs=logprobs,
+            sampled_logprobs=sampled,
             screened=tr.screened,
             audited=tr.audited,
             full_text=full_text,

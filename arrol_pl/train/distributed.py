@@ -17,7 +17,9 @@ Decisions (the colocated layout of verl and TRL: every rank generates, trains an
   calibrator and trains the same head on the same replay window with the same generator: they stay
   identical without any gradient exchange, and the step's balance, keep-ratio and head metrics are global.
 
-Single process: every function here is the identity (``world() == (0, 1)``).
+Single process: every function here is the identity (``world() == (0, 1)``), and so is every collective of a
+one-rank :class:`RankSync` (``RankSync(0, 1)``, what the update runs with on one device): the update has one
+path whatever the number of ranks, and on one rank it computes exactly what it computed without the collectives.
 """
 
 from __future__ import annotations
@@ -72,18 +74,27 @@ def _device() -> torch.device:
 
 
 class RankSync:
-    """The update's view of the other ranks (see the module docstring); ``RankSync()`` over the default group."""
+    """The update's view of the other ranks (see the module docstring): ``RankSync()`` over the default group,
+    ``RankSync(0, 1)`` one rank alone (every collective is then the identity, none touches a process group)."""
 
-    def __init__(self) -> None:
-        self.rank, self.world_size = world()
+    def __init__(self, rank: int | None = None, world_size: int | None = None) -> None:
+        self.rank, self.world_size = world() if rank is None or world_size is None else (rank, world_size)
+
+    @property
+    def alone(self) -> bool:
+        return self.world_size == 1
 
     def sum(self, *values: float) -> list[float]:
         """Element-wise sums over ranks (float64: token counts stay exact)."""
+        if self.alone:
+            return [float(v) for v in values]
         t = torch.tensor(values, dtype=torch.float64, device=_device())
         dist.all_reduce(t)
         return t.cpu().tolist()
 
     def max(self, value: int) -> int:
+        if self.alone:
+            return int(value)
         t = torch.tensor([value], dtype=torch.int64, device=_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t)
@@ -94,8 +105,9 @@ class RankSync:
         return int(n_tok), int(n_seq)
 
     def scaled(self, backward: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], None]:
-        """``backward`` on ``W × loss``: undoes the gradient averaging of DDP/FSDP, the normaliser being global."""
-        return lambda loss: backward(loss * self.world_size)
+        """``backward`` on ``W × loss``: undoes the gradient averaging of DDP/FSDP, the normaliser being global
+        (``backward`` itself on one rank)."""
+        return backward if self.alone else (lambda loss: backward(loss * self.world_size))
 
     def idle_passes(self, policy: nn.Module, n: int, pad_id: int,
                     backward: Callable[[torch.Tensor], None] | None = None) -> None:
@@ -113,6 +125,8 @@ class RankSync:
         """Over the ranks that report a key (a rank without training rows has no log-prob mismatch): the mean
         of this rank's ``metrics``, the sum for keys in ``summed``. A ratio over rollouts is global this way:
         every rank decodes the same number of rollouts (B/W prompts × G)."""
+        if self.alone:
+            return dict(metrics)
         every: list[dict[str, float]] = [{} for _ in range(self.world_size)]
         dist.all_gather_object(every, metrics)
         out = {}
@@ -124,6 +138,8 @@ class RankSync:
     def identical(self, *states) -> bool:
         """Whether every rank holds bitwise the same ``states`` (nested dicts, lists, tensors, numbers): the
         invariant of one pruning state, checked each step at the cost of one small all-gather."""
+        if self.alone:
+            return True
         every: list[str] = [""] * self.world_size
         dist.all_gather_object(every, _digest(states))
         return len(set(every)) == 1
@@ -131,6 +147,8 @@ class RankSync:
     def gather_rows(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         """All-gather row-aligned tensors of this rank's rows (dim 0, any length per rank), concatenated in
         rank order; every rank gets the same result."""
+        if self.alone:
+            return list(tensors)
         n = tensors[0].shape[0]
         sizes = [0] * self.world_size
         dist.all_gather_object(sizes, n)
@@ -146,9 +164,15 @@ class RankSync:
         """The step's survivors of all ranks, ordered by global prompt index (a stable sort keeps each group's
         rollouts in engine order): ``[global group ids (N,), *tensors (N, ...)]`` for ``N`` survivors in all.
         ``group_ids``: this rank's local prompt indices ``(n,)``; ``tensors``: row-aligned with them."""
+        if self.alone:
+            return [group_ids, *tensors]
         gathered = self.gather_rows(global_prompt_index(group_ids, self.rank, self.world_size), *tensors)
         order = torch.sort(gathered[0], stable=True).indices
         return [t[order] for t in gathered]
+
+
+ONE_RANK = RankSync(0, 1)
+"""One device: the update's ranks when nothing is sharded."""
 
 
 def _digest(state) -> str:

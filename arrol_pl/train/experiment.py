@@ -189,7 +189,7 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
     """A transformers directory plus the head's weights, the calibrator and the prompt format the policy
     was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own). Several ranks:
     every rank gathers the sharded policy, rank 0 writes."""
-    if module.ranks is not None:
+    if not module.ranks.alone:
         from arrol_pl.train.distributed import full_weights
 
         full = dict(full_weights(iter(module.policy.state_dict().items())))

@@ -92,8 +92,9 @@ class ArrolModule(L.LightningModule):
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
         self.refiller: refill.Refiller | None = None
         """DAPO's refill rounds (``algo.dynamic_sampling_refill``), over the training problems; set by the experiment."""
-        self.ranks: distributed.RankSync | None = None
-        """The other ranks, once ``configure_model`` sharded the policy over them; None on one device."""
+        self.ranks = distributed.ONE_RANK
+        """The ranks the policy is sharded over (``configure_model``); one rank alone until then, and on one
+        device (every collective the identity)."""
 
     # ---------------------------------------------------------------- Lightning plumbing
     def configure_optimizers(self):
@@ -103,7 +104,7 @@ class ArrolModule(L.LightningModule):
 
     def configure_model(self) -> None:
         """FSDP2 over the data-parallel mesh of Lightning's ``ModelParallelStrategy`` (several ranks only)."""
-        if self.device_mesh is None or self.ranks is not None:
+        if self.device_mesh is None or not self.ranks.alone:
             return
         distributed.shard_policy(self.policy, self.device_mesh["data_parallel"])
         self.ranks = distributed.RankSync()
@@ -167,7 +168,7 @@ class ArrolModule(L.LightningModule):
         timer = phases.PhaseTimer()
         step_start = time.perf_counter()
         params = build_pruner_params(cfg.pruning, self.calibrator, step)
-        rank, world = (self.ranks.rank, self.ranks.world_size) if self.ranks is not None else (0, 1)
+        rank, world = self.ranks.rank, self.ranks.world_size
         if world > 1:  # the same h_t everywhere, but each rank's prune draws from a stream of its own
             params = dataclasses.replace(params, seed=(params.seed * world + rank) % (2**31 - 1))
         batch = distributed.shard_prompts(batch, rank, world)
@@ -192,9 +193,8 @@ class ArrolModule(L.LightningModule):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
                                        cfg.engine.detect_length, params, logprobs_topk=0,  # the sampled token's
                                        screen=screen)
-        skip = all(r.pruned for r in gen.rollouts)
-        if self.ranks is not None:  # a rank without survivors has nothing to train: all ranks skip the step
-            skip = self.ranks.max(int(skip)) == 1
+        # a rank without survivors has nothing to train: all ranks skip the step
+        skip = self.ranks.max(int(all(r.pruned for r in gen.rollouts))) == 1
         if skip:
             self._skip_step(step, "no_survivors", gen, params, timer, step_start, len(batch))
             return
@@ -234,14 +234,13 @@ class ArrolModule(L.LightningModule):
             opt.zero_grad()
             return float(norm)
 
-        backward = self.manual_backward if self.ranks is None else self.ranks.scaled(self.manual_backward)
+        backward = self.ranks.scaled(self.manual_backward)
         stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
                                      backward, optimizer_step, timer, self.ranks)
         weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
-        pruning_state = (surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
-        if self.ranks is not None:  # one pruning state: every rank updates with all ranks' survivors
-            pruning_state = tuple(self.ranks.gather_survivors(*pruning_state))
-        group_ids, scores, labels, weights, features, step_rewards = pruning_state
+        # one pruning state: every rank updates with all ranks' survivors
+        group_ids, scores, labels, weights, features, step_rewards = self.ranks.gather_survivors(
+            surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
         head_rows = (features, scores, labels, weights)
         if plan is not None:  # audited groups the detect stage dropped stand for every dropped group
             head_rows = plan.with_dropped_audit(head_rows, gen.rollouts)
@@ -277,7 +276,7 @@ class ArrolModule(L.LightningModule):
         }
         if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
             metrics["pruning/window_auc"] = params.window_auc
-        if self.ranks is not None:
+        if not self.ranks.alone:
             metrics["ranks/pruning_state_identical"] = float(self.ranks.identical(
                 self.calibrator.state_dict(), self.head.state_dict(), self.replay.state_dict()))
         self._reduce_rank_metrics(metrics)
@@ -291,7 +290,7 @@ class ArrolModule(L.LightningModule):
     def _reduce_rank_metrics(self, metrics: dict[str, float]) -> None:
         """Several ranks: the metrics each rank computed from its own rollouts (generation, reward fractions,
         policy loss statistics) become global, in place; those of the gathered survivors already are."""
-        if self.ranks is None:
+        if self.ranks.alone:
             return
         local = [k for k in metrics if k.startswith(("pruning/keep_ratio", "pruning/eligible", "tokens/", "policy/",
                                                      "reward/frac_"))]

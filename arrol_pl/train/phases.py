@@ -32,8 +32,8 @@ from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
 from arrol_pl.core.metrics import balance_stats
 from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.distributed import RankSync, micro_batch_count
-from arrol_pl.train.logprobs import gather_rows, make_micro_batches, response_log_probs, score_rows
+from arrol_pl.train.distributed import ONE_RANK, RankSync, micro_batch_count
+from arrol_pl.train.logprobs import MicroBatch, gather_rows, make_micro_batches, response_log_probs, score_rows
 
 
 class PhaseTimer:
@@ -86,17 +86,10 @@ def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Sur
 
 
 def sampled_log_probs(rollouts: Sequence) -> list[torch.Tensor] | None:
-    """The engine's log-prob of every sampled token, ``(R_i,)`` per rollout (from its per-token top-k dicts,
-    which always hold the sampled token); None unless every rollout has them."""
-    if any(r.logprobs is None for r in rollouts):
+    """The engine's log-prob of every sampled token, ``(R_i,)`` per rollout; None unless every rollout has them."""
+    if any(r.sampled_logprobs is None for r in rollouts):
         return None
-    out = []
-    for r in rollouts:
-        if len(r.logprobs) != len(r.response_token_ids):
-            raise RuntimeError(f"rollout {r.prompt_index}-{r.sample_index}: {len(r.logprobs)} log-prob entries "
-                               f"for {len(r.response_token_ids)} response tokens")
-        out.append(torch.tensor([lp[t] for lp, t in zip(r.logprobs, r.response_token_ids)], dtype=torch.float32))
-    return out
+    return [r.sampled_logprobs for r in rollouts]
 
 
 def sum_norm(algo: AlgoConfig, width: int, n_seq: int) -> dict[str, int | float]:
@@ -149,10 +142,10 @@ def logprob_mismatch(old: Sequence[torch.Tensor], rollout: Sequence[torch.Tensor
 
 
 def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Survivors, rows: torch.Tensor,
-                  algo: AlgoConfig, pad_id: int, timer: PhaseTimer, ranks: RankSync | None = None) -> StepLogProbs:
+                  algo: AlgoConfig, pad_id: int, timer: PhaseTimer, ranks: RankSync = ONE_RANK) -> StepLogProbs:
     """Old log-probs of the training rows under the current policy and, with a KL term, the reference's
-    (Table 5's log-prob phase), each once per step, without gradient, in length buckets. ``ranks``: a sharded
-    policy's other ranks (:mod:`.distributed`), which this one matches forward for forward."""
+    (Table 5's log-prob phase), each once per step, without gradient, in length buckets. ``ranks``: the ranks a
+    sharded policy spans (:mod:`.distributed`), which this one matches forward for forward."""
     idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
     prompts = [survivors.prompt_ids[i] for i in idx]
     responses = [survivors.response_ids[i] for i in idx]
@@ -162,9 +155,9 @@ def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Sur
     old = None
     if not algo.reuses_old_logprobs:
         with timer("old_logprob"):
-            if ranks is not None:  # agreed before any forward: a collective must not meet another rank's forward
-                n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
-                ranks.idle_passes(policy, ranks.max(n) - n, pad_id)
+            # agreed before any forward: a collective must not meet another rank's forward
+            n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
+            ranks.idle_passes(policy, ranks.max(n) - n, pad_id)
             old = dict(zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id,
                                            algo.temperature)))
     ref = None
@@ -254,6 +247,40 @@ class _ReusedOld:
         return logprob_mismatch(self.old, self.rollout, self.weights if self.weights else None, cap)
 
 
+OldLogProbs = Callable[[torch.Tensor, list[int], MicroBatch], tuple[torch.Tensor, torch.Tensor | None]]
+"""``(log-probs of a micro-batch's forward (b, T), its rows' indices, the micro-batch) -> (π_old (b, T), truncated-IS
+weights (b, T) or None)``."""
+
+
+def old_log_probs(logps: StepLogProbs, algo: AlgoConfig, reused: _ReusedOld) -> OldLogProbs:
+    """Where the update's π_old comes from, chosen once before its loop: the log-prob phase's (``logps.old``), or,
+    when the update reuses its own (one optimizer step: module doc), each micro-batch's forward itself, detached,
+    collected with the engine's log-probs in ``reused`` for the mismatch metrics."""
+    if logps.old is not None:
+        stored, weights = logps.old, logps.is_weights
+
+        def from_phase(lp: torch.Tensor, ids: list[int], mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+            width = lp.shape[1]
+            return (gather_rows([stored[i] for i in ids], width),
+                    None if weights is None else gather_rows([weights[i] for i in ids], width))
+
+        return from_phase
+    if algo.optimizer_steps != 1:
+        raise ValueError("policy_update: π_old can be reused only with one optimizer step per training step "
+                         f"(algo.ppo_epochs={algo.ppo_epochs}, {algo.num_mini_batches} mini-batches)")
+
+    def this_forward(lp: torch.Tensor, ids: list[int], mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        old, is_weights = lp.detach(), None
+        if logps.rollout is not None:
+            rollout = gather_rows([logps.rollout[i].to(lp.device) for i in ids], lp.shape[1])
+            if algo.rollout_is_cap is not None:
+                is_weights = truncated_is_weights(old, rollout, algo.rollout_is_cap)
+            reused.add(old, rollout, is_weights, [int(n) for n in mb.response_lengths])
+        return old, is_weights
+
+    return this_forward
+
+
 def policy_update(
     policy: nn.Module,
     survivors: Survivors,
@@ -265,7 +292,7 @@ def policy_update(
     backward: Callable[[torch.Tensor], None],
     optimizer_step: Callable[[bool], float],
     timer: PhaseTimer,
-    ranks: RankSync | None = None,
+    ranks: RankSync = ONE_RANK,
 ) -> dict[str, float]:
     """``algo.ppo_epochs`` passes over :func:`ppo_mini_batches` of the training rows: per mini-batch, its rows
     re-batched into length buckets, the PPO loss against ``logps.old`` accumulated over the buckets with the
@@ -276,19 +303,16 @@ def policy_update(
     one). With no training row it is still called once, on no gradient: the trainer counts training steps
     by optimizer steps. Returns the step's loss statistics.
 
-    ``ranks`` (several ranks, :mod:`.distributed`): the normaliser of each mini-batch is its count over all
-    ranks, and this rank runs as many mini-batches and micro-batches as the busiest rank (idle ones add
-    nothing); ``backward`` must then be ``ranks.scaled(...)``. The statistics stay this rank's.
+    ``ranks`` (:mod:`.distributed`): the normaliser of each mini-batch is its count over all ranks, and this
+    rank runs as many mini-batches and micro-batches as the busiest rank (idle ones add nothing); ``backward``
+    must be ``ranks.scaled(...)``. The statistics stay this rank's. One rank alone: all of this is the identity.
     """
+    reused = _ReusedOld()
+    old_of = old_log_probs(logps, algo, reused)
     idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
     minis = ppo_mini_batches(survivors.group_ids, idx, algo.num_mini_batches)
-    if ranks is not None:
-        minis += [[] for _ in range(ranks.max(len(minis)) - len(minis))]
-    if logps.old is None and algo.optimizer_steps != 1:
-        raise ValueError("policy_update: π_old can be reused only with one optimizer step per training step "
-                         f"(algo.ppo_epochs={algo.ppo_epochs}, {algo.num_mini_batches} mini-batches)")
+    minis += [[] for _ in range(ranks.max(len(minis)) - len(minis))]
     stats = _LossStats()
-    reused = _ReusedOld()
     losses: list[float] = []
     grad_norms: list[float] = []
     micro = 0
@@ -302,26 +326,14 @@ def policy_update(
                 n_tok, n_seq = sum(c[0] for c in counts), sum(c[1] for c in counts)
                 if algo.verl_parity:  # verl divides the seq-mean modes by every row of the mini-batch
                     n_seq = len(mini)
-                if ranks is not None:
-                    n_tok, n_seq = ranks.counts(n_tok, n_seq)
-                    ranks.idle_passes(policy, ranks.max(len(batches)) - len(batches), pad_id, backward)
+                n_tok, n_seq = ranks.counts(n_tok, n_seq)
+                ranks.idle_passes(policy, ranks.max(len(batches)) - len(batches), pad_id, backward)
                 loss = 0.0
                 for mb in batches:
                     ids = [mini[j] for j in mb.indices]
                     lp = response_log_probs(policy, mb, algo.temperature)
                     width = lp.shape[1]
-                    if logps.old is None:  # one optimizer step: π_old is this very forward (module doc)
-                        old, is_weights = lp.detach(), None
-                        if logps.rollout is not None:
-                            lengths = [int(n) for n in mb.response_lengths]
-                            rollout = gather_rows([logps.rollout[i].to(lp.device) for i in ids], width)
-                            if algo.rollout_is_cap is not None:
-                                is_weights = truncated_is_weights(old, rollout, algo.rollout_is_cap)
-                            reused.add(old, rollout, is_weights, lengths)
-                    else:
-                        old = gather_rows([logps.old[i] for i in ids], width)
-                        is_weights = None if logps.is_weights is None else gather_rows(
-                            [logps.is_weights[i] for i in ids], width)
+                    old, is_weights = old_of(lp, ids, mb)
                     out = ppo_clip_loss(
                         lp, old, advantages[ids].to(lp.device),
                         mb.response_mask.to(lp.device), algo.clip_low, algo.clip_high, algo.loss_agg_mode,

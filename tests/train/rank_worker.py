@@ -85,11 +85,12 @@ class PerRankNormaliser(RankSync):
         return backward
 
 
-def update(ranks: RankSync | None, device: torch.device) -> tuple[dict[str, torch.Tensor], list[float]]:
-    """One training step's update on this rank's share; returns the full weights and the gradient norms."""
-    rank, world_size = (ranks.rank, ranks.world_size) if ranks is not None else (0, 1)
+def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tensor], list[float]]:
+    """One training step's update on this rank's share (``RankSync(0, 1)``: the whole step on one process,
+    unsharded); returns the full weights and the gradient norms."""
+    rank, world_size = ranks.rank, ranks.world_size
     policy = tiny_policy().to(device)
-    if ranks is not None:
+    if not ranks.alone:
         from torch.distributed.device_mesh import init_device_mesh
 
         shard_policy(policy, init_device_mesh(device.type, (world_size,)))
@@ -107,20 +108,18 @@ def update(ranks: RankSync | None, device: torch.device) -> tuple[dict[str, torc
 
     timer = PhaseTimer()
     logps = logprob_phase(policy, None, surv, rows, ALGO, 0, timer, ranks)
-    backward = (lambda loss: loss.backward()) if ranks is None else ranks.scaled(lambda loss: loss.backward())
+    backward = ranks.scaled(lambda loss: loss.backward())
     policy_update(policy, surv, advantages, rows, logps, ALGO, 0, backward, optimizer_step, timer, ranks)
     return {k: v.detach().cpu().clone() for k, v in full_weights(iter(policy.state_dict().items()))}, norms
 
 
-def pruning_state(ranks: RankSync | None) -> dict:
+def pruning_state(ranks: RankSync) -> dict:
     """One step's pruning-state update from this rank's survivors (all of them on one process): the calibrator
     and the head's replay window take the gathered survivors, the head trains on them, δ is solved for the next
     step; returns those and the step's balance and head metrics."""
-    rank, world_size = (ranks.rank, ranks.world_size) if ranks is not None else (0, 1)
-    surv, labels = rank_share(*step_rollouts(), rank, world_size)
-    groups, scores, weights, features = surv.group_ids, surv.scores, 1.0 / surv.survival, surv.features
-    if ranks is not None:
-        groups, scores, labels, weights, features = ranks.gather_survivors(groups, scores, labels, weights, features)
+    surv, labels = rank_share(*step_rollouts(), ranks.rank, ranks.world_size)
+    groups, scores, labels, weights, features = ranks.gather_survivors(
+        surv.group_ids, surv.scores, labels, 1.0 / surv.survival, surv.features)
     calibrator = PRUNING.make_calibrator()
     calibrator.update(scores, labels, weights)
     torch.manual_seed(3)

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from arrol_pl.train.distributed import RankSync
+
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 
@@ -63,7 +65,7 @@ def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 
 
 def check_pruning_state(out: Path, worker) -> None:
-    one = worker.pruning_state(None)
+    one = worker.pruning_state(RankSync(0, 1))
     for r in range(2):
         rank = torch.load(f"{out}.rank{r}", weights_only=True)
         assert torch.equal(rank["groups"], one["groups"])  # gathered in global prompt order
@@ -83,7 +85,7 @@ def check_ranks(tmp_path: Path, backend: str, env: dict[str, str] | None = None)
     launch([str(HERE / "rank_worker.py"), str(out), backend], 2, timeout=90, env=env)
     check_pruning_state(out, worker)
     two = torch.load(out, weights_only=True)
-    one, one_norms = worker.update(None, torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu"))
+    one, one_norms = worker.update(RankSync(0, 1), torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu"))
     start = {k: v.detach() for k, v in worker.tiny_policy().state_dict().items()}
 
     assert len(one_norms) == len(two["norms"]) == 4  # 2 mini-batches × 2 epochs on every rank

@@ -6,6 +6,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.core.losses import ppo_clip_loss
+from arrol_pl.engine.protocol import sampled_token_log_probs
 from arrol_pl.train.config import AlgoConfig, ConfigError
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.phases import (
@@ -213,13 +214,14 @@ def test_reusing_old_log_probs_needs_one_optimizer_step():
 
 
 def test_sampled_log_probs_pick_the_sampled_token():
-    r = SimpleNamespace(prompt_index=0, sample_index=0, response_token_ids=[5, 7],
-                        logprobs=[{5: -0.1, 9: -3.0}, {2: -0.5, 7: -1.25}])
-    assert sampled_log_probs([r])[0].tolist() == pytest.approx([-0.1, -1.25])
-    assert sampled_log_probs([r, SimpleNamespace(logprobs=None)]) is None
-    r.response_token_ids = [5]
+    """The engine puts each sampled token's log-prob on its rollout (from the top-k dicts); the trainer reads them."""
+    tokens, logprobs = [5, 7], [{5: -0.1, 9: -3.0}, {2: -0.5, 7: -1.25}]
+    assert sampled_token_log_probs(logprobs, tokens).tolist() == pytest.approx([-0.1, -1.25])
     with pytest.raises(RuntimeError, match="2 log-prob entries for 1"):
-        sampled_log_probs([r])
+        sampled_token_log_probs(logprobs, [5])
+    r = SimpleNamespace(sampled_logprobs=sampled_token_log_probs(logprobs, tokens))
+    assert sampled_log_probs([r])[0] is r.sampled_logprobs
+    assert sampled_log_probs([r, SimpleNamespace(sampled_logprobs=None)]) is None
 
 
 def test_verl_parity_sums_the_sequences_over_the_padded_width():
