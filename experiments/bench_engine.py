@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> dict:
             num_kv_heads=args.kv_heads, head_dim=args.head_dim, max_position_embeddings=args.max_tokens + 128,
             seed=args.seed,
         ))
-    engine = ArrolEngine(EngineConfig(model=model, dtype=args.dtype, max_model_len=args.max_tokens + 128,
-                                      max_num_seqs=args.max_num_seqs, seed=args.seed))
+    engine = ArrolEngine(model, EngineConfig(dtype=args.dtype, max_model_len=args.max_tokens + 128,
+                                             max_num_seqs=args.max_num_seqs), seed=args.seed)
     prompts = [f"Question: What is {7 * b + 3} + {11 * b + 5}? Answer:" for b in range(args.prompts)]
     sampling = dict(max_tokens=args.max_tokens, temperature=1.0, seed=args.seed, ignore_eos=True)
 

@@ -136,9 +136,8 @@ def evaluate(cfg, out_dir: Path) -> None:
         formats = {name: dataset_format(name, spec, trained) for name, spec in cfg.datasets.items()}
         problems = {name: render_problems(ps, tokenizer, formats[name]) for name, ps in problems.items()}
         all_problems = [p for ps in problems.values() for p in ps]
-        engine = ArrolEngine(dataclasses.replace(
-            cfg.engine, model=str(policy_dir),
-            max_model_len=cfg.engine.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
+        engine = ArrolEngine(str(policy_dir), dataclasses.replace(
+            cfg.engine, max_model_len=cfg.engine.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
         ), head=head)
         sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
         deepconf = cfg.deepconf

@@ -15,7 +15,7 @@ Decisions:
   sampled its last token); it is complete, so it is never pruned (``eligible = False``). With
   ``detect_length=None`` every rollout is scored at its end by that same rule (test-time voting, §4.4),
   and nothing is pruned.
-- **Other head inputs** (beyond the paper; the head's ``input_kind``, ``engine.head_input`` for the default
+- **Other head inputs** (beyond the paper; the head's ``input_kind``, the ``head_input`` argument for the default
   head): ``stats`` are the five :func:`~arrol_pl.core.confidence.prefix_statistics` of the first
   ``L_detect`` (or ``n``) tokens' log-probs, which the engine then samples with (top 20) and tracks as
   they stream in; ``last+stats`` concatenates them to the hidden state. Both are ready in the same step
@@ -60,7 +60,7 @@ from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead, check_head_input, head_input_dim
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine import adapter
-from arrol_pl.engine.config import EngineConfig
+from arrol_pl.engine.config import EngineConfig, check_logprobs_mode
 from arrol_pl.engine.protocol import GenerationResult
 from arrol_pl.engine.tracking import GenerationTracker, Track
 
@@ -75,9 +75,29 @@ class ArrolEngine:
     groups are decided and the pruned requests aborted before the next step.
     """
 
-    def __init__(self, config: EngineConfig, head: QualityHead | None = None) -> None:
-        if config.model is None:
-            raise ValueError("EngineConfig.model must name an HF model directory")
+    def __init__(self, model: str, config: EngineConfig | None = None, *, head: QualityHead | None = None,
+                 tokenizer: str | None = None, seed: int = 0, head_input: str = "last", head_hidden_dim: int = 256,
+                 logprobs_mode: str = "raw_logprobs", join_launcher_world: bool = False) -> None:
+        """Start vLLM on ``model`` (an HF model directory) with ``config``'s settings.
+
+        Args:
+            tokenizer: its directory; defaults to ``model``.
+            seed: vLLM's global seed (per-rollout seeds come from the sampling params; a training run's is
+                ``trainer.seed``).
+            head / head_input / head_hidden_dim: the quality head; without one, a fresh head reading
+                ``head_input`` (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`: the final-layer hidden state
+                ``last``, the paper's; the prefix log-prob statistics ``stats``, with which the engine samples
+                top-20 log-probs; or ``last+stats``), ``head_hidden_dim`` wide.
+            logprobs_mode: vLLM's, of returned log-probs: ``raw_logprobs`` (before temperature) or
+                ``processed_logprobs`` (the distribution actually sampled from: what a trainer compares against).
+            join_launcher_world: several training ranks: join their ``torch.distributed`` world
+                (:func:`adapter.launcher_world_args`).
+        """
+        config = config or EngineConfig()
+        if not model:
+            raise ValueError("ArrolEngine needs a model: an HF model directory")
+        check_head_input(head_input, "head_input")
+        check_logprobs_mode(logprobs_mode)
         adapter.check_vllm_version()
         adapter.check_environment()
         self.config = config
@@ -85,21 +105,21 @@ class ArrolEngine:
         if self.platform == "cpu":
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
         args = dict(
-            model=config.model,
-            tokenizer=config.tokenizer or config.model,
+            model=model,
+            tokenizer=tokenizer or model,
             dtype=config.dtype,
             max_model_len=config.max_model_len,
-            seed=config.seed,
+            seed=seed,
             enforce_eager=config.enforce_eager,
             enable_prefix_caching=config.enable_prefix_caching,
             max_num_seqs=config.max_num_seqs,
             async_scheduling=False,
             disable_log_stats=True,
-            logprobs_mode=config.logprobs_mode,
+            logprobs_mode=logprobs_mode,
         )
         if config.max_num_batched_tokens is not None:
             args["max_num_batched_tokens"] = config.max_num_batched_tokens
-        if config.join_launcher_world:
+        if join_launcher_world:
             args.update(adapter.launcher_world_args())
         if self.platform == "cuda":
             args.update(
@@ -115,13 +135,13 @@ class ArrolEngine:
         self._generating = False
         self._rows_only = False
         self.set_head(head if head is not None else
-                      QualityHead.for_input(config.head_input, self.hidden_size, config.head_hidden_dim))
+                      QualityHead.for_input(head_input, self.hidden_size, head_hidden_dim))
 
     # ------------------------------------------------------------------ head and weights
     @property
     def head_input(self) -> str:
-        """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`); the default head's is
-        ``config.head_input``."""
+        """What the head reads (:data:`~arrol_pl.core.quality_head.HEAD_INPUTS`); the default head's is the
+        constructor's ``head_input``."""
         return self.head.input_kind
 
     @property

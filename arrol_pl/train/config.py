@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -426,17 +426,6 @@ class RunConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
-        if self.engine.model is not None or self.engine.tokenizer is not None:
-            raise ConfigError("engine.model and engine.tokenizer are the run's policy: set model.path (or model=...) "
-                              "instead")
-        if self.engine.head_input not in ("last", self.head.input):
-            raise ConfigError(f"engine.head_input={self.engine.head_input!r} differs from head.input={self.head.input!r}: "
-                              "set head.input (the trainer gives its engine the head's input)")
-        # What the trainer needs of its engine, recorded here so that summary.json shows what ran: the run's seed,
-        # the head's width and input, and the log-probs of the distribution actually sampled (the trainer's are
-        # T-scaled).
-        self.engine = replace(self.engine, seed=self.trainer.seed, head_hidden_dim=self.head.hidden_dim,
-                              head_input=self.head.input, logprobs_mode="processed_logprobs")
         if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
             raise ConfigError(
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="

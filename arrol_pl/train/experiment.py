@@ -93,11 +93,14 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
     from arrol_pl.engine import ArrolEngine
 
     e = run.engine
-    return ArrolEngine(dataclasses.replace(
-        e, model=str(policy_dir),
-        max_model_len=e.max_model_len or context_length(tokenizer, problems, run.algo.max_response_tokens),
+    return ArrolEngine(
+        str(policy_dir),
+        dataclasses.replace(e, max_model_len=e.max_model_len or context_length(tokenizer, problems,
+                                                                             run.algo.max_response_tokens)),
+        seed=run.trainer.seed, head_input=run.head.input, head_hidden_dim=run.head.hidden_dim,
+        logprobs_mode="processed_logprobs",  # what the trainer compares its own against: T-scaled log-probs
         join_launcher_world=run.trainer.ranks > 1,
-    ))
+    )
 
 
 def lightning_strategy(t):

