@@ -301,7 +301,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     from arrol_pl.train.loggers import make_logger
     from arrol_pl.train.data import PromptDataModule
     from arrol_pl.train.module import ArrolModule, HeldoutEvaluation
-    from arrol_pl.train.phases import HeldoutResult, evaluate_heldout
+    from arrol_pl.train.heldout import HeldoutResult, evaluate_heldout
 
     t0 = time.perf_counter()
     L.seed_everything(run.trainer.seed, workers=True, verbose=False)

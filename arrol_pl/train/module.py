@@ -40,6 +40,7 @@ from arrol_pl.core.pruning import build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.engine.protocol import RolloutEngine
 from arrol_pl.train import distributed, phases, refill
+from arrol_pl.train import policy as policy_parts
 from arrol_pl.train.config import RunConfig
 from arrol_pl.train.loggers import log_text
 from arrol_pl.train.screening import PromptScorer, ScreenStep, screen_seed
@@ -60,7 +61,7 @@ class ArrolModule(L.LightningModule):
         self.cfg = cfg
         self.policy = policy.train()  # from_pretrained returns eval mode; Lightning warns before on_train_start
         if cfg.model.trainable_layers is not None:
-            phases.freeze_lower_layers(policy, cfg.model.trainable_layers)
+            policy_parts.freeze_lower_layers(policy, cfg.model.trainable_layers)
         if cfg.model.activation_checkpointing:
             # Non-reentrant: it recomputes under FSDP2's hooks (the block's weights are gathered again) and needs
             # no input that requires grad, so frozen embeddings and lower blocks stay frozen.
@@ -121,7 +122,7 @@ class ArrolModule(L.LightningModule):
         if self._reference:
             self._reference[0].to(self.device)
         # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
-        self.engine.sync_weights(distributed.full_weights(phases.policy_weights(self.policy)), self.head.state_dict())
+        self.engine.sync_weights(distributed.full_weights(policy_parts.policy_weights(self.policy)), self.head.state_dict())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["arrol"] = {
@@ -256,7 +257,7 @@ class ArrolModule(L.LightningModule):
         with timer("sync"):
             if asleep:
                 self.engine.wake_up()
-            self.engine.sync_weights(distributed.full_weights(phases.policy_weights(self.policy)),
+            self.engine.sync_weights(distributed.full_weights(policy_parts.policy_weights(self.policy)),
                                      self.head.state_dict())
 
         metrics = {

@@ -21,7 +21,7 @@ import math
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -375,76 +375,3 @@ def balance_metrics(rewards: torch.Tensor, group_ids: torch.Tensor) -> dict[str,
     stats = balance_stats(rewards, group_ids)
     return {"balance/positive_ratio": stats["positive_ratio"], "balance/rho_1_minus_rho": stats["balance"],
             "balance/zero_advantage_fraction": stats["zero_advantage_fraction"]}
-
-
-def policy_weights(policy: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """(HF name, full tensor) pairs for the engine's ``reload_weights``: every tensor, or only the trained ones
-    when part of the policy is frozen (:func:`freeze_lower_layers`; the engine keeps the others)."""
-    if all(p.requires_grad for p in policy.parameters()):
-        for name, tensor in policy.state_dict().items():
-            yield name, tensor.detach()
-        return
-    for name, param in policy.named_parameters():
-        if param.requires_grad:
-            yield name, param.detach()
-
-
-def freeze_lower_layers(policy: nn.Module, trainable_layers: int) -> int:
-    """Freeze every parameter of a transformers causal LM except its top ``trainable_layers`` decoder blocks
-    and final norm; returns the number of trainable parameters. The embeddings (and an LM head tied to them)
-    stay frozen: with a 49k vocabulary they are most of a small model's weights, and of its sync."""
-    decoder = policy.base_model
-    blocks = getattr(decoder, "layers", None)
-    if blocks is None or getattr(decoder, "norm", None) is None:
-        raise ValueError(f"model.trainable_layers: {type(policy).__name__} has no decoder layers/norm to pick from")
-    if not 1 <= trainable_layers <= len(blocks):
-        raise ValueError(f"model.trainable_layers={trainable_layers}: the policy has {len(blocks)} decoder layers")
-    policy.requires_grad_(False)
-    for module in [*blocks[len(blocks) - trainable_layers:], decoder.norm]:
-        module.requires_grad_(True)
-    return sum(p.numel() for p in policy.parameters() if p.requires_grad)
-
-
-@dataclass
-class HeldoutResult:
-    """``accuracy``: mean over problems and ``samples`` sampled completions (avg@k), ``accuracy_se`` its standard
-    error over problems (the samples of one problem are correlated); ``greedy_accuracy``."""
-
-    accuracy: float
-    greedy_accuracy: float
-    samples: int
-    problems: int
-    accuracy_se: float = float("nan")
-    per_problem: list[float] = field(default_factory=list)
-    """avg@k of each problem, in the held-out set's order: two policies evaluated on the same problems compare
-    paired by problem, without the problems' spread in difficulty in the difference's standard error."""
-
-
-def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int,
-                     stop: Sequence[str] = (), seed: int | None = None) -> HeldoutResult:
-    """Held-out accuracy of the engine's current weights: greedy, and avg@k at the RL temperature.
-
-    With ``seed``, sampling draws from a random stream of its own (the engine samples from torch's global
-    generator): the same weights give the same figure wherever the evaluation falls, and training's stream
-    continues afterwards as if no evaluation had run.
-    """
-    prompts = [p.prompt for p in problems]
-    golds = [p.answer for p in problems]
-    base = {"max_tokens": max_tokens, **({"stop": list(stop)} if stop else {})}
-    with torch.random.fork_rng(devices=[], enabled=seed is not None):
-        if seed is not None:
-            torch.manual_seed(seed)
-        greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
-        sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
-    # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
-    greedy_acc = reward.score([r.text for r in greedy.rollouts], golds,
-                              lengths=[len(r.response_token_ids) for r in greedy.rollouts]).accuracy
-    sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
-    correct = torch.as_tensor(reward.score([r.text for r in sampled.rollouts], sampled_golds,
-                                           lengths=[len(r.response_token_ids) for r in sampled.rollouts]).correct,
-                              dtype=torch.float64)
-    per_problem = torch.zeros(len(problems), dtype=torch.float64).index_add_(
-        0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct) / samples
-    se = float(per_problem.std() / len(problems) ** 0.5) if len(problems) > 1 else float("nan")
-    return HeldoutResult(accuracy=float(per_problem.mean()), greedy_accuracy=greedy_acc, samples=samples,
-                         problems=len(problems), accuracy_se=se, per_problem=per_problem.tolist())
