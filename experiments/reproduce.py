@@ -13,9 +13,9 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``head``      experiments/head_quality.py on the κ = 0.5 run's policy: Fig. 2(b–d);
 - ``voting``    experiments/evaluate.py k = 32 on the κ = 0.5 run's export: Table 3;
 - ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;
-- ``pretrained`` experiments/head_quality.py on SmolLM2-135M-Instruct (``--policy smollm2``, few-shot arithmetic):
+- ``pretrained`` experiments/head_quality.py on SmolLM2-135M-Instruct (``policy=smollm2``, few-shot arithmetic):
   Fig. 2 with a policy whose hidden state predicts correctness, head inputs side by side, Table 4 by replay;
-- ``pretrained_seeds`` the same probe with ``--seed`` 1 and 2 (other samples, problem splits and head
+- ``pretrained_seeds`` the same probe with ``seed=1`` and ``seed=2`` (other samples, problem splits and head
   initialisations): how much of Fig. 2(c) holds across probe runs (opt-in, about 30 min);
 - ``votes32``   the same probe at k = 32 samples per problem, in bf16: Table 3 by replay at the paper's k
   (opt-in, about 20 min);
@@ -61,15 +61,15 @@ PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "w
 the rest of the page as it is (parts measured earlier, or on another machine)."""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to 3.5 h on 2 cores."""
-SMOLLM2_TASK = ["--policy", "smollm2", "--data", "arithmetic_fewshot", "--max-tokens", "32", "--temperature", "0.8"]
+SMOLLM2_TASK = ["policy=smollm2", "data=arithmetic_fewshot", "max_tokens=32", "temperature=0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
-PRETRAINED_PROBE = [*SMOLLM2_TASK, "--limit", "256", "--samples", "8", "--fractions", "1/8", "1/4", "3/8", "1/2"]
+PRETRAINED_PROBE = [*SMOLLM2_TASK, "data.num_heldout=256", "samples=8", "fractions=[1/8,1/4,3/8,1/2]"]
 """The real pretrained policy's probe: 256 problems × 8 at L_detect = 4, 8, 12, 16 (the answer's digits are
 written at tokens 8-14)."""
 PROBE_SEEDS = (1, 2)
 """The replicate probes' seeds (``pretrained_seeds``; ``pretrained`` is seed 0)."""
-VOTES32_PROBE = [*SMOLLM2_TASK, "--limit", "160", "--samples", "32", "--dtype", "bfloat16", "--features", "last",
-                 "--fractions", "0.125"]
+VOTES32_PROBE = [*SMOLLM2_TASK, "data.num_heldout=160", "samples=32", "dtype=bfloat16", "features=[last]",
+                 "fractions=[0.125]"]
 """The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""
 
 
@@ -82,8 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="a few steps per part on the default task (the test suite's smoke run; figures meaningless)")
     p.add_argument("--vote-k", type=int, default=32, help="samples per problem for the voting table")
-    p.add_argument("--head-args", default="", help="extra arguments of head_quality.py, e.g. "
-                   "'--dataset math500 --data-path /data/math500.jsonl --max-tokens 8192'")
+    p.add_argument("--head-args", default="", help="extra Hydra overrides of head_quality.py, e.g. "
+                   "'data.heldout_name=math500 data.heldout_path=/data/math500.jsonl max_tokens=8192'")
     p.add_argument("--vote-args", default="", help="extra Hydra overrides of evaluate.py, e.g. "
                    "'~datasets.arithmetic +datasets.amc23.path=/data/amc23.jsonl max_tokens=8192'")
     p.add_argument("overrides", nargs="*", help="Hydra overrides for the training parts")
@@ -111,17 +111,17 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
     phases = [py, "experiments/bench_phases.py", "--out", str(out / "phases")]
     if args.quick:
         phases += ["--preset", "", "--warmup", "1", "--steps", "1", "--rounds", "1"]
-    pretrained = [py, "experiments/head_quality.py", *PRETRAINED_PROBE, "--out", str(out / "pretrained")]
+    pretrained = [py, "experiments/head_quality.py", *PRETRAINED_PROBE, f"hydra.run.dir={out / 'pretrained'}"]
     if args.quick:
-        pretrained += ["--limit", "6", "--samples", "2", "--max-tokens", "16", "--head-steps", "5"]
+        pretrained += ["data.num_heldout=6", "samples=2", "max_tokens=16", "head.steps=5"]
     return {
         "phases": phases + ["--", *ov],
         "pretrained": pretrained,
         "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train,
                   *(["pruning.keep_ratio=0.5,1.0"] if args.quick else [])],  # the two runs later parts read
-        "pretrained_seeds": [[py, "experiments/head_quality.py", *PRETRAINED_PROBE, "--seed", str(seed),
-                              "--out", str(out / "pretrained_seeds" / str(seed))] for seed in PROBE_SEEDS],
-        "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, "--out", str(out / "votes32")],
+        "pretrained_seeds": [[py, "experiments/head_quality.py", *PRETRAINED_PROBE, f"seed={seed}",
+                              f"hydra.run.dir={out / 'pretrained_seeds' / str(seed)}"] for seed in PROBE_SEEDS],
+        "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, f"hydra.run.dir={out / 'votes32'}"],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
         "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],
@@ -138,10 +138,10 @@ def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
     arrol = find_run(out / "kappa", keep_ratio=0.5)
     grpo = find_run(out / "kappa", keep_ratio=1.0)
     quick_eval = ["limit=8"] if args.quick else []
-    head = [py, "experiments/head_quality.py", "--policy", str(arrol / "export"), "--out", str(out / "head"),
+    head = [py, "experiments/head_quality.py", f"policy={arrol / 'export'}", f"hydra.run.dir={out / 'head'}",
             *shlex.split(args.head_args)]
     if args.quick:
-        head += ["--limit", "16", "--samples", "2", "--head-steps", "5"]
+        head += ["data.num_heldout=16", "samples=2", "head.steps=5"]
     return {
         "head": head,
         "voting": [py, "experiments/evaluate.py", f"checkpoint={arrol / 'export'}", f"k={args.vote_k}",

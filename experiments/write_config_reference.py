@@ -10,9 +10,22 @@ import argparse
 import sys
 from pathlib import Path
 
+from arrol_pl.analysis.eval_config import EvalConfig
+from arrol_pl.analysis.head_probe.config import ProbeConfig
 from arrol_pl.train.config_reference import page
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = (
+    ("`experiments/evaluate.py` (`EvalConfig`, `conf/evaluate.yaml`)", EvalConfig,
+     {"engine": "the run's `engine` section (its `gpu_memory_utilization` defaults to 0.8 here: no training shares "
+                "the GPU)"}),
+    ("`experiments/head_quality.py` (`ProbeConfig`, `conf/probe.yaml`)", ProbeConfig,
+     {"data": "the run's `data` section, chosen the same way (`data=arithmetic_fewshot`); the probe reads the "
+              "first `data.num_heldout` held-out problems (256 by default)",
+      "head": "the run's `head` section: the probe heads' width and training (`head.steps` 300, `head.replay` null "
+              "by default)"}),
+)
+"""The scripts besides training whose typed configs the page lists: (title, schema, sections shared with the run)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="exit 1 if the page differs from what would be written")
     args = p.parse_args(argv)
     existing = args.output.read_text() if args.output.exists() else "# Configuration\n"
-    text = page(existing, ROOT / "conf")
+    text = page(existing, ROOT / "conf", SCRIPTS)
     if args.check:
         if text != existing:
             print(f"{args.output} is stale: run python experiments/write_config_reference.py", file=sys.stderr)

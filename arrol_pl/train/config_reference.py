@@ -23,7 +23,7 @@ import re
 import textwrap
 import typing
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import yaml
 
@@ -117,9 +117,19 @@ def preset_changes(conf: Path) -> dict[str, list[str]]:
 
 
 def cell(value: Any) -> str:
+    value = to_plain(value)
     text = "null" if value is None else yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
     text = text.removesuffix("\n...").removesuffix("...").strip()
     return "`" + text.replace("|", "\\|") + "`"
+
+
+def to_plain(value: Any) -> Any:
+    """A default as YAML can write it: dataclasses (a dict entry's default) as dicts of their non-null fields."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: to_plain(v) for k, v in dataclasses.asdict(value).items() if v not in (None, {}, [])}
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
 
 
 def reference(conf: Path) -> str:
@@ -152,7 +162,23 @@ def reference(conf: Path) -> str:
     return "\n".join(out)
 
 
-def page(existing: str, conf: Path) -> str:
-    """``existing`` (the page) with everything after :data:`MARKER` generated anew."""
+def script_reference(title: str, schema: type, reused: dict[str, str]) -> str:
+    """One script's own keys (``schema``'s fields) as a table; a section it shares with the run (``reused``: its
+    key → what it is) is one row, not its keys again."""
+    rows = [(f"`{prefix}.*`", "", "", text) for prefix, text in reused.items()]
+    rows += [(f"`{key}`", f"`{kind}`", cell(default), meaning) for key, kind, default, meaning in keys(schema)
+             if key.split(".")[0] not in reused]
+    out = [f"### {title}", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    out += [f"| {key} | {kind.replace('|', chr(92) + '|')} | {default} | {meaning.replace('|', chr(92) + '|')} |"
+            for key, kind, default, meaning in rows]
+    return "\n".join(out) + "\n"
+
+
+def page(existing: str, conf: Path, scripts: Sequence[tuple[str, type, dict[str, str]]] = ()) -> str:
+    """``existing`` (the page) with everything after :data:`MARKER` generated anew: the run's reference, then each
+    of ``scripts`` (``(title, schema, reused sections)``, :func:`script_reference`)."""
     head = existing.split(MARKER, 1)[0].rstrip("\n")
-    return f"{head}\n\n{MARKER}\n\n{reference(conf)}"
+    text = f"{head}\n\n{MARKER}\n\n{reference(conf)}"
+    if scripts:
+        text += "\n## The other scripts\n\n" + "\n".join(script_reference(*script) for script in scripts)
+    return text

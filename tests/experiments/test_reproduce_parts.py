@@ -23,9 +23,9 @@ def test_the_replicate_probes_are_one_opt_in_part_of_two_seeded_commands(reprodu
     argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["pretrained_seeds"]
     assert len(argvs) == len(reproduce.PROBE_SEEDS) == 2
     for argv, seed in zip(argvs, reproduce.PROBE_SEEDS):
-        assert argv[1] == "experiments/head_quality.py" and argv[argv.index("--seed") + 1] == str(seed)
-        assert argv[argv.index("--out") + 1] == str(tmp_path / "pretrained_seeds" / str(seed))
-        assert argv[2:argv.index("--seed")] == reproduce.PRETRAINED_PROBE  # section 7's probe, another seed
+        assert argv[1] == "experiments/head_quality.py" and argv[2:] == [
+            *reproduce.PRETRAINED_PROBE, f"seed={seed}",  # section 7's probe, another seed
+            f"hydra.run.dir={tmp_path / 'pretrained_seeds' / str(seed)}"]
 
 
 def test_a_part_of_several_commands_runs_them_in_order_into_one_log(reproduce, tmp_path: Path):

@@ -55,13 +55,13 @@ class ProbeSettings:
 
     def __post_init__(self) -> None:
         if self.hidden_dim < 1:
-            raise ValueError(f"ProbeSettings.hidden_dim must be >= 1, got {self.hidden_dim}")
+            raise ValueError(f"hidden_dim must be >= 1, got {self.hidden_dim}")
         if self.calibration_bins is not None and self.calibration_bins < 1:
-            raise ValueError(f"ProbeSettings.calibration_bins must be >= 1, got {self.calibration_bins}")
+            raise ValueError(f"calibration_bins must be >= 1, got {self.calibration_bins}")
         if not 0.0 < self.test_fraction < 1.0:
-            raise ValueError(f"ProbeSettings.test_fraction must be in (0, 1), got {self.test_fraction}")
+            raise ValueError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
         if not 0.0 <= self.calibration_fraction < 1.0:
-            raise ValueError(f"ProbeSettings.calibration_fraction must be in [0, 1), got {self.calibration_fraction}")
+            raise ValueError(f"calibration_fraction must be in [0, 1), got {self.calibration_fraction}")
 
 
 def split_by_problem(problem_ids: torch.Tensor, fraction: float, seed: int) -> torch.Tensor:

@@ -34,8 +34,9 @@ from arrol_pl.tasks.prompts import PromptFormat, render_problems
 
 
 @dataclass(kw_only=True)
-class ProbeConfig:
-    """One probe run (``experiments/head_quality.py`` builds it from its flags)."""
+class ProbeJob:
+    """One probe run, resolved (``experiments/head_quality.py`` builds it from its
+    :class:`~arrol_pl.analysis.head_probe.config.ProbeConfig`): the problems loaded, the lengths computed."""
 
     policy: Path
     """A transformers model directory with its tokenizer (a run's ``export/``: its head is scored too), or
@@ -63,12 +64,12 @@ class ProbeConfig:
     deepconf_mode: str
     forward_batch_tokens: int
     data: str
-    """The ``conf/data`` preset, the dataset and its options: recorded, the problems are already loaded."""
+    """The ``data=`` preset, the dataset and its options: recorded, the problems are already loaded."""
     dataset: str | None
     data_options: dict[str, Any]
 
 
-def run_probe(cfg: ProbeConfig) -> dict[str, Any]:
+def run_probe(cfg: ProbeJob) -> dict[str, Any]:
     """Generate, probe, write ``head_quality.json`` and ``head_quality.png`` under ``cfg.out``, print the tables;
     returns what the JSON holds."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -166,7 +167,7 @@ def run_probe(cfg: ProbeConfig) -> dict[str, Any]:
         online_skipped = f"no quality_head.pt in {policy}"
     elif usable_run_detect is None:
         online_skipped = (f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
-                          f"or not below --max-tokens={cfg.max_tokens}")
+                          f"or not below max_tokens={cfg.max_tokens}")
     else:
         metrics = online_head_metrics(online_head, online_calibrator,
                                       engine_input(online_head.input_kind, usable_run_detect), labels,

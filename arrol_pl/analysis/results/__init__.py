@@ -16,7 +16,7 @@ Layout of a results directory (what ``reproduce.py`` writes)::
     head/head_quality.json        experiments/head_quality.py (+ head_quality.png)
     voting/metrics.json           experiments/evaluate.py k = 32
     wallclock.png                 experiments/plot_wallclock.py
-    pretrained/head_quality.json  experiments/head_quality.py --policy smollm2 --data arithmetic_fewshot
+    pretrained/head_quality.json  experiments/head_quality.py policy=smollm2 data=arithmetic_fewshot
     pretrained_seeds/<seed>/...   the same probe with other seeds (opt-in): Fig. 2(c) across probe runs
     votes32/head_quality.json     the same at k = 32 (opt-in): section 7's votes when present
     online/<job>/summary.json     +exp=smollm2_online (ARRoL vs GRPO at equal training time; opt-in part)

@@ -48,7 +48,7 @@ def fig2c_over_probe_runs(data: dict[str, Any], root: Path) -> tuple[list[str], 
                         spearman == auc == k))
     seed = lambda r: r.get("settings", {}).get("seed", "?")  # noqa: E731
     lines = ["", "Replicate probes (`python experiments/reproduce.py --only pretrained_seeds page`: the same command "
-             "with `--seed`, so other samples, problem splits and head initialisations): " + "; ".join(
+             "with another `seed`, so other samples, problem splits and head initialisations): " + "; ".join(
                  f"seed {seed(r)}: accuracy {r['accuracy']:.3f}, mixed groups {fmt(r.get('mixed_group_fraction'))}, "
                  "Spearman head / DeepConf at L = " + ", ".join(
                      f"{row['detect_length']}: {fmt(row['head_spearman'])} / {fmt(row['deepconf_spearman'])}"
