@@ -86,6 +86,9 @@ class WarmStartConfig:
     """Steps between pass-rate checks."""
 
 
+REFERENCE_DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclass
 class ModelConfig:
     """The policy (and its frozen reference)."""
@@ -112,10 +115,16 @@ class ModelConfig:
     gradient checkpointing, non-reentrant, per block; FSDP2 gathers the block's weights again for it): about one
     more forward per update for a fraction of the activation memory, what 8,192-token responses need on a GPU
     (verl's GRPO and DAPO recipes turn it on; ``experiments/plan.py`` shows both figures)."""
+    reference_dtype: str = "float32"
+    """The frozen reference's dtype (it exists when ``algo.kl_coef > 0``): float32 (exact on CPU) | bfloat16 |
+    float16. With several ranks FSDP2 shards it over them like the policy; bfloat16 halves it again (verl keeps its
+    reference in bf16), what the paper's runs need on 80 GB GPUs (``experiments/plan.py``)."""
     cache_dir: str = "outputs/cache"
     """Where built tokenizers, tiny models and warm starts are cached."""
 
     def __post_init__(self) -> None:
+        if self.reference_dtype not in REFERENCE_DTYPES:
+            raise ConfigError(f"model.reference_dtype={self.reference_dtype!r}; choose one of {list(REFERENCE_DTYPES)}")
         if self.name == "hf" and self.path is None:
             raise ConfigError("model.path must be set (e.g. model.path=/models/Qwen3-1.7B-Base): model=hf reads a local "
                               "transformers directory and has no default")

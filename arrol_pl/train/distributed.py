@@ -212,9 +212,8 @@ def full_weights(weights: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[
 
 def shard_policy(policy: nn.Module, mesh) -> nn.Module:
     """FSDP2 over ``mesh``: each decoder block its own unit (one block's parameters gathered at a time), then the
-    root (embeddings, final norm, LM head). The quality head and the frozen reference are separate modules
-    and stay whole on every rank: the head is small and trained identically everywhere, the reference is
-    only read."""
+    root (embeddings, final norm, LM head). The trainer shards the frozen reference the same way; the quality head
+    stays whole on every rank (small, and trained identically everywhere)."""
     from torch.distributed.fsdp import fully_shard
 
     for block in policy.base_model.layers:

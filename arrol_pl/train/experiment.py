@@ -337,7 +337,8 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             if owns_engine:
                 engine = build_engine(run, policy_dir, tokenizer, train + heldout)
             policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
-            reference = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32) if a.kl_coef > 0 else None
+            reference = AutoModelForCausalLM.from_pretrained(
+                policy_dir, dtype=getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
             reward = MathReward(RewardConfig(
                 overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
                 overlong_cache_length=a.overlong_cache_length,

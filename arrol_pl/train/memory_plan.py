@@ -9,8 +9,9 @@ run's settings, and each assumption is stated where it is made:
   and two float32 AdamW moments: 16 bytes per trained parameter); ``*-true`` precisions hold weights, gradients
   and moments in that dtype. With several ranks FSDP2 shards all three over them (``fully_shard`` per decoder
   block, then the root); gradients exist only in the update (``zero_grad`` frees them after each optimizer step).
-- **The frozen reference** (``algo.kl_coef > 0``, the trainer's condition) is loaded in float32 and kept whole on
-  every rank: it is neither sharded nor cast (:mod:`arrol_pl.train.distributed`).
+- **The frozen reference** (``algo.kl_coef > 0``, the trainer's condition) is loaded in ``model.reference_dtype``
+  and, with several ranks, sharded by FSDP2 like the policy (:mod:`arrol_pl.train.distributed`); its forward,
+  before the update and without gradient, gathers one block at a time and is no peak of its own.
 - **FSDP2's gathered weights.** In the update a rank holds, besides its shards, the unsharded weights of the block
   running and of the one prefetched, and the root's (embeddings, final norm, LM head) for the whole step.
 - **Activations** (:func:`layer_activation_bytes`): what autograd keeps of one Llama / Qwen3 decoder block per
@@ -246,6 +247,8 @@ class MemoryPlan:
             tips.append(f"model.activation_checkpointing=true (activations {gib(self.activations[False])} → "
                         f"{gib(self.activations[True])})")
         ref = next((i for i in self.resident if i.label.startswith("reference")), None)
+        if ref is not None and "float32" in ref.label:
+            tips.append(f"model.reference_dtype=bfloat16 (the reference: −{gib(ref.bytes / 2)})")
         if ref is not None:
             tips.append(f"algo.kl_coef=0 (no reference: −{gib(ref.bytes)})")
         tips.append("fewer tokens per micro-batch (algo.micro_batch_tokens) or a shorter algo.max_response_tokens")
@@ -305,8 +308,10 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
         Item(f"AdamW moments (2 × {_dtype(p.param)})", 2 * trainable * p.param // ranks,
              shard + ("" if m.trainable_layers is None else f", top {m.trainable_layers} blocks trained")),
     ]
+    ref_dtype = getattr(m, "reference_dtype", "float32")
     if a.kl_coef > 0:
-        resident.append(Item("reference policy (float32)", shape.params * 4, "algo.kl_coef > 0: whole on every rank"))
+        resident.append(Item(f"reference policy ({ref_dtype})", shape.params * DTYPE_BYTES[ref_dtype] // ranks,
+                             f"algo.kl_coef > 0, model.reference_dtype; {shard}"))
     resident.append(Item("runtime (CUDA, NCCL)", RUNTIME_BYTES, "assumed"))
 
     engine_dtype = e.dtype if e.dtype != "auto" else shape.torch_dtype
@@ -360,10 +365,10 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     if e.max_model_len is None:
         notes.append(f"max_model_len {max_model_len} assumes prompts of at most {prompt_tokens} tokens + "
                      f"algo.max_response_tokens {a.max_response_tokens} (set engine.max_model_len to pin it)")
-    copies = 2 if a.kl_coef > 0 else 1
-    notes.append(f"host memory while loading: each rank reads the policy{' and the reference' if copies > 1 else ''} "
-                 f"in float32 before sharding, {gib(copies * 4 * shape.params)} per rank, "
-                 f"{gib(t.devices * copies * 4 * shape.params)} on a node of {t.devices}")
+    host = 4 * shape.params + (DTYPE_BYTES[ref_dtype] * shape.params if a.kl_coef > 0 else 0)
+    notes.append(f"host memory while loading: each rank reads the policy in float32"
+                 f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''} before sharding, "
+                 f"{gib(host)} per rank, {gib(t.devices * host)} on a node of {t.devices}")
     return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update, engine_budget,
                       engine_weights, kv, max_model_len, e.max_num_seqs, activations, ac, tuple(notes))
 

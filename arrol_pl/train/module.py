@@ -104,10 +104,14 @@ class ArrolModule(L.LightningModule):
         return torch.optim.AdamW(trained, lr=a.lr, weight_decay=a.weight_decay)
 
     def configure_model(self) -> None:
-        """FSDP2 over the data-parallel mesh of Lightning's ``ModelParallelStrategy`` (several ranks only)."""
+        """FSDP2 over the data-parallel mesh of Lightning's ``ModelParallelStrategy`` (several ranks only): the
+        policy, and the frozen reference the same way (each rank holds its shard; a forward gathers one block at a
+        time)."""
         if self.device_mesh is None or not self.ranks.alone:
             return
         distributed.shard_policy(self.policy, self.device_mesh["data_parallel"])
+        if self._reference:
+            distributed.shard_policy(self._reference[0], self.device_mesh["data_parallel"])
         self.ranks = distributed.RankSync()
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):

@@ -162,7 +162,9 @@ def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Sur
                                            algo.temperature)))
     ref = None
     if reference is not None and algo.kl_coef > 0:
-        with timer("ref_logprob"):
+        with timer("ref_logprob"):  # a sharded reference too runs as many forwards as the busiest rank
+            n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
+            ranks.idle_passes(reference, ranks.max(n) - n, pad_id)
             ref = dict(zip(idx, score_rows(reference, prompts, responses, algo.micro_batch_tokens, pad_id,
                                            algo.temperature)))
     weights = None

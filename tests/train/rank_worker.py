@@ -32,9 +32,10 @@ GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
 """Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""
 
 ALGO = AlgoConfig(prompts_per_step=8, group_size=4, ppo_mini_batch_size=4, ppo_epochs=2, micro_batch_tokens=40,
-                  loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28)
+                  loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28, kl_coef=0.5)
 """Two mini-batches, two epochs (so the later steps are off-policy and the clip acts), small length buckets
-(so ranks differ in micro-batches), no gradient clipping: SGD then shows any error of the normaliser."""
+(so ranks differ in micro-batches), a KL term to a frozen reference (sharded like the policy on several ranks),
+no gradient clipping: SGD then shows any error of the normaliser or of the reference's log-probs."""
 
 LR = 0.2
 
@@ -43,8 +44,8 @@ FEATURES = 16
 PRUNING = PruningConfig(keep_ratio=0.5, cold_start_steps=0, num_bins=8, buffer_capacity=64)
 
 
-def tiny_policy() -> Qwen3ForCausalLM:
-    torch.manual_seed(0)
+def tiny_policy(seed: int = 0) -> Qwen3ForCausalLM:
+    torch.manual_seed(seed)
     cfg = Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=128)
     return Qwen3ForCausalLM(cfg)
@@ -90,10 +91,13 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
     unsharded); returns the full weights and the gradient norms."""
     rank, world_size = ranks.rank, ranks.world_size
     policy = tiny_policy().to(device)
+    reference = tiny_policy(seed=1).to(device).eval().requires_grad_(False)
     if not ranks.alone:
         from torch.distributed.device_mesh import init_device_mesh
 
-        shard_policy(policy, init_device_mesh(device.type, (world_size,)))
+        mesh = init_device_mesh(device.type, (world_size,))
+        shard_policy(policy, mesh)
+        shard_policy(reference, mesh)  # as the trainer does: a forward gathers one block at a time
     surv, rewards = rank_share(*step_rollouts(), rank, world_size)
     advantages, rows = step_advantages(rewards, surv.group_ids, ALGO)
     optimizer = torch.optim.SGD(policy.parameters(), lr=LR)
@@ -107,7 +111,7 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
         return norms[-1]
 
     timer = PhaseTimer()
-    logps = logprob_phase(policy, None, surv, rows, ALGO, 0, timer, ranks)
+    logps = logprob_phase(policy, reference, surv, rows, ALGO, 0, timer, ranks)
     backward = ranks.scaled(lambda loss: loss.backward())
     policy_update(policy, surv, advantages, rows, logps, ALGO, 0, backward, optimizer_step, timer, ranks)
     return {k: v.detach().cpu().clone() for k, v in full_weights(iter(policy.state_dict().items()))}, norms

@@ -102,6 +102,7 @@ def test_algo_presets():
     ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
     ("model.pretrained=gpt5", "model.pretrained"),
     ("model.trainable_layers=0", "model.trainable_layers"),
+    ("model.reference_dtype=int8", "model.reference_dtype='int8'; choose one of"),
     ("pruning.gate_auc=0.3", "pruning.gate_auc"),
     ("head.steps=0", "head.steps must be >= 1"),
     ("head.replay=0", "head.replay must be >= 1"),
