@@ -13,7 +13,8 @@ medians are taken over the next ``--steps`` steps. Arms run in ``--rounds`` roun
 The configuration is ``conf/config.yaml`` + ``+exp=bench_phases`` (long responses, L_detect = 1/16 of
 them, KV-limited concurrency) + the Hydra overrides after ``--``. Writes ``phases.json``, ``phases.md``
 and one run directory per arm under ``--out``; prints the table, and per ARRoL arm whether the
-end-to-end goal is met and, if not, which phase holds it back.
+end-to-end goal is met and, if not, which phase holds it back. A bad override fails in one line naming its key
+(exit 2) before any model loads.
 """
 
 from __future__ import annotations
@@ -81,8 +82,16 @@ def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from hydra.errors import HydraException
+
+    from arrol_pl.train.config import ConfigError
+
     args = parse_args(argv)
-    arms = compose_arms(args)
+    try:
+        arms = compose_arms(args)
+    except (ConfigError, HydraException) as exc:  # as experiments/run.py: one line naming the key, exit 2
+        print(f"config error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
     out = args.out or ROOT / "outputs" / "bench" / f"phases-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     out.mkdir(parents=True, exist_ok=True)
 
