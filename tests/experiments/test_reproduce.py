@@ -13,9 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.engine]
 
 
-def test_reproduce_quick_builds_every_section(tmp_path: Path):
+def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path):
     out, page = tmp_path / "results", tmp_path / "docs" / "results.md"
-    proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--out", str(out), "--page", str(page)],
+    # the training parts take the session's model cache: the warm start is built once for every test that trains
+    proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--out", str(out), "--page", str(page),
+                           "--", f"model.cache_dir={policy_cache}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
