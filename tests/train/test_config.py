@@ -210,16 +210,20 @@ def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
             "arrol_screen_prompt": ("grpo", "arrol", "prompt")}
     pilots = {"arrol_screen": ("grpo", "arrol", "detect"), "grpo_screen": ("grpo", "none", "prompt")}
     for arm, (algo, policy, stages) in {**arms, **pilots}.items():
-        run = compose_run("+exp=smollm2_screen", f"+arm={arm}")
-        assert (run.algo.name, run.pruning.policy, run.pruning.screen.stages) == (algo, policy, stages)
-        assert run.trainer == base.trainer and run.engine == base.engine and run.model == base.model
+        # in either order: a sweep's job lists its swept overrides (the seed, the arm) before the preset
+        for overrides in (("+exp=smollm2_screen", f"arm={arm}"), ("trainer.seed=1", f"arm={arm}", "+exp=smollm2_screen")):
+            run = compose_run(*overrides)
+            assert (run.algo.name, run.pruning.policy, run.pruning.screen.stages) == (algo, policy, stages), overrides
+        assert run.trainer == dataclasses.replace(base.trainer, seed=run.trainer.seed) and run.engine == base.engine
+        assert run.model == base.model
         # the preset's batch shape and sampling hold whatever the arm's algorithm preset says
         assert (run.algo.prompts_per_step, run.algo.temperature, run.algo.lr) == (8, 0.8, 1e-4)
-    assert compose_run("+exp=smollm2_screen", "+arm=dapo").algo.dynamic_sampling_refill
+    assert compose_run("+exp=smollm2_screen", "arm=dapo").algo.dynamic_sampling_refill
+    assert compose_run("+exp=smollm2_screen").pruning.policy == "none"  # the preset's own arm: GRPO
     with initialize_config_dir(config_dir=CONF, version_base=None):
         cfg = compose("config", overrides=["+exp=smollm2_screen"], return_hydra_config=True)
-    assert list(cfg.hydra.sweeper.params) == ["trainer.seed", "+arm"]  # seed-major
-    assert cfg.hydra.sweeper.params["+arm"] == ",".join(arms)  # the pilot arms run when named
+    assert list(cfg.hydra.sweeper.params) == ["trainer.seed", "arm"]  # seed-major
+    assert cfg.hydra.sweeper.params["arm"] == ",".join(arms)  # the pilot arms run when named
     # a job's directory is named by its overrides: seeds run in different sessions never overwrite each other
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"] == "${hydra.job.override_dirname}"
 

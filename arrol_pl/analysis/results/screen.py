@@ -25,12 +25,12 @@ def _arm(algo: str, policy: str, stages: str = "none", **algo_values: Any) -> di
 SCREEN_BASELINE = _arm("grpo", "none")
 SCREEN_ARMS = (  # (title, spec, override)
     ("DAPO with refill", {"algo": {"name": "dapo", "dynamic_sampling_refill": True}, "pruning": {"policy": "none"}},
-     "+arm=dapo"),
-    ("ARRoL", _arm("grpo", "arrol"), "+arm=arrol"),
-    ("ARRoL + prompt screen", _arm("grpo", "arrol", "prompt"), "+arm=arrol_screen_prompt"),
-    # the pilot arms: run when named (+arm=arrol_screen,grpo_screen), reported when present
-    ("ARRoL + detect screen", _arm("grpo", "arrol", "detect"), "+arm=arrol_screen"),
-    ("GRPO + prompt screen", _arm("grpo", "none", "prompt"), "+arm=grpo_screen"),
+     "arm=dapo"),
+    ("ARRoL", _arm("grpo", "arrol"), "arm=arrol"),
+    ("ARRoL + prompt screen", _arm("grpo", "arrol", "prompt"), "arm=arrol_screen_prompt"),
+    # the pilot arms: run when named (arm=arrol_screen,grpo_screen), reported when present
+    ("ARRoL + detect screen", _arm("grpo", "arrol", "detect"), "arm=arrol_screen"),
+    ("GRPO + prompt screen", _arm("grpo", "none", "prompt"), "arm=grpo_screen"),
 )
 SCREEN_PILOTS = ("ARRoL + detect screen", "GRPO + prompt screen")
 SCREEN_GOALS = {"informative": 1.5, "cost": 0.25, "progress": 0.5}
@@ -70,7 +70,7 @@ def section_screen(root: Path) -> tuple[list[str], list[Claim]]:
         body, found = equal_time_section(
             part, f"### {title} vs GRPO", preset="smollm2_screen", arm=spec, arm_override=override, arm_title=title,
             label=f"Fig. 4 on SmolLM2-135M, {title}", run_hint=hint, setting="in section 8's setting",
-            name=title, baseline=SCREEN_BASELINE, whole=True, baseline_override="+arm=grpo",
+            name=title, baseline=SCREEN_BASELINE, whole=True, baseline_override="arm=grpo",
             **({"judged": "paper", "short": "paper's rule, screening sweep"} if title == "ARRoL" else {"judged": "context", "row": "screen"} if title.startswith(
                 "DAPO") else {"judged": "target", "row": "screen", "target": AHEAD_OF_GRPO}))
         lines += body + [""]
