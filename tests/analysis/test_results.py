@@ -395,7 +395,7 @@ def test_fig2c_is_judged_across_replicate_probe_runs(results_dir: Path, tmp_path
 
 def write_screen_run(root: Path, arm: str, seed: int, algo: dict, pruning: dict, after: float, zero: float,
                      screen: dict | None = None, steps: int = 40) -> None:
-    job = root / "screen" / f"+arm={arm},trainer.seed={seed}"
+    job = root / "screen" / f"arm={arm},trainer.seed={seed}"
     job.mkdir(parents=True)
     config = {"algo": {"prompts_per_step": 8, "group_size": 8, "max_response_tokens": 32, **algo},
               "pruning": {"keep_ratio": 0.5, "screen": {"stages": "none"}, **pruning},
@@ -429,7 +429,7 @@ def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_di
     assert "+0.040 ±" in claim_lines(text, "Fig. 4 on SmolLM2-135M, ARRoL + prompt screen")[0]
     assert "DAPO with refill took 0.75× GRPO's steps" in section
     missing = section.split("### ARRoL vs GRPO")[1].split("###")[0]
-    assert "Not run" in missing and "needs a `+arm=grpo` and a `+arm=arrol` job" in missing, "no plain ARRoL runs"
+    assert "Not run" in missing and "needs a `arm=grpo` and a `arm=arrol` job" in missing, "no plain ARRoL runs"
     fig4 = claim_lines(text, "Fig. 4 on SmolLM2-135M, GRPO + prompt screen")
     # screening is beyond the paper: its verdicts are the project's targets, never "reproduced"
     assert len(fig4) == 1 and "+0.060 ±" in fig4[0] and "**met**" in fig4[0] and "reproduced" not in fig4[0]
