@@ -1,14 +1,16 @@
 # `make run` runs the default experiment, `make test` the test suite; both build .venv first if needed.
 #   make run ARGS="+exp=ablation_kappa"      make test PYTEST_ARGS="tests/core -x"
 # `make results` reruns the paper measurements (about 25 min on 2 CPU cores) and rewrites docs/results.md.
-# `make check-vllm-gpu` checks the pinned GPU vLLM (requirements/gpu.txt) against every vLLM name the engine touches,
-# from the wheel's sources (downloaded once into outputs/cache/wheels), without a GPU; not part of `make test`.
+# `make check-vllm-gpu` checks the pinned GPU vLLM (requirements/gpu.txt) against every vLLM name the engine touches
+# and finds which model runner it builds on CUDA, from the wheel's sources (downloaded once into outputs/cache/wheels),
+# without a GPU; `make test` runs the same check. `make check-gpu` is the first command on a new GPU node: 2 pruned
+# steps of a random Qwen3-1.7B-shaped policy (experiments/gpu_smoke.py; ARGS="--torch-only" without vLLM).
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 PY := .venv/bin/python
 
-.PHONY: setup run test results check-vllm-gpu
+.PHONY: setup run test results check-vllm-gpu check-gpu
 setup:
 	@bash scripts/setup_env.sh
 
@@ -23,3 +25,6 @@ results: setup
 
 check-vllm-gpu: setup
 	$(PY) scripts/check_vllm_wheel.py
+
+check-gpu: setup
+	$(PY) experiments/gpu_smoke.py $(ARGS)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

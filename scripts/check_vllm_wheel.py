@@ -10,25 +10,40 @@ The names are :data:`arrol_pl.engine.vllm_api.VLLM_API`, the list the CPU contra
 with ``ast``: the module file, the name at its top level (followed through imports, re-exports and vLLM's lazy
 ``MODULE_ATTRS`` / ``__getattr__``), a method in the class or its bases, each parameter in the signature, each
 attribute as a class-level field, enum member, method or property, or an assignment to ``self.<name>`` in a
-method. What this cannot see: behaviour (what a method does, the order of rows, whether an abort frees KV blocks);
-the contract test on a GPU machine checks that. Exit 0 when every name is found, 1 when one is missing (each named
-with what was looked for), 2 when the wheel cannot be had.
+method.
+
+Behaviour, where the engine's correctness hangs on it: **which model runner the engine's settings select on CUDA**.
+The check runs the wheel's own ``VllmConfig.use_v2_model_runner`` (and the helpers it calls) on a stand-in config
+holding what :class:`~arrol_pl.engine.engine.ArrolEngine` passes (``engine_settings``), under the engine's
+:data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV` read through the wheel's own ``vllm/envs.py``, on a CUDA platform
+with Triton (what the GPU wheel installs); then runs the GPU worker's ``_make_model_runner`` to see which class it
+builds, and fails unless that class carries every name of :data:`~arrol_pl.engine.vllm_api.TAP_RUNNER_ATTRS`. A
+name those functions read that the stand-in does not model fails the check by name (the check needs updating,
+not the engine). What this cannot see: the order of rows, whether an abort frees KV blocks, kernels; the contract
+test (``tests/engine/test_adapter_contract.py``) checks those on a live engine. Exit 0 when every name is found and
+the runner selected is the one the tap reads, 1 otherwise (each failure named), 2 when the wheel cannot be had.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import builtins
+import contextlib
 import importlib.util
+import os
 import re
 import subprocess
 import sys
+import types
 import zipfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from arrol_pl.engine.vllm_api import VLLM_API, Touch
+from arrol_pl.engine.vllm_api import REQUIRED_ENV, TAP_RUNNER_ATTRS, VLLM_API, Touch
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEELS = ROOT / "outputs" / "cache" / "wheels"
@@ -195,6 +210,161 @@ def check(sources: Sources, t: Touch) -> tuple[list[str], str]:
     return missing, found.where
 
 
+# ---------------------------------------------------------------------------------------------- runner selection
+SELECTOR = "vllm.config.vllm:VllmConfig.use_v2_model_runner"
+FACTORY = "vllm.v1.worker.gpu_worker:Worker._make_model_runner"
+
+
+class Unmodelled(Exception):
+    """The wheel's selection code read something the stand-in config does not model."""
+
+
+class Strict:
+    """A stand-in object: the attributes given, and :class:`Unmodelled` naming any other one read."""
+
+    def __init__(self, path: str, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+        self.__dict__["_path"] = path
+
+    def __getattr__(self, name: str) -> Any:
+        raise Unmodelled(f"{self._path}.{name}")
+
+
+def engine_settings(join_launcher_world: bool = False) -> dict[str, Any]:
+    """What :class:`~arrol_pl.engine.engine.ArrolEngine` sets that the runner selection can read: no speculative
+    decoding, LoRA, watermark, sparse attention or micro-batching; tensor and pipeline parallelism 1; with several
+    training ranks the ``external_launcher`` executor (:func:`arrol_pl.engine.adapter.launcher_world_args`)."""
+    return {"distributed_executor_backend": "external_launcher" if join_launcher_world else None,
+            "pipeline_parallel_size": 1, "tensor_parallel_size": 1, "speculative_config": None,
+            "lora_config": None, "use_ubatching": False}
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` holding ``env`` and none of its keys otherwise (restored afterwards)."""
+    keys = {"VLLM_USE_V2_MODEL_RUNNER", *env}
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        for k in keys:
+            os.environ.pop(k, None)
+        os.environ.update(env)
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _function(sources: Sources, target: str) -> ast.FunctionDef:
+    module, qualname = target.split(":")
+    cls_name, name = qualname.split(".")
+    cls = sources.lookup(module, cls_name)
+    found = sources.member(cls, name) if cls is not None else None
+    if found is None or not isinstance(found.node, ast.FunctionDef):
+        raise Unmodelled(f"{target} is not a function in this vLLM")
+    return found.node
+
+
+def _compile(fn: ast.FunctionDef, namespace: dict[str, Any], filename: str) -> Any:
+    """The wheel's function ``fn``, compiled without its decorators into ``namespace``."""
+    bare = ast.FunctionDef(name=fn.name, args=fn.args, body=fn.body, decorator_list=[], returns=None)
+    tree = ast.fix_missing_locations(ast.Module([ast.copy_location(bare, fn)], []))
+    exec(compile(tree, filename, "exec"), namespace)
+    return namespace[fn.name]
+
+
+class _Log:
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def wheel_envs(sources: Sources) -> types.ModuleType:
+    """The wheel's ``vllm/envs.py`` (standard library only), executed as a module of its own."""
+    path = sources.file("vllm.envs")
+    if path is None:
+        raise Unmodelled("vllm.envs: no such module")
+    module = types.ModuleType("wheel_vllm_envs")
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+    return module
+
+
+def selected_runner(sources: Sources, env: Mapping[str, str], settings: Mapping[str, Any]) -> tuple[bool, str]:
+    """``(uses Model Runner V2, the runner class "module:Name")`` that the wheel's GPU worker builds on CUDA for an
+    engine of ``settings`` (:func:`engine_settings`) under ``env``, by the wheel's own selection code."""
+    envs = wheel_envs(sources)
+    variables = envs.environment_variables
+
+    class Envs:
+        def __getattr__(self, name: str) -> Any:
+            if name not in variables:
+                raise Unmodelled(f"envs.{name}")
+            return variables[name]()
+
+    platform = Strict("current_platform", is_cuda=lambda: True, is_cuda_alike=lambda: True,
+                      is_unspecified=lambda: False, is_cpu=lambda: False, device_name="cuda")
+    namespace = {"envs": Envs(), "HAS_TRITON": True, "current_platform": platform, "logger": _Log()}
+    selector = _compile(_function(sources, SELECTOR), namespace, str(sources.file(SELECTOR.split(":")[0])))
+    for helper in ("_get_v2_model_runner_unsupported_features", "_get_dbo_unsupported_features"):
+        try:
+            namespace[helper] = _compile(_function(sources, f"vllm.config.vllm:VllmConfig.{helper}"), namespace,
+                                         "vllm/config/vllm.py")
+        except Unmodelled:
+            continue
+    parallel = Strict("parallel_config", **{k: settings[k] for k in (
+        "distributed_executor_backend", "pipeline_parallel_size", "tensor_parallel_size", "use_ubatching")})
+    config = Strict("vllm_config", attention_config=Strict("attention_config", hisparse_config=None),
+                    watermark_config=None, speculative_config=settings["speculative_config"],
+                    lora_config=settings["lora_config"], parallel_config=parallel, is_mm_encoder_only=False)
+    for h in ("_get_v2_model_runner_unsupported_features", "_get_dbo_unsupported_features"):
+        if h in namespace:
+            config.__dict__[h] = types.MethodType(namespace[h], config)
+    with environment(env):
+        uses_v2 = bool(selector(config))
+
+    built: list[str] = []
+
+    def record(module: str, name: str) -> type:
+        return type(name, (), {"__init__": lambda self, *a, **k: built.append(f"{module}:{name}")})
+
+    def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if not name.startswith("vllm"):
+            return builtins.__import__(name, globals, locals, fromlist, level)
+        return types.SimpleNamespace(**{n: record(name, n) for n in fromlist or ()})
+
+    factory = _compile(_function(sources, FACTORY), {"__builtins__": {**vars(builtins), "__import__": fake_import}},
+                       str(sources.file(FACTORY.split(":")[0])))
+    factory(Strict("worker", use_v2_model_runner=uses_v2, vllm_config=config, device=None))
+    if len(built) != 1:
+        raise Unmodelled(f"{FACTORY} built {built or 'nothing'}, not one runner")
+    return uses_v2, built[0]
+
+
+def check_runner(sources: Sources, env: Mapping[str, str] | None = None,
+                 settings: Mapping[str, Any] | None = None) -> tuple[list[str], str]:
+    """What the hidden-state tap would miss on the runner the wheel selects on CUDA (empty: nothing), and which
+    runner that is. ``env`` defaults to :data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV`, ``settings`` to a one-rank
+    engine's."""
+    env = dict(REQUIRED_ENV if env is None else env)
+    try:
+        uses_v2, runner = selected_runner(sources, env, settings or engine_settings())
+    except Unmodelled as exc:
+        return [f"runner selection: the wheel reads {exc}, which this check does not model: update "
+                "scripts/check_vllm_wheel.py (selected_runner)"], ""
+    module, name = runner.split(":")
+    cls = sources.lookup(module, name)
+    if cls is None:
+        return [f"runner selection: {runner} is not in the sources"], runner
+    missing = [a for a in TAP_RUNNER_ATTRS if sources.member(cls, a) is None]
+    label = f"{runner} ({'Model Runner V2' if uses_v2 else 'the V1 model runner'})"
+    if missing:
+        shown = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+        return [f"runner selection: with {shown} the engine runs {label} on CUDA, which has no "
+                f"{', '.join(missing)}: the hidden-state tap cannot read it"], label
+    return [], label
+
+
 def pinned_version() -> str:
     text = (ROOT / "requirements" / "gpu.txt").read_text()
     match = re.search(r"^vllm==([\w.]+)", text, re.M)
@@ -265,7 +435,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"missing: {line}")
     print(f"{len(VLLM_API) - len({f.split(':')[0] + ':' + f.split(':')[1] for f in failures})} of {len(VLLM_API)} "
           f"entries found" + ("" if not failures else f"; {len(failures)} missing: the adapter needs updating"))
-    return 1 if failures else 0
+    runner_failures = []
+    for ranks, settings in (("one rank", engine_settings()), ("several ranks", engine_settings(True))):
+        problems, runner = check_runner(sources, settings=settings)
+        runner_failures += problems
+        print(f"  {'ok     ' if not problems else 'FAILED '} runner on CUDA, {ranks}: {runner or '?'}")
+    for line in runner_failures:
+        print(f"failed: {line}")
+    return 1 if failures or runner_failures else 0
 
 
 if __name__ == "__main__":

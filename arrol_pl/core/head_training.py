@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from arrol_pl.core.autocast import no_autocast
 from arrol_pl.core.metrics import binary_auc, expected_calibration_error, spearman, within_group_auc
 from arrol_pl.core.quality_head import QualityHead, check_head_input
 
@@ -88,7 +89,14 @@ def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: Fea
                 batch_size: int, generator: torch.Generator) -> float:
     """``steps`` minibatch BCE steps of the head on the replay window (features are detached: no
     gradient reaches the policy); weights normalised to mean 1 per minibatch. A standardising head first
-    takes the window's moments. Returns the mean loss."""
+    takes the window's moments. Returns the mean loss. Forward, loss and backward run in the head's own dtype
+    under any autocast of the caller's (the trainer's mixed precision is the policy's, not the head's)."""
+    with no_autocast():
+        return _head_update(head, optimizer, replay, steps, batch_size, generator)
+
+
+def _head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
+                 batch_size: int, generator: torch.Generator) -> float:
     device = next(head.parameters()).device
     head.set_input_moments(replay.features)
     total = 0.0

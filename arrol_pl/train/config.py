@@ -351,6 +351,13 @@ class TrainerConfig:
     """Nodes; ranks = ``devices × num_nodes``, launched by torchrun or srun on each node."""
     strategy: str = "auto"
     """auto | fsdp | ddp; with several ranks ``fsdp`` is FSDP2 (Lightning's ``ModelParallelStrategy``), on CPU and CUDA."""
+    rank_timeout_minutes: float = 60.0
+    """How long a rank waits in a collective for the others before the run fails (the process group's timeout, in
+    minutes, a fraction allowed; NCCL's own default is 10): the other ranks wait while rank 0 alone downloads or
+    builds the policy, loads it and writes checkpoints."""
+    reward_workers: int | None = None
+    """Processes per rank that score completions with math-verify (null: the CPUs this process may use, shared by
+    the ranks on its node, ``LOCAL_WORLD_SIZE``; 0: in the training process, no hard time limits)."""
     precision: str = "32-true"
     """Lightning precision of the policy update (bf16-mixed on GPU)."""
     seed: int = 0
@@ -371,6 +378,10 @@ class TrainerConfig:
     """Samples per held-out problem (avg@k); the summary gives the standard error over problems beside it."""
     eval_seed: int = 1234
     """Seed of the held-out sampling (a stream of its own: evaluations neither see nor move training's)."""
+    eval_chunk: int | None = None
+    """Held-out problems per generation call, each chunk sampled from a seed of its own (null: the whole set in one
+    call on one rank, chunks of 16 on several); rank ``r`` of ``W`` evaluates chunks ``r, r + W, …`` and the ranks
+    gather the results, so a set chunk gives the same figure on any number of ranks."""
     checkpoint_every: int = 100
     """Steps between checkpoints; the last step and a stop on SIGINT / SIGTERM save one too."""
     keep_checkpoints: int | None = 3
@@ -396,6 +407,13 @@ class TrainerConfig:
                               f"got {self.keep_checkpoints}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no budget), got {self.max_minutes}")
+        if not self.rank_timeout_minutes > 0:
+            raise ConfigError(f"trainer.rank_timeout_minutes must be > 0, got {self.rank_timeout_minutes}")
+        if self.reward_workers is not None and self.reward_workers < 0:
+            raise ConfigError(f"trainer.reward_workers must be >= 0 (0: score in the training process; null: the "
+                              f"node's CPUs shared by its ranks), got {self.reward_workers}")
+        if self.eval_chunk is not None and self.eval_chunk < 1:
+            raise ConfigError(f"trainer.eval_chunk must be >= 1 (or null), got {self.eval_chunk}")
         for key in ("eval_every", "sample_texts"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")

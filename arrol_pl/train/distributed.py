@@ -16,6 +16,12 @@ Decisions (the colocated layout of verl and TRL: every rank generates, trains an
   all-gathered in global prompt order before the calibrator and head updates, so every rank updates the same
   calibrator and trains the same head on the same replay window with the same generator: they stay
   identical without any gradient exchange, and the step's balance, keep-ratio and head metrics are global.
+- Waiting for one rank: rank 0 alone builds the policy (a hub download, the tiny policy's warm start), loads
+  its weights and writes checkpoints and the export while the others wait in a collective. The process
+  group's timeout (``trainer.rank_timeout_minutes``, :func:`rank_timeout`) bounds every such wait: NCCL's own
+  default (10 min) is shorter than a large model's download or checkpoint write. A timeout in
+  :func:`rank_wait` names that setting. Work every rank can share is shared instead: each rank evaluates its
+  chunks of the held-out problems (:func:`~arrol_pl.train.heldout.evaluate_heldout`).
 
 Single process: every function here is the identity (``world() == (0, 1)``), and so is every collective of a
 one-rank :class:`RankSync` (``RankSync(0, 1)``, what the update runs with on one device): the update has one
@@ -25,6 +31,8 @@ path whatever the number of ranks, and on one rank it computes exactly what it c
 from __future__ import annotations
 
 import atexit
+import contextlib
+import datetime
 import hashlib
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -135,6 +143,14 @@ class RankSync:
             out[key] = sum(values) if key in summed else sum(values) / len(values)
         return out
 
+    def gather(self, value: T) -> list[T]:
+        """Every rank's ``value`` (any picklable object), in rank order; every rank gets the same list."""
+        if self.alone:
+            return [value]
+        every: list = [None] * self.world_size
+        dist.all_gather_object(every, value)
+        return every
+
     def identical(self, *states) -> bool:
         """Whether every rank holds bitwise the same ``states`` (nested dicts, lists, tensors, numbers): the
         invariant of one pruning state, checked each step at the cost of one small all-gather."""
@@ -203,11 +219,18 @@ def full_value(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
-def full_weights(weights: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+def full_weights(weights: Iterator[tuple[str, torch.Tensor]],
+                 dtype: torch.dtype | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, full tensor) pairs from (name, possibly sharded tensor) ones: an FSDP2 ``DTensor`` is all-gathered
-    (every rank must iterate the same names in the same order), a plain tensor passes through."""
+    (every rank must iterate the same names in the same order), a plain tensor passes through. With ``dtype``
+    each rank casts its shard before the gather: a bfloat16 engine's weights cross the wire at half the bytes of
+    float32, and a cast is element-wise, so the gathered tensor is the full one cast. One tensor under several
+    names in a row (a tied LM head) is cast and gathered once."""
+    source, full = None, None
     for name, tensor in weights:
-        yield name, full_value(tensor)
+        if tensor is not source:
+            source, full = tensor, full_value(tensor if dtype is None else tensor.to(dtype))
+        yield name, full
 
 
 def shard_policy(policy: nn.Module, mesh) -> nn.Module:
@@ -222,11 +245,53 @@ def shard_policy(policy: nn.Module, mesh) -> nn.Module:
     return policy
 
 
+def load_on_rank0(path, dtype: torch.dtype) -> nn.Module:
+    """The transformers causal LM in ``path`` as :func:`shard_from_rank0` fills it: rank 0 of several loads the
+    checkpoint (on the CPU), the other ranks build the model from its config on the meta device, holding no
+    weights (verl and Lightning's meta-device start). One rank loads the checkpoint."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    rank, _ = world()
+    if rank == 0:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+
+
+def shard_from_rank0(model: nn.Module, mesh) -> nn.Module:
+    """:func:`shard_policy`, then every rank's shards set from rank 0's weights (every rank calls it at the same
+    point): rank 0's full state dict is broadcast a tensor at a time and each rank keeps its shard; the buffers
+    (the rotary ``inv_freq``, non-persistent, so in no state dict) are broadcast whole. The other ranks'
+    model may live on the meta device (:func:`load_on_rank0`): it is materialised first, on the device the
+    collectives use, with its parameter objects kept, so tied weights stay tied. Rank 0 holds its full
+    tensors until the broadcast ends: one copy of the model, as before sharding."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    rank, _ = world()
+    full = dict(model.state_dict()) if rank == 0 else {}
+    shard_policy(model, mesh)
+    if rank == 0:
+        model.to(_device())
+    else:
+        model.to_empty(device=_device())
+    set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for buffer in model.buffers():
+        dist.broadcast(buffer, src=0)
+    return model
+
+
+def rank_timeout(trainer) -> datetime.timedelta:
+    """How long a rank waits in a collective for the others (``trainer.rank_timeout_minutes``)."""
+    return datetime.timedelta(minutes=trainer.rank_timeout_minutes)
+
+
 def init_launcher_world(trainer) -> int:
     """Initialise the process group of the ranks torchrun started (``experiments/run.py`` starts torchrun itself
     on one node; on several, ``srun torchrun ...``) before any engine joins it; Lightning's strategy then
-    reuses it (its torchelastic environment). gloo on CPU, NCCL on CUDA (one device per local rank).
-    Returns this rank.
+    reuses it (its torchelastic environment). gloo on CPU, NCCL on CUDA (one device per local rank), with
+    :func:`rank_timeout` for every collective of the group. Lightning's FSDP mesh takes this group as its
+    data-parallel dimension (data-parallel size = world size), so its collectives wait as long; its
+    tensor-parallel groups hold one rank each and never wait. Returns this rank.
 
     ``trainer``: the run's :class:`~arrol_pl.train.config.TrainerConfig`.
     """
@@ -244,12 +309,35 @@ def init_launcher_world(trainer) -> int:
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo")
+        with rank_wait("the other ranks to start"):
+            dist.init_process_group("nccl" if cuda else "gloo", timeout=rank_timeout(trainer))
         # Lightning tears down only a group it created. gloo left to the interpreter's exit, or torn down by one
         # rank while another still works, can abort a rank ("terminate called without an active exception")
         # after the run has written its files.
         atexit.register(leave_world)
     return dist.get_rank()
+
+
+class RankTimeout(RuntimeError):
+    """A rank waited longer than the process group's timeout (``trainer.rank_timeout_minutes``) for the others."""
+
+
+@contextlib.contextmanager
+def rank_wait(what: str) -> Iterator[None]:
+    """Collectives that wait for ``what`` (in words: "rank 0 to prepare the policy"): a timeout among them is
+    raised as :class:`RankTimeout`, naming ``trainer.rank_timeout_minutes``. gloo raises the timeout in the waiting
+    rank; NCCL's watchdog aborts the process after the same timeout instead, and logs it itself."""
+    import os
+
+    try:
+        yield
+    except RuntimeError as exc:
+        message = str(exc).lower()
+        if "timed out" not in message and "timeout" not in message:
+            raise
+        rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
+        raise RankTimeout(f"rank {rank} waited longer than trainer.rank_timeout_minutes for {what}; raise it "
+                          f"if that work takes longer ({exc})") from exc
 
 
 def leave_world() -> None:
@@ -264,13 +352,16 @@ def leave_world() -> None:
     dist.destroy_process_group()
 
 
-def rank_zero_first(fn: Callable[[], T]) -> T:
+def rank_zero_first(fn: Callable[[], T], what: str = "rank 0 to prepare the policy") -> T:
     """``fn()`` on rank 0, then on the other ranks: a cache ``fn`` fills (the tiny policy's build and warm start)
-    is built once, and the others read it. Plain ``fn()`` without a process group."""
+    is built once, and the others read it; they wait for it up to ``trainer.rank_timeout_minutes``
+    (:func:`rank_wait`, ``what``: what rank 0 does, in words). Plain ``fn()`` without a process group."""
     rank, world_size = world()
     if world_size > 1 and rank:
-        dist.barrier()
+        with rank_wait(what):
+            dist.barrier()
     out = fn()
     if world_size > 1 and not rank:
-        dist.barrier()
+        with rank_wait("the other ranks"):
+            dist.barrier()
     return out

@@ -110,7 +110,11 @@ def lightning_strategy(t):
         return t.strategy
     from lightning.pytorch.strategies import ModelParallelStrategy
 
-    return ModelParallelStrategy(data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False)
+    from arrol_pl.train.distributed import rank_timeout
+
+    # The timeout counts where Lightning creates the group itself; it reuses the one init_launcher_world made.
+    return ModelParallelStrategy(data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False,
+                                 timeout=rank_timeout(t))
 
 
 def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:
@@ -191,11 +195,12 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
 def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
     """A transformers directory plus the head's weights, the calibrator and the prompt format the policy
     was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own). Several ranks:
-    every rank gathers the sharded policy, rank 0 writes."""
+    the sharded policy is gathered tensor by tensor into rank 0's host memory (the other ranks hold one tensor at a
+    time on their device, not the whole policy), and rank 0 writes."""
     if not module.ranks.alone:
-        from arrol_pl.train.distributed import full_weights
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        full = dict(full_weights(iter(module.policy.state_dict().items())))
+        full = get_model_state_dict(module.policy, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if module.ranks.rank:
             return out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -292,7 +297,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
     """
     import lightning as L
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.tasks.reward import MathReward, RewardConfig
@@ -301,6 +306,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     from arrol_pl.train.loggers import make_logger
     from arrol_pl.train.data import PromptDataModule
     from arrol_pl.train.module import ArrolModule, HeldoutEvaluation
+    from arrol_pl.train.distributed import RankSync
     from arrol_pl.train.heldout import HeldoutResult, evaluate_heldout
 
     t0 = time.perf_counter()
@@ -327,7 +333,7 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     module = None
     try:
         with stop:
-            from arrol_pl.train.distributed import rank_zero_first
+            from arrol_pl.train.distributed import load_on_rank0, rank_zero_first
 
             policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
             check_trainable_layers(run, policy_dir)
@@ -336,10 +342,11 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
             train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)
             if owns_engine:
                 engine = build_engine(run, policy_dir, tokenizer, train + heldout)
-            policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
-            reference = AutoModelForCausalLM.from_pretrained(
-                policy_dir, dtype=getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
+            # several ranks: rank 0 loads, the others start on the meta device (ArrolModule.configure_model)
+            policy = load_on_rank0(policy_dir, torch.float32)
+            reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
             reward = MathReward(RewardConfig(
+                num_workers=t.reward_workers,
                 overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
                 overlong_cache_length=a.overlong_cache_length,
             ))
@@ -354,8 +361,9 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
                 module.refiller = Refiller(engine, reward, train, run)
             engine.sync_weights(None, module.head.state_dict())
             evaluate = (lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
-                                                 a.max_response_tokens, fmt.stop, seed=t.eval_seed)
-                        ) if heldout and rank == 0 else (lambda: None)  # rank 0's engine evaluates
+                                                 a.max_response_tokens, fmt.stop, seed=t.eval_seed,
+                                                 ranks=RankSync(), chunk=t.eval_chunk)
+                        ) if heldout else (lambda: None)  # every rank's engine evaluates its chunks
             saved_before = resume["arrol"].get("heldout_before") if resume else None
             before = HeldoutResult(**saved_before) if saved_before else evaluate()
             module.run_info = {"policy_dir": str(Path(policy_dir).resolve()),

@@ -6,6 +6,11 @@ Decisions:
   compute on padding. The order is returned, so results map back to rollouts.
 - Right padding; log-probs are taken only at response positions (the logits of position t score
   token t+1), with logits divided by the sampling temperature, as the engine sampled from them.
+- Memory: the model's forward (its root forward, so FSDP2's hooks gather the LM head as usual) computes logits
+  only from the first position that scores a response token on (``logits_to_keep``), and the float32
+  log-softmax runs over :data:`CHUNK_ELEMENTS` logits at a time, forward and backward (:class:`TokenLogProbs`):
+  the step keeps the logits in the compute dtype and, in the backward, their gradient in the same dtype, instead
+  of float32 copies of the whole micro-batch's logits (``arrol_pl/train/memory_plan.py`` counts both).
 - Log-probs that outlive a micro-batch (old and reference log-probs, computed once per step and reused
   by every PPO mini-batch and epoch) are kept per row, ``(R_i,)``, so each mini-batch can pack its rows
   into its own buckets.
@@ -18,6 +23,8 @@ from typing import Sequence
 
 import torch
 from torch import nn
+
+from arrol_pl.train.memory_plan import LOGPROB_CHUNK_ELEMENTS as CHUNK_ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -81,20 +88,68 @@ def make_micro_batches(
     return [pack(prompts, responses, b, pad_id) for b in length_buckets(lengths, max_tokens)]
 
 
-def response_log_probs(model: nn.Module, batch: MicroBatch, temperature: float = 1.0) -> torch.Tensor:
-    """``(b, R)`` log π(response token | prefix) under ``model`` (a causal LM); 0 at padding."""
+def response_log_probs(
+    model: nn.Module, batch: MicroBatch, temperature: float = 1.0, chunk_elements: int = CHUNK_ELEMENTS
+) -> torch.Tensor:
+    """``(b, R)`` log π(response token | prefix) under ``model`` (a transformers causal LM); 0 at padding.
+    ``chunk_elements``: logits (tokens × vocabulary) turned to float32 at once."""
     device = next(model.parameters()).device
-    out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False)
-    logits = out.logits
-    b, r_max = batch.response_mask.shape
-    # Response token k of row j sits at position p_j + k; it is scored by the logits at p_j + k - 1.
-    offsets = torch.arange(r_max, device=device).unsqueeze(0)
-    positions = (batch.prompt_lengths.to(device).unsqueeze(1) - 1 + offsets).clamp(max=logits.shape[1] - 2)
-    rows = torch.arange(b, device=device).unsqueeze(1)
-    picked = logits[rows, positions].float() / temperature  # (b, R, V)
-    targets = batch.input_ids.to(device)[rows, positions + 1]
-    logp = torch.log_softmax(picked, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return logp * batch.response_mask.to(device)
+    # Response token k of row j sits at position p_j + k; it is scored by the logits at p_j + k - 1, so no
+    # position before the shortest prompt's last one scores anything.
+    first = int(batch.prompt_lengths.min()) - 1
+    out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                use_cache=False, logits_to_keep=batch.input_ids.shape[1] - first)
+    rows, k = batch.response_mask.bool().nonzero(as_tuple=True)  # the real response tokens, on the host
+    positions = batch.prompt_lengths[rows] - 1 + k
+    targets = batch.input_ids[rows, positions + 1]
+    rows, k, kept, targets = (t.to(device) for t in (rows, k, positions - first, targets))
+    logp = TokenLogProbs.apply(out.logits, rows, kept, targets, temperature, chunk_elements)
+    return logp.new_zeros(batch.response_mask.shape).index_put((rows, k), logp)
+
+
+class TokenLogProbs(torch.autograd.Function):
+    """``log_softmax(logits[rows, positions] / temperature)[targets]``, ``(N,)`` float32, for ``logits: (b, K, V)``
+    and ``rows, positions, targets: (N,)`` (distinct ``(row, position)`` pairs), over chunks of
+    ``chunk_elements`` logits. It keeps the logits themselves for the backward (the model's output, no copy) and
+    each chunk's log-sum-exp; the backward recomputes a chunk's softmax and writes the logits' gradient, in their
+    dtype: ``(onehot(target) − softmax) · grad / temperature`` at the picked positions, 0 elsewhere."""
+
+    @staticmethod
+    def forward(ctx, logits, rows, positions, targets, temperature: float, chunk_elements: int):
+        out = torch.empty(rows.numel(), dtype=torch.float32, device=logits.device)
+        lse = torch.empty_like(out)
+        for c in _chunks(rows.numel(), logits.shape[-1], chunk_elements):
+            out[c], lse[c] = _chunk_log_probs(logits, rows[c], positions[c], targets[c], temperature)
+        ctx.save_for_backward(logits, rows, positions, targets, lse)
+        ctx.temperature, ctx.chunk_elements = temperature, chunk_elements
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, rows, positions, targets, lse = ctx.saved_tensors
+        grad_logits = torch.zeros_like(logits)
+        for c in _chunks(rows.numel(), logits.shape[-1], ctx.chunk_elements):
+            grad_logits[rows[c], positions[c]] = _chunk_grad(logits, rows[c], positions[c], targets[c], lse[c],
+                                                             grad[c], ctx.temperature)
+        return grad_logits, None, None, None, None, None
+
+
+# One chunk per call: its float32 buffer is freed on return, before the next chunk's is made.
+def _chunk_log_probs(logits, rows, positions, targets, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    x = logits[rows, positions].float().div_(temperature)  # indexing copies: in place is safe
+    lse = torch.logsumexp(x, dim=-1)
+    return x.gather(-1, targets[:, None]).squeeze(-1) - lse, lse
+
+
+def _chunk_grad(logits, rows, positions, targets, lse, grad, temperature: float) -> torch.Tensor:
+    g = grad[:, None] / temperature
+    softmax = logits[rows, positions].float().div_(temperature).sub_(lse[:, None]).exp_()
+    return softmax.mul_(-g).scatter_add_(-1, targets[:, None], g).to(logits.dtype)
+
+
+def _chunks(n: int, vocab: int, chunk_elements: int) -> list[slice]:
+    step = max(1, chunk_elements // vocab)
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
 @torch.no_grad()

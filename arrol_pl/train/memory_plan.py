@@ -4,7 +4,7 @@
 loads (:func:`arrol_pl.train.experiment.preflight`). Every figure is arithmetic on the model's shape and the
 run's settings, and each assumption is stated where it is made:
 
-- **Policy, gradients, AdamW** (:func:`training_bytes`). The trainer loads the policy in float32 and Lightning's
+- **Policy, gradients, AdamW**. The trainer loads the policy in float32 and Lightning's
   ``bf16-mixed`` / ``16-mixed`` keep it so (autocast computes in 16 bits; float32 master weights, float32 gradients
   and two float32 AdamW moments: 16 bytes per trained parameter); ``*-true`` precisions hold weights, gradients
   and moments in that dtype. With several ranks FSDP2 shards all three over them (``fully_shard`` per decoder
@@ -26,14 +26,37 @@ run's settings, and each assumption is stated where it is made:
   until the backward (2 bytes per block parameter). With activation checkpointing (``model.activation_checkpointing``,
   per decoder block) a block keeps only its input (``r·h`` per token) and one block is recomputed at a time.
   A micro-batch holds ``max(algo.micro_batch_tokens, longest sequence)`` tokens (a longer sequence gets a
-  micro-batch of its own); the log-prob step then keeps the logits in the compute dtype and two float32 copies
-  (temperature-scaled and log-softmaxed): ``(s + 8)·V`` bytes per token.
+  micro-batch of its own).
+- **The update's peak** is the largest of three moments of a micro-batch's backward (:func:`update_moments`),
+  each on top of the resident memory, the gradients (accumulated over the mini-batch's micro-batches, so they
+  exist in all but the first) and FSDP2's gathered weights; ``tests/train/test_update_peak.py`` measures the
+  real update on CPU (float32 and bf16 autocast) within a few percent of it (:mod:`arrol_pl.train.update_peak`):
+
+  - *The log-prob step's backward* (:func:`arrol_pl.train.logprobs.response_log_probs`): the activations kept
+    for the backward, the final norm's saved tensors and the LM head's input (``(2r + s)·h`` per token; under
+    autocast also the LM head's 16-bit weight copy), the logits in the compute dtype and their gradient, as
+    large (``2·s·V`` per token: the logits at every position of the micro-batch, the worst case of a one-token
+    prompt), and one float32 chunk of :data:`LOGPROB_CHUNK_ELEMENTS` logits with the 16-bit copy it is made
+    from. The step's float32 log-softmax never covers the whole micro-batch: before it did, and its backward
+    held three float32 copies of the logits at once (``12·V`` bytes per token).
+  - *A decoder block's backward*: with checkpointing, the block inputs plus one block recomputed; its backward
+    adds the gradients of the block's output and of the SwiGLU's two products (``r·h + 2·s·I`` per token).
+    With several ranks the LM head's unsharded gradient is held too (``4·V·h`` bytes in float32): FSDP2 reduce-
+    scatters the root's gradients only once the root's whole backward, the embedding's included, is done.
+  - *The root's reduce-scatter* (several ranks): the root's unsharded gradients (embeddings and LM head) and
+    the reduce-scatter input they are copied into, twice the root's parameters; by then the activations are
+    freed.
 - **The engine** (vLLM, one per rank) takes ``engine.gpu_memory_utilization`` of the GPU and fills what its
   weights leave with KV cache: ``2 × layers × kv heads × head_dim × dtype bytes`` per token. A run needs one
   full-length sequence to fit (vLLM refuses to start otherwise); ``max_num_seqs`` full-length sequences are what
   full concurrency would take (vLLM queues what does not fit). ``engine.enable_sleep_mode`` frees the engine's
-  memory during the update (``sleep(level=1)``: KV cache dropped, weights to host memory); without it the engine
-  keeps its share throughout.
+  memory during the update (``sleep(level=2)`` before a sync of every weight: KV cache and weights dropped;
+  ``level=1`` with ``model.trainable_layers``: weights to pinned host memory); without it the engine keeps its
+  share throughout. A null ``engine.dtype`` is the CUDA default, bfloat16. The weight sync gathers one full tensor
+  at a time, cast to the engine's dtype on each shard first: the largest is the embedding, ``V × h`` in that dtype.
+- **Host memory while loading**: rank 0 alone reads the policy (float32) and the reference (``model.reference_dtype``)
+  and broadcasts them into the other ranks' shards, which start on the meta device: ``(4 + b_ref)·P`` on rank 0's
+  node, about nothing elsewhere.
 - **Runtime**: CUDA context, NCCL buffers and allocator slack, an assumed :data:`RUNTIME_BYTES` per process.
 """
 
@@ -53,6 +76,10 @@ PROMPT_TOKENS = 1024
 ``algo.max_response_tokens``, known only once the data is tokenized): an assumption, stated in the plan."""
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+
+LOGPROB_CHUNK_ELEMENTS = 2**25
+"""Logits (tokens × vocabulary) the log-prob step turns to float32 at once: 128 MiB, 220 tokens of Qwen3's
+vocabulary. ``arrol_pl/train/logprobs.py`` takes it from here, so that the plan needs no torch."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +205,76 @@ def precision_bytes(precision: str) -> Precision:
     return Precision(4, 4, 4)  # 32-true, 32
 
 
+def update_moments(shape: ModelShape, precision: str, tokens: int, checkpointing: bool, ranks: int = 1,
+                   trainable_layers: int | None = None,
+                   chunk_elements: int = LOGPROB_CHUNK_ELEMENTS) -> tuple["Phase", ...]:
+    """What one micro-batch of ``tokens`` adds, beyond the resident memory, the gradients and FSDP2's gathered
+    weights, at each moment of its update where the peak can fall (module docstring): the log-prob step's
+    backward, a decoder block's backward and, with several ranks, the root's reduce-scatter."""
+    p = precision_bytes(precision)
+    h, v = shape.hidden_size, shape.vocab_size
+    per_layer = layer_activation_bytes(shape, p.residual, p.compute)
+    casts = shape.block_params * p.compute if p.autocast else 0
+    every_block = tokens * per_layer * shape.num_layers + casts * shape.num_layers
+    inputs = tokens * p.residual * h * shape.num_layers
+    copies = " + 16-bit weight copies" if casts else ""
+    if checkpointing:
+        kept = Item("activations: block inputs", inputs, f"{tokens} tokens × {shape.num_layers} layers × "
+                                                          f"{p.residual * h / 1024:.0f} KiB, checkpointed per block")
+        blocks = Item("activations: inputs + one block", inputs + tokens * per_layer + casts,
+                      f"block inputs + one block recomputed ({tokens} tokens × {per_layer / 1024:.0f} KiB{copies})")
+    else:
+        kept = blocks = Item("activations", every_block,
+                             f"{tokens} tokens × {shape.num_layers} layers × {per_layer / 1024:.0f} KiB{copies}")
+    chunk_tokens = min(max(1, chunk_elements // v), tokens)
+    chunk_bytes = 4 + (p.compute if p.compute != 4 else 0)  # float32, and the indexed logits it is made from
+    head = [
+        kept,
+        Item("final norm, LM head input" + (" and weights (16-bit)" if p.autocast else ""),
+             tokens * (2 * p.residual + p.compute) * h + (v * h * p.compute if p.autocast else 0),
+             f"{tokens} tokens × {(2 * p.residual + p.compute) * h / 1024:.0f} KiB"
+             + (" + the LM head cast for its matmul" if p.autocast else "")),
+        Item("logits and their gradient", 2 * tokens * v * p.compute,
+             f"{tokens} tokens × vocab {v} × 2 × {p.compute} B"),
+        Item("log-softmax chunk (float32)", chunk_tokens * v * chunk_bytes,
+             f"{chunk_tokens} tokens × vocab {v} × {chunk_bytes} B at a time"),
+    ]
+    block_grads = p.residual * h + 2 * p.compute * shape.intermediate_size
+    backward = [blocks, Item("a block's backward", tokens * block_grads,
+                             f"{tokens} tokens × {block_grads / 1024:.0f} KiB: the gradients of its output and of "
+                             "the SwiGLU's two products")]
+    if ranks > 1 and trainable_layers is None:
+        backward.append(Item("FSDP2 LM head gradient (unsharded)", v * h * p.param,
+                             "the root reduce-scatters its gradients once its whole backward is done"))
+    out = [Phase("the log-prob step's backward", tuple(head)), Phase("a block's backward", tuple(backward))]
+    if ranks > 1 and trainable_layers is None:
+        out.append(Phase("the root's reduce-scatter", (Item(
+            "FSDP2 root gradients (unsharded) + copy", 2 * shape.root_params * p.param,
+            "embeddings and LM head: their gradients and the reduce-scatter input"),)))
+    return tuple(out)
+
+
+def planned_update_bytes(shape: ModelShape, tokens: int, precision: str, checkpointing: bool = False,
+                         ranks: int = 1, trainable_layers: int | None = None,
+                         chunk_elements: int = LOGPROB_CHUNK_ELEMENTS) -> int:
+    """The plan's peak of one rank's update above its resident memory (weights, AdamW moments, the reference, the
+    runtime): the gradients, FSDP2's gathered weights and the largest of :func:`update_moments`, for micro-batches
+    of ``tokens``. :func:`arrol_pl.train.update_peak.measure_update_peak` measures the same."""
+    steady = _update_steady(shape, precision_bytes(precision), shape.trainable_params(trainable_layers), ranks)
+    moments = update_moments(shape, precision, tokens, checkpointing, ranks, trainable_layers, chunk_elements)
+    return sum(i.bytes for i in steady) + max(m.bytes for m in moments)
+
+
+def _update_steady(shape: ModelShape, p: Precision, trainable: int, ranks: int) -> list[Item]:
+    """What the update holds besides the resident memory at each of its moments."""
+    shard = f"/ {ranks} ranks (FSDP2)" if ranks > 1 else "one rank: not sharded"
+    out = [Item(f"gradients ({_dtype(p.param)})", trainable * p.param // ranks, shard)]
+    if ranks > 1:
+        out.append(Item("FSDP2 gathered weights", (2 * shape.block_params + shape.root_params) * p.param,
+                        "two blocks (running, prefetched) + embeddings and LM head"))
+    return out
+
+
 @dataclass(frozen=True)
 class Item:
     """One line of the plan: ``label``, bytes, and how it was counted."""
@@ -208,6 +305,9 @@ class MemoryPlan:
     resident: tuple[Item, ...]
     generation: Phase
     update: Phase
+    """The update at its peak: the largest of its moments (:func:`update_moments`)."""
+    other_moments: tuple[Phase, ...]
+    """The update's other moments, each smaller than ``update``."""
     engine_budget: int
     engine_weights: int
     kv_per_token: int
@@ -272,6 +372,10 @@ class MemoryPlan:
             lines.append(f"  {phase.name}: resident +")
             rows(extra)
             lines.append(f"    {'= peak per rank':<{width}}{gib(phase.bytes):>10}   of {gib(self.gpu_bytes)}: {verdict}")
+        for mo in self.other_moments:
+            own = [i for i in mo.items if i not in self.update.items]
+            lines.append(f"  {mo.name}: {gib(mo.bytes)} ("
+                         + ", ".join(f"{i.label} {gib(i.bytes)}" for i in own) + ")")
         full = self.kv_per_token * self.max_model_len * self.max_num_seqs
         lines.append(f"  engine: KV cache {self.kv_per_token / 1024:.0f} KiB per token; engine.max_num_seqs "
                      f"{self.max_num_seqs} × max_model_len {self.max_model_len} would take {gib(full)}; its share "
@@ -314,42 +418,33 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
                              f"algo.kl_coef > 0, model.reference_dtype; {shard}"))
     resident.append(Item("runtime (CUDA, NCCL)", RUNTIME_BYTES, "assumed"))
 
-    engine_dtype = e.dtype if e.dtype != "auto" else shape.torch_dtype
+    engine_dtype = {None: "bfloat16", "auto": shape.torch_dtype}.get(e.dtype, e.dtype)  # null: CUDA's default
     e_bytes = DTYPE_BYTES.get(engine_dtype, 2)
     engine_budget = int(e.gpu_memory_utilization * gpu_bytes)
     engine_weights = shape.params * e_bytes
     kv = shape.kv_bytes_per_token(e_bytes)
-    largest = shape.vocab_size * shape.hidden_size * p.param
+    largest = shape.vocab_size * shape.hidden_size * e_bytes
     generation = Phase("generation (engine awake, weight sync)", (*resident, Item(
         "engine share", engine_budget,
         f"engine.gpu_memory_utilization {e.gpu_memory_utilization:g}: its weights ({engine_dtype}) "
         f"{gib(engine_weights)} + KV cache"),
-        *([Item("weight sync: one full tensor", largest, "the embedding, gathered")] if ranks > 1 else [])))
+        *([Item("weight sync: one full tensor", largest, f"the embedding, gathered in {engine_dtype}")]
+          if ranks > 1 else [])))
 
     per_layer = layer_activation_bytes(shape, p.residual, p.compute)
     casts = shape.block_params * p.compute if p.autocast else 0
-    head = tokens * (p.residual * shape.hidden_size * 3 + (p.compute + 8) * shape.vocab_size)
     activations = {
         False: tokens * per_layer * shape.num_layers + casts * shape.num_layers,
         True: tokens * p.residual * shape.hidden_size * shape.num_layers + tokens * per_layer + casts,
     }
     ac = bool(getattr(m, "activation_checkpointing", False))
-    update_items = [
-        *resident,
-        Item(f"gradients ({_dtype(p.param)})", trainable * p.param // ranks, shard),
-    ]
-    if ranks > 1:
-        update_items.append(Item("FSDP2 gathered weights", (2 * shape.block_params + shape.root_params) * p.param,
-                                 "two blocks (running, prefetched) + embeddings and LM head"))
-    update_items += [
-        Item("activations", activations[ac],
-             f"{tokens} tokens × {shape.num_layers} layers × {per_layer / 1024:.0f} KiB"
-             + (", checkpointed per block" if ac else "") + (" + 16-bit weight copies" if casts else "")),
-        Item("logits and log-probs", head, f"{tokens} tokens × vocab {shape.vocab_size} × {p.compute + 8} B"),
-    ]
+    steady = [*resident, *_update_steady(shape, p, trainable, ranks)]
     if not e.enable_sleep_mode:
-        update_items.append(Item("engine share (awake)", engine_budget, "engine.enable_sleep_mode=false"))
-    update = Phase("update (engine asleep)" if e.enable_sleep_mode else "update", tuple(update_items))
+        steady.append(Item("engine share (awake)", engine_budget, "engine.enable_sleep_mode=false"))
+    name = "update (engine asleep)" if e.enable_sleep_mode else "update"
+    moments = [Phase(f"{name}, at {mo.name}", (*steady, *mo.items))
+               for mo in update_moments(shape, t.precision, tokens, ac, ranks, m.trainable_layers)]
+    update = max(moments, key=lambda mo: mo.bytes)
 
     bf16 = {"bf16-mixed": "bf16 autocast over float32 master weights, gradients and AdamW state",
             "16-mixed": "fp16 autocast over float32 master weights, gradients and AdamW state"}.get(
@@ -366,11 +461,14 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
         notes.append(f"max_model_len {max_model_len} assumes prompts of at most {prompt_tokens} tokens + "
                      f"algo.max_response_tokens {a.max_response_tokens} (set engine.max_model_len to pin it)")
     host = 4 * shape.params + (DTYPE_BYTES[ref_dtype] * shape.params if a.kl_coef > 0 else 0)
-    notes.append(f"host memory while loading: each rank reads the policy in float32"
-                 f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''} before sharding, "
-                 f"{gib(host)} per rank, {gib(t.devices * host)} on a node of {t.devices}")
-    return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update, engine_budget,
-                      engine_weights, kv, max_model_len, e.max_num_seqs, activations, ac, tuple(notes))
+    notes.append(f"host memory while loading: rank 0 reads the policy in float32"
+                 f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''} and broadcasts the shards "
+                 f"({gib(host)} on its node); the other ranks start on the meta device"
+                 if ranks > 1 else f"host memory while loading: the policy in float32"
+                 f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''}, {gib(host)}")
+    return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update,
+                      tuple(mo for mo in moments if mo is not update), engine_budget, engine_weights, kv,
+                      max_model_len, e.max_num_seqs, activations, ac, tuple(notes))
 
 
 def _dtype(n: int) -> str:

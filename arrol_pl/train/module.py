@@ -106,12 +106,13 @@ class ArrolModule(L.LightningModule):
     def configure_model(self) -> None:
         """FSDP2 over the data-parallel mesh of Lightning's ``ModelParallelStrategy`` (several ranks only): the
         policy, and the frozen reference the same way (each rank holds its shard; a forward gathers one block at a
-        time)."""
+        time). Rank 0 alone loaded the weights (the others built the models on the meta device): its state fills
+        every rank's shards, so no meta tensor is left for Lightning to initialise."""
         if self.device_mesh is None or not self.ranks.alone:
             return
-        distributed.shard_policy(self.policy, self.device_mesh["data_parallel"])
+        distributed.shard_from_rank0(self.policy, self.device_mesh["data_parallel"])
         if self._reference:
-            distributed.shard_policy(self._reference[0], self.device_mesh["data_parallel"])
+            distributed.shard_from_rank0(self._reference[0], self.device_mesh["data_parallel"])
         self.ranks = distributed.RankSync()
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
@@ -126,7 +127,7 @@ class ArrolModule(L.LightningModule):
         if self._reference:
             self._reference[0].to(self.device)
         # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
-        self.engine.sync_weights(distributed.full_weights(policy_parts.policy_weights(self.policy)), self.head.state_dict())
+        self.engine.sync_weights(policy_parts.engine_weights(self.policy, self.engine.dtype), self.head.state_dict())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["arrol"] = {
@@ -222,9 +223,10 @@ class ArrolModule(L.LightningModule):
                     texts, [batch[k].answer for k in ks]).correct)
             screen_metrics.update(plan.metrics, **plan.detect_metrics(gen.rollouts))
 
-        # GPU with engine.enable_sleep_mode: the engine frees its KV cache (weights to host memory) for the update,
-        # as verl and TRL do; False, and nothing happens, on CPU.
-        asleep = self.engine.sleep()
+        # GPU with engine.enable_sleep_mode: the engine frees its KV cache and weights for the update, as verl and
+        # TRL do. A sync of every weight follows, so they are discarded (level 2, no host copy); a partial sync
+        # (model.trainable_layers) needs the others back, so they wait in host memory (level 1). CPU: a no-op.
+        asleep = self.engine.sleep(level=2 if cfg.model.trainable_layers is None else 1)
         reference = self._reference[0] if self._reference else None
         logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer, self.ranks)
         opt = self.optimizers()
@@ -259,10 +261,8 @@ class ArrolModule(L.LightningModule):
                 screen_metrics.update({f"screen/prompt_head_{k}": v
                                        for k, v in self.prompt_scorer.learn(*rows_for_prompts).items()})
         with timer("sync"):
-            if asleep:
-                self.engine.wake_up()
-            self.engine.sync_weights(distributed.full_weights(policy_parts.policy_weights(self.policy)),
-                                     self.head.state_dict())
+            phases.sync_engine(self.engine, policy_parts.engine_weights(self.policy, self.engine.dtype),
+                               self.head.state_dict(), asleep)
 
         metrics = {
             "reward/mean": float(step_rewards.mean()),

@@ -377,3 +377,14 @@ def balance_metrics(rewards: torch.Tensor, group_ids: torch.Tensor) -> dict[str,
     stats = balance_stats(rewards, group_ids)
     return {"balance/positive_ratio": stats["positive_ratio"], "balance/rho_1_minus_rho": stats["balance"],
             "balance/zero_advantage_fraction": stats["zero_advantage_fraction"]}
+
+
+def sync_engine(engine, weights, head_state, asleep: bool) -> None:
+    """Algorithm 1 l. 14: the updated policy and head into the engine. An engine that slept through the update
+    (:meth:`~arrol_pl.engine.protocol.RolloutEngine.sleep`) wakes its weights first, takes the sync, then wakes its
+    KV cache: the cache is never allocated while the sync's gathered tensors are."""
+    if asleep:
+        engine.wake_up(["weights"])
+    engine.sync_weights(weights, head_state)
+    if asleep:
+        engine.wake_up(["kv_cache"])

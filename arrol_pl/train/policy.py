@@ -1,5 +1,5 @@
 """What the trainer does to the policy model itself, apart from a training step: which of its parameters train
-(``model.trainable_layers``) and which of its tensors go to the engine after an update."""
+(``model.trainable_layers``) and which of its tensors go to the engine after an update, in the engine's dtype."""
 
 from __future__ import annotations
 
@@ -8,17 +8,39 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from arrol_pl.train.distributed import full_weights
+
 
 def policy_weights(policy: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """(HF name, full tensor) pairs for the engine's ``reload_weights``: every tensor, or only the trained ones
-    when part of the policy is frozen (:func:`freeze_lower_layers`; the engine keeps the others)."""
-    if all(p.requires_grad for p in policy.parameters()):
-        for name, tensor in policy.state_dict().items():
-            yield name, tensor.detach()
-        return
-    for name, param in policy.named_parameters():
-        if param.requires_grad:
-            yield name, param.detach()
+    """(HF name, possibly sharded tensor) pairs for the engine's ``reload_weights``: every parameter and persistent
+    buffer under each of its state-dict names (the rotary ``inv_freq`` of Qwen3 and Llama is non-persistent: vLLM
+    computes its own), or only the trained parameters when part of the policy is frozen
+    (:func:`freeze_lower_layers`; the engine keeps the others).
+
+    A tied LM head is the embedding under a second name. It is yielded right after the embedding, as the same
+    tensor object, so :func:`~arrol_pl.train.distributed.full_weights` casts and gathers it once. Both names go to
+    the engine: vLLM 0.32 loads ``lm_head.weight`` of a tied Qwen3 or Llama into its own head layer, and on CPU
+    that layer serves the logits from a packed copy it rebuilds only when it receives a weight (sent once, as the
+    embedding, the engine kept sampling from the old head)."""
+    partial = not all(p.requires_grad for p in policy.parameters())
+    names: dict[int, list[str]] = {}
+    tensors: dict[int, torch.Tensor] = {}
+    for name, tensor in policy.state_dict(keep_vars=True).items():
+        names.setdefault(id(tensor), []).append(name)
+        tensors[id(tensor)] = tensor
+    for key, tensor in tensors.items():
+        if partial and not tensor.requires_grad:
+            continue
+        detached = tensor.detach()
+        for name in names[key]:
+            yield name, detached
+
+
+def engine_weights(policy: nn.Module, dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
+    """:func:`policy_weights` as full tensors in ``dtype``, the engine's: FSDP2 shards are cast on each rank,
+    then all-gathered (every rank must iterate it). vLLM would cast a float32 tensor on load with the same
+    round-to-nearest-even, so the engine holds the same values whichever side casts."""
+    return full_weights(policy_weights(policy), dtype)
 
 
 def freeze_lower_layers(policy: nn.Module, trainable_layers: int) -> int:

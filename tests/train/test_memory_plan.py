@@ -146,6 +146,33 @@ def test_the_paper_grpo_run_on_80_gib(model, fixture_name):
     assert "model.activation_checkpointing=true" in plan.render()
 
 
+def test_the_8b_update_peaks_in_the_log_prob_step_and_fsdp2_holds_the_root_gradients_unsharded():
+    """The update's three moments for Qwen3-8B on 8 ranks: the log-prob step's backward (the bf16 logits and their
+    gradient, one float32 chunk) is the peak; a block's backward holds the LM head's unsharded float32 gradient,
+    the root's reduce-scatter its gradients twice over. One rank has neither; with the root frozen
+    (model.trainable_layers) neither does FSDP2."""
+    shape = ModelShape.from_config(fixture("qwen3-8b"))
+    plan = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)
+    tokens, v, h = 20480, shape.vocab_size, shape.hidden_size
+    assert plan.update.name == "update (engine asleep), at the log-prob step's backward"
+    assert item(plan, "logits and their gradient") == 2 * 2 * tokens * v
+    assert item(plan, "log-softmax chunk") == (2**25 // v) * v * 6
+    assert item(plan, "activations: block inputs") == tokens * 4 * h * shape.num_layers
+    block, root = plan.other_moments
+    assert block.name.endswith("a block's backward") and root.name.endswith("the root's reduce-scatter")
+    assert next(i.bytes for i in block.items if i.label.startswith("FSDP2 LM head")) == 4 * v * h
+    assert next(i.bytes for i in root.items if i.label.startswith("FSDP2 root")) == 2 * 4 * shape.root_params
+    assert plan.update.bytes > block.bytes > root.bytes
+    assert "at a block's backward: " in plan.render() and "FSDP2 LM head gradient (unsharded)" in plan.render()
+    one = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "trainer.devices=1",
+                                         "trainer.strategy=auto"), 80 * GIB)
+    frozen_root = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "model.trainable_layers=4"),
+                              80 * GIB)
+    for other in (one, frozen_root):
+        assert len(other.other_moments) == 1
+        assert not any(i.label.startswith("FSDP2 LM head") for i in other.other_moments[0].items)
+
+
 def test_without_kl_the_8b_dapo_run_fits_and_one_rank_shards_nothing():
     run = compose_run("+exp=paper_dapo", "model=qwen3_8b")
     plan = plan_memory(ModelShape.from_config(fixture("qwen3-8b")), run, 80 * GIB)

