@@ -1,6 +1,7 @@
 # `make run` runs the default experiment, `make test` the test suite; both build .venv first if needed.
 #   make run ARGS="+exp=ablation_kappa"      make test PYTEST_ARGS="tests/core -x"
-# `make results` reruns the paper measurements (about 25 min on 2 CPU cores) and rewrites docs/results.md.
+# `make results` reruns the paper measurements and rewrites docs/results.md; the page's header gives each part's
+# time on the machine it ran on (2 CPU cores).
 # `make check-vllm-gpu` checks the pinned GPU vLLM (requirements/gpu.txt) against every vLLM name the engine touches
 # and finds which model runner it builds on CUDA, from the wheel's sources (downloaded once into outputs/cache/wheels),
 # without a GPU; `make test` runs the same check. `make check-gpu` is the first command on a new GPU node: 2 pruned

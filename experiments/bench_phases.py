@@ -84,7 +84,7 @@ def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str
 def main(argv: list[str] | None = None) -> dict:
     from hydra.errors import HydraException
 
-    from arrol_pl.train.config import ConfigError
+    from arrol_pl.train.config_loader import ConfigError
 
     args = parse_args(argv)
     try:
@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.analysis import history
-    from arrol_pl.train.experiment import build_engine, load_splits, policy_directory, run_experiment
+    from arrol_pl.train.build import build_engine, policy_directory
+    from arrol_pl.train.experiment import run_experiment
+    from arrol_pl.train.prelaunch import load_splits
 
     base_run = arms[1.0][0]
     policy_dir = policy_directory(base_run)

@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from arrol_pl.analysis.eval_config import load_eval_config  # registers eval_schema, which conf/evaluate.yaml selects
-from arrol_pl.train.config import ConfigError
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.rundir import remove_if_only_hydra
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -121,7 +121,7 @@ def evaluate(cfg, out_dir: Path) -> None:
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward import MathReward
     from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
-    from arrol_pl.train.experiment import context_length
+    from arrol_pl.train.build import context_length
 
     problems = {}
     for name, spec in cfg.datasets.items():

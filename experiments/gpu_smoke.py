@@ -147,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     import arrol_pl.engine  # noqa: F401  (the environment the engine needs, before vLLM loads)
     from transformers import AutoTokenizer
 
-    from arrol_pl.train.config import ConfigError
-    from arrol_pl.train.experiment import build_engine, run_experiment
+    from arrol_pl.train.config_loader import ConfigError
+    from arrol_pl.train.build import build_engine
+    from arrol_pl.train.experiment import run_experiment
     from arrol_pl.train.memory_plan import ModelShape, plan_memory
 
     out = args.out or ROOT / "outputs" / "smoke" / time.strftime("%Y-%m-%d_%H-%M-%S")

@@ -43,7 +43,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from arrol_pl.analysis.head_probe.config import load_probe_config  # noqa: E402  (registers probe_schema)
-from arrol_pl.train.config import ConfigError  # noqa: E402
+from arrol_pl.train.config_loader import ConfigError  # noqa: E402
 from arrol_pl.train.rundir import remove_if_only_hydra  # noqa: E402
 
 

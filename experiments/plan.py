@@ -16,7 +16,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.config import load_run_config
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.memory_plan import GIB, PROMPT_TOKENS, ModelShape, plan_memory
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -1,6 +1,6 @@
 """Run every paper measurement in one go, then write ``docs/results.md`` from the outputs.
 
-    python experiments/reproduce.py                      # the CPU default set (under 30 min on 2 cores)
+    python experiments/reproduce.py                      # the CPU default set (each part's time: the page's header)
     python experiments/reproduce.py --only voting page   # redo some parts: only their sections of the page change
     python experiments/reproduce.py --out outputs/results/gpu -- model=hf model.path=/models/Qwen3-1.7B-Base
 
@@ -28,6 +28,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``online_spread`` experiments/run.py +exp=smollm2_online_spread: ``online`` with ``online_balance``'s pruning
   (the spread rule, the stats head input, L_detect = 12), 3 seeds (Fig. 4 where balance reproduces; opt-in,
   about 80 min);
+- ``screen``    experiments/run.py +exp=smollm2_screen: GRPO, DAPO with refill, ARRoL and ARRoL with the prompt-stage
+  screen with SmolLM2 at equal training time, 5 seeds of 12 min per arm (beyond the paper; opt-in, about 5 h);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -60,7 +62,7 @@ PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "w
 """The sections of the page each part's outputs feed: ``--only <parts> page`` rebuilds those sections and keeps
 the rest of the page as it is (parts measured earlier, or on another machine)."""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen")
-"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to 3.5 h on 2 cores."""
+"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to 5 h on 2 cores."""
 SMOLLM2_TASK = ["policy=smollm2", "data=arithmetic_fewshot", "max_tokens=32", "temperature=0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "data.num_heldout=256", "samples=8", "fractions=[1/8,1/4,3/8,1/2]"]

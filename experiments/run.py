@@ -20,7 +20,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from arrol_pl.analysis.report import print_summary
-from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.config import load_run_config
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.rundir import remove_if_only_hydra, save_hydra_record
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
@@ -31,7 +32,8 @@ def launch_ranks(run, hydra_dir: Path) -> int:
     """``trainer.devices > 1`` on one node, not started by a launcher: run this command as that many ranks
     under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
     policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
-    from arrol_pl.train.experiment import policy_directory, preflight
+    from arrol_pl.train.build import policy_directory
+    from arrol_pl.train.prelaunch import preflight
 
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
@@ -46,7 +48,8 @@ def launch_ranks(run, hydra_dir: Path) -> int:
 @hydra.main(version_base=None, config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     from arrol_pl.train.checkpoint import CheckpointWriteError
-    from arrol_pl.train.experiment import RunInterrupted, run_experiment
+    from arrol_pl.train.experiment import run_experiment
+    from arrol_pl.train.finish import RunInterrupted
 
     hydra_cfg = HydraConfig.get()
     hydra_dir = Path(hydra_cfg.runtime.output_dir)

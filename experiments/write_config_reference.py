@@ -1,7 +1,8 @@
-"""Write the reference part of ``docs/configuration.md`` from the typed configs and the presets in ``conf/``.
+"""Write the reference part of ``docs/configuration.md`` from the typed configs and the presets in ``conf/``, and
+the preset tables of ``docs/guide.md`` from the presets' opening comments.
 
-    python experiments/write_config_reference.py          # rewrites docs/configuration.md below its marker
-    python experiments/write_config_reference.py --check  # exit 1 if the page is stale
+    python experiments/write_config_reference.py          # rewrites both pages' generated parts
+    python experiments/write_config_reference.py --check  # exit 1 if either page is stale
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from arrol_pl.analysis.eval_config import EvalConfig
 from arrol_pl.analysis.head_probe.config import ProbeConfig
-from arrol_pl.train.config_reference import page
+from arrol_pl.train.config_reference import guide, page
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = (
@@ -31,17 +32,22 @@ SCRIPTS = (
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "configuration.md")
-    p.add_argument("--check", action="store_true", help="exit 1 if the page differs from what would be written")
+    p.add_argument("--guide", type=Path, default=ROOT / "docs" / "guide.md", help="the page with the preset tables")
+    p.add_argument("--check", action="store_true", help="exit 1 if a page differs from what would be written")
     args = p.parse_args(argv)
-    existing = args.output.read_text() if args.output.exists() else "# Configuration\n"
-    text = page(existing, ROOT / "conf", SCRIPTS)
+    configuration = args.output.read_text() if args.output.exists() else "# Configuration\n"
+    presets = args.guide.read_text()
+    pages = {args.output: (configuration, page(configuration, ROOT / "conf", SCRIPTS)),
+             args.guide: (presets, guide(presets, ROOT / "conf"))}
+    stale = [path for path, (existing, text) in pages.items() if text != existing]
     if args.check:
-        if text != existing:
-            print(f"{args.output} is stale: run python experiments/write_config_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
+        for path in stale:
+            print(f"{path} is stale: run python experiments/write_config_reference.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path in pages:
+        if path in stale:
+            path.write_text(pages[path][1])
+        print(f"{'wrote' if path in stale else 'current:'} {path}")
     return 0
 
 

@@ -5,8 +5,12 @@ Decisions:
 - **Sections reused, not copied.** ``engine`` is the engine's own :class:`~arrol_pl.engine.EngineConfig` (the
   model comes from the checkpoint) and ``deepconf`` the scorer's :class:`DeepConfSettings`; a dataset entry holds
   the loader's arguments and the prompt keys of ``conf/data/`` (:class:`EvalDatasetConfig`).
+- **The run's defaults, not copies.** ``temperature``, ``top_p`` and ``max_tokens`` default to the training
+  rollouts' (``algo.temperature``, ``algo.top_p``, ``algo.max_response_tokens``) and ``limit`` to the held-out set's
+  size (``data.num_heldout``), the run config's own fields: a checkpoint is sampled as it was trained unless an
+  override says otherwise.
 - **Checked before any model loads**, by :func:`load_eval_config` as ``experiments/run.py`` checks a run
-  (:func:`~arrol_pl.train.config.load_typed`): a bad value is one line naming its key, exit 2.
+  (:func:`~arrol_pl.train.config_loader.load_typed`): a bad value is one line naming its key, exit 2.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig
 
 from arrol_pl.analysis.evaluation import DeepConfSettings
 from arrol_pl.engine.config import EngineConfig
-from arrol_pl.train.config import ConfigError, load_typed, writable
+from arrol_pl.train.config import AlgoConfig, DataConfig
+from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
 
 SCHEMA = "eval_schema"
 """The name ``conf/evaluate.yaml`` selects first in its defaults list."""
@@ -56,14 +60,14 @@ class EvalConfig:
     """A run's ``export/`` directory (transformers + ``quality_head.pt``) or one of its Lightning ``.ckpt`` files."""
     k: int = 8
     """Samples per problem (the paper: 32 for voting, 16 for pass@k)."""
-    temperature: float = 1.0
-    """Sampling temperature (> 0: k different samples)."""
-    top_p: float = 1.0
-    """Nucleus sampling."""
-    max_tokens: int = 48
-    """Longest completion (the paper: 8192)."""
-    limit: int | None = 128
-    """Problems per dataset (None: all)."""
+    temperature: float = AlgoConfig.temperature
+    """Sampling temperature (> 0: k different samples); the training rollouts' (``algo.temperature``)."""
+    top_p: float = AlgoConfig.top_p
+    """Nucleus sampling; the training rollouts' (``algo.top_p``)."""
+    max_tokens: int = AlgoConfig.max_response_tokens
+    """Longest completion; the trainer's ``algo.max_response_tokens`` (the paper: 8192)."""
+    limit: int | None = DataConfig.num_heldout
+    """Problems per dataset (None: all); as many as a run's held-out evaluation (``data.num_heldout``)."""
     datasets: dict[str, Any] = field(default_factory=_arithmetic)
     """Name → :class:`EvalDatasetConfig`; add one with ``+datasets.math500.path=...``, drop one with
     ``~datasets.arithmetic`` or, in a preset, ``arithmetic: null`` (typed ``Any`` so that Hydra can add an entry key
@@ -112,4 +116,4 @@ def load_eval_config(cfg: DictConfig | dict) -> EvalConfig:
     return config
 
 
-ConfigStore.instance().store(name=SCHEMA, node=writable(OmegaConf.structured(EvalConfig)))
+register_schema(SCHEMA, EvalConfig)

@@ -192,3 +192,25 @@ class StepProgressBar(TQDMProgressBar):
         if not bar.disable:
             bar.n = trainer.global_step
             bar.set_postfix(self.get_metrics(trainer, pl_module))  # refreshes
+
+
+class HeldoutEvaluation(L.Callback):
+    """Held-out accuracy every ``every`` steps, for accuracy-vs-wall-clock curves (paper Fig. 4).
+
+    ``evaluate()`` runs on the engine's weights, which the step has just synced. Its seconds are added to
+    the module's ``paused_seconds`` so ``time/wall`` stays training time. The last step is left to the
+    caller's final evaluation.
+    """
+
+    def __init__(self, every: int, evaluate) -> None:
+        self.every = every
+        self.evaluate = evaluate
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every or step >= trainer.max_steps or not pl_module.history:
+            return
+        start = time.perf_counter()
+        result = self.evaluate()
+        pl_module.paused_seconds += time.perf_counter() - start
+        pl_module.record_heldout(result)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
-from arrol_pl.train.config import ConfigError
+from arrol_pl.train.config_loader import ConfigError
 
 REQUIRED_ENTRIES = {
     "state_dict": "the model weights",

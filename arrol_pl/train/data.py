@@ -23,7 +23,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from arrol_pl.train.config import ConfigError
+from arrol_pl.train.config_loader import ConfigError
 
 
 def stream_identity(problems: Sequence, prompts_per_step: int, seed: int) -> dict[str, Any]:

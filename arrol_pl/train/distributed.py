@@ -151,6 +151,15 @@ class RankSync:
         dist.all_gather_object(every, value)
         return every
 
+    def reduce_step_metrics(self, metrics: dict[str, float]) -> None:
+        """Several ranks: the metrics each rank computed from its own rollouts (generation, reward fractions,
+        policy loss statistics) become global, in place; those of the gathered survivors already are."""
+        if self.alone:
+            return
+        local = [k for k in metrics if k.startswith(("pruning/keep_ratio", "pruning/eligible", "tokens/", "policy/",
+                                                     "reward/frac_"))]
+        metrics.update(self.reduce_metrics({k: metrics[k] for k in local}, SUMMED_METRICS))
+
     def identical(self, *states) -> bool:
         """Whether every rank holds bitwise the same ``states`` (nested dicts, lists, tensors, numbers): the
         invariant of one pruning state, checked each step at the cost of one small all-gather."""
@@ -297,7 +306,7 @@ def init_launcher_world(trainer) -> int:
     """
     import os
 
-    from arrol_pl.train.config import ConfigError
+    from arrol_pl.train.config_loader import ConfigError
 
     world_size = os.environ.get("WORLD_SIZE")
     if world_size is None or int(world_size) != trainer.ranks:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from arrol_pl.train.config import ConfigError, RunConfig
+from arrol_pl.train.config import RunConfig
+from arrol_pl.train.config_loader import ConfigError
 
 
 def policy_config(run: RunConfig) -> tuple[str, dict[str, Any]] | None:

@@ -1,7 +1,7 @@
 """GPU memory per rank of a training run, from the policy's ``config.json`` alone: no weights, no torch, no GPU.
 
 ``experiments/plan.py`` prints it; ``experiments/run.py`` refuses a GPU run that cannot fit, before any model
-loads (:func:`arrol_pl.train.experiment.preflight`). Every figure is arithmetic on the model's shape and the
+loads (:func:`arrol_pl.train.prelaunch.preflight`). Every figure is arithmetic on the model's shape and the
 run's settings, and each assumption is stated where it is made:
 
 - **Policy, gradients, AdamW**. The trainer loads the policy in float32 and Lightning's

@@ -3,11 +3,11 @@ each phase in :mod:`.phases`.
 
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
 kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
-to a rollout engine through :class:`~arrol_pl.engine.protocol.RolloutEngine` (``generate`` with the
-step's h_t as an argument, ``sync_weights``, ``seed_sampling``). Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO
-mini-batch step of each training step (the earlier ones step the wrapped optimizer), so ``global_step``
-counts training steps; the head has its own small optimizer, stepped several
-times per training step on a replay window of labelled features, and saved with the checkpoint.
+to a rollout engine through :class:`~arrol_pl.engine.protocol.RolloutEngine` (``generate`` with the step's h_t as
+an argument, ``sync_weights``, ``seed_sampling``). Manual optimisation: Lightning's optimizer holds the policy and
+takes the last PPO mini-batch step of each training step (the earlier ones step the wrapped optimizer), so
+``global_step`` counts training steps; the head has its own small optimizer, stepped several times per training
+step on a replay window of labelled features, and saved with the checkpoint.
 
 Exact resume: everything a step draws from is either restored from the checkpoint (weights, both
 optimizers, calibrator, replay window, the head's minibatch generator, the prompt stream's position)
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from typing import Any
 
@@ -43,7 +42,7 @@ from arrol_pl.train import distributed, phases, refill
 from arrol_pl.train import policy as policy_parts
 from arrol_pl.train.config import RunConfig
 from arrol_pl.train.loggers import log_text
-from arrol_pl.train.screening import PromptScorer, ScreenStep, screen_seed
+from arrol_pl.train.screening import PromptScorer, plan_screen
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +54,12 @@ def sampling_seed(seed: int, step: int) -> int:
 
 class ArrolModule(L.LightningModule):
     def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: RolloutEngine, reward: Any, pad_id: int,
-                 reference: torch.nn.Module | None = None) -> None:
+                 reference: torch.nn.Module | None = None, *, history: list[dict[str, float]] | None = None,
+                 refiller: refill.Refiller | None = None, run_info: dict[str, Any] | None = None) -> None:
+        """``history``: the rows before a resumed checkpoint's step (the run's ``history.jsonl``); ``refiller``:
+        DAPO's refill rounds over the training problems (``algo.dynamic_sampling_refill``); ``run_info``: what
+        evaluation and a resume need to know about the run (``policy_dir``, the held-out accuracy before training;
+        built-in types only), saved in every checkpoint."""
         super().__init__()
         self.automatic_optimization = False
         self.cfg = cfg
@@ -78,21 +82,17 @@ class ArrolModule(L.LightningModule):
         self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
         self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.head, cfg.pruning, cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
         """The group screen's prompt stage (:mod:`.screening`); None without it."""
-        self.history: list[dict[str, float]] = []
-        """One row per finished step; a resumed run starts from the rows before its checkpoint's step (set by the
-        experiment from the run's ``history.jsonl``)."""
+        self.history: list[dict[str, float]] = list(history or [])
+        """One row per finished step; a resumed run starts from the rows before its checkpoint's step."""
         self.skipped: dict[str, int] = {"no_survivors": 0}
         """Steps that trained nothing, by reason."""
-        self.run_info: dict[str, Any] = {}
-        """Saved in every checkpoint beside the state: what evaluation and a resume need to know about the run
-        (``policy_dir``, the held-out accuracy before training); built-in types only."""
+        self.run_info: dict[str, Any] = dict(run_info or {})
         self._fit_started: float | None = None
         self._wall_offset = 0.0
         """``time/wall`` at the resumed checkpoint (0 for a fresh run): a resumed run continues its training clock."""
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
-        self.refiller: refill.Refiller | None = None
-        """DAPO's refill rounds (``algo.dynamic_sampling_refill``), over the training problems; set by the experiment."""
+        self.refiller = refiller
         self.ranks = distributed.ONE_RANK
         """The ranks the policy is sharded over (``configure_model``); one rank alone until then, and on one
         device (every collective the identity)."""
@@ -184,17 +184,7 @@ class ArrolModule(L.LightningModule):
         self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * world + rank))
         sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
                     **cfg.data.prompt_format().sampling()}
-        plan, screen = None, None
-        if cfg.pruning.screen.stages != "none":  # oversampled prompts: choose who generates (.screening)
-            plan = ScreenStep(cfg.pruning.screen, algo.prompts_per_step, algo.group_size,
-                              active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
-            features = None
-            if plan.config.prompt_stage:
-                with timer("screen"):
-                    features = self.engine.prompt_features([p.prompt for p in batch])
-            plan.plan_prompts(len(batch), self.prompt_scorer, features)
-            batch = [batch[i] for i in plan.order]
-            screen = plan.engine_screen()
+        plan, batch, screen = plan_screen(cfg, step, batch, self.engine, self.prompt_scorer, timer)
         with timer("generation"):
             gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
                                        cfg.engine.detect_length, params, logprobs_topk=0,  # the sampled token's
@@ -210,7 +200,7 @@ class ArrolModule(L.LightningModule):
         refill_metrics: dict[str, float] = {}
         if algo.dynamic_sampling_refill:  # DAPO: more batches until B informative groups (.refill)
             if self.refiller is None:
-                raise RuntimeError("algo.dynamic_sampling_refill needs the training problems: set module.refiller")
+                raise RuntimeError("algo.dynamic_sampling_refill needs the training problems: ArrolModule(refiller=...)")
             batch, gen, surv, scored, refill_metrics = self.refiller(step, batch, gen, surv, scored, sampling, params,
                                                                      timer)
         rewards = torch.as_tensor(scored.rewards, dtype=torch.float32)
@@ -222,7 +212,6 @@ class ArrolModule(L.LightningModule):
                 screen_metrics = plan.audit(gen.rollouts, lambda texts, ks: self.reward.score(
                     texts, [batch[k].answer for k in ks]).correct)
             screen_metrics.update(plan.metrics, **plan.detect_metrics(gen.rollouts))
-
         # GPU with engine.enable_sleep_mode: the engine frees its KV cache and weights for the update, as verl and
         # TRL do. A sync of every weight follows, so they are discarded (level 2, no host copy); a partial sync
         # (model.trainable_layers) needs the others back, so they wait in host memory (level 1). CPU: a no-op.
@@ -264,42 +253,20 @@ class ArrolModule(L.LightningModule):
             phases.sync_engine(self.engine, policy_parts.engine_weights(self.policy, self.engine.dtype),
                                self.head.state_dict(), asleep)
 
-        metrics = {
-            "reward/mean": float(step_rewards.mean()),
-            "reward/accuracy": float(labels.mean()),
-            **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
-            **phases.generation_metrics(gen, cfg.pruning.keep_ratio, params.active),
-            **phases.balance_metrics(labels, group_ids),
-            **{f"head/{k}": v for k, v in head_quality(
-                scores, params.posterior(scores) if len(self.calibrator) else None, labels, group_ids).items()
-               if not math.isnan(v)},  # undefined (one class, no posteriors yet): left out of the history
-            "head/loss": head_loss,
-            **{f"policy/{k}": v for k, v in stats.items()},
-            "pruning/delta": params.delta,
-            **screen_metrics,
-            **refill_metrics,
-        }
-        if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
-            metrics["pruning/window_auc"] = params.window_auc
+        posteriors = params.posterior(scores) if len(self.calibrator) else None
+        metrics = {**phases.step_metrics(scored, gen, params, cfg.pruning.keep_ratio, step_rewards, labels, group_ids,
+                                         head_quality(scores, posteriors, labels, group_ids), head_loss, stats),
+                   **screen_metrics, **refill_metrics}
         if not self.ranks.alone:
             metrics["ranks/pruning_state_identical"] = float(self.ranks.identical(
                 self.calibrator.state_dict(), self.head.state_dict(), self.replay.state_dict()))
-        self._reduce_rank_metrics(metrics)
+        self.ranks.reduce_step_metrics(metrics)
         self._record(step, metrics, timer, step_start, len(batch))
         t = cfg.trainer
         if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
             lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
             log_text(self.logger, "samples", "\n\n".join(lines), step)
-
-    def _reduce_rank_metrics(self, metrics: dict[str, float]) -> None:
-        """Several ranks: the metrics each rank computed from its own rollouts (generation, reward fractions,
-        policy loss statistics) become global, in place; those of the gathered survivors already are."""
-        if self.ranks.alone:
-            return
-        local = [k for k in metrics if k.startswith(("pruning/keep_ratio", "pruning/eligible", "tokens/", "policy/",
-                                                     "reward/frac_"))]
-        metrics.update(self.ranks.reduce_metrics({k: metrics[k] for k in local}, distributed.SUMMED_METRICS))
 
     def _record(self, step: int, metrics: dict[str, float], timer, step_start: float, batch_size: int) -> None:
         now = time.perf_counter()
@@ -328,27 +295,6 @@ class ArrolModule(L.LightningModule):
         opt.step()
         metrics = {**phases.generation_metrics(gen, self.cfg.pruning.keep_ratio, params.active),
                    "pruning/delta": params.delta}
-        self._reduce_rank_metrics(metrics)
+        self.ranks.reduce_step_metrics(metrics)
         self._record(step, metrics, timer, step_start, batch_size)
 
-
-class HeldoutEvaluation(L.Callback):
-    """Held-out accuracy every ``every`` steps, for accuracy-vs-wall-clock curves (paper Fig. 4).
-
-    ``evaluate()`` runs on the engine's weights, which the step has just synced. Its seconds are added to
-    the module's ``paused_seconds`` so ``time/wall`` stays training time. The last step is left to the
-    caller's final evaluation.
-    """
-
-    def __init__(self, every: int, evaluate) -> None:
-        self.every = every
-        self.evaluate = evaluate
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if step % self.every or step >= trainer.max_steps or not pl_module.history:
-            return
-        start = time.perf_counter()
-        result = self.evaluate()
-        pl_module.paused_seconds += time.perf_counter() - start
-        pl_module.record_heldout(result)

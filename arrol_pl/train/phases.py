@@ -360,6 +360,29 @@ def policy_update(
             "trained_rollouts": float(len(idx)), **logps.metrics, **reused.metrics(algo.rollout_is_cap)}
 
 
+def step_metrics(scored, gen, params, keep_ratio_target: float, rewards: torch.Tensor, labels: torch.Tensor,
+                 group_ids: torch.Tensor, head: dict[str, float], head_loss: float,
+                 policy: dict[str, float]) -> dict[str, float]:
+    """A trained step's history row (before its times): rewards, generation and pruning, balance, the head's quality
+    (``head``, from :func:`~arrol_pl.core.head_training.head_quality`) and loss, and the update's ``policy`` stats.
+    ``rewards``, ``labels``, ``group_ids``: every rank's survivors, gathered."""
+    metrics = {
+        "reward/mean": float(rewards.mean()),
+        "reward/accuracy": float(labels.mean()),
+        **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
+        **generation_metrics(gen, keep_ratio_target, params.active),
+        **balance_metrics(labels, group_ids),
+        # undefined (one class, no posteriors yet): left out of the history
+        **{f"head/{k}": v for k, v in head.items() if not math.isnan(v)},
+        "head/loss": head_loss,
+        **{f"policy/{k}": v for k, v in policy.items()},
+        "pruning/delta": params.delta,
+    }
+    if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
+        metrics["pruning/window_auc"] = params.window_auc
+    return metrics
+
+
 def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -> dict[str, float]:
     rollouts = result.rollouts
     eligible = [r for r in rollouts if r.eligible]

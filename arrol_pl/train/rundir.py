@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from arrol_pl.train.config import ConfigError
+from arrol_pl.train.config_loader import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -74,6 +74,23 @@ class PromptScorer:
         self.generator.set_state(state["generator"])
 
 
+def plan_screen(cfg, step: int, batch: list, engine, scorer: PromptScorer | None, timer):
+    """A step's screen before generation: ``(plan, prompts in generation order, the engine's screen)``, or
+    ``(None, batch, None)`` without a screen (``pruning.screen.stages=none``). With the prompt stage the engine gives
+    each drawn prompt's last hidden state (timed as ``screen``) and the prompt head chooses who generates."""
+    if cfg.pruning.screen.stages == "none":
+        return None, batch, None
+    algo = cfg.algo
+    plan = ScreenStep(cfg.pruning.screen, algo.prompts_per_step, algo.group_size,
+                      active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
+    features = None
+    if plan.config.prompt_stage:
+        with timer("screen"):
+            features = engine.prompt_features([p.prompt for p in batch])
+    plan.plan_prompts(len(batch), scorer, features)
+    return plan, [batch[i] for i in plan.order], plan.engine_screen()
+
+
 def screen_seed(seed: int, step: int) -> int:
     """The screen's draws at ``step`` (apart from sampling's and the prune decisions' streams)."""
     return (seed * 2_000_029 + step * 7 + 3) % (2**31 - 1)

@@ -33,7 +33,8 @@ from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_e
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.registry import is_generated, load_train
 from arrol_pl.tasks.extraction import extract_boxed
-from arrol_pl.train.config import DataConfig, ModelConfig
+from arrol_pl.train.config import DataConfig
+from arrol_pl.train.model_config import ModelConfig
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.train.config import DataConfig, ModelConfig, TinyModelConfig, WarmStartConfig
+from arrol_pl.train.config import DataConfig
+from arrol_pl.train.model_config import ModelConfig, TinyModelConfig, WarmStartConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "datasets"

@@ -70,7 +70,8 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
 
 
 def test_the_module_turns_it_on_per_decoder_block():
-    from arrol_pl.train.config import ModelConfig, RunConfig
+    from arrol_pl.train.config import RunConfig
+    from arrol_pl.train.model_config import ModelConfig
     from arrol_pl.train.module import ArrolModule
 
     for flag in (False, True):

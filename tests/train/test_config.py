@@ -2,6 +2,8 @@ import dataclasses
 import importlib
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from arrol_pl.train.config import ConfigError, RunConfig, load_run_config
+from arrol_pl.train.config import RunConfig, load_run_config
+from arrol_pl.train.config_loader import ConfigError
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf")
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF) / "exp").glob("*.yaml"))
@@ -294,3 +297,25 @@ def test_the_default_experiment_is_the_typed_defaults_and_the_gate():
     assert dataclasses.asdict(compose_run()) == typed
     run = compose_run("trainer.max_minutes=5", "engine.enable_prefix_caching=false")
     assert run.trainer.max_minutes == 5 and not run.engine.enable_prefix_caching
+
+
+def test_the_loader_imports_without_torch():
+    code = ("import sys, arrol_pl.train.config_loader\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning', 'vllm'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"the loader pulled in heavy modules: {out.stdout}"
+
+
+def test_the_scripts_shared_defaults_are_the_run_configs():
+    """The evaluation's and the probe's sampling, and the probe's cache, are the run config's defaults (taken from its
+    fields, so a training default changed changes theirs)."""
+    from arrol_pl.analysis.eval_config import EvalConfig
+    from arrol_pl.analysis.head_probe.config import ProbeConfig
+
+    run = RunConfig()
+    evaluation = EvalConfig(checkpoint="x")
+    assert (evaluation.temperature, evaluation.top_p, evaluation.max_tokens, evaluation.limit) == (
+        run.algo.temperature, run.algo.top_p, run.algo.max_response_tokens, run.data.num_heldout)
+    probe = ProbeConfig(policy="x")
+    assert (probe.samples, probe.temperature, probe.max_tokens, probe.cache_dir) == (
+        run.algo.group_size, run.algo.temperature, run.algo.max_response_tokens, run.model.cache_dir)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.train.config import ConfigError, TrainerConfig
+from arrol_pl.train.config import TrainerConfig
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.loggers import LOGGERS, make_logger
 
 

@@ -11,7 +11,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
-from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.config import load_run_config
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.memory_plan import GIB, ModelShape, layer_activation_bytes, plan_memory, precision_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,7 +186,7 @@ def test_without_kl_the_8b_dapo_run_fits_and_one_rank_shards_nothing():
 
 
 def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, monkeypatch):
-    from arrol_pl.train import experiment, memory_check
+    from arrol_pl.train import memory_check, prelaunch
 
     model_dir = tmp_path / "Qwen3-8B-Base"
     model_dir.mkdir()
@@ -205,9 +206,9 @@ def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, mo
     # through preflight, as experiments/run.py calls it: with a GPU "visible", refused before the data is read
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _: type("P", (), {"total_memory": 80 * GIB}))
-    monkeypatch.setattr(experiment, "load_splits", lambda _: pytest.fail("the data was read first"))
+    monkeypatch.setattr(prelaunch, "load_splits", lambda _: pytest.fail("the data was read first"))
     with pytest.raises(ConfigError, match="does not fit in GPU memory"):
-        experiment.preflight(run, tmp_path / "out")
+        prelaunch.preflight(run, tmp_path / "out")
     # a hub id whose config.json is neither cached nor reachable (offline) is refused naming the ways on
     with pytest.raises(ConfigError, match="hf download Qwen/Qwen3-8B-Base"):
         memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)

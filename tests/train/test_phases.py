@@ -7,7 +7,8 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.engine.protocol import sampled_token_log_probs
-from arrol_pl.train.config import AlgoConfig, ConfigError
+from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.phases import (
     PhaseTimer,

@@ -13,7 +13,8 @@ import datetime
 import pytest
 from test_distributed import launch
 
-from arrol_pl.train.config import ConfigError, TrainerConfig
+from arrol_pl.train.config import TrainerConfig
+from arrol_pl.train.config_loader import ConfigError
 
 TIMEOUT_MINUTES = 0.1
 """6 s: beyond the start-up skew of two processes on a loaded machine, short enough for a test."""
@@ -50,7 +51,7 @@ def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
 
 
 def test_lightning_strategy_gets_the_timeout_too():
-    from arrol_pl.train.experiment import lightning_strategy
+    from arrol_pl.train.build import lightning_strategy
 
     strategy = lightning_strategy(TrainerConfig(devices=2, strategy="fsdp", accelerator="cpu",
                                                 rank_timeout_minutes=90))

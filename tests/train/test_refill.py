@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from arrol_pl.train.config import AlgoConfig, ConfigError
+from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.refill import generate_with_refill, informative_groups, refill_indices
 
 

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from arrol_pl.train.checkpoint import REQUIRED_ENTRIES, AtomicCheckpointIO, CheckpointWriteError, read_checkpoint
-from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.config import load_run_config
+from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.data import PromptDataModule, PromptStream, check_stream, stream_identity
-from arrol_pl.train.experiment import effective_keep_ratio, report_pruning_floor
+from arrol_pl.train.prelaunch import effective_keep_ratio, report_pruning_floor
 
 
 def checkpoint() -> dict:

@@ -12,7 +12,8 @@ import pytest
 
 from arrol_pl.train.callbacks import HistoryFile, RunCheckpoints
 from arrol_pl.train.rundir import check_output_dir, history_before, read_rows, run_files, step_checkpoints, write_rows
-from arrol_pl.train.config import ConfigError, load_run_config
+from arrol_pl.train.config import load_run_config
+from arrol_pl.train.config_loader import ConfigError
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
@@ -156,12 +157,13 @@ def test_a_crash_writes_a_failed_summary_and_propagates(tmp_path, monkeypatch):
     naming the error, then propagates with its own traceback; the policy never gets built here."""
     import json
 
+    import arrol_pl.train.build as build
     import arrol_pl.train.experiment as experiment
 
     def crash(run):
         raise RuntimeError("injected: the node went away")
 
-    monkeypatch.setattr(experiment, "policy_directory", crash)
+    monkeypatch.setattr(build, "policy_directory", crash)
     accepted = []
     run = load_run_config({"model": {"cache_dir": str(tmp_path / "cache")}, "data": {"num_heldout": 8}})
     with pytest.raises(RuntimeError, match="injected: the node went away") as err:

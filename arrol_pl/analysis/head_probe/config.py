@@ -6,8 +6,13 @@ Decisions:
   (the same ``data=`` presets: task options, prompt format, stop strings; the probe reads its held-out problems,
   ``data.num_heldout`` of them) and ``head`` the trainer's :class:`~arrol_pl.core.head_training.HeadConfig` (the
   probe head's width and training recipe; its ``input`` is unused: ``features`` names what is probed).
+- **Defaults taken, not copied.** The rollouts' defaults are the training run's fields (``samples``: its G,
+  ``algo.group_size``; ``temperature``, ``max_tokens``: ``algo.temperature``, ``algo.max_response_tokens``;
+  ``cache_dir``: ``model.cache_dir``), the fit's and the calibration's are
+  :class:`~arrol_pl.analysis.head_probe.fit.ProbeSettings`' and ``deepconf_mode`` is
+  :class:`~arrol_pl.analysis.evaluation.DeepConfSettings`' ``mode``: each default has one home.
 - **Checked before any model loads** (:func:`load_probe_config`, through
-  :func:`~arrol_pl.train.config.load_typed` as every script's config): a bad value is one line naming its key,
+  :func:`~arrol_pl.train.config_loader.load_typed` as every script's config): a bad value is one line naming its key,
   exit 2; so are a policy that is not a model directory and a detection length that does not fit.
 """
 
@@ -18,13 +23,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig
 
+from arrol_pl.analysis.evaluation import DeepConfSettings
 from arrol_pl.analysis.head_probe.features import FEATURE_KINDS, detect_lengths
 from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings
 from arrol_pl.core.head_training import HeadConfig
-from arrol_pl.train.config import ConfigError, DataConfig, load_typed, writable
+from arrol_pl.train.config import AlgoConfig, DataConfig
+from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.model_config import ModelConfig
 
 SCHEMA = "probe_schema"
 """The name ``conf/probe.yaml`` selects first in its defaults list."""
@@ -39,14 +46,14 @@ class ProbeConfig:
     policy: str = MISSING
     """A transformers model directory with its tokenizer (a run's ``export/``: the head it trained is scored too),
     or ``smollm2`` (the packaged SmolLM2-135M-Instruct, converted into ``cache_dir`` on first use)."""
-    cache_dir: str = "outputs/cache"
-    """Where ``policy=smollm2`` is converted and cached."""
-    samples: int = 8
-    """Rollouts per problem."""
-    max_tokens: int = 48
+    cache_dir: str = ModelConfig.cache_dir
+    """Where ``policy=smollm2`` is converted and cached (the trainer's ``model.cache_dir``)."""
+    samples: int = AlgoConfig.group_size
+    """Rollouts per problem. A group of the pruning replay: the trainer's G, ``algo.group_size``."""
+    max_tokens: int = AlgoConfig.max_response_tokens
     """Longest response (the trainer's ``algo.max_response_tokens``)."""
-    temperature: float = 1.0
-    """Sampling temperature of the rollouts."""
+    temperature: float = AlgoConfig.temperature
+    """Sampling temperature of the rollouts (the trainer's ``algo.temperature``)."""
     fractions: list[Any] = field(default_factory=lambda: ["1/16", "1/8", "1/4", "1/2"])
     """Detection lengths as fractions of ``max_tokens`` (``[1/8,1/4]`` or ``[0.125,0.25]``): L = ⌊f · max_tokens⌋."""
     features: list[str] = field(default_factory=lambda: list(FEATURE_KINDS))
@@ -54,17 +61,17 @@ class ProbeConfig:
     paper's is ``last``)."""
     seed: int = 0
     """Seeds the engine's sampling, the split of the problems and the heads' initialisation."""
-    calibration_bins: int | None = None
+    calibration_bins: int | None = ProbeSettings.calibration_bins
     """B of the probe's calibrator; None: one bin per 32 calibration rollouts, at most 128."""
-    test_fraction: float = 0.5
+    test_fraction: float = ProbeSettings.test_fraction
     """Share of the problems whose rollouts test the heads (the rest fit and calibrate them)."""
-    calibration_fraction: float = 0.25
+    calibration_fraction: float = ProbeSettings.calibration_fraction
     """Share of the head-fitting problems held apart to fit the calibrator (0: fit it on the head-fit part)."""
     dtype: str = "float32"
     """Engine and feature-extraction dtype (float32: parity with the engine on CPU)."""
     votes: bool = True
     """Replay Table 3's votes (majority, DeepConf, ARRoL) on the test problems."""
-    deepconf_mode: str = "lowest_group"
+    deepconf_mode: str = DeepConfSettings.mode
     """DeepConf's trace score (:data:`~arrol_pl.core.confidence.TRACE_MODES`)."""
     forward_batch_tokens: int = 16384
     """Micro-batch budget (rows × longest) of the feature forward pass."""
@@ -140,4 +147,4 @@ def load_probe_config(cfg: DictConfig | dict) -> ProbeConfig:
     return config
 
 
-ConfigStore.instance().store(name=SCHEMA, node=writable(OmegaConf.structured(ProbeConfig)))
+register_schema(SCHEMA, ProbeConfig)

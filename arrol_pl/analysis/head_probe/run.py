@@ -76,7 +76,7 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
     from arrol_pl.tasks.reward import MathReward
-    from arrol_pl.train.experiment import context_length
+    from arrol_pl.train.build import context_length
 
     policy = cfg.policy
     if str(policy) == "smollm2":

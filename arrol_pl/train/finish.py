@@ -1,0 +1,140 @@
+"""Finishing a run: the summary's arithmetic over the history (:func:`summarise`), the exported policy with its
+head and calibrator (:func:`export_policy`), and the exception a stopped run ends with (:class:`RunInterrupted`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arrol_pl.train.config import RunConfig
+from arrol_pl.train.phases import POLICY_SUMMARY
+from arrol_pl.train.screening import audit_totals
+from arrol_pl.train.summary import RunSummary, values_from
+
+
+SUMMARY_PHASES = ("screen", "generation", "reward", "old_logprob", "ref_logprob", "update", "head", "optimizer", "sync", "step")
+
+
+def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:
+    values = values_from(history, key, start)
+    return sum(values) / len(values) if values else None
+
+
+def majority_floor(history: list[dict[str, float]], start: int) -> float | None:
+    """Mean over the steps from ``start`` where the head was scored of max(acc, 1 − acc) of the step's
+    survivors: the accuracy of always answering the step's more common label."""
+    values = [max(h["reward/accuracy"], 1 - h["reward/accuracy"]) for h in history[start:]
+              if "head/accuracy" in h and "reward/accuracy" in h]
+    return sum(values) / len(values) if values else None
+
+
+def screen_summary(history: list[dict[str, float]], start: int = 0) -> dict[str, Any]:
+    """Per screen stage that ran: its audit counts summed over the run and the precisions they give; and
+    ``cost_share``, the screen's mean share of the step from ``start`` on: the prompt stage's seconds plus the
+    generation seconds of the groups the detect stage dropped (by their share of the generated tokens)."""
+    out: dict[str, Any] = {}
+    for stage in ("prompt", "detect"):
+        if any(f"screen/{stage}_audit_audited" in h for h in history):
+            totals = audit_totals(history, stage)
+            out[stage] = {**dataclasses.asdict(totals),
+                          **{k: None if math.isnan(v) else v for k, v in totals.precisions().items()}}
+    shares = [(h.get("time/screen", 0.0) + h.get("time/generation", 0.0) * h.get("screen/tokens_dropped_groups", 0.0)
+               / max(h.get("tokens/generated", 0.0), 1.0)) / h["time/step"]
+              for h in history[start:] if "screen/groups_generated" in h and h.get("time/step")]
+    if shares:
+        out["cost_share"] = sum(shares) / len(shares)
+    return out
+
+
+def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float,
+              **outcome: Any) -> RunSummary:
+    """The run's :class:`RunSummary` from its history and held-out results; ``outcome``: the remaining fields
+    (status, checkpoint, directories, ...)."""
+    start = min(run.pruning.cold_start_steps, max(len(history) - 1, 0))
+    return RunSummary(
+        name=run.name,
+        heldout_accuracy_before=before.accuracy if before else None,
+        heldout_accuracy_after=after.accuracy if after else None,
+        heldout_greedy_accuracy_before=before.greedy_accuracy if before else None,
+        heldout_greedy_accuracy_after=after.greedy_accuracy if after else None,
+        heldout_accuracy_se_before=before.accuracy_se if before else None,
+        heldout_accuracy_se_after=after.accuracy_se if after else None,
+        heldout_problems=after.problems if after else 0,
+        heldout_samples=after.samples if after else 0,
+        heldout_per_problem_after=list(after.per_problem) if after else [],
+        heldout_per_problem_before=list(before.per_problem) if before else [],
+        train_accuracy_first=history[0].get("reward/accuracy") if history else None,
+        train_accuracy_last10=mean_after(history, "reward/accuracy", max(len(history) - 10, 0)),
+        keep_ratio_target=run.pruning.keep_ratio if run.pruning.policy != "none" else 1.0,
+        keep_ratio_mean=mean_after(history, "pruning/keep_ratio", start),
+        pruning_active_fraction=mean_after(history, "pruning/active", start),
+        head_accuracy_after_cold_start=mean_after(history, "head/accuracy", start),
+        head_majority_after_cold_start=majority_floor(history, start),
+        head_auc_after_cold_start=mean_after(history, "head/auc", start),
+        head_within_auc_after_cold_start=mean_after(history, "head/within_auc", start),
+        head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
+        head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),
+        positive_ratio_mean=mean_after(history, "balance/positive_ratio", start),
+        rho_1_minus_rho_mean=mean_after(history, "balance/rho_1_minus_rho", start),
+        zero_advantage_fraction=mean_after(history, "balance/zero_advantage_fraction", start),
+        screen=screen_summary(history, start),
+        refill={k: mean_after(history, f"refill/{k}", 0) for k in ("rounds", "short", "informative_groups")}
+        if any("refill/rounds" in h for h in history) else {},
+        seconds_per_phase={p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
+        seconds_per_step=mean_after(history, "time/step", start),
+        policy={k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
+        steps=len(history),
+        wall_seconds=wall,
+        **outcome,
+        config=dataclasses.asdict(run),
+    )
+
+
+def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
+    """A transformers directory plus the head's weights, the calibrator and the prompt format the policy
+    was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own). Several ranks:
+    the sharded policy is gathered tensor by tensor into rank 0's host memory (the other ranks hold one tensor at a
+    time on their device, not the whole policy), and rank 0 writes."""
+    if not module.ranks.alone:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(module.policy, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if module.ranks.rank:
+            return out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        module.policy.save_pretrained(out_dir, state_dict=full, safe_serialization=True)
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        module.policy.save_pretrained(out_dir, safe_serialization=True)
+    if prompt_format is not None:
+        prompt_format.save(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    module.head.save(out_dir / "quality_head.pt")
+    torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
+    return out_dir
+
+
+class RunInterrupted(Exception):
+    """Training stopped on a signal; the checkpoint, history and summary (``status: interrupted``) are written."""
+
+    def __init__(self, signum: int, summary: RunSummary) -> None:
+        self.signum, self.summary = signum, summary
+        ckpt = summary.checkpoint
+        resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
+        super().__init__(f"{signal.Signals(signum).name}: stopped after {summary.steps} steps; {resume}")
+
+
+def write_outcome(run: RunConfig, out_dir: Path, summary: RunSummary, history: list[dict[str, float]],
+                  rank: int) -> None:
+    """Rank 0 writes ``summary.json`` and the whole ``history.jsonl`` (every rank holds the same, global, history):
+    written as the run went, once more whole, with the final held-out evaluation on the last row."""
+    from arrol_pl.train.rundir import write_rows
+
+    if rank == 0:
+        summary.write(out_dir)
+        write_rows(out_dir / "history.jsonl", history)
