@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     from arrol_pl.train.config_loader import ConfigError
     from arrol_pl.train.build import build_engine
     from arrol_pl.train.experiment import run_experiment
-    from arrol_pl.train.memory_plan import ModelShape, plan_memory
+    from arrol_pl.train.memory_plan import plan_memory
+    from arrol_pl.train.model_shape import ModelShape
 
     out = args.out or ROOT / "outputs" / "smoke" / time.strftime("%Y-%m-%d_%H-%M-%S")
     start = time.perf_counter()

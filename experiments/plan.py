@@ -18,7 +18,8 @@ from hydra import compose, initialize_config_dir
 
 from arrol_pl.train.config import load_run_config
 from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.memory_plan import GIB, PROMPT_TOKENS, ModelShape, plan_memory
+from arrol_pl.train.memory_plan import GIB, PROMPT_TOKENS, plan_memory
+from arrol_pl.train.model_shape import ModelShape
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

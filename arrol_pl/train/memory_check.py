@@ -42,7 +42,8 @@ def check_memory(run: RunConfig, gpu_bytes: int | None = None) -> None:
     CPU, and a GPU run where no GPU is visible (Lightning refuses it), are not checked."""
     import torch
 
-    from arrol_pl.train.memory_plan import ModelShape, plan_memory
+    from arrol_pl.train.memory_plan import plan_memory
+    from arrol_pl.train.model_shape import ModelShape
 
     if gpu_bytes is None:
         wants_gpu = run.trainer.accelerator in ("gpu", "cuda", "auto")

@@ -33,7 +33,8 @@ from torch.utils._pytree import tree_map_only
 
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
-from arrol_pl.train.memory_plan import LOGPROB_CHUNK_ELEMENTS, ModelShape, planned_update_bytes
+from arrol_pl.train.memory_plan import LOGPROB_CHUNK_ELEMENTS, planned_update_bytes
+from arrol_pl.train.model_shape import ModelShape
 
 
 class PeakTracker(TorchDispatchMode):

@@ -13,7 +13,8 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Co
 
 from arrol_pl.train.config import load_run_config
 from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.memory_plan import GIB, ModelShape, layer_activation_bytes, plan_memory, precision_bytes
+from arrol_pl.train.memory_plan import GIB, plan_memory
+from arrol_pl.train.model_shape import ModelShape, layer_activation_bytes, precision_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")

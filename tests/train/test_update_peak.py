@@ -10,7 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
-from arrol_pl.train.memory_plan import ModelShape, update_moments
+from arrol_pl.train.memory_plan import update_moments
+from arrol_pl.train.model_shape import ModelShape
 from arrol_pl.train.update_peak import PeakTracker, measure_update_peak, planned_update_peak
 
 
