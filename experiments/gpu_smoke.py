@@ -21,6 +21,7 @@ CUDA, the engine ran the V1 runner), 1 otherwise, 2 on a bad argument.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
@@ -175,10 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     try:
-        if memory is not None:
-            with memory:
-                run_experiment(run, out, engine=engine)
-        else:
+        with memory or contextlib.nullcontext():
             run_experiment(run, out, engine=engine)
     finally:
         engine.close()

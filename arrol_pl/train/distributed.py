@@ -135,8 +135,7 @@ class RankSync:
         every rank decodes the same number of rollouts (B/W prompts × G)."""
         if self.alone:
             return dict(metrics)
-        every: list[dict[str, float]] = [{} for _ in range(self.world_size)]
-        dist.all_gather_object(every, metrics)
+        every = self.gather(metrics)
         out = {}
         for key in dict.fromkeys(k for m in every for k in m):
             values = [m[key] for m in every if key in m]
@@ -163,11 +162,7 @@ class RankSync:
     def identical(self, *states) -> bool:
         """Whether every rank holds bitwise the same ``states`` (nested dicts, lists, tensors, numbers): the
         invariant of one pruning state, checked each step at the cost of one small all-gather."""
-        if self.alone:
-            return True
-        every: list[str] = [""] * self.world_size
-        dist.all_gather_object(every, _digest(states))
-        return len(set(every)) == 1
+        return self.alone or len(set(self.gather(_digest(states)))) == 1
 
     def gather_rows(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         """All-gather row-aligned tensors of this rank's rows (dim 0, any length per rank), concatenated in
@@ -175,8 +170,7 @@ class RankSync:
         if self.alone:
             return list(tensors)
         n = tensors[0].shape[0]
-        sizes = [0] * self.world_size
-        dist.all_gather_object(sizes, n)
+        sizes = self.gather(n)
         out = []
         for t in tensors:
             pad = t.new_zeros((max(sizes) - n, *t.shape[1:]))
