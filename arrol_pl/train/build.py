@@ -113,7 +113,10 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     from arrol_pl.tasks.reward import MathReward, RewardConfig
     from arrol_pl.train.distributed import RankSync, load_on_rank0, rank_zero_first
     from arrol_pl.train.heldout import HeldoutResult, evaluate_heldout
+    from arrol_pl.core.online import OnlinePruning
+    from arrol_pl.train.groups import GroupChooser
     from arrol_pl.train.module import ArrolModule
+    from arrol_pl.train.screening import PromptScorer
     from arrol_pl.train.prelaunch import check_trainable_layers
 
     t, a = run.trainer, run.algo
@@ -142,14 +145,14 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
                                                   ranks=RankSync(), chunk=t.eval_chunk)
     saved_before = resume["arrol"].get("heldout_before") if resume else None
     parts.before = HeldoutResult(**saved_before) if saved_before else parts.evaluate()
-    refiller = None
-    if a.dynamic_sampling_refill:
-        from arrol_pl.train.refill import Refiller
-
-        refiller = Refiller(engine, reward, train, run)
+    # the quality head before the prompt head: both draw their initial weights from the seeded stream
+    pruning = OnlinePruning(run.pruning, run.head, policy.config.hidden_size, t.seed)
+    scorer = PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed) \
+        if run.pruning.screen.prompt_stage else None
+    groups = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
     run_info = {"policy_dir": str(Path(policy_dir).resolve()),
                 "heldout_before": dataclasses.asdict(parts.before) if parts.before else None}
-    parts.module = ArrolModule(run, policy, engine, reward, tokenizer.pad_token_id, reference, history=history,
-                               refiller=refiller, run_info=run_info)
+    parts.module = ArrolModule(run, policy, engine, groups, tokenizer.pad_token_id, reference, pruning=pruning,
+                               history=history, run_info=run_info)
     engine.sync_weights(None, parts.module.head.state_dict())
     return train, heldout

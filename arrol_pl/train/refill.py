@@ -27,8 +27,9 @@ from typing import Callable, Sequence
 import torch
 
 from arrol_pl.core.advantages import dynamic_sampling_mask
+from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.engine.protocol import GenerationResult
-from arrol_pl.train.phases import collect_survivors
+from arrol_pl.train.rollouts import RolloutRound, StepGroups
 
 
 def refill_indices(num_problems: int, count: int, seed: int, step: int, round_: int) -> list[int]:
@@ -87,41 +88,28 @@ def generate_with_refill(first_problems: Sequence, first_rollouts: Sequence, fir
     return RefillResult(problems, rollouts, len(rounds), found, sum(len(x[1]) for x in rounds), tokens)
 
 
-class Refiller:
-    """The refill rounds of a training step over ``problems`` (the module calls it after the first round's rewards)."""
+def refilled(first: StepGroups, rollout: RolloutRound, problems: Sequence, params: PrunerParams, algo, seed: int,
+             step: int) -> StepGroups:
+    """A step's groups with refill: ``first`` is the first round's; each further round draws
+    ``algo.prompts_per_step`` of the training ``problems`` (a function of ``seed``, ``step`` and the round) and
+    prunes with draws of its own. Adds the ``refill/*`` metrics."""
 
-    def __init__(self, engine, reward, problems: Sequence, cfg) -> None:
-        self.engine, self.reward, self.problems, self.cfg = engine, reward, list(problems), cfg
+    def next_round(r: int):
+        extra = [problems[i] for i in refill_indices(len(problems), algo.prompts_per_step, seed, step, r)]
+        more = rollout(extra, dataclasses.replace(params, seed=(params.seed * 31 + r) % (2**31 - 1)))
+        found = [] if more.survivors is None else informative_groups(more.scored.rewards,
+                                                                    more.survivors.group_ids.tolist())
+        return extra, more.generation.rollouts, found, more.generation.generated_tokens
 
-    def __call__(self, step: int, batch, gen, surv, scored, sampling, params, timer):
-        """Returns the step's problems, generation, survivors and rewards over the B groups kept, and the refill
-        metrics (``refill/*``)."""
-        algo, engine = self.cfg.algo, self.engine
-
-        def next_round(r: int):
-            extra = [self.problems[i] for i in refill_indices(len(self.problems), algo.prompts_per_step,
-                                                              self.cfg.trainer.seed, step, r)]
-            round_params = dataclasses.replace(params, seed=(params.seed * 31 + r) % (2**31 - 1))  # draws of its own
-            with timer("generation"):
-                more = engine.generate([p.prompt for p in extra], algo.group_size, sampling,
-                                       self.cfg.engine.detect_length, round_params, logprobs_topk=0)
-            kept = [x for x in more.rollouts if not x.pruned]
-            with timer("reward"):
-                rewards = self.reward.score([x.text for x in kept], [extra[x.prompt_index].answer for x in kept],
-                                            lengths=[len(x.response_token_ids) for x in kept]).rewards
-            return extra, more.rollouts, informative_groups(rewards, [x.prompt_index for x in kept]), \
-                more.generated_tokens
-
-        first = informative_groups(scored.rewards, surv.group_ids.tolist())
-        result = generate_with_refill(list(batch), gen.rollouts, first, algo.prompts_per_step,
-                                      algo.max_num_gen_batches, next_round)
-        metrics = {"refill/rounds": float(result.rounds), "refill/informative_groups": float(result.informative),
-                   "refill/short": float(result.informative < algo.prompts_per_step),
-                   "refill/rollouts_generated": float(result.generated)}
-        if result.rounds == 1:
-            return batch, gen, surv, scored, metrics
-        gen = GenerationResult(result.rollouts, gen.wall_seconds, gen.steps, gen.generated_tokens + result.tokens)
-        surv = collect_survivors(gen.rollouts, [p.answer for p in result.problems])
-        with timer("reward"):  # the kept groups, scored together (a few ms)
-            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
-        return result.problems, gen, surv, scored, metrics
+    result = generate_with_refill(first.problems, first.generation.rollouts,
+                                  informative_groups(first.scored.rewards, first.survivors.group_ids.tolist()),
+                                  algo.prompts_per_step, algo.max_num_gen_batches, next_round)
+    groups = first
+    if result.rounds > 1:
+        gen = first.generation
+        groups = rollout.rewarded(result.problems, GenerationResult(  # the kept groups, scored together (a few ms)
+            result.rollouts, gen.wall_seconds, gen.steps, gen.generated_tokens + result.tokens))
+    groups.metrics.update({"refill/rounds": float(result.rounds), "refill/informative_groups": float(result.informative),
+                           "refill/short": float(result.informative < algo.prompts_per_step),
+                           "refill/rollouts_generated": float(result.generated)})
+    return groups

@@ -16,28 +16,26 @@ One step with ``pruning.screen`` on, for the ``drawn`` prompts of the step:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import torch
 
-from arrol_pl.core.head_training import FeatureReplay, HeadConfig, head_quality, head_update
+from arrol_pl.core.head_training import HeadConfig, head_quality
+from arrol_pl.core.online import OnlinePruning
 from arrol_pl.core.pruning import PruningConfig
-from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.screening import (AuditCounts, GroupScreen, ScreenConfig, audit_mask, select_groups,
                                      zero_advantage_probability, zero_variance)
+from arrol_pl.train.rollouts import RolloutRound, StepGroups
 
 
-class PromptScorer:
+class PromptScorer(OnlinePruning):
     """The prompt stage's head (on the last prompt token's hidden state), calibrator, replay window and optimizer."""
 
     def __init__(self, hidden_size: int, head: HeadConfig, pruning: PruningConfig, seed: int) -> None:
-        self.head = QualityHead.for_input("last", hidden_size, head.hidden_dim)
-        self.calibrator = pruning.make_calibrator()
-        self.replay = FeatureReplay(head.replay)
-        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=head.lr)
-        self.generator = torch.Generator().manual_seed(seed + 1)
-        self.recipe = head
+        super().__init__(pruning, dataclasses.replace(head, input="last"), hidden_size, seed + 1)
 
     def scores(self, features: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
@@ -54,41 +52,43 @@ class PromptScorer:
         them, measured before the update, and its loss."""
         scores = self.scores(features)
         quality = head_quality(scores, self.posteriors(scores) if len(self.calibrator) else None, labels)
-        self.calibrator.update(scores, labels, weights)
-        self.replay.add(features, labels, weights)
         self.head.train()
-        loss = head_update(self.head, self.optimizer, self.replay, self.recipe.steps, self.recipe.batch_size,
-                           self.generator)
+        loss = self.update(features, scores, labels, weights)
         return {**{k: v for k, v in quality.items() if not math.isnan(v)}, "loss": loss}
 
     def state_dict(self) -> dict:
-        return {"head": self.head.state_dict(), "calibrator": self.calibrator.state_dict(),
-                "replay": self.replay.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state()}
+        state = super().state_dict()
+        return {"head": self.head.state_dict(), "calibrator": state["calibrator"], "replay": state["replay"],
+                "optimizer": state["head_optimizer"], "generator": state["head_generator"]}
 
     def load_state_dict(self, state: dict) -> None:
         self.head.load_state_dict(state["head"])
-        self.calibrator.load_state_dict(state["calibrator"])
-        self.replay.load_state_dict(state["replay"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
+        super().load_state_dict({"calibrator": state["calibrator"], "replay": state["replay"],
+                                 "head_optimizer": state["optimizer"], "head_generator": state["generator"]})
 
 
-def plan_screen(cfg, step: int, batch: list, engine, scorer: PromptScorer | None, timer):
-    """A step's screen before generation: ``(plan, prompts in generation order, the engine's screen)``, or
-    ``(None, batch, None)`` without a screen (``pruning.screen.stages=none``). With the prompt stage the engine gives
-    each drawn prompt's last hidden state (timed as ``screen``) and the prompt head chooses who generates."""
-    if cfg.pruning.screen.stages == "none":
-        return None, batch, None
-    algo = cfg.algo
-    plan = ScreenStep(cfg.pruning.screen, algo.prompts_per_step, algo.group_size,
-                      active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
+def screened(cfg, step: int, prompts: list, rollout: RolloutRound, params: PrunerParams,
+             scorer: PromptScorer | None) -> StepGroups:
+    """A step's groups with the screen (``pruning.screen``): the prompt stage chooses who generates (the engine
+    gives each drawn prompt's last hidden state, timed as ``screen``), one round generates with the engine's
+    detect stage, and the audited groups' complete texts are scored (timed as ``reward``)."""
+    screen = ScreenStep(cfg.pruning.screen, cfg.algo.prompts_per_step, cfg.algo.group_size,
+                        active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
     features = None
-    if plan.config.prompt_stage:
-        with timer("screen"):
-            features = engine.prompt_features([p.prompt for p in batch])
-    plan.plan_prompts(len(batch), scorer, features)
-    return plan, [batch[i] for i in plan.order], plan.engine_screen()
+    if screen.config.prompt_stage:
+        with rollout.timer("screen"):
+            features = rollout.engine.prompt_features([p.prompt for p in prompts])
+    screen.plan_prompts(len(prompts), scorer, features)
+    prompts = [prompts[i] for i in screen.order]
+    groups = rollout(prompts, params, screen.engine_screen())
+    if groups.survivors is None:
+        return groups
+    groups.screen = screen
+    with rollout.timer("reward"):
+        groups.metrics.update(screen.audit(groups.generation.rollouts, lambda texts, ks: rollout.reward.score(
+            texts, [prompts[k].answer for k in ks]).correct))
+    groups.metrics.update(screen.metrics, **screen.detect_metrics(groups.generation.rollouts))
+    return groups
 
 
 def screen_seed(seed: int, step: int) -> int:

@@ -1,0 +1,72 @@
+"""One round of rollouts: Algorithm 1 lines 7–8 and the reward. The engine generates ``len(problems) × G``
+rollouts pruned at L_detect with h_t, the pruned ones are dropped, and the survivors are rewarded.
+
+A step runs one round, or several with DAPO's refill (:mod:`.refill`); the group screen (:mod:`.screening`)
+runs one round with the engine's screen. :class:`StepGroups` is what a step trains on, whichever chose it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from arrol_pl.core.pruning import PrunerParams
+from arrol_pl.core.screening import GroupScreen
+from arrol_pl.engine.protocol import GenerationResult, RolloutEngine
+from arrol_pl.train.phases import PhaseTimer, Survivors, collect_survivors
+
+
+@dataclass
+class StepGroups:
+    """The groups of one step: the problems in the order of the rollouts' prompt indices, their generation,
+    the survivors and their rewards (both None when every rollout was pruned), and the metrics of choosing
+    them (``screen/*``, ``refill/*``)."""
+
+    problems: list
+    generation: GenerationResult
+    survivors: Survivors | None = None
+    scored: object | None = None
+    """The reward's result on the survivors (:class:`~arrol_pl.tasks.reward.RewardResult`)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    screen: object | None = None
+    """The step's :class:`~arrol_pl.train.screening.ScreenStep` (None without a screen)."""
+
+    def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
+                  weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The quality head's and calibrator's rows: the survivors', and with a detect-stage screen the audited
+        groups it dropped, weighted 1 / audit share (otherwise both would see the kept groups only)."""
+        rows = (features, scores, labels, weights)
+        return rows if self.screen is None else self.screen.with_dropped_audit(rows, self.generation.rollouts)
+
+    def prompt_rows(self, labels: torch.Tensor, weights: torch.Tensor):
+        """The prompt head's rows from the survivors' labels and weights
+        (:meth:`~arrol_pl.train.screening.ScreenStep.prompt_rows`); None without a prompt stage."""
+        return None if self.screen is None else self.screen.prompt_rows(self.survivors.group_ids, labels, weights)
+
+
+class RolloutRound:
+    """``round(problems, params, screen=None) -> StepGroups``: generate (timed as ``generation``), drop the
+    pruned rollouts, reward the survivors (``reward``). ``sampling``: vLLM sampling keywords."""
+
+    def __init__(self, engine: RolloutEngine, reward, sampling: dict, group_size: int, detect_length: int | None,
+                 timer: PhaseTimer) -> None:
+        self.engine, self.reward, self.sampling = engine, reward, sampling
+        self.group_size, self.detect_length, self.timer = group_size, detect_length, timer
+
+    def __call__(self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None) -> StepGroups:
+        with self.timer("generation"):
+            gen = self.engine.generate([p.prompt for p in problems], self.group_size, self.sampling,
+                                       self.detect_length, params, logprobs_topk=0,  # the sampled token's
+                                       screen=screen)
+        if all(r.pruned for r in gen.rollouts):
+            return StepGroups(list(problems), gen)
+        return self.rewarded(problems, gen)
+
+    def rewarded(self, problems: Sequence, gen: GenerationResult) -> StepGroups:
+        """The survivors of ``gen`` (rollouts of ``problems``) and their rewards."""
+        surv = collect_survivors(gen.rollouts, [p.answer for p in problems])
+        with self.timer("reward"):
+            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
+        return StepGroups(list(problems), gen, surv, scored)
