@@ -137,16 +137,31 @@ def sampling_params(sampling: Any) -> Any:
     return base
 
 
-def rollout_params(base: Any, rollout_index: int, logprobs_topk: int | None) -> Any:
-    """Per-rollout sampling params: streamed deltas, and with ``base.seed`` a seed of its own per rollout."""
+def rollout_params(base: Any, rollout_index: int, logprobs_topk: int | None, max_tokens: int | None = None,
+                   part: int = 0) -> Any:
+    """Per-rollout sampling params: streamed deltas, and with ``base.seed`` a seed of its own per rollout.
+    ``max_tokens``: this request's cap instead of ``base.max_tokens``; ``part``: 1 for a rollout's continuation,
+    whose seed differs from its first request's (a repeated seed would redraw the first part's random numbers)."""
     from vllm.sampling_params import RequestOutputKind
 
     params = base.clone()
     params.output_kind = RequestOutputKind.DELTA
     params.logprobs = logprobs_topk
+    if max_tokens is not None:
+        params.max_tokens = max_tokens
     if base.seed is not None:
-        params.seed = (base.seed * 1_000_003 + rollout_index) % (2**31 - 1)
+        params.seed = (base.seed * 1_000_003 + rollout_index + part * 7_919) % (2**31 - 1)
     return params
+
+
+def continuable(base: Any) -> bool:
+    """Whether a rollout sampled with ``base`` can be cut into two requests, the second prompted with the first's
+    tokens, and sample as one request would: nothing in ``base`` may depend on the tokens generated so far (the
+    penalties, ``min_tokens``, bad words, structured output), and every stop string must be one
+    character (a longer one could start in the first request and end in the second, where vLLM would not see it)."""
+    neutral = (base.presence_penalty == 0.0 and base.frequency_penalty == 0.0 and base.repetition_penalty == 1.0
+               and base.min_tokens == 0 and not base.bad_words and base.structured_outputs is None)
+    return neutral and all(len(s) == 1 for s in (base.stop or []))
 
 
 def add_request(llm_engine: Any, request_id: str, engine_input: Any, params: Any) -> str:

@@ -26,6 +26,14 @@ Decisions:
   ``(h_t.seed, prompt_index)``, so decisions do not depend on the scheduling order. Pruned rollouts still running are aborted at once (the scheduler reuses their KV
   blocks next step). If a member reached ``L_detect`` and went on to finish while its group was
   still waiting, a prune decision still applies to it: it is reported truncated to ``L_detect`` tokens.
+- **Detect first** (``engine.detect_first``, on by default; Algorithm 1 l. 17 leaves the micro-batches to the
+  backend). While pruning is active, every rollout's first request stops at ``L_detect`` tokens; once all are
+  decided, the survivors go on as second requests prompted with the prompt and their first ``L_detect`` tokens
+  (with prefix caching, only the last partial block is computed again). In one request per rollout, survivors
+  keep their slots while later groups wait for theirs: with fewer slots than rollouts (``max_num_seqs`` < B×G) the
+  last groups reach ``L_detect`` late and their survivors set the generation's length. Features, scores and
+  decisions are the same rule either way; only which requests share an engine step changes. Sampling that
+  depends on the text so far (:func:`.adapter.continuable`) keeps one request per rollout.
 - **The group screen** (beyond the paper, :mod:`arrol_pl.core.screening`): with a detect stage the tracker holds
   every decision until all groups have reached ``L_detect`` (or finished), drops whole groups by their chance
   of zero advantage, and only then prunes inside the kept ones; the dropped groups are aborted in the same
@@ -47,6 +55,7 @@ Decisions:
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -269,6 +278,7 @@ class ArrolEngine:
         progress: str | None = None,
         features: bool = True,
         screen: GroupScreen | None = None,
+        detect_first: bool | None = None,
     ) -> GenerationResult:
         """Generate ``len(prompts) × group_size`` rollouts, pruning at ``detect_length`` per ``pruner`` (h_t).
 
@@ -287,6 +297,8 @@ class ArrolEngine:
             screen: the group screen (:class:`~arrol_pl.core.screening.GroupScreen`): with ``screen.keep`` the
                 groups are ranked at ``detect_length`` by their chance of zero advantage and all but ``keep``
                 are aborted before within-group pruning; audited and shadow groups run to completion.
+            detect_first: while ``pruner`` is active, run every rollout to ``detect_length`` first and continue
+                only the survivors (see the module's docstring); None: ``engine.detect_first``.
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
@@ -311,7 +323,14 @@ class ArrolEngine:
         sample_topk = logprobs_topk
         if features and "stats" in self.head_input.split("+"):
             sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
-        tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen)
+        if detect_first is None:
+            detect_first = self.config.detect_first
+        prunes = pruner is not None and pruner.active and (pruner.keep_ratio < 1.0 or (screen is not None
+                                                                                     and screen.keep is not None))
+        two_part = detect_first and features and prunes and detect_length is not None and adapter.continuable(base)
+        tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen,
+                                    pause_at=detect_length if two_part else None)
+        decode = functools.partial(self._decode, skip_special_tokens=base.skip_special_tokens)
         start = time.perf_counter()
         self._generating = True
         if not features:
@@ -320,19 +339,27 @@ class ArrolEngine:
             for b, ids in enumerate(prompt_ids):
                 engine_input = adapter.render_token_prompt(self.llm, ids)
                 for g in range(group_size):
-                    params = adapter.rollout_params(base, b * group_size + g, sample_topk)
+                    params = adapter.rollout_params(base, b * group_size + g, sample_topk,
+                                                    max_tokens=detect_length if two_part else None)
                     ext_id = f"arrol-{b}-{g}"
                     internal = adapter.add_request(self.llm, ext_id, engine_input, params)
                     tracker.add(ext_id, internal, b, g, ids)
                     if features:
                         self.tap.register(internal, target)
             with tqdm(total=len(tracker.tracks), desc=progress, unit="rollout", disable=progress is None) as bar:
-                while adapter.has_unfinished_requests(self.llm):
-                    resolved = tracker.consume(adapter.step(self.llm))
-                    if resolved and features:
-                        self._score(resolved, target)
-                        adapter.abort_internal(self.llm, tracker.decide(tr.prompt_index for tr in resolved))
-                    bar.update(tracker.finished - bar.n)
+                self._run(tracker, features, target, bar)
+                if two_part:  # the survivors (and audited rollouts) go on from their first part's tokens
+                    for tr in tracker.paused():
+                        params = adapter.rollout_params(base, tr.prompt_index * group_size + tr.sample_index,
+                                                        sample_topk, max_tokens=base.max_tokens - len(tr.tokens),
+                                                        part=1)
+                        request_id = f"{tr.ext_id}-continued"
+                        tokens = tr.prompt_ids + tr.tokens
+                        internal = adapter.add_request(self.llm, request_id,
+                                                       adapter.render_token_prompt(self.llm, tokens), params)
+                        tr.text = [decode(tr.tokens)]  # the first part's whole text (its last delta may hold back)
+                        tracker.resume(tr, request_id, internal)
+                    self._run(tracker, features, target, bar)
         except BaseException:
             adapter.abort_internal(self.llm, tracker.running())
             raise
@@ -342,11 +369,23 @@ class ArrolEngine:
             if not features:
                 self.tap.install()
         wall = time.perf_counter() - start
-        rollouts = tracker.rollouts(lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=base.skip_special_tokens))
+        rollouts = tracker.rollouts(decode)
         if logprobs_topk is None:  # sampled for the head's statistics only
             for r in rollouts:
                 r.logprobs, r.sampled_logprobs = None, None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts))
+
+    def _run(self, tracker: GenerationTracker, features: bool, target: int, bar) -> None:
+        """Step the engine until no request is left: score what resolved each step, abort what was pruned."""
+        while adapter.has_unfinished_requests(self.llm):
+            resolved = tracker.consume(adapter.step(self.llm))
+            if resolved and features:
+                self._score(resolved, target)
+                adapter.abort_internal(self.llm, tracker.decide(tr.prompt_index for tr in resolved))
+            bar.update(tracker.finished - bar.n)
+
+    def _decode(self, tokens: Sequence[int], skip_special_tokens: bool) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)
 
     @outside_autocast
     def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:

@@ -58,6 +58,8 @@ class Track:
     """Its group was dropped by the screen (or, a shadow group, before generation)."""
     audited: bool = False
     """Runs to completion whatever is decided (the screen's audit)."""
+    paused: bool = False
+    """Detect-first scheduling: its first request stopped at L_detect and it waits to be continued."""
 
 
 class GenerationTracker:
@@ -74,7 +76,7 @@ class GenerationTracker:
     """
 
     def __init__(self, detect_length: int | None, target: int, pruner: PrunerParams | None,
-                 want_logprobs: bool, screen: GroupScreen | None = None) -> None:
+                 want_logprobs: bool, screen: GroupScreen | None = None, pause_at: int | None = None) -> None:
         if pruner is not None and detect_length is None:
             raise ValueError("pruner params given without detect_length: pruning happens at L_detect")
         if screen is not None and screen.keep is not None and pruner is None:
@@ -84,7 +86,12 @@ class GenerationTracker:
         self.pruner = pruner
         self.screen = screen
         self.want_logprobs = want_logprobs
+        self.pause_at = pause_at
+        """Detect-first scheduling: first requests end at this many tokens, and a rollout that reached it without
+        finishing is paused, not finished (None: one request per rollout)."""
         self.tracks: dict[str, Track] = {}
+        self.requests: dict[str, Track] = {}
+        """Request id → its rollout: a continued rollout has a second request."""
         self.groups: list[list[Track]] = []
         self.steps = 0
         self.screen_done = screen is None or screen.keep is None
@@ -102,27 +109,40 @@ class GenerationTracker:
         if self.screen is not None:
             tr.audited = self.screen.is_audited(prompt_index)
             tr.screened = self.screen.is_shadow(prompt_index)
-        self.tracks[ext_id] = tr
+        self.tracks[ext_id] = self.requests[ext_id] = tr
         self.groups[prompt_index].append(tr)
         return tr
+
+    def paused(self) -> list[Track]:
+        """The rollouts waiting to be continued (detect-first scheduling): paused and not pruned, or audited."""
+        return [tr for group in self.groups for tr in group if tr.paused and tr.finish_reason is None]
+
+    def resume(self, tr: Track, request_id: str, internal_id: str) -> None:
+        """``tr`` goes on as request ``request_id``, which vLLM calls ``internal_id``."""
+        tr.paused, tr.internal_id = False, internal_id
+        self.requests[request_id] = tr
 
     def consume(self, deltas: Iterable[RequestDelta]) -> list[Track]:
         """Accumulate one engine step's deltas; returns the rollouts that resolved in this step."""
         self.steps += 1
         resolved: list[Track] = []
         for out in deltas:
-            tr = self.tracks.get(out.request_id)
+            tr = self.requests.get(out.request_id)
             if tr is None:
                 continue
             tr.tokens.extend(out.token_ids)
             tr.text.append(out.text)
             if self.want_logprobs and out.logprobs:
                 tr.logprobs.extend(out.logprobs)
-            if out.finished:
+            finished = out.finished
+            if finished and not tr.resolved and self.pause_at is not None and out.finish_reason == "length" \
+                    and len(tr.tokens) == self.pause_at:
+                tr.paused, finished = True, False  # stopped at L_detect by its cap, not by the rollout's end
+            elif finished:
                 tr.finish_reason = out.finish_reason
-            if not tr.resolved and (out.finished or len(tr.tokens) >= self.target):
+            if not tr.resolved and (finished or len(tr.tokens) >= self.target):
                 tr.resolved = True
-                tr.eligible = self.detect_length is not None and not out.finished
+                tr.eligible = self.detect_length is not None and not finished
                 resolved.append(tr)
         return resolved
 
@@ -179,12 +199,13 @@ class GenerationTracker:
         return to_abort
 
     def _prune(self, tr: Track) -> list[str]:
-        """Mark ``tr`` pruned; its id if it is still running and must be aborted (not when audited)."""
+        """Mark ``tr`` pruned; its id if it is still running and must be aborted (not when audited, nor when it is
+        paused: its request has ended)."""
         tr.pruned = True
         if tr.audited or tr.finish_reason is not None:
             return []
         tr.finish_reason = "pruned"
-        return [tr.internal_id]
+        return [] if tr.paused else [tr.internal_id]
 
     @property
     def finished(self) -> int:
@@ -193,7 +214,7 @@ class GenerationTracker:
 
     def running(self) -> list[str]:
         """Internal ids of the requests still running."""
-        return [t.internal_id for t in self.tracks.values() if t.finish_reason is None]
+        return [t.internal_id for t in self.tracks.values() if t.finish_reason is None and not t.paused]
 
     def rollouts(self, decode: Callable[[list[int]], str]) -> list[Rollout]:
         """The records, ordered by (prompt index, sample index). A pruned rollout is cut to ``detect_length``

@@ -77,8 +77,10 @@ VLLM_API: tuple[Touch, ...] = (
     Touch(f"{ENGINE}.get_tokenizer", why="tokenizer"),
     Touch("vllm.renderers.base:BaseRenderer.render_cmpl", params=("prompts",), why="render_token_prompt"),
     Touch("vllm:SamplingParams", why="sampling_params"),
-    Touch("vllm.sampling_params:SamplingParams", attrs=("n", "max_tokens", "seed", "output_kind", "logprobs"),
-          why="sampling_params, rollout_params"),
+    Touch("vllm.sampling_params:SamplingParams", attrs=(
+        "n", "max_tokens", "seed", "output_kind", "logprobs", "presence_penalty", "frequency_penalty",
+        "repetition_penalty", "min_tokens", "bad_words", "structured_outputs", "stop"),
+        why="sampling_params, rollout_params, continuable (what a rollout cut into two requests must not use)"),
     Touch("vllm.sampling_params:SamplingParams.clone", why="sampling_params, rollout_params"),
     Touch("vllm.sampling_params:RequestOutputKind", attrs=("DELTA",), why="rollout_params"),
     Touch("vllm.outputs:RequestOutput", attrs=("request_id", "outputs", "finished"), why="step"),
