@@ -10,6 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 PY := .venv/bin/python
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test results check-vllm-gpu check-gpu
 setup:
@@ -19,7 +20,7 @@ run: setup
 	$(PY) experiments/run.py $(ARGS)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 results: setup
 	$(PY) experiments/reproduce.py $(ARGS)

@@ -1,6 +1,7 @@
 """Test-session settings: never reach a model or dataset hub (a hub name would stall ~23 s first); the session's
 tiny Qwen3 policies, built once for the model and engine tests; one model cache for every test that runs the
-default policy through a script, so its warm start (about a minute) is built once a session."""
+default policy through a script, so its warm start (about a minute) is built once a session; how the tests are
+shared among pytest-xdist workers."""
 
 import os
 
@@ -9,6 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one thread per worker (and per process it starts): two workers on two cores, none oversubscribed
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +33,21 @@ def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.fixture(scope="session")
-def policy_cache(tmp_path_factory):
+def policy_cache(tmp_path_factory, worker_id):
     """``model.cache_dir`` of the tests that run ``experiments/run.py`` (or scripts that train) with the default tiny
-    policy: its warm-started build is made by the first of them and found by the others."""
-    return tmp_path_factory.mktemp("policy-cache")
+    policy: its warm-started build is made by the first of them and found by the others, on every worker (each
+    build is published by a rename, so two workers never see half of one)."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("policy-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "policy-cache"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+def pytest_collection_modifyitems(config, items):
+    """With several workers (``pytest -n 2 --dist loadgroup``, as ``make test`` runs): every test of the session's
+    in-process engine (the ``engine`` fixture of tests/engine/conftest.py) goes to one worker, so one engine starts
+    per run, and the other tests go with their file, so a file's module-scoped runs are made once."""
+    for item in items:
+        uses_engine = "engine" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("engine" if uses_engine else item.nodeid.split("::")[0]))
