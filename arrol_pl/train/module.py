@@ -2,12 +2,14 @@
 each phase in :mod:`.phases`.
 
 Holds the policy (a transformers causal LM), an optional frozen reference (only when ``algo.kl_coef > 0``;
-kept out of the checkpoint and the optimizer), the quality head and the online calibrator, and talks
-to a rollout engine through :class:`~arrol_pl.engine.protocol.RolloutEngine` (``generate`` with the step's h_t as
-an argument, ``sync_weights``, ``seed_sampling``). Manual optimisation: Lightning's optimizer holds the policy and
-takes the last PPO mini-batch step of each training step (the earlier ones step the wrapped optimizer), so
-``global_step`` counts training steps; the head has its own small optimizer, stepped several times per training
-step on a replay window of labelled features, and saved with the checkpoint.
+kept out of the checkpoint and the optimizer) and the pruning state (:class:`~arrol_pl.core.online.OnlinePruning`:
+the quality head, the online calibrator, the replay window and the head's optimizer). Its collaborators come in
+through the constructor: the :class:`~.groups.GroupChooser` that chooses, generates and rewards each step's groups,
+and the rollout engine (:class:`~arrol_pl.engine.protocol.RolloutEngine`), which it puts to sleep for the update
+and syncs after it. Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO mini-batch
+step of each training step (the earlier ones step the wrapped optimizer), so ``global_step`` counts training
+steps; the head's optimizer is stepped several times per training step on the replay window, and saved with the
+checkpoint.
 
 Exact resume: everything a step draws from is either restored from the checkpoint (weights, both
 optimizers, calibrator, replay window, the head's minibatch generator, the prompt stream's position)
