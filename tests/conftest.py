@@ -33,11 +33,11 @@ def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.fixture(scope="session")
-def policy_cache(tmp_path_factory, worker_id):
+def policy_cache(tmp_path_factory):
     """``model.cache_dir`` of the tests that run ``experiments/run.py`` (or scripts that train) with the default tiny
     policy: its warm-started build is made by the first of them and found by the others, on every worker (each
     build is published by a rename, so two workers never see half of one)."""
-    if worker_id == "master":
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return tmp_path_factory.mktemp("policy-cache")
     shared = tmp_path_factory.getbasetemp().parent / "policy-cache"
     shared.mkdir(exist_ok=True)
