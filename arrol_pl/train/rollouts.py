@@ -8,7 +8,7 @@ runs one round with the engine's screen. :class:`StepGroups` is what a step trai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -16,6 +16,10 @@ from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine.protocol import GenerationResult, RolloutEngine
 from arrol_pl.train.phases import PhaseTimer, Survivors, collect_survivors
+
+if TYPE_CHECKING:
+    from arrol_pl.tasks.reward import RewardResult
+    from arrol_pl.train.screening import ScreenStep
 
 
 @dataclass
@@ -27,11 +31,11 @@ class StepGroups:
     problems: list
     generation: GenerationResult
     survivors: Survivors | None = None
-    scored: object | None = None
-    """The reward's result on the survivors (:class:`~arrol_pl.tasks.reward.RewardResult`)."""
+    scored: RewardResult | None = None
+    """The reward's result on the survivors."""
     metrics: dict[str, float] = field(default_factory=dict)
-    screen: object | None = None
-    """The step's :class:`~arrol_pl.train.screening.ScreenStep` (None without a screen)."""
+    screen: ScreenStep | None = None
+    """The step's group screen (None without one)."""
 
     def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
                   weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
