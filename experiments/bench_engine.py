@@ -6,11 +6,15 @@ One process, one engine, the same prompts and sampling seeds for every configura
 - ``kappa=1.0 / 0.5 / 0.25``: ArrolEngine with the ARRoL policy (uncalibrated: q = 0.5, so p = κ) at
   ``L_detect = max_tokens / 4``, ``ignore_eos`` so that every unpruned rollout runs to ``max_tokens``.
 
-Configurations are interleaved over ``--repeats`` rounds after one warm-up round; medians are reported.
+With ``--detect-first both`` each κ < 1 also runs with one request per rollout (``κ=0.5/one``), so detect-first
+scheduling (``engine.detect_first``) is measured against it in the same rounds; the ``steps`` column counts
+engine steps. Configurations are interleaved over ``--repeats`` rounds after one warm-up round; medians are
+reported.
 Targets: hooks cost ≤ 3 % at κ = 1 (``overhead``), and at κ = 0.5 the wall ratio to κ = 1 is within 10 %
 of the generated-token ratio (freed capacity is reused).
 
     python experiments/bench_engine.py --prompts 8 --group-size 8 --max-tokens 192 --repeats 3
+    python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 --detect-first both
 
 Prints a table and, last, one JSON line.
 """
@@ -53,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="an existing model dir instead of building a tiny Qwen3")
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--detect-first", choices=["on", "off", "both"], default="on",
+                   help="engine.detect_first for the pruned configurations; both: each κ < 1 with and without it")
     return p.parse_args(argv)
 
 
@@ -80,24 +86,29 @@ def main(argv: list[str] | None = None) -> dict:
     def run(name: str):
         if name == "stock":
             return engine.generate(prompts, args.group_size, sampling, features=False)
-        kappa = float(name.split("=")[1])
-        pruner = PrunerParams(policy="arrol", keep_ratio=kappa, min_keep_per_group=0, seed=args.seed)
-        return engine.generate(prompts, args.group_size, sampling, detect_length=detect, pruner=pruner)
+        kappa, _, mode = name.split("=")[1].partition("/")
+        pruner = PrunerParams(policy="arrol", keep_ratio=float(kappa), min_keep_per_group=0, seed=args.seed)
+        first = {"one": False, "": args.detect_first != "off"}[mode]
+        return engine.generate(prompts, args.group_size, sampling, detect_length=detect, pruner=pruner,
+                               detect_first=first)
 
     names = ["stock"] + [f"kappa={k:g}" for k in args.kappas]
-    samples: dict[str, list[tuple[int, float, float]]] = {n: [] for n in names}
+    if args.detect_first == "both":
+        names += [f"kappa={k:g}/one" for k in args.kappas if k < 1]
+    samples: dict[str, list[tuple[int, float, float, int]]] = {n: [] for n in names}
     for round_ in range(args.repeats + 1):
         for name in names if round_ % 2 else list(reversed(names)):
             res = run(name)
             if round_ > 0:  # round 0 warms up
-                samples[name].append((res.generated_tokens, res.wall_seconds, res.keep_ratio))
+                samples[name].append((res.generated_tokens, res.wall_seconds, res.keep_ratio, res.steps))
 
     rows = {}
     for name in names:
         tokens = statistics.median(s[0] for s in samples[name])
         wall = statistics.median(s[1] for s in samples[name])
         rows[name] = dict(tokens=tokens, wall_s=round(wall, 4), tok_per_s=round(tokens / wall, 1),
-                          keep_ratio=round(statistics.median(s[2] for s in samples[name]), 4))
+                          keep_ratio=round(statistics.median(s[2] for s in samples[name]), 4),
+                          steps=statistics.median(s[3] for s in samples[name]))
     stock, full = rows["stock"], rows.get("kappa=1")
     for name, row in rows.items():
         row["wall_ratio_to_stock"] = round(row["wall_s"] / stock["wall_s"], 4)
@@ -108,18 +119,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     print(f"B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} L_detect={detect} "
           f"model={model} dtype={args.dtype} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']}")
-    header = f"{'config':<12}{'tokens':>8}{'wall s':>9}{'tok/s':>9}{'keep':>7}{'wall/stock':>11}{'tok/stock':>10}"
+    header = (f"{'config':<15}{'tokens':>8}{'steps':>7}{'wall s':>9}{'tok/s':>9}{'keep':>7}{'wall/stock':>11}"
+              f"{'tok/stock':>10}")
     header += f"{'wall/k1':>9}{'tok/k1':>8}" if full is not None else ""
     print(header)
     for name, r in rows.items():
-        line = (f"{name:<12}{r['tokens']:>8}{r['wall_s']:>9.3f}{r['tok_per_s']:>9.1f}{r['keep_ratio']:>7.3f}"
-                f"{r['wall_ratio_to_stock']:>11.3f}{r['token_ratio_to_stock']:>10.3f}")
+        line = (f"{name:<15}{r['tokens']:>8}{r['steps']:>7}{r['wall_s']:>9.3f}{r['tok_per_s']:>9.1f}"
+                f"{r['keep_ratio']:>7.3f}{r['wall_ratio_to_stock']:>11.3f}{r['token_ratio_to_stock']:>10.3f}")
         if full is not None:
             line += f"{r['wall_ratio_to_k1']:>9.3f}{r['token_ratio_to_k1']:>8.3f}"
         print(line)
     summary = dict(
         config=dict(prompts=args.prompts, group_size=args.group_size, max_tokens=args.max_tokens, detect_length=detect,
-                    hidden_size=args.hidden_size, layers=args.layers, dtype=args.dtype, repeats=args.repeats),
+                    hidden_size=args.hidden_size, layers=args.layers, dtype=args.dtype, repeats=args.repeats,
+                    max_num_seqs=args.max_num_seqs, detect_first=args.detect_first),
         results=rows,
     )
     if full is not None:
@@ -128,6 +141,10 @@ def main(argv: list[str] | None = None) -> dict:
         if half is not None:
             gap = half["wall_ratio_to_k1"] / half["token_ratio_to_k1"] - 1.0
             summary["k05_wall_vs_token_ratio_gap"] = round(gap, 4)
+    for k in args.kappas:
+        one = rows.get(f"kappa={k:g}/one")
+        if one is not None:  # detect-first's generation time against one request per rollout
+            summary[f"detect_first_speedup_k{k:g}"] = round(one["wall_s"] / rows[f"kappa={k:g}"]["wall_s"], 4)
     print(json.dumps(summary))
     return summary
 

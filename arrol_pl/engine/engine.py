@@ -298,7 +298,8 @@ class ArrolEngine:
                 groups are ranked at ``detect_length`` by their chance of zero advantage and all but ``keep``
                 are aborted before within-group pruning; audited and shadow groups run to completion.
             detect_first: while ``pruner`` is active, run every rollout to ``detect_length`` first and continue
-                only the survivors (see the module's docstring); None: ``engine.detect_first``.
+                only the survivors (see the module's docstring); None: ``engine.detect_first`` when the rollouts
+                outnumber the slots (``engine.max_num_seqs``).
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
@@ -323,8 +324,8 @@ class ArrolEngine:
         sample_topk = logprobs_topk
         if features and "stats" in self.head_input.split("+"):
             sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
-        if detect_first is None:
-            detect_first = self.config.detect_first
+        if detect_first is None:  # it shortens only waits for a slot, which need more rollouts than slots
+            detect_first = self.config.detect_first and len(prompt_ids) * group_size > self.config.max_num_seqs
         prunes = pruner is not None and pruner.active and (pruner.keep_ratio < 1.0 or (screen is not None
                                                                                      and screen.keep is not None))
         two_part = detect_first and features and prunes and detect_length is not None and adapter.continuable(base)

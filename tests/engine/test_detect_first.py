@@ -96,3 +96,21 @@ def test_sampling_that_reads_the_text_so_far_keeps_one_request():
     assert adapter.continuable(adapter.sampling_params(dict(max_tokens=8, stop=["\n"])))
     for bad in (dict(stop=["\n\n"]), dict(presence_penalty=0.5), dict(repetition_penalty=1.1), dict(min_tokens=2)):
         assert not adapter.continuable(adapter.sampling_params(dict(max_tokens=8, **bad))), bad
+
+
+def test_by_default_it_runs_only_when_rollouts_wait_for_slots(engine, monkeypatch):
+    """``engine.detect_first`` (on) splits rollouts only when they outnumber the slots: with a slot for each, no
+    rollout waits for one, and each rollout stays one request."""
+    from arrol_pl.engine import adapter
+
+    requests = []
+    add = adapter.add_request
+    monkeypatch.setattr(adapter, "add_request", lambda *a: requests.append(a[1]) or add(*a))
+    sampling = dict(max_tokens=10, temperature=1.0, ignore_eos=True)
+    pruner = PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=1, seed=2)
+    auto = engine.generate(PROMPTS, 4, sampling, 3, pruner)
+    assert len(auto.rollouts) < engine.config.max_num_seqs and any(r.pruned for r in auto.rollouts)
+    assert len(requests) == len(auto.rollouts), "one request per rollout"
+    requests.clear()
+    split = engine.generate(PROMPTS, 4, sampling, 3, pruner, detect_first=True)
+    assert len(requests) == len(split.rollouts) + sum(not r.pruned for r in split.rollouts)
