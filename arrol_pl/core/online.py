@@ -3,7 +3,7 @@ one object a trainer holds (paper §4.2–4.3, Algorithm 1 lines 5, 6 and 10).
 
 A step asks it for h_t before generation (:meth:`OnlinePruning.params_for`), hands the engine the head's
 weights, and after the rewards gives it the survivors' detect-time features, scores, labels and weights
-(:meth:`OnlinePruning.learn`): the calibrator takes the scores, the replay window the features, and the head
+(:meth:`OnlinePruning.update`): the calibrator takes the scores, the replay window the features, and the head
 takes ``head.steps`` minibatch steps. :meth:`state_dict` holds everything an exact resume needs.
 
 Decisions:
@@ -44,9 +44,9 @@ class OnlinePruning:
 
     def update(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
                weights: torch.Tensor) -> float:
-        """Algorithm 1 line 10 (the head's part) from ``N`` labelled rollouts: the calibrator takes their ``(N,)`` scores, 0/1
-        labels and weights (1/p with importance weighting); the ``(N, D)`` features join the replay window and the
-        head takes ``head.steps`` BCE minibatch steps. Returns the head's mean loss."""
+        """Algorithm 1 line 10 (the head's part) from ``N`` labelled rollouts: the calibrator takes their ``(N,)``
+        scores, 0/1 labels and weights (1/p with importance weighting); the ``(N, D)`` features join the replay window
+        and the head takes ``head.steps`` BCE minibatch steps. Returns the head's mean loss."""
         self.calibrator.update(scores, labels, weights)
         self.replay.add(features, labels, weights)
         return head_update(self.head, self.optimizer, self.replay, self.recipe.steps, self.recipe.batch_size,

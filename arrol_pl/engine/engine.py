@@ -27,11 +27,11 @@ Decisions:
   blocks next step). If a member reached ``L_detect`` and went on to finish while its group was
   still waiting, a prune decision still applies to it: it is reported truncated to ``L_detect`` tokens.
 - **Detect first** (``engine.detect_first``, on by default; Algorithm 1 l. 17 leaves the micro-batches to the
-  backend). While pruning is active, every rollout's first request stops at ``L_detect`` tokens; once all are
-  decided, the survivors go on as second requests prompted with the prompt and their first ``L_detect`` tokens
-  (with prefix caching, only the last partial block is computed again). In one request per rollout, survivors
-  keep their slots while later groups wait for theirs: with fewer slots than rollouts (``max_num_seqs`` < B×G) the
-  last groups reach ``L_detect`` late and their survivors set the generation's length. Features, scores and
+  backend). While pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``), every rollout's
+  first request stops at ``L_detect`` tokens; once all are decided, the survivors go on as second requests
+  prompted with the prompt and their first ``L_detect`` tokens (with prefix caching, only the last partial block is
+  computed again). With one request per rollout, survivors keep their slots while later groups wait for theirs,
+  so the last groups reach ``L_detect`` late and their survivors set the generation's length. Features, scores and
   decisions are the same rule either way; only which requests share an engine step changes. Sampling that
   depends on the text so far (:func:`.adapter.continuable`) keeps one request per rollout.
 - **The group screen** (beyond the paper, :mod:`arrol_pl.core.screening`): with a detect stage the tracker holds

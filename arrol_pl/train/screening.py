@@ -24,8 +24,7 @@ import torch
 
 from arrol_pl.core.head_training import HeadConfig, head_quality
 from arrol_pl.core.online import OnlinePruning
-from arrol_pl.core.pruning import PruningConfig
-from arrol_pl.core.pruning import PrunerParams
+from arrol_pl.core.pruning import PrunerParams, PruningConfig
 from arrol_pl.core.screening import (AuditCounts, GroupScreen, ScreenConfig, audit_mask, select_groups,
                                      zero_advantage_probability, zero_variance)
 from arrol_pl.train.rollouts import RolloutRound, StepGroups
