@@ -30,6 +30,10 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   about 80 min);
 - ``screen``    experiments/run.py +exp=smollm2_screen: GRPO, DAPO with refill, ARRoL and ARRoL with the prompt-stage
   screen with SmolLM2 at equal training time, 5 seeds of 12 min per arm (beyond the paper; opt-in, about 5 h);
+- ``pruning_pays`` experiments/run.py +exp=pruning_pays: when pruning pays on the long-chain task at equal training
+  time: GRPO G = 8 and G = 4 (the cost-matched control), random pruning, ARRoL with the head and with an oracle of
+  AUC 1.0, 5 seeds of 5 min each; the oracle ladder and the other scorers go into the same sweep directory
+  (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, several hours);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -53,16 +57,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
-         "online", "seeds", "online_balance", "online_spread", "screen", "page")
+         "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "page")
 PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "wallclock"), "balance": ("balance",),
                  "head": ("head",), "voting": ("voting",), "wallclock": ("wallclock",), "pretrained": ("pretrained",),
                  "pretrained_seeds": ("pretrained",), "votes32": ("pretrained",), "online": ("online",),
                  "seeds": ("seeds",), "online_balance": ("online_balance",), "online_spread": ("online_spread",),
-                 "screen": ("screen",)}
+                 "screen": ("screen",), "pruning_pays": ("pruning_pays",)}
 """The sections of the page each part's outputs feed: ``--only <parts> page`` rebuilds those sections and keeps
 the rest of the page as it is (parts measured earlier, or on another machine)."""
-OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen")
-"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to 5 h on 2 cores."""
+OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen",
+          "pruning_pays")
+"""Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to several hours on 2 cores."""
 SMOLLM2_TASK = ["policy=smollm2", "data=arithmetic_fewshot", "max_tokens=32", "temperature=0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "data.num_heldout=256", "samples=8", "fractions=[1/8,1/4,3/8,1/2]"]
@@ -130,6 +135,7 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "online_spread": [py, "experiments/run.py", "+exp=smollm2_online_spread",
                           f"hydra.sweep.dir={out / 'online_spread'}"],
         "screen": [py, "experiments/run.py", "+exp=smollm2_screen", f"hydra.sweep.dir={out / 'screen'}"],
+        "pruning_pays": [py, "experiments/run.py", "+exp=pruning_pays", f"hydra.sweep.dir={out / 'pruning_pays'}"],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }

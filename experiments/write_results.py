@@ -17,16 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> None:
+    from arrol_pl.analysis.results.page import SECTION_KEYS, build_page
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("results", type=Path, help="a directory written by experiments/reproduce.py")
     p.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "results.md")
     p.add_argument("--sections", nargs="+", default=None, metavar="SECTION",
-                   help="rebuild only these sections (phases balance head kappa voting wallclock pretrained online "
-                        "seeds online_balance online_spread screen) and keep the others as the page has them")
+                   help=f"rebuild only these sections ({' '.join(SECTION_KEYS)}) and keep the others as the page "
+                        "has them")
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"results directory {args.results} does not exist: run experiments/reproduce.py first")
-    from arrol_pl.analysis.results.page import SECTION_KEYS, build_page
 
     if args.sections and set(args.sections) - set(SECTION_KEYS):
         p.error(f"--sections: unknown {sorted(set(args.sections) - set(SECTION_KEYS))}; choose from {list(SECTION_KEYS)}")

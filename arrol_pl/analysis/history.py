@@ -60,9 +60,10 @@ BEFORE = {"heldout/accuracy": "heldout_accuracy_before", "heldout/greedy_accurac
 
 def history_curve(run_dir: Path, tag: str) -> list[tuple[float, float]]:
     """``(training seconds, value)`` of ``tag`` at every step that has it (x = ``time/wall``, held-out
-    evaluations excluded), led by the value before training at 0 s for held-out tags; KeyError if no step has it."""
+    evaluations excluded; the oracle scorer's ``time/wall_credited``), led by the value before training at 0 s for
+    held-out tags; KeyError if no step has it."""
     rows = read_history(run_dir)
-    points = [(h["time/wall"], h[tag]) for h in rows if tag in h]
+    points = [(h.get("time/wall_credited", h["time/wall"]), h[tag]) for h in rows if tag in h]
     if not points:
         raise KeyError(f"{Path(run_dir) / 'history.jsonl'} has no {tag!r}; it has {sorted(rows[-1]) if rows else []}")
     summary = Path(run_dir) / "summary.json"

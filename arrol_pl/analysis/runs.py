@@ -8,16 +8,20 @@ Decisions:
   same policy; a seed with one arm only is left out.
 - **Held-out differences are paired by problem** when both runs recorded per-problem results (the same held-out
   problems), else the two standard errors are combined as if independent (an overestimate).
+- **Over seeds, a difference is judged on the larger of two uncertainties** (:class:`PairedDifference`): the
+  evaluations' noise and, over several seeds, the spread of the per-seed differences (which also holds the training
+  paths' noise).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from arrol_pl.analysis.history import history_curve, read_history
-from arrol_pl.core.metrics import mean_sd_se
+from arrol_pl.core.metrics import mean_of_estimates, mean_sd_se
 from arrol_pl.train.summary import RunSummary, values_from
 
 
@@ -92,3 +96,39 @@ def heldout_difference_se(a: RunSummary, b: RunSummary) -> float:
         _, _, se = mean_sd_se([x - y for x, y in zip(a.heldout_per_problem_after, b.heldout_per_problem_after)])
         return se
     return math.hypot(comparable(a.heldout_accuracy_se_after), comparable(b.heldout_accuracy_se_after))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """One arm's held-out accuracy after minus another's, seed by seed and over the seeds."""
+
+    per_seed: list[tuple[int, float, float]]
+    """``(seed, difference, its standard error)`` (:func:`heldout_difference_se`), in seed order."""
+    mean: float
+    eval_se: float
+    """The per-seed standard errors combined (:func:`~arrol_pl.core.metrics.mean_of_estimates`)."""
+    seed_sd: float
+    seed_se: float
+    """The spread of the per-seed differences (NaN for one seed)."""
+    by_problem: int
+    """How many seeds' runs were paired by problem (:func:`paired_by_problem`)."""
+
+    @property
+    def seeds(self) -> int:
+        return len(self.per_seed)
+
+    @property
+    def se(self) -> float:
+        """The larger of the evaluations' standard error and the seeds' (the evaluations' alone for one seed)."""
+        return max(self.eval_se, self.seed_se) if self.seeds > 1 else self.eval_se
+
+
+def paired_difference(pairs: Sequence[tuple[int, RunSummary, RunSummary]]) -> PairedDifference:
+    """The second run's held-out accuracy after minus the first's over ``pairs`` (:func:`pairs_by_seed`'s, not
+    empty): each seed's difference with its standard error, their mean and both uncertainties."""
+    per_seed = [(seed, comparable(b.heldout_accuracy_after) - comparable(a.heldout_accuracy_after),
+                 heldout_difference_se(b, a)) for seed, a, b in pairs]
+    mean, eval_se = mean_of_estimates([(d, se) for _, d, se in per_seed])
+    _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in per_seed])
+    return PairedDifference(per_seed, mean, eval_se, seed_sd, seed_se,
+                            sum(paired_by_problem(a, b) for _, a, b in pairs))

@@ -101,12 +101,7 @@ def default_tag(runs: Sequence[Path]) -> str:
 def plot_wallclock(arms: dict[str, list[Path]], out: Path, tag: str, smoothing: float = 0.0,
                    names: Sequence[str] | None = None) -> Path:
     """Draw one curve per label of ``arms`` (a band over its runs when it has several) into ``out`` (a PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+    fig, ax = new_figure()
     for i, (arm, members) in enumerate(arms.items()):
         label = names[i] if names else arm
         curves = [load_curve(run, tag) for run in members]
@@ -118,8 +113,25 @@ def plot_wallclock(arms: dict[str, list[Path]], out: Path, tag: str, smoothing: 
         line, = ax.plot(grid, mean, label=f"{label} ({len(members)} seeds, {grid[-1]:.0f} s)")
         ax.fill_between(grid, [m - d for m, d in zip(mean, sd)], [m + d for m, d in zip(mean, sd)],
                         color=line.get_color(), alpha=0.2)
-    ax.set_xlabel("training wall-clock seconds")
-    ax.set_ylabel(tag)
+    return save_figure(fig, ax, out, "training wall-clock seconds", tag)
+
+
+def new_figure():
+    """A figure and its axes in the size of the page's figures, drawn without a display (Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(6.4, 4))
+
+
+def save_figure(fig, ax, out: Path, xlabel: str, ylabel: str) -> Path:
+    """Label ``ax``, give it a grid and a legend, write ``fig`` to ``out`` (a PNG) and close it."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()

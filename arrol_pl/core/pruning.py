@@ -38,6 +38,7 @@ import torch
 from .calibration import BinnedCalibrator, posterior_from_table
 from .metrics import binary_auc
 from .registry import Registry
+from .scorers import check_scorer
 from .screening import ScreenConfig
 from .survival import group_balanced_survival, spread_survival, survival_from_delta, survival_probabilities
 
@@ -116,6 +117,12 @@ class PruningConfig(SurvivalSettings):
     gate_auc: float | None = None
     """Prune only while the head's AUC over the calibrator window is at least this (beyond the paper;
     None: the paper's cold start alone decides)."""
+    scorer: str = "head"
+    """What scores a rollout at L_detect (:mod:`~arrol_pl.core.scorers`): ``head`` (the paper's quality head),
+    ``confidence`` (DeepConf's, training-free), ``checker`` (a process verifier, for tasks that check a prefix) or
+    ``oracle`` (a study arm: the outcome through noise of AUC ``oracle_auc``, the saved decode time credited)."""
+    oracle_auc: float | None = None
+    """The oracle's AUC (``scorer=oracle`` only): 1.0 knows every outcome, 0.5 is chance."""
     screen: ScreenConfig = field(default_factory=ScreenConfig)
     """Group screening (beyond the paper, :mod:`~arrol_pl.core.screening`): oversample prompts and keep the
     groups most likely to have a learning signal; off by default. It starts with ``cold_start_steps`` too."""
@@ -132,6 +139,7 @@ class PruningConfig(SurvivalSettings):
             raise ValueError(f"laplace_alpha must be > 0, got {self.laplace_alpha}")
         if self.gate_auc is not None and not 0.5 <= self.gate_auc <= 1.0:
             raise ValueError(f"gate_auc must be in [0.5, 1] or null, got {self.gate_auc}")
+        check_scorer(self.scorer, self.oracle_auc)
 
     def make_calibrator(self) -> BinnedCalibrator:
         return BinnedCalibrator(self.num_bins, self.buffer_capacity, self.laplace_alpha)

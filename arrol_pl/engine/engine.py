@@ -65,13 +65,15 @@ import torch
 from tqdm.auto import tqdm
 
 from arrol_pl.core.autocast import outside_autocast
-from arrol_pl.core.confidence import STATISTICS_TOPK, prefix_statistics
+from arrol_pl.core.confidence import STATISTICS_TOPK
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead, check_head_input, head_input_dim
+from arrol_pl.core.scorers import PrefixScorer
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine import adapter
 from arrol_pl.engine.config import EngineConfig, check_logprobs_mode
 from arrol_pl.engine.protocol import GenerationResult
+from arrol_pl.engine.scoring import score_tracks
 from arrol_pl.engine.tracking import GenerationTracker, Track
 
 
@@ -145,6 +147,8 @@ class ArrolEngine:
         self.sync_seconds: list[float] = []
         self._generating = False
         self._rows_only = False
+        self._scorer: PrefixScorer | None = None
+        self._scorer_decode = None
         self.set_head(head if head is not None else
                       QualityHead.for_input(head_input, self.hidden_size, head_hidden_dim))
 
@@ -279,6 +283,7 @@ class ArrolEngine:
         features: bool = True,
         screen: GroupScreen | None = None,
         detect_first: bool | None = None,
+        scorer: PrefixScorer | None = None,
     ) -> GenerationResult:
         """Generate ``len(prompts) × group_size`` rollouts, pruning at ``detect_length`` per ``pruner`` (h_t).
 
@@ -300,6 +305,9 @@ class ArrolEngine:
             detect_first: while ``pruner`` is active, run every rollout to ``detect_length`` first and continue
                 only the survivors (see the module's docstring); None: ``engine.detect_first`` when the rollouts
                 outnumber the slots (``engine.max_num_seqs``).
+            scorer: what scores a rollout at ``detect_length`` in place of the head
+                (:class:`~arrol_pl.core.scorers.PrefixScorer`: DeepConf's confidence, a process checker); the head
+                still scores every rollout (``head_score``). None: the head.
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
@@ -324,6 +332,11 @@ class ArrolEngine:
         sample_topk = logprobs_topk
         if features and "stats" in self.head_input.split("+"):
             sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
+        if scorer is not None:
+            if not features or detect_length is None:
+                raise ValueError("a prefix scorer scores at detect_length: pass detect_length, with features=True")
+            if scorer.topk is not None:
+                sample_topk = max(sample_topk or 0, scorer.topk)
         if detect_first is None:  # it shortens only waits for a slot, which need more rollouts than slots
             detect_first = self.config.detect_first and len(prompt_ids) * group_size > self.config.max_num_seqs
         prunes = pruner is not None and pruner.active and (pruner.keep_ratio < 1.0 or (screen is not None
@@ -332,6 +345,8 @@ class ArrolEngine:
         tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen,
                                     pause_at=detect_length if two_part else None)
         decode = functools.partial(self._decode, skip_special_tokens=base.skip_special_tokens)
+        self._scorer, self._scorer_decode = scorer, decode
+        clock: tuple[list[float], list[int]] = ([], [])
         start = time.perf_counter()
         self._generating = True
         if not features:
@@ -348,7 +363,7 @@ class ArrolEngine:
                     if features:
                         self.tap.register(internal, target)
             with tqdm(total=len(tracker.tracks), desc=progress, unit="rollout", disable=progress is None) as bar:
-                self._run(tracker, features, target, bar)
+                self._run(tracker, features, target, bar, clock)
                 if two_part:  # the survivors (and audited rollouts) go on from their first part's tokens
                     for tr in tracker.paused():
                         params = adapter.rollout_params(base, tr.prompt_index * group_size + tr.sample_index,
@@ -360,12 +375,13 @@ class ArrolEngine:
                                                        adapter.render_token_prompt(self.llm, tokens), params)
                         tr.text = [decode(tr.tokens)]  # the first part's whole text (its last delta may hold back)
                         tracker.resume(tr, request_id, internal)
-                    self._run(tracker, features, target, bar)
+                    self._run(tracker, features, target, bar, clock)
         except BaseException:
             adapter.abort_internal(self.llm, tracker.running())
             raise
         finally:
             self._generating = False
+            self._scorer = self._scorer_decode = None
             self.tap.clear()
             if not features:
                 self.tap.install()
@@ -374,16 +390,23 @@ class ArrolEngine:
         if logprobs_topk is None:  # sampled for the head's statistics only
             for r in rollouts:
                 r.logprobs, r.sampled_logprobs = None, None
-        return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts))
+        return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock)
 
-    def _run(self, tracker: GenerationTracker, features: bool, target: int, bar) -> None:
-        """Step the engine until no request is left: score what resolved each step, abort what was pruned."""
+    def _run(self, tracker: GenerationTracker, features: bool, target: int, bar,
+             clock: tuple[list[float], list[int]]) -> None:
+        """Step the engine until no request is left: score what resolved each step, abort what was pruned. Each
+        step's seconds (with the tracking, scoring and aborts that follow it) and the requests it advanced go to
+        ``clock``."""
         while adapter.has_unfinished_requests(self.llm):
-            resolved = tracker.consume(adapter.step(self.llm))
+            started = time.perf_counter()
+            deltas = adapter.step(self.llm)
+            resolved = tracker.consume(deltas)
             if resolved and features:
                 self._score(resolved, target)
                 adapter.abort_internal(self.llm, tracker.decide(tr.prompt_index for tr in resolved))
             bar.update(tracker.finished - bar.n)
+            clock[0].append(time.perf_counter() - started)  # the step and its bookkeeping
+            clock[1].append(len(deltas))
 
     def _decode(self, tokens: Sequence[int], skip_special_tokens: bool) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)
@@ -420,15 +443,4 @@ class ArrolEngine:
             for tr, row in zip(tracks, rows):
                 tr.feature = row.float().cpu().clone()
             return
-        kinds = self.head_input.split("+")
-        parts = [torch.stack(rows).to(device=self.device, dtype=torch.float32)] if "last" in kinds else []
-        if "stats" in kinds:  # the log-probs of the same tokens, tracked as they streamed in
-            stats = [prefix_statistics(tr.tokens, tr.logprobs, target) for tr in tracks]
-            parts.append(torch.stack(stats).to(device=self.device, dtype=torch.float32))
-        feats = torch.cat(parts, dim=1)
-        with torch.inference_mode():
-            scores = self.head(feats).float().cpu()
-        feats = feats.cpu()
-        for i, tr in enumerate(tracks):
-            tr.feature = feats[i].clone()
-            tr.score = float(scores[i])
+        score_tracks(tracks, rows, self.head, self.device, target, self._scorer, self._scorer_decode)

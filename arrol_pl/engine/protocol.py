@@ -10,12 +10,13 @@ that reads rollouts (phases, probe, tests) needs no vLLM.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
 from arrol_pl.core.pruning import PrunerParams
+from arrol_pl.core.scorers import PrefixScorer
 from arrol_pl.core.screening import GroupScreen
 
 FINISH_REASONS = ("stop", "length", "pruned")
@@ -36,7 +37,8 @@ class Rollout:
     feature: torch.Tensor | None
     """(D,) float32 on CPU: the head's training input. None only if no hidden row was captured."""
     score: float | None
-    """Raw quality-head logit on ``feature``, computed inside the engine step."""
+    """The score at L_detect the decision read: the raw quality-head logit on ``feature``, computed inside the
+    engine step, or another prefix scorer's (:mod:`arrol_pl.core.scorers`)."""
     eligible: bool = False
     """True if the rollout reached ``L_detect`` unfinished (a prune candidate)."""
     survival: float | None = None
@@ -59,6 +61,8 @@ class Rollout:
     """An audited rollout's complete text (``text`` is cut at L_detect when it was pruned or screened)."""
     group_p0: float | None = None
     """The detect stage's estimate of its group's chance of zero advantage (None without that stage)."""
+    head_score: float | None = None
+    """The quality head's logit on ``feature`` (equal to ``score`` when the head is the scorer)."""
 
 
 def sampled_token_log_probs(logprobs: Sequence[Mapping[int, float]], tokens: Sequence[int]) -> torch.Tensor:
@@ -75,6 +79,11 @@ class GenerationResult:
     wall_seconds: float
     steps: int
     generated_tokens: int
+    step_seconds: list[float] = field(default_factory=list)
+    """Each engine step's wall seconds with the bookkeeping that follows it, in order (the decode-cost model's data:
+    :mod:`arrol_pl.core.decode_cost`)."""
+    step_requests: list[int] = field(default_factory=list)
+    """How many requests each engine step advanced."""
 
     @property
     def keep_ratio(self) -> float:
@@ -107,10 +116,12 @@ class RolloutEngine(Protocol):
         progress: str | None = None,
         features: bool = True,
         screen: GroupScreen | None = None,
+        scorer: PrefixScorer | None = None,
     ) -> GenerationResult:
-        """``len(prompts) × group_size`` rollouts ordered by (prompt, sample), scored at ``detect_length``,
-        screened per ``screen`` and pruned per ``pruner`` (h_t; None prunes nothing); ``features=False`` generates
-        without reading hidden states (no score, no pruning: a benchmark's baseline)."""
+        """``len(prompts) × group_size`` rollouts ordered by (prompt, sample), scored at ``detect_length`` (by the
+        quality head, or by ``scorer``), screened per ``screen`` and pruned per ``pruner`` (h_t; None prunes
+        nothing); ``features=False`` generates without reading hidden states (no score, no pruning: a benchmark's
+        baseline)."""
         ...
 
     def prompt_features(self, prompts: Sequence[str | Sequence[int]]) -> torch.Tensor:

@@ -50,6 +50,7 @@ class Track:
     eligible: bool = False
     feature: torch.Tensor | None = None
     score: float | None = None
+    head_score: float | None = None
     decided: bool = False
     pruned: bool = False
     survival: float | None = None
@@ -257,4 +258,5 @@ class GenerationTracker:
             audited=tr.audited,
             full_text=full_text,
             group_p0=self.group_p0.get(tr.prompt_index),
+            head_score=tr.head_score,
         )

@@ -123,6 +123,24 @@ def worked_solution(problem: Problem | str) -> str:
     return "\n".join(steps + [f"\\boxed{{{value}}}"])
 
 
+CHECK_SCORES = (-2.0, 0.0, 2.0)
+""":func:`check_prefix`'s scores: a wrong completed line, no completed line yet, every completed line right."""
+
+
+def check_prefix(problem: Problem | str, text: str) -> float:
+    """A process verifier for the ``checker`` scorer: whether the lines of a response prefix ``text`` that are
+    complete (followed by a newline) are right, each compared with the worked solution's line at its place (the
+    steps, then ``\\boxed{answer}``; spaces ignored). :data:`CHECK_SCORES`: -2 when one is wrong, 0 when no
+    line is complete, 2 when every complete line is right."""
+    gold = ["".join(line.split()) for line in worked_solution(problem).split("\n")]
+    lines = ["".join(line.split()) for line in text.split("\n")[:-1]]
+    lines = [line for line in lines if line]
+    if not lines:
+        return CHECK_SCORES[1]
+    right = len(lines) <= len(gold) and all(line == g for line, g in zip(lines, gold))
+    return CHECK_SCORES[2] if right else CHECK_SCORES[0]
+
+
 def make_problem(expression: str, problem_id: str) -> Problem:
     _, value = solution_steps(expression)
     return Problem(id=problem_id, prompt=f"Compute {expression}.", answer=str(value))

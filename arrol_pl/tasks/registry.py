@@ -87,6 +87,12 @@ def provides_solutions(name: str, solution_field: str | None = None, answer_patt
     return getattr(adapter(name), "SOLUTIONS", False) or bool(solution_field or answer_pattern)
 
 
+def prefix_checker(name: str):
+    """``check(problem, prefix text) -> float`` of dataset ``name``, the ``checker`` scorer's process verifier (its
+    adapter's ``check_prefix``); None when the task cannot check a prefix."""
+    return getattr(adapter(name), "check_prefix", None)
+
+
 def check_data_config(data) -> None:
     """ValueError naming the ``data.*`` key when a run's data config cannot work; reads no rows.
 

@@ -116,6 +116,14 @@ class RewardResult:
         """Items whose reward is 0 because scoring failed (timeouts, deadline, crashes, bad golds)."""
         return sum(self.counts[s] for s in FAILURE_STATUSES)
 
+    def subset(self, index: Sequence[int]) -> "RewardResult":
+        """The items at ``index``, in that order (the seconds stay the batch's)."""
+        index = list(index)
+        status = [self.status[i] for i in index]
+        counts = {s: status.count(s) for s in STATUSES}
+        return RewardResult(self.rewards[index], self.correct[index], self.has_answer[index],
+                            [self.answers[i] for i in index], status, counts, self.seconds)
+
     def metrics(self, prefix: str = "reward/") -> dict[str, float]:
         """Scalars for the logger: accuracy, mean reward, and the fraction of each status."""
         n = max(1, len(self.status))

@@ -241,9 +241,9 @@ class TrainerConfig:
     max_steps: int = 300
     """Training steps."""
     max_minutes: float | None = None
-    """Training wall-time budget (``time/wall``: held-out evaluations excluded): the run stops after the step
-    that reaches it, saves a checkpoint and evaluates as at ``max_steps``. None: steps alone decide. Equal
-    budgets compare methods at equal training time (paper Fig. 4)."""
+    """Training wall-time budget (``time/wall``: held-out evaluations excluded; the oracle scorer's credited clock,
+    ``time/wall_credited``): the run stops after the step that reaches it, saves a checkpoint and evaluates as at
+    ``max_steps``. None: steps alone decide. Equal budgets compare methods at equal training time (paper Fig. 4)."""
     accelerator: str = "auto"
     """cpu | gpu | auto."""
     devices: int = 1
@@ -353,6 +353,9 @@ class RunConfig:
     head: HeadConfig = field(default_factory=HeadConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    study: str | None = None
+    """The study this run is an arm of (``+exp=pruning_pays`` sets it): ``pruning.scorer=oracle`` reads each
+    rollout's outcome, which no real run knows at L_detect, so it is refused outside a study."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.engine.detect_length < self.algo.max_response_tokens:
@@ -379,6 +382,7 @@ class RunConfig:
             raise ConfigError(f"algo.prompts_per_step={self.algo.prompts_per_step} must be a multiple of the "
                               f"{self.trainer.ranks} ranks (trainer.devices × trainer.num_nodes): each rank "
                               "generates whole groups")
+        self._check_scorer()
         d = self.data
         if (self.model.path is None and self.model.pretrained is None and self.model.warm_start.steps > 0
                 and not registry.provides_solutions(d.name, d.solution_field, d.answer_pattern)):
@@ -388,6 +392,22 @@ class RunConfig:
                 f"solution field (data.solution_field=..., or data.answer_pattern=... when the answer ends a worked "
                 f"solution), or set model.warm_start.steps=0 to train the untrained tiny policy (expect reward 0)"
             )
+
+
+    def _check_scorer(self) -> None:
+        """The scorer at L_detect must suit the task and the way groups are chosen."""
+        p = self.pruning
+        if p.scorer == "checker" and registry.prefix_checker(self.data.name) is None:
+            raise ConfigError(f"pruning.scorer=checker needs a task that checks a response prefix; data.name="
+                              f"{self.data.name} has none (its adapter defines no check_prefix): use pruning.scorer="
+                              "head or confidence")
+        if p.scorer == "oracle":
+            if self.study is None:
+                raise ConfigError("pruning.scorer=oracle reads each rollout's outcome, which no real run knows at "
+                                  "L_detect: it is a study arm only (+exp=pruning_pays, or set study=<name>)")
+            if p.screen.stages != "none":
+                raise ConfigError(f"pruning.scorer=oracle prunes after the rollouts end; pruning.screen.stages="
+                                  f"{p.screen.stages!r} decides inside the engine: set pruning.screen.stages=none")
 
 
 SCHEMA = "run_schema"

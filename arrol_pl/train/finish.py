@@ -76,6 +76,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         head_accuracy_after_cold_start=mean_after(history, "head/accuracy", start),
         head_majority_after_cold_start=majority_floor(history, start),
         head_auc_after_cold_start=mean_after(history, "head/auc", start),
+        scorer_auc_after_cold_start=mean_after(history, "scorer/auc", start),
         head_within_auc_after_cold_start=mean_after(history, "head/within_auc", start),
         head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
         head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),
@@ -90,6 +91,8 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         policy={k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
         steps=len(history),
         wall_seconds=wall,
+        credited_seconds=sum(h["time/credit"] for h in history if "time/credit" in h)
+        if any("time/credit" in h for h in history) else None,
         **outcome,
         config=dataclasses.asdict(run),
     )

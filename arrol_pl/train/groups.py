@@ -24,7 +24,8 @@ from arrol_pl.engine.protocol import RolloutEngine
 from arrol_pl.train import distributed
 from arrol_pl.train.phases import PhaseTimer
 from arrol_pl.train.refill import refilled
-from arrol_pl.train.rollouts import RolloutRound, StepGroups
+from arrol_pl.train.oracle import OracleRound
+from arrol_pl.train.rollouts import RolloutRound, StepGroups, prefix_scorers
 from arrol_pl.train.screening import PromptScorer, screened
 
 
@@ -53,6 +54,15 @@ class GroupChooser:
         if cfg.pruning.screen.prompt_stage and prompt_scorer is None:
             raise ValueError("pruning.screen with a prompt stage needs its PromptScorer: GroupChooser(prompt_scorer=...)")
 
+    def rollout_round(self, timer: PhaseTimer) -> RolloutRound:
+        """A step's round: the engine's, scored at L_detect by ``pruning.scorer``, or the oracle's."""
+        cfg = self.cfg
+        args = (self.engine, self.reward, self.sampling, cfg.algo.group_size, cfg.engine.detect_length, timer)
+        if cfg.pruning.scorer == "oracle":
+            return OracleRound(*args, auc=cfg.pruning.oracle_auc, slots=cfg.engine.max_num_seqs,
+                               detect_first=cfg.engine.detect_first)
+        return RolloutRound(*args, scorer_for=prefix_scorers(cfg.pruning.scorer, cfg.data.name))
+
     def choose(self, step: int, drawn: Sequence, params: PrunerParams, timer: PhaseTimer,
                ranks: distributed.RankSync = distributed.ONE_RANK) -> StepGroups:
         """This rank's groups of ``step`` from the prompts the stream ``drawn``; ``survivors`` is None when every
@@ -60,8 +70,7 @@ class GroupChooser:
         cfg = self.cfg
         prompts = distributed.shard_prompts(drawn, ranks.rank, ranks.world_size)
         self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * ranks.world_size + ranks.rank))
-        rollout = RolloutRound(self.engine, self.reward, self.sampling, cfg.algo.group_size,
-                               cfg.engine.detect_length, timer)
+        rollout = self.rollout_round(timer)
         if cfg.pruning.screen.stages != "none":
             return screened(cfg, step, prompts, rollout, params, self.prompt_scorer)
         groups = rollout(prompts, params)

@@ -215,23 +215,29 @@ class ArrolModule(L.LightningModule):
         weights = 1.0 / surv.survival if self.cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
         group_ids, scores, labels, weights, features, rewards = self.ranks.gather_survivors(
             surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
+        head_scores = None
+        if self.cfg.pruning.scorer != "head":  # the head the step started with (the engine's), on the same rows
+            with torch.no_grad():
+                head_scores = self.head(features.to(self.device)).float().cpu()
         with timer("head"):
             loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights))
             prompt_rows = groups.prompt_rows(labels, weights)
             prompt = {} if prompt_rows is None else self.prompt_scorer.learn(*prompt_rows)
         return {"loss": loss, **{f"screen/prompt_head_{k}": v for k, v in prompt.items()}}, \
-            (group_ids, scores, labels, rewards)
+            (group_ids, scores, labels, rewards, head_scores)
 
     def _finish_step(self, step: int, groups: StepGroups, params, gathered, head: dict, stats: dict, timer,
                      step_start: float) -> None:
         """The step's history row, logged; every rank's metrics reduced, and sample texts every ``text_every``."""
-        group_ids, scores, labels, rewards = gathered
+        group_ids, scores, labels, rewards, head_scores = gathered
         head_loss = head.pop("loss")
         posteriors = params.posterior(scores) if len(self.calibrator) else None
+        quality = head_quality(scores, posteriors, labels, group_ids)  # the scorer's: what the decisions read
+        if head_scores is not None:
+            quality = head_quality(head_scores, None, labels, group_ids)
         metrics = {**phases.step_metrics(groups.scored, groups.generation, params, self.cfg.pruning.keep_ratio,
-                                         rewards, labels, group_ids,
-                                         head_quality(scores, posteriors, labels, group_ids), head_loss, stats),
-                   **head, **groups.metrics}
+                                         rewards, labels, group_ids, quality, head_loss, stats),
+                   **phases.scorer_metrics(scores, labels, group_ids), **head, **groups.metrics}
         if not self.ranks.alone:
             metrics["ranks/pruning_state_identical"] = float(self.ranks.identical(
                 self.calibrator.state_dict(), self.head.state_dict(), self.pruning.replay.state_dict()))
@@ -252,6 +258,9 @@ class ArrolModule(L.LightningModule):
             "time/step": now - step_start,
             "time/wall": self._wall_offset + now - (self._fit_started or step_start) - self.paused_seconds,
         }
+        if "time/credit" in metrics:  # the oracle's modelled saving, apart from the measured clock
+            credited = metrics["time/credit"] + sum(row.get("time/credit", 0.0) for row in self.history)
+            metrics["time/wall_credited"] = metrics["time/wall"] - credited
         self.history.append({"step": float(step), **metrics})
         self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=batch_size)
         if "reward/accuracy" in metrics:

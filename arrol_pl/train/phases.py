@@ -30,7 +30,7 @@ from torch import nn
 
 from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
-from arrol_pl.core.metrics import balance_stats
+from arrol_pl.core.metrics import balance_stats, binary_auc, within_group_auc
 from arrol_pl.train.config import AlgoConfig
 from arrol_pl.train.distributed import ONE_RANK, RankSync, micro_batch_count
 from arrol_pl.train.logprobs import MicroBatch, gather_rows, make_micro_batches, response_log_probs, score_rows
@@ -65,6 +65,15 @@ class Survivors:
     golds: list[str]
     rollout_log_probs: list[torch.Tensor] | None = None
     """Per survivor, ``(R_i,)``: the engine's log-prob of each sampled response token (None if not returned)."""
+
+    def subset(self, index: Sequence[int]) -> "Survivors":
+        """The survivors at ``index``, in that order."""
+        index = list(index)
+        pick = torch.tensor(index, dtype=torch.long)
+        return Survivors([self.prompt_ids[i] for i in index], [self.response_ids[i] for i in index],
+                         [self.texts[i] for i in index], self.group_ids[pick], self.features[pick],
+                         self.scores[pick], self.survival[pick], [self.golds[i] for i in index],
+                         None if self.rollout_log_probs is None else [self.rollout_log_probs[i] for i in index])
 
 
 def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Survivors:
@@ -381,6 +390,13 @@ def step_metrics(scored, gen, params, keep_ratio_target: float, rewards: torch.T
     if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
         metrics["pruning/window_auc"] = params.window_auc
     return metrics
+
+
+def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
+    """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect) against the
+    survivors' outcomes, over the batch and within groups; undefined ones (one class) left out."""
+    out = {"scorer/auc": binary_auc(scores, labels), "scorer/within_auc": within_group_auc(scores, labels, group_ids)}
+    return {k: v for k, v in out.items() if not math.isnan(v)}
 
 
 def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -> dict[str, float]:

@@ -8,13 +8,15 @@ runs one round with the engine's screen. :class:`StepGroups` is what a step trai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 
 from arrol_pl.core.pruning import PrunerParams
+from arrol_pl.core.scorers import CheckerScorer, ConfidenceScorer, PrefixScorer
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine.protocol import GenerationResult, RolloutEngine
+from arrol_pl.tasks import registry
 from arrol_pl.train.phases import PhaseTimer, Survivors, collect_survivors
 
 if TYPE_CHECKING:
@@ -50,23 +52,45 @@ class StepGroups:
         return None if self.screen is None else self.screen.prompt_rows(self.survivors.group_ids, labels, weights)
 
 
+def prefix_scorers(scorer: str, task: str) -> Callable[[Sequence], PrefixScorer | None]:
+    """``scorer_for(problems) -> PrefixScorer | None``: what scores a round's rollouts at L_detect in place of the
+    head (``pruning.scorer``; None for the head and the oracle, which the engine does not apply)."""
+    if scorer == "confidence":
+        confidence = ConfidenceScorer()
+        return lambda problems: confidence
+    if scorer == "checker":
+        check = registry.prefix_checker(task)
+        if check is None:
+            raise ValueError(f"pruning.scorer=checker: data.name={task} cannot check a response prefix")
+        return lambda problems: CheckerScorer(check, problems)
+    return lambda problems: None
+
+
 class RolloutRound:
     """``round(problems, params, screen=None) -> StepGroups``: generate (timed as ``generation``), drop the
-    pruned rollouts, reward the survivors (``reward``). ``sampling``: vLLM sampling keywords."""
+    pruned rollouts, reward the survivors (``reward``). ``sampling``: vLLM sampling keywords; ``scorer_for``: the
+    prefix scorer of a round's problems (:func:`prefix_scorers`; None: the head)."""
 
     def __init__(self, engine: RolloutEngine, reward, sampling: dict, group_size: int, detect_length: int | None,
-                 timer: PhaseTimer) -> None:
+                 timer: PhaseTimer, scorer_for: Callable[[Sequence], PrefixScorer | None] | None = None) -> None:
         self.engine, self.reward, self.sampling = engine, reward, sampling
         self.group_size, self.detect_length, self.timer = group_size, detect_length, timer
+        self.scorer_for = scorer_for or (lambda problems: None)
 
     def __call__(self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None) -> StepGroups:
-        with self.timer("generation"):
-            gen = self.engine.generate([p.prompt for p in problems], self.group_size, self.sampling,
-                                       self.detect_length, params, logprobs_topk=0,  # the sampled token's
-                                       screen=screen)
+        gen = self.generate(problems, params, screen)
         if all(r.pruned for r in gen.rollouts):
             return StepGroups(list(problems), gen)
         return self.rewarded(problems, gen)
+
+    def generate(self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None):
+        """The round's rollouts, pruned inside the engine per ``params`` (timed as ``generation``)."""
+        scorer = self.scorer_for(problems)
+        extra = {} if scorer is None else {"scorer": scorer}  # an engine without prefix scorers still serves the head
+        with self.timer("generation"):
+            return self.engine.generate([p.prompt for p in problems], self.group_size, self.sampling,
+                                        self.detect_length, params, logprobs_topk=0,  # the sampled token's
+                                        screen=screen, **extra)
 
     def rewarded(self, problems: Sequence, gen: GenerationResult) -> StepGroups:
         """The survivors of ``gen`` (rollouts of ``problems``) and their rewards."""

@@ -55,6 +55,9 @@ class RunSummary:
     """The head accuracy of always answering a step's more common label, max(acc, 1 − acc) of its
     survivors, over the same steps as ``head_accuracy_after_cold_start``: the floor a useful head must beat."""
     head_auc_after_cold_start: float | None = None
+    scorer_auc_after_cold_start: float | None = None
+    """The realised online AUC of the score the decisions read (``pruning.scorer``) against the survivors'
+    outcomes, after the cold start (the head's own is ``head_auc_after_cold_start``)."""
     head_within_auc_after_cold_start: float | None = None
     """The head's AUC over the (correct, wrong) pairs of one group among a step's survivors: an unbiased sample
     of each group without pruning or with random pruning; ARRoL's own survivors over-represent what it kept."""
@@ -81,6 +84,9 @@ class RunSummary:
     steps: int = 0
     wall_seconds: float | None = None
     """The whole run, model loading and evaluations included."""
+    credited_seconds: float | None = None
+    """The oracle scorer's credit over the run (``time/credit`` summed: the decode time its pruning would have
+    saved); None for any other scorer."""
     status: str = "completed"
     """completed | interrupted | failed."""
     signal: str | None = None

@@ -537,3 +537,21 @@ def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(res
     assert "Not run (`seeds/`" in full and "Not run (`seeds/`" not in partial
     with pytest.raises(ValueError, match="unknown section"):
         build_page(results_dir, page, only=["seed"])
+
+
+def test_the_pages_seeds_section_reports_the_arms_and_seeds_the_sweep_runs():
+    """docs/results.md section 9 is generated from `+exp=seeds`: its table's arms and seed counts are the ones
+    conf/exp/seeds.yaml sweeps, so the page cannot report arms the preset does not run."""
+    import re
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    params = yaml.safe_load((root / "conf" / "exp" / "seeds.yaml").read_text())["hydra"]["sweeper"]["params"]
+    arms = {f"pruning={a.strip()}" for a in str(params["pruning"]).split(",")}
+    seeds = len(str(params["trainer.seed"]).split(","))
+    page = (root / "docs" / "results.md").read_text()
+    section = page[page.index("## 9. "):page.index("## 10. ")]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if re.match(r"\| pruning=", line)]
+    assert {arm.strip() for arm, _ in rows} == arms
+    assert all(int(n) == seeds for _, n in rows), f"every arm over the sweep's {seeds} seeds"

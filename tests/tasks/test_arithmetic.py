@@ -129,3 +129,19 @@ def test_registry_serves_both_splits():
     assert train.problems == arithmetic_splits(ArithmeticConfig(n_train=50, n_heldout=10))[0]
     with pytest.raises(ValueError, match="data.path"):
         load_problems("arithmetic", path="x.jsonl")
+
+
+def test_check_prefix_compares_each_complete_line_with_the_worked_solution():
+    from arrol_pl.tasks.arithmetic import CHECK_SCORES, check_prefix
+    from arrol_pl.tasks.registry import prefix_checker
+
+    wrong, unknown, right = CHECK_SCORES
+    p = "Compute 4 + 5 - 3."
+    assert check_prefix(p, "\n4 + 5 = 9\n9 - 3 = 6\n\\boxed{6}") == right
+    assert check_prefix(p, "\n4 + 5 = 9\n9 - 3 = 7") == right, "the last line is not complete yet"
+    assert check_prefix(p, "\n4 + 5 = 9\n9 - 3 = 7\n") == wrong
+    assert check_prefix(p, "\n4+5 =  9\n") == right, "spaces are ignored"
+    assert check_prefix(p, "\n4 + 5 = 8\n8 - 3") == wrong
+    assert check_prefix(p, "\n4 + 5") == unknown == check_prefix(p, "")
+    assert check_prefix(p, "\n4 + 5 = 9\n9 - 3 = 6\n\\boxed{6}\nmore\n") == wrong, "a line past the solution"
+    assert prefix_checker("arithmetic") is check_prefix and prefix_checker("gsm8k") is None

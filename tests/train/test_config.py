@@ -49,7 +49,7 @@ def test_every_experiment_composes_and_validates(exp):
             for value in str(values).split(","):
                 point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
                 load_run_config(point)
-    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "paper_dapo", "paper_grpo",
+    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "paper_dapo", "paper_grpo", "pruning_pays",
                            "random_pruning", "seeds", "smollm2_balance", "smollm2_online", "smollm2_online_spread",
                            "smollm2_screen", "smollm2_setting"]
 
@@ -229,6 +229,27 @@ def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
     assert cfg.hydra.sweeper.params["arm"] == ",".join(arms)  # the pilot arms run when named
     # a job's directory is named by its overrides: seeds run in different sessions never overwrite each other
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"] == "${hydra.job.override_dirname}"
+
+
+def test_the_pruning_pays_arms_differ_only_in_what_they_name():
+    base = compose_run("+exp=pruning_pays")
+    arms = {"grpo": (8, "none", "head", None), "grpo_g4": (4, "none", "head", None),
+            "random": (8, "random", "head", None), "arrol": (8, "arrol", "head", None),
+            "arrol_confidence": (8, "arrol", "confidence", None), "arrol_checker": (8, "arrol", "checker", None),
+            "oracle": (8, "arrol", "oracle", 1.0)}
+    for arm, expected in arms.items():
+        for overrides in (("+exp=pruning_pays", f"arm={arm}"), ("trainer.seed=2", f"arm={arm}", "+exp=pruning_pays")):
+            run = compose_run(*overrides)
+            p = run.pruning
+            assert (run.algo.group_size, p.policy, p.scorer, p.oracle_auc) == expected, overrides
+            assert run.study == "pruning_pays" and run.data.options["min_operands"] == 8, "the long-chain task"
+            assert run.engine == base.engine and run.model == base.model
+            assert run.trainer == dataclasses.replace(base.trainer, seed=run.trainer.seed)
+    ladder = compose_run("+exp=pruning_pays", "arm=oracle", "pruning.oracle_auc=0.7")
+    assert ladder.pruning.oracle_auc == 0.7 and ladder.trainer.max_minutes == 5
+    assert base.engine.detect_length * 8 == base.algo.max_response_tokens, "L_detect = 1/8 of the response budget"
+    with pytest.raises(ConfigError, match="it is a study arm only"):
+        compose_run("+arm=oracle")
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -237,6 +237,16 @@ def print_probe(summary: dict[str, Any], results: list[LengthResult], by_kind: d
     print(f"outputs: {out} (head_quality.json, head_quality.png)")
 
 
+def _bin_edges(values, bins: int = 30):
+    """30 histogram edges over ``values``, widened around a range too narrow to split (near-equal scores)."""
+    import numpy as np
+
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-9 * max(1.0, abs(hi)):
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, bins + 1)
+
+
 def plot(results: list[LengthResult], path: Path) -> None:
     """Fig. 2(b–d): per L, head scores (top) and DeepConf confidence (bottom) of correct vs incorrect test
     rollouts; last panel, Spearman with correctness against L for both."""
@@ -253,7 +263,7 @@ def plot(results: list[LengthResult], path: Path) -> None:
         for row, (values, name) in enumerate(((r.test_head_scores, "head logit"), (r.test_deepconf, "DeepConf"))):
             ax = fig.add_subplot(grid[row, i])
             correct = r.test_labels > 0.5
-            edges = np.histogram_bin_edges(values.numpy(), bins=30) if values.numel() else 30  # shared by both
+            edges = _bin_edges(values.double().numpy()) if values.numel() else 30  # shared by both
             for mask, label, color in ((correct, "correct", "tab:green"), (~correct, "incorrect", "tab:red")):
                 if mask.any():
                     ax.hist(values[mask].numpy(), bins=edges, density=True, alpha=0.5, color=color, label=label)

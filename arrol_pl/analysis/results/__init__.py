@@ -4,8 +4,9 @@ Every number on the page is read from the run outputs; every verdict is computed
 criterion stated next to it, the paper's claim apart from the project's own targets (:class:`.common.Claim`). A
 part whose outputs are missing is listed as not run, never filled in. :mod:`.page` assembles the page from one
 renderer per section: :mod:`.default_task` (sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the
-SmolLM2 probe), :mod:`.online` (8, 10 and 11, SmolLM2 trained online) and :mod:`.screen` (12, choosing the
-groups); :mod:`.headline` makes the opening table from every section's claims, which are written beside the page
+SmolLM2 probe), :mod:`.online` (8, 10 and 11, SmolLM2 trained online), :mod:`.screen` (12, choosing the
+groups) and :mod:`.pruning_pays` (13, when pruning pays: scorers, the oracle ladder, the cost-matched control);
+:mod:`.headline` makes the opening table from every section's claims, which are written beside the page
 as data (``results.json``).
 
 Layout of a results directory (what ``reproduce.py`` writes)::
@@ -24,5 +25,6 @@ Layout of a results directory (what ``reproduce.py`` writes)::
     online_balance/<job>/...      +exp=smollm2_balance (the spread rule vs random pruning, per step; opt-in part)
     online_spread/<job>/...       +exp=smollm2_online_spread (section 8 with the spread rule; opt-in part)
     screen/<job>/summary.json     +exp=smollm2_screen (choosing the groups at equal training time; opt-in part)
+    pruning_pays/<job>/...        +exp=pruning_pays (when pruning pays: scorers, oracle ladder, G = 4; opt-in part)
     manifest.json                 commands, exit codes and seconds per part
 """

@@ -5,7 +5,8 @@ Decisions:
 - **Arms are paired by seed** (:func:`~arrol_pl.analysis.runs.pairs_by_seed`); the per-seed differences are
   averaged with their standard errors combined (:func:`~arrol_pl.core.metrics.mean_of_estimates`).
 - **Equal time is judged on the larger of two uncertainties**: the evaluations' noise and, over several seeds, the
-  spread of the per-seed differences (which also holds the training paths' noise).
+  spread of the per-seed differences (which also holds the training paths' noise;
+  :class:`~arrol_pl.analysis.runs.PairedDifference`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.results.common import Claim, verdict
-from arrol_pl.analysis.runs import (comparable, heldout_difference_se, paired_by_problem, pairs_by_seed,
-                                    per_step_after_cold_start, sweep_runs)
-from arrol_pl.core.metrics import mean_of_estimates, mean_sd_se
+from arrol_pl.analysis.runs import (comparable, paired_difference, pairs_by_seed, per_step_after_cold_start,
+                                    sweep_runs)
+from arrol_pl.core.metrics import mean_of_estimates
 from arrol_pl.train.summary import RunSummary
 
 
@@ -77,7 +78,7 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
                         f"`trainer.seed`): `python experiments/reproduce.py {run_hint}."], []
     arrol = pairs[0][2]
     budget = arrol.config["trainer"].get("max_minutes")
-    rows, diffs = [], []
+    rows = []
     for seed, grpo, arm_run in pairs:
         for title, s in (("GRPO", grpo), (arm_title, arm_run)):
             gain = comparable(s.heldout_accuracy_after) - comparable(s.heldout_accuracy_before)
@@ -87,8 +88,6 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
                          fmt(s.keep_ratio_mean), fmt(s.head_accuracy_after_cold_start),
                          fmt(s.head_majority_after_cold_start), fmt(s.head_auc_after_cold_start),
                          fmt(s.zero_advantage_fraction)])
-        diffs.append((seed, comparable(arm_run.heldout_accuracy_after) - comparable(grpo.heldout_accuracy_after),
-                      heldout_difference_se(arm_run, grpo)))
     lines += [
         f"`experiments/run.py +exp={preset}`: both arms train for {budget} min of training wall time "
         f"(held-out evaluations excluded) {setting}; "
@@ -102,16 +101,14 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
         *table_lines(["seed", "arm", "steps", "s / step", "held-out before", "held-out after", "gain", "keep",
                       "head acc.", "majority class", "head AUC", "zero-adv. groups"], rows),
     ]
-    k = len(diffs)
-    diff, eval_se = mean_of_estimates([(d, se) for _, d, se in diffs])
-    _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in diffs])
     # the larger of the evaluations' noise and the spread over seeds (which also holds the training paths' noise)
-    diff_se = max(eval_se, seed_se) if k > 1 else eval_se
+    difference = paired_difference(pairs)
+    k, diff, diff_se, eval_se = difference.seeds, difference.mean, difference.se, difference.eval_se
     steps_ratio = sum(a.steps for _, _, a in pairs) / max(1, sum(g.steps for _, g, _ in pairs))
-    per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in diffs)
-    spread = (f"; over seeds sd {seed_sd:.3f}, SE {seed_se:.3f}; the larger SE is used" if k > 1 else
-              "; one seed per arm")
-    paired = sum(paired_by_problem(a, g) for _, g, a in pairs)
+    per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in difference.per_seed)
+    spread = (f"; over seeds sd {difference.seed_sd:.3f}, SE {difference.seed_se:.3f}; the larger SE is used" if k > 1
+              else "; one seed per arm")
+    paired = difference.by_problem
     unpaired = ("the two evaluations' standard errors combined as if independent, likely an overestimate since both "
                 "arms evaluate the same problems")
     how = ("paired by problem: both arms evaluate the same problems" if paired == k else

@@ -14,6 +14,7 @@ from arrol_pl.analysis.results.default_task import (section_balance, section_hea
 from arrol_pl.analysis.results.headline import headline_table
 from arrol_pl.analysis.results.online import section_online, section_online_balance, section_online_spread
 from arrol_pl.analysis.results.pretrained import section_pretrained
+from arrol_pl.analysis.results.pruning_pays import section_pruning_pays
 from arrol_pl.analysis.results.screen import section_screen
 from arrol_pl.analysis.runs import pick, sweep_runs
 from arrol_pl.train.summary import RunSummary
@@ -35,7 +36,7 @@ def reading(kappa_runs: list[RunSummary]) -> list[str]:
 
 
 SECTION_KEYS = ("phases", "balance", "head", "kappa", "voting", "wallclock", "pretrained", "online", "seeds",
-                "online_balance", "online_spread", "screen")
+                "online_balance", "online_spread", "screen", "pruning_pays")
 """The page's sections in order (section n is ``SECTION_KEYS[n - 1]``), named as ``write_results.py --sections``
 takes them."""
 
@@ -124,6 +125,7 @@ def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str
         lambda: section_pretrained(root, figures, page.parent), lambda: section_online(root),
         lambda: section_seeds(root, figures, page.parent), lambda: section_online_balance(root),
         lambda: section_online_spread(root), lambda: section_screen(root),
+        lambda: section_pruning_pays(root, figures, page.parent),
     ]
     bodies: list[str] = []
     claims: dict[int, list[Claim]] = {}

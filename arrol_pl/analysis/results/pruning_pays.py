@@ -1,0 +1,401 @@
+"""The results page's section 13: when does pruning pay (``+exp=pruning_pays``, beyond the paper)? On the long-chain
+task, where most of a rollout lies past L_detect, every arm trains for the same training time: GRPO G = 8, GRPO
+G = 4 (the cost-matched control: it trains as many rollouts per prompt as κ = 0.5 keeps and generates no more),
+random pruning, the paper's rule reading the learned head, DeepConf's prefix confidence or a process checker, and
+the rule reading an oracle of set AUC (the ladder), whose clock is credited with the decode time its pruning would
+have saved.
+
+Decisions:
+- **An arm is a job's overrides without ``trainer.seed``** and without what every job of the sweep shares (such as
+  ``+exp=pruning_pays``; an ``arm=`` override always stays): ``arm=oracle pruning.oracle_auc=0.7``. Its runs are
+  paired with GRPO G = 8's (``arm=grpo``) by ``trainer.seed``, their evaluations by problem
+  (:func:`~arrol_pl.analysis.runs.paired_difference`).
+- **An arm's AUC is the realised online AUC of the score its decisions read** (``scorer_auc_after_cold_start``,
+  the mean over seeds; the head's own where a head-scored run did not record it; an oracle's set AUC where it
+  recorded neither). Random pruning reads no score: it stands at 0.5, whatever the head it ignores scored.
+- **The break-even AUC** is where the oracle ladder's difference to GRPO G = 8 crosses 0 going up, interpolated
+  linearly between the two ladder points around it; of several such crossings the highest (pruning pays at every
+  ladder point above it).
+- **Random pruning is context**: it is the paper's baseline (Table 4), not ARRoL, so its comparisons are stated
+  without a verdict on the paper's claim or a target of the project's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
+
+from arrol_pl.analysis.formatting import fmt, table_lines
+from arrol_pl.analysis.history import read_history
+from arrol_pl.analysis.results.common import Claim
+from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_difference, sweep_runs
+from arrol_pl.analysis.sweep import SEED_OVERRIDE
+from arrol_pl.analysis.wallclock import new_figure, plot_wallclock, save_figure
+from arrol_pl.core.metrics import mean_sd_se, time_to_reach
+from arrol_pl.train.summary import RunSummary
+
+HEADING = ("## 13. When does pruning pay? Scorers at L_detect, the oracle ladder and the cost-matched control "
+           "(beyond the paper)")
+COMMAND = "python experiments/reproduce.py --only pruning_pays page"
+ROW = "time_tiny"
+"""The headline row the section's claims count toward: Fig. 4 on the tiny policy."""
+BASELINE, CONTROL = "grpo", "grpo_g4"
+SCORERS = {"arrol": "the learned head", "arrol_confidence": "DeepConf", "arrol_checker": "the checker",
+           "random": "random pruning"}
+"""The arms (by ``arm=``) drawn as marked points of the break-even figure, by what their decisions read."""
+TITLES = {BASELINE: "GRPO G = 8", CONTROL: "GRPO G = 4", "grpo_screen": "GRPO + prompt screen", **SCORERS}
+ORDER = (BASELINE, CONTROL, "random", "arrol", "arrol_confidence", "arrol_checker", "grpo_screen", "oracle")
+REACH_SHARE = 0.6
+"""The project's goal for the oracle at AUC 1.0: GRPO's final accuracy in at most this share of GRPO's time."""
+LADDER_SPACING = 0.1
+"""Ladder points this close around the crossing locate the break-even AUC to ±0.05."""
+AHEAD_OF_CONTROL = "ahead of GRPO G = 4, the cost-matched control, by more than two standard errors"
+ORACLE_GOAL = (f"oracle at AUC 1.0 ahead of GRPO G = 8 by more than two standard errors and at GRPO's final accuracy "
+               f"in ≤ {REACH_SHARE}× its time")
+LOCATED = "break-even AUC located to ±0.05"
+LADDER = ("python experiments/run.py +exp=pruning_pays arm=oracle pruning.oracle_auc=0.6,0.7,0.8,0.9 "
+          "trainer.seed=0,1,2 hydra.sweep.dir=<the same directory>")
+
+
+@dataclass
+class Arm:
+    """One arm of the study: its label (:func:`study_arms`) and its runs by seed."""
+
+    label: str
+    runs: dict[int, RunSummary]
+
+    @property
+    def name(self) -> str:
+        """The arm's preset (its ``arm=`` override; empty without one)."""
+        return next((o.split("=", 1)[1] for o in self.label.split() if o.startswith("arm=")), "")
+
+    @property
+    def pruning(self) -> dict:
+        return next(iter(self.runs.values())).config.get("pruning", {})
+
+    @property
+    def oracle_auc(self) -> float | None:
+        """The oracle's set AUC (None: another scorer)."""
+        return float(self.pruning.get("oracle_auc", 1.0)) if self.pruning.get("scorer") == "oracle" else None
+
+    @property
+    def pruned(self) -> bool:
+        return self.pruning.get("policy", "none") != "none"
+
+    @property
+    def title(self) -> str:
+        """What the text calls the arm."""
+        return f"the oracle at AUC {self.oracle_auc}" if self.oracle_auc is not None else TITLES.get(
+            self.name, f"`{self.label}`")
+
+    def auc(self) -> float | None:
+        """The realised AUC of what the decisions read (module docstring); None without pruning."""
+        if self.pruning.get("policy") == "random":
+            return 0.5
+        if not self.pruned:
+            return None
+        head = self.pruning.get("scorer", "head") == "head"
+        values = [r.head_auc_after_cold_start if r.scorer_auc_after_cold_start is None and head else
+                  r.scorer_auc_after_cold_start for r in self.runs.values()]
+        values = [v for v in values if v is not None and math.isfinite(v)]
+        return statistics.mean(values) if values else self.oracle_auc
+
+
+def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
+    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladder from the
+    highest AUC down."""
+    shared = set.intersection(*(set(r.overrides) for r in runs)) if len(runs) > 1 else set()
+    by_label: dict[str, dict[int, RunSummary]] = {}
+    for run in runs:
+        label = " ".join(o for o in run.overrides
+                         if not o.startswith(SEED_OVERRIDE) and (o.startswith("arm=") or o not in shared))
+        by_label.setdefault(label or "all", {})[run.config.get("trainer", {}).get("seed", 0)] = run
+    arms = [Arm(label, dict(sorted(seeds.items()))) for label, seeds in by_label.items()]
+    return sorted(arms, key=lambda a: (ORDER.index(a.name) if a.name in ORDER else len(ORDER), -(a.oracle_auc or 0),
+                                       a.label))
+
+
+def named(arms: Sequence[Arm], name: str) -> Arm | None:
+    """The first arm whose ``arm=`` is ``name``."""
+    return next((a for a in arms if a.name == name), None)
+
+
+def versus(arm: Arm, base: Arm | None) -> PairedDifference | None:
+    """``arm``'s held-out accuracy after minus ``base``'s over the seeds both ran (None: none, or no ``base``)."""
+    pairs = [(seed, base.runs[seed], run) for seed, run in arm.runs.items() if seed in base.runs] if base else []
+    return paired_difference(pairs) if pairs and arm is not base else None
+
+
+def curve(run: RunSummary) -> list[tuple[float, float]]:
+    """A run's held-out curve (training seconds, the oracle's credited); empty without a history."""
+    return heldout_curve(run) if (Path(run.run_dir) / "history.jsonl").exists() else []
+
+
+def reach_shares(arm: Arm, base: Arm) -> list[tuple[int, float | None]]:
+    """Per seed both arms ran with held-out curves: when ``arm`` first reaches ``base``'s final held-out accuracy
+    of the same seed, as a share of ``base``'s training time (None: never)."""
+    out = []
+    for seed, run in arm.runs.items():
+        ours, theirs = curve(run), curve(base.runs[seed]) if seed in base.runs else []
+        if len(ours) > 1 and len(theirs) > 1:
+            t = time_to_reach(ours, theirs[-1][1])
+            out.append((seed, None if t is None else t / theirs[-1][0]))
+    return out
+
+
+def median_share(shares: Sequence[tuple[int, float | None]]) -> float | None:
+    """The median of :func:`reach_shares` (a seed that never reached counts as infinitely late; None: no seed)."""
+    return statistics.median(math.inf if s is None else s for _, s in shares) if shares else None
+
+
+def share_text(share: float | None) -> str:
+    """A share of GRPO's time as the page writes it (``never``: not reached)."""
+    return "never" if share is None or math.isinf(share) else f"{share:.2f}"
+
+
+def credited_share(run: RunSummary) -> float | None:
+    """The oracle's credit as a share of the run's measured training seconds (None: not an oracle run)."""
+    if run.credited_seconds is None or not (Path(run.run_dir) / "history.jsonl").exists():
+        return None
+    walls = [h["time/wall"] for h in read_history(Path(run.run_dir)) if "time/wall" in h]
+    return run.credited_seconds / walls[-1] if walls and walls[-1] > 0 else None
+
+
+def break_even(points: Sequence[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """Where ``(AUC, difference)`` points cross 0 going up: ``(the AUC at 0, the AUC below, the AUC above)``,
+    interpolated linearly between the two points around the highest such crossing; None when they do not cross."""
+    ordered = sorted(points)
+    found = None
+    for (x0, d0), (x1, d1) in zip(ordered, ordered[1:]):
+        if d0 <= 0 <= d1 and d0 < d1:
+            found = (x0 - d0 * (x1 - x0) / (d1 - d0), x0, x1)
+    return found
+
+
+def standing(d: PairedDifference) -> str:
+    """Where a paired difference stands against 0, in standard errors."""
+    return ("ahead by more than two standard errors" if d.mean > 2 * d.se else
+            "behind by more than two standard errors" if d.mean < -2 * d.se else "within two standard errors")
+
+
+def difference_cell(d: PairedDifference | None) -> str:
+    """The table's paired difference: mean ± SE over the seeds, and how the evaluations were paired."""
+    if d is None:
+        return "n/a"
+    how = (f"per-problem SE {d.eval_se:.3f}" if d.by_problem == d.seeds else
+           f"evaluation SE {d.eval_se:.3f}, paired by problem on {d.by_problem} of {d.seeds}")
+    return f"{d.mean:+.3f} ± {d.se:.3f} ({d.seeds} seeds; {how})"
+
+
+def mean_of(values: Sequence[float | None]) -> float | None:
+    """The mean of the values measured (None: none was)."""
+    kept = [v for v in values if v is not None]
+    return statistics.mean(kept) if kept else None
+
+
+def plot_break_even(ladder: Sequence[tuple[float, PairedDifference]], points: Sequence[tuple[str, float,
+                    PairedDifference]], control: PairedDifference | None, crossing: float | None, out: Path) -> Path:
+    """The break-even figure: each arm's difference to GRPO G = 8 (± 1 SE) against its AUC, the ladder as a line,
+    the other scorers as points, GRPO G = 8 at 0 and GRPO G = 4 dashed."""
+    fig, ax = new_figure()
+    if ladder:
+        ax.errorbar([x for x, _ in ladder], [d.mean for _, d in ladder], yerr=[d.se for _, d in ladder], marker="o",
+                    capsize=3, label="oracle ladder")
+    for (title, x, d), marker in zip(points, "sD^vP"):
+        ax.errorbar([x], [d.mean], yerr=[d.se], marker=marker, linestyle="none", capsize=3, label=title)
+    ax.axhline(0.0, color="black", linewidth=0.8, label="GRPO G = 8")
+    if control is not None:
+        ax.axhline(control.mean, color="grey", linestyle="--", label="GRPO G = 4 (cost-matched)")
+    if crossing is not None:
+        ax.axvline(crossing, color="grey", linestyle=":", label=f"break-even AUC {crossing:.2f}")
+    return save_figure(fig, ax, out, "the scorer's realised online AUC after the cold start",
+                       "held-out accuracy − GRPO G = 8's at equal time")
+
+
+def headline_text(ladder: Sequence[tuple[float, PairedDifference]], crossing: float | None,
+                  head: Arm | None) -> str:
+    """What the opening table shows of the study."""
+    if len(ladder) < 2:
+        text = "Pruning's break-even AUC: the oracle ladder not run"
+    elif crossing is not None:
+        text = f"Pruning pays from scorer AUC ≈ {crossing:.2f} (oracle ladder)"
+    elif all(d.mean > 0 for _, d in ladder):
+        text = f"Pruning pays across the oracle ladder (from AUC {ladder[0][0]:.2f} up)"
+    else:
+        text = f"Pruning does not pay within the oracle ladder (AUC {ladder[0][0]:.2f}–{ladder[-1][0]:.2f})"
+    auc = head.auc() if head else None
+    return text + (f"; the learned head sits at AUC {auc:.2f}" if auc is not None else "")
+
+
+def setting(runs: Sequence[RunSummary], arms: Sequence[Arm], config: dict) -> str:
+    """The section's opening: the study's setting (from GRPO G = 8's config) and how to read the table."""
+    algo, trainer, engine = (config.get(k, {}) for k in ("algo", "trainer", "engine"))
+    return (f"`experiments/run.py +exp=pruning_pays` ({len(runs)} runs, {len(arms)} arms): the long-chain task "
+            f"(`data=arithmetic_long`), B = {algo.get('prompts_per_step')} × G = {algo.get('group_size')}, responses "
+            f"up to {algo.get('max_response_tokens')} tokens, L_detect = {engine.get('detect_length')}, at most "
+            f"{engine.get('max_num_seqs')} rollouts decoded at once. Every arm trains for {trainer.get('max_minutes')} "
+            "min of training time (held-out evaluations excluded). An oracle's rollouts run to the end so that it can "
+            "read their outcome; its clock is credited with the decode time aborting its pruned rollouts at L_detect "
+            f"would have saved (`time/wall_credited`). Held-out: {runs[0].heldout_problems} problems × "
+            f"{runs[0].heldout_samples} samples every {trainer.get('eval_every')} steps, the same problems in every "
+            "run. Held-out after and the gain over before are mean ± sd over the seeds (SE: of the mean); the "
+            "difference to GRPO G = 8 pairs each seed with GRPO's of the same seed and is ± the larger of the "
+            "evaluations' SE (paired by problem where both runs recorded per-problem results, pooled over the seeds) "
+            "and the seeds' SE. Scorer AUC: the realised online AUC of the score the decisions read, against the "
+            "survivors' outcomes after the cold start (random pruning reads none: 0.5).")
+
+
+def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[Claim]]:
+    """When does pruning pay (``+exp=pruning_pays``): every arm against GRPO G = 8 at equal training time, paired by
+    seed and by problem; the held-out curves; the break-even AUC of the oracle ladder, with the real scorers and the
+    cost-matched control beside it; the time each arm takes to GRPO's final accuracy; the verdicts."""
+    runs = [r for r in sweep_runs(root / "pruning_pays") if r.heldout_accuracy_after is not None]
+    if not runs:
+        return [HEADING, "", f"The study was not run (`pruning_pays/` holds no runs): `{COMMAND}` (several hours; "
+                "the oracle ladder and the other scorers go into the same sweep directory: "
+                "conf/exp/pruning_pays.yaml)."], []
+    arms = study_arms(runs)
+    base, control = named(arms, BASELINE), named(arms, CONTROL)
+    c = next(iter((base or arms[0]).runs.values())).config
+    lines = [HEADING, "", setting(runs, arms, c), ""]
+    diffs = {a.label: d for a in arms if (d := versus(a, base)) is not None}
+    rows = []
+    for a in arms:
+        rs = list(a.runs.values())
+        rows.append([f"`{a.label}`", len(rs), fmt(mean_sd_se([r.heldout_accuracy_after for r in rs])),
+                     fmt(mean_sd_se([r.heldout_accuracy_after - r.heldout_accuracy_before for r in rs
+                                     if r.heldout_accuracy_before is not None])),
+                     "—" if a is base else difference_cell(diffs.get(a.label)), fmt(a.auc()),
+                     fmt(mean_of([r.keep_ratio_mean for r in rs]), ".2f"),
+                     "—" if a.oracle_auc is None else fmt(mean_of([credited_share(r) for r in rs]), ".2f")])
+    lines += table_lines(["arm", "seeds", "held-out after", "gain over before", "− GRPO G = 8 at equal time",
+                          "scorer AUC", "keep", "credited share of the training time"], rows)
+    drawn = {a.label: [Path(r.run_dir) for r in a.runs.values() if len(curve(r)) > 1] for a in arms}
+    drawn = {label: dirs for label, dirs in drawn.items() if dirs}
+    if drawn:
+        target = plot_wallclock(drawn, figures / "pruning_pays_wallclock.png", "heldout/accuracy")
+        lines += ["", "### Held-out accuracy against training seconds", "",
+                  "Each arm's mean over its seeds, ± one standard deviation as a band, up to its shortest seed's end "
+                  "(an oracle's seconds are its credited clock).", "",
+                  f"![held-out accuracy vs training seconds, each arm's seeds as a band]"
+                  f"({target.relative_to(page_dir)})"]
+    more, claims = break_even_part(arms, base, control, diffs, figures, page_dir)
+    lines += more + reach_part(arms, base)
+    claims = fig4_claims(arms, diffs, c.get("engine", {}).get("detect_length")) + control_claims(arms, control) + claims
+    return lines + ["", "### Verdicts", "", *(f"- {claim.line()}" for claim in claims)], claims
+
+
+def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, diffs: dict[str, PairedDifference],
+                    figures: Path, page_dir: Path) -> tuple[list[str], list[Claim]]:
+    """The break-even figure and text, and the project's goals: the oracle at AUC 1.0 against GRPO G = 8, the
+    break-even AUC located (the headline's figure)."""
+    if base is None:
+        return ["", "No break-even: `arm=grpo` (GRPO G = 8, what every arm is measured against) has no runs."], []
+    ladder = sorted(((a.auc(), diffs[a.label]) for a in arms if a.oracle_auc is not None and a.label in diffs
+                     and a.auc() is not None), key=lambda p: p[0])
+    points = [(a.title, a.auc(), diffs[a.label]) for name in SCORERS if (a := named(arms, name)) is not None
+              and a.label in diffs and a.auc() is not None]
+    low = diffs.get(control.label) if control else None
+    found = break_even([(x, d.mean) for x, d in ladder])
+    crossing = found[0] if found else None
+    lines = ["", "### Break-even: the scorer's AUC at which pruning pays", ""]
+    if ladder or points:
+        target = plot_break_even(ladder, points, low, crossing, figures / "pruning_pays_break_even.png")
+        lines += [f"![held-out accuracy minus GRPO G = 8's against the scorer's AUC]({target.relative_to(page_dir)})",
+                  ""]
+    at = lambda x: next(d for ax, d in ladder if ax == x)  # noqa: E731
+    if len(ladder) < 2:
+        lines.append(f"The oracle ladder has {len(ladder)} point(s), too few to locate a break-even: `{LADDER}`.")
+    elif found:
+        lines.append(f"Break-even: the oracle ladder's difference to GRPO G = 8 crosses 0 at AUC {found[0]:.3f}, "
+                     f"interpolated between its points at AUC {found[1]:.3f} ({at(found[1]).mean:+.3f}) and "
+                     f"{found[2]:.3f} ({at(found[2]).mean:+.3f}).")
+    else:
+        lines.append(f"The oracle ladder's difference to GRPO G = 8 does not cross 0 going up within the ladder "
+                     f"(AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
+                     + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + ".")
+    sit = [f"{title} at AUC {x:.3f} ({d.mean:+.3f} ± {d.se:.3f})" for title, x, d in points]
+    if low is not None:
+        sit.append(f"GRPO G = 4, the cost-matched control, {low.mean:+.3f} ± {low.se:.3f} (dashed)")
+    if sit:
+        lines.append("Beside it: " + "; ".join(sit) + ".")
+    claims = []
+    oracle = next((a for a in arms if a.oracle_auc == 1.0 and a.label in diffs), None)
+    if oracle is not None:
+        d, shares = diffs[oracle.label], reach_shares(oracle, base)
+        share = median_share(shares)
+        per_seed = ", ".join(f"seed {s}: {share_text(x)}" for s, x in shares)
+        claims.append(Claim(ROW, f"The oracle at AUC 1.0 (`{oracle.label}`) against GRPO G = 8: {d.mean:+.3f} ± "
+                            f"{d.se:.3f} at equal training time over {d.seeds} seed(s); GRPO's final held-out accuracy "
+                            f"reached at a median {'n/a' if share is None else share_text(share)} of GRPO's "
+                            "training time"
+                            + (f" ({per_seed})" if shares else ""),
+                            targets=((ORACLE_GOAL, d.mean > 2 * d.se and share is not None and share <= REACH_SHARE),)))
+    if len(ladder) > 1:
+        if found:
+            text = (f"Break-even of the oracle ladder: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer "
+                    f"AUC {found[0]:.3f}, between its points at AUC {found[1]:.3f} and {found[2]:.3f}")
+            met = found[2] - found[1] <= LADDER_SPACING + 1e-9
+        else:
+            text = (f"Break-even of the oracle ladder: its held-out accuracy minus GRPO G = 8's does not cross 0 going "
+                    f"up within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})")
+            met = False
+        claims.append(Claim(ROW, text, targets=((LOCATED, met),), detail=f" (met when the ladder points around the "
+                            f"crossing are at most {LADDER_SPACING} apart)"))
+    if claims:
+        claims[-1] = replace(claims[-1], here=headline_text(ladder, crossing, named(arms, "arrol")))
+    return lines, claims
+
+
+def reach_part(arms: Sequence[Arm], base: Arm | None) -> list[str]:
+    """The table of when each arm first reaches GRPO G = 8's final held-out accuracy of the same seed."""
+    rows = []
+    for a in arms:
+        shares = reach_shares(a, base) if base is not None and a is not base else []
+        if shares:
+            rows.append([f"`{a.label}`", ", ".join(f"{s}: {share_text(x)}" for s, x in shares),
+                         share_text(median_share(shares))])
+    if not rows:
+        return []
+    return ["", "### Time to GRPO's final accuracy", "",
+            "Per seed, the training seconds at which the arm's held-out curve first reaches GRPO G = 8's final "
+            "held-out accuracy of the same seed, as a share of GRPO's training time (never: not within the arm's "
+            "budget, counted as infinitely late in the median).", "",
+            *table_lines(["arm", "share of GRPO's time, per seed", "median"], rows)]
+
+
+def fig4_claims(arms: Sequence[Arm], diffs: dict[str, PairedDifference], detect: int | None) -> list[Claim]:
+    """The paper's Fig. 4 claim (ARRoL ahead of GRPO at equal training time) per scorer, random pruning as
+    context."""
+    claims = []
+    for a in arms:
+        d = diffs.get(a.label)
+        if d is None or (a.name not in SCORERS and a.oracle_auc != 1.0):
+            continue
+        text = (f"Fig. 4 on the long-chain task at L_detect = {detect}, {a.title} (`{a.label}`): held-out accuracy "
+                f"minus GRPO G = 8's after the same training time, {d.mean:+.3f} ± {d.se:.3f} over {d.seeds} seed(s)")
+        if a.name == "random":
+            claims.append(Claim(ROW, f"{text}: {standing(d)}"))
+            continue
+        outcome = ("reproduced" if d.mean > 2 * d.se else "not reproduced" if d.mean < -2 * d.se else
+                   "tied within noise")
+        claims.append(Claim(ROW, text, paper=outcome, detail=f": {standing(d)} (the paper: ARRoL ≥ GRPO; reproduced "
+                            "means ahead by more than two standard errors)"))
+    return claims
+
+
+def control_claims(arms: Sequence[Arm], control: Arm | None) -> list[Claim]:
+    """Per pruning arm: does it beat GRPO G = 4, the cost-matched control, at equal training time."""
+    claims = []
+    for a in arms:
+        d = versus(a, control) if a.pruned else None
+        if d is None:
+            continue
+        text = (f"{a.title[0].upper()}{a.title[1:]} (`{a.label}`) against GRPO G = 4, the cost-matched control, at "
+                f"equal training time: {d.mean:+.3f} ± {d.se:.3f} over {d.seeds} seed(s)")
+        claims.append(Claim(ROW, f"{text}: {standing(d)}") if a.name == "random" else
+                      Claim(ROW, text, targets=((AHEAD_OF_CONTROL, d.mean > 2 * d.se),), detail=f": {standing(d)}"))
+    return claims

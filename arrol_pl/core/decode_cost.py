@@ -1,0 +1,158 @@
+"""The decode-cost model: what a generation would have cost had some of its rollouts stopped at L_detect.
+
+The oracle scorer (:mod:`.scorers`) lets every rollout run to its end, because its decision reads the outcome;
+real pruning would have aborted the pruned ones at L_detect. The time that would have saved is *credited* from
+this model, fitted on the engine's own steps in the same generation, and logged as a term of its own.
+
+Decisions:
+- **A step costs a fixed part plus a part per request it advances** (``t = fixed + per_request × n``): a batched
+  decode step pays the model's weights and the scheduler once and each sequence's attention and sampling once
+  more. The two numbers are fitted by least squares on the generation's own steps (the engine records each step's
+  seconds and how many requests it advanced); steps over five times the median are prefill-heavy and left out.
+- **The schedule is simulated, for the real lengths and the pruned ones alike**: requests enter first-in
+  first-out into ``slots`` (``engine.max_num_seqs``), every running request gains one token per step and leaves
+  when it reaches its length. With detect-first scheduling (``engine.detect_first``, which real pruning uses when
+  the rollouts outnumber the slots) the pruned schedule is two passes: every rollout to L_detect, then the
+  survivors' remainders. The credit is the model's time for the real schedule minus its time for the pruned one,
+  so the model's error on the shared part cancels.
+- Validated against real pruning by ``experiments/bench_credit.py``: random pruning that really aborts, against
+  the same decisions credited on a full generation of the same rollouts.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+PREFILL_OUTLIER = 5.0
+"""Steps longer than this many times the median step are left out of the fit (prompt prefill)."""
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds of one engine step that advances ``n`` requests: ``fixed + per_request × n``."""
+
+    fixed: float
+    per_request: float
+
+    def seconds(self, counts: Sequence[int]) -> float:
+        """The modelled seconds of steps advancing ``counts[i]`` requests each."""
+        return sum(self.fixed + self.per_request * n for n in counts)
+
+
+def fit_step_cost(step_seconds: Sequence[float], step_requests: Sequence[int]) -> StepCost:
+    """Least squares of ``seconds ~ fixed + per_request × requests`` over the steps that advanced a request,
+    without prefill-heavy outliers; a flat cost (``per_request = 0``) when the counts do not vary or the slope
+    comes out negative."""
+    if len(step_seconds) != len(step_requests):
+        raise ValueError(f"{len(step_seconds)} step times for {len(step_requests)} request counts")
+    pairs = [(float(t), int(n)) for t, n in zip(step_seconds, step_requests) if n > 0]
+    if not pairs:
+        raise ValueError("no engine step advanced a request: nothing to fit the decode cost on")
+    cap = PREFILL_OUTLIER * statistics.median(t for t, _ in pairs)
+    pairs = [(t, n) for t, n in pairs if t <= cap] or pairs
+    ts, ns = [t for t, _ in pairs], [n for _, n in pairs]
+    mean_t, mean_n = statistics.fmean(ts), statistics.fmean(ns)
+    var_n = sum((n - mean_n) ** 2 for n in ns)
+    if var_n == 0:
+        return StepCost(mean_t, 0.0)
+    slope = sum((n - mean_n) * (t - mean_t) for t, n in pairs) / var_n
+    if slope < 0:
+        return StepCost(mean_t, 0.0)
+    return StepCost(max(mean_t - slope * mean_n, 0.0), slope)
+
+
+def schedule(lengths: Sequence[int], slots: int) -> list[int]:
+    """The requests each engine step advances when ``lengths`` (tokens per request, in arrival order) are decoded
+    first-in first-out in ``slots`` slots, one token per running request per step."""
+    if slots < 1:
+        raise ValueError(f"slots must be >= 1, got {slots}")
+    waiting = deque(int(n) for n in lengths if n > 0)
+    running: list[int] = []
+    counts = []
+    while waiting or running:
+        while waiting and len(running) < slots:
+            running.append(waiting.popleft())
+        counts.append(len(running))
+        running = [n - 1 for n in running if n > 1]
+    return counts
+
+
+@dataclass(frozen=True)
+class Credit:
+    """What pruning at L_detect would have saved a generation: ``seconds`` (modelled) and ``tokens``."""
+
+    seconds: float
+    tokens: int
+    cost: StepCost
+
+
+def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
+                   step_seconds: Sequence[float], step_requests: Sequence[int], detect_first: bool = False) -> Credit:
+    """The credit for pruning the rollouts marked ``pruned`` at ``detect_length`` tokens.
+
+    ``lengths``: each rollout's generated tokens in the full generation, in request order; ``step_seconds`` and
+    ``step_requests``: that generation's engine steps (:class:`~arrol_pl.engine.protocol.GenerationResult`);
+    ``detect_first``: the pruned generation would run every rollout to L_detect first, then the survivors."""
+    if len(lengths) != len(pruned):
+        raise ValueError(f"{len(lengths)} lengths for {len(pruned)} prune flags")
+    cost = fit_step_cost(step_seconds, step_requests)
+    cut = [min(n, detect_length) if p else n for n, p in zip(lengths, pruned)]
+    if detect_first:
+        first = schedule([min(n, detect_length) for n in lengths], slots)
+        rest = schedule([n - detect_length for n, p in zip(lengths, pruned) if not p and n > detect_length], slots)
+        pruned_steps = first + rest
+    else:
+        pruned_steps = schedule(cut, slots)
+    seconds = cost.seconds(schedule(lengths, slots)) - cost.seconds(pruned_steps)
+    # never less than nothing, never more than the steps took
+    return Credit(min(max(seconds, 0.0), sum(step_seconds)), sum(lengths) - sum(cut), cost)
+
+
+def modelled_saving(response: int, detect_length: int, keep_ratio: float, rollouts: int, slots: int,
+                    cost: StepCost | None = None) -> dict[str, float]:
+    """What pruning at L_detect saves a generation of ``rollouts`` rollouts of ``response`` tokens each, keeping
+    ``keep_ratio`` of them, in ``slots`` slots (detect-first when they outnumber the slots, as the engine runs it).
+
+    Returns the ratios of the full generation to the pruned one in engine steps and in tokens, and, with a ``cost``,
+    in modelled seconds: a step-bound engine (the fixed part dominates) gains the step ratio, a compute-bound one
+    the token ratio."""
+    if not 1 <= detect_length < response:
+        raise ValueError(f"need 1 <= detect_length < response, got {detect_length}, {response}")
+    kept = max(round(keep_ratio * rollouts), 0)
+    full = schedule([response] * rollouts, slots)
+    if rollouts > slots:
+        pruned = schedule([detect_length] * rollouts, slots) + schedule([response - detect_length] * kept, slots)
+    else:
+        pruned = schedule([response] * kept + [detect_length] * (rollouts - kept), slots)
+    out = {"steps": len(full) / len(pruned), "tokens": sum(full) / sum(pruned)}
+    if cost is not None:
+        out["seconds"] = cost.seconds(full) / cost.seconds(pruned)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m arrol_pl.core.decode_cost``: the modelled saving for a setting (see :func:`modelled_saving`)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="What pruning at L_detect saves a generation, by the decode-cost model")
+    p.add_argument("--response", type=int, required=True, help="response tokens per rollout")
+    p.add_argument("--detect-length", type=int, required=True, help="L_detect")
+    p.add_argument("--kappas", type=float, nargs="+", default=[0.5, 0.25], help="κ values")
+    p.add_argument("--rollouts", type=int, required=True, help="B × G per engine")
+    p.add_argument("--slots", type=int, required=True, help="engine.max_num_seqs (or what the KV cache holds)")
+    p.add_argument("--fixed", type=float, default=None, help="seconds a step costs whatever it decodes")
+    p.add_argument("--per-request", type=float, default=None, help="seconds a step costs per request it decodes")
+    args = p.parse_args(argv)
+    cost = None if args.fixed is None else StepCost(args.fixed, args.per_request or 0.0)
+    print(f"response {args.response}, L_detect {args.detect_length} (1/{args.response / args.detect_length:.3g}), "
+          f"{args.rollouts} rollouts in {args.slots} slots")
+    for kappa in args.kappas:
+        saving = modelled_saving(args.response, args.detect_length, kappa, args.rollouts, args.slots, cost)
+        print(f"  κ = {kappa:g}: " + ", ".join(f"{k} {v:.2f}×" for k, v in saving.items()))
+
+
+if __name__ == "__main__":
+    main()
