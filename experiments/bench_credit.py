@@ -53,7 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.model is not None and not (Path(args.model) / "config.json").is_file():
+        p.error(f"--model {args.model}: not a model directory (no config.json); a warm-started policy is built by "
+                "the first run that uses it, e.g. experiments/run.py +exp=bench_phases")
+    return args
 
 
 def _model(args) -> tuple[str, dict]:

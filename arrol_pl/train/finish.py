@@ -13,7 +13,7 @@ import torch
 
 from arrol_pl.train.config import RunConfig
 from arrol_pl.train.phases import POLICY_SUMMARY
-from arrol_pl.train.screening import audit_totals
+from arrol_pl.core.screening import audit_totals
 from arrol_pl.train.summary import RunSummary, values_from
 
 

@@ -20,8 +20,8 @@ from arrol_pl.tasks import registry
 from arrol_pl.train.phases import PhaseTimer, Survivors, collect_survivors
 
 if TYPE_CHECKING:
+    from arrol_pl.core.screening import ScreenStep
     from arrol_pl.tasks.reward import RewardResult
-    from arrol_pl.train.screening import ScreenStep
 
 
 @dataclass
@@ -48,7 +48,7 @@ class StepGroups:
 
     def prompt_rows(self, labels: torch.Tensor, weights: torch.Tensor):
         """The prompt head's rows from the survivors' labels and weights
-        (:meth:`~arrol_pl.train.screening.ScreenStep.prompt_rows`); None without a prompt stage."""
+        (:meth:`~arrol_pl.core.screening.ScreenStep.prompt_rows`); None without a prompt stage."""
         return None if self.screen is None else self.screen.prompt_rows(self.survivors.group_ids, labels, weights)
 
 

@@ -25,3 +25,9 @@ def test_bench_credit_compares_real_pruning_with_the_credit(tmp_path):
         assert row["same_keep"] == 1.0, "random decisions do not read the rollouts: both sides prune the same"
         assert row["credited"] == pytest.approx(row["full"] - row["credit"], abs=1e-3)
     assert isinstance(summary["within_target"], bool) and "credited / real" in out.stdout
+
+
+def test_a_model_path_that_is_not_a_model_fails_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_credit.py"), "--model",
+                          str(tmp_path / "missing")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--model" in out.stderr and "not a model directory" in out.stderr, out.stderr

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_run_smoke import run_script  # noqa: E402
 
 from arrol_pl.core.screening import AuditCounts  # noqa: E402
-from arrol_pl.train.screening import audit_totals  # noqa: E402
+from arrol_pl.core.screening import audit_totals  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

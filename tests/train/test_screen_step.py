@@ -1,5 +1,5 @@
 """One step's group screen without an engine: which prompts generate, what the engine is told, the audit's
-counts and the heads' extra rows (:mod:`arrol_pl.train.screening`)."""
+counts and the heads' extra rows (:class:`arrol_pl.core.screening.ScreenStep`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.pruning import PruningConfig
-from arrol_pl.core.screening import ScreenConfig
-from arrol_pl.train.screening import PromptScorer, ScreenStep, audit_totals
+from arrol_pl.core.screening import ScreenConfig, ScreenStep, audit_totals
+from arrol_pl.train.screening import PromptScorer
 
 
 @dataclass
