@@ -32,7 +32,7 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   screen with SmolLM2 at equal training time, 5 seeds of 12 min per arm (beyond the paper; opt-in, about 5 h);
 - ``pruning_pays`` experiments/run.py +exp=pruning_pays: when pruning pays on the long-chain task at equal training
   time: GRPO G = 8 and G = 4 (the cost-matched control), random pruning, ARRoL with the head and with an oracle of
-  AUC 1.0, 5 seeds of 5 min each; the oracle ladder and the other scorers go into the same sweep directory
+  AUC 1.0, 5 seeds of 4 min each; the oracle ladder and the other scorers go into the same sweep directory
   (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, several hours);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 

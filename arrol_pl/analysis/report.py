@@ -28,8 +28,9 @@ def gain_text(s: RunSummary) -> str:
     if g is None:
         return "n/a"
     paired = "paired by problem" if s.gain_is_paired else "unpaired"
-    beyond = "beyond" if s.learned() else "within"
-    return f"{g[0]:+.3f} ± {fmt(g[1])} ({paired}): {beyond} two standard errors"
+    verdict = ("rose beyond two standard errors" if s.learned() else
+               "fell beyond two standard errors" if g[0] < -2 * g[1] else "within two standard errors")
+    return f"{g[0]:+.3f} ± {fmt(g[1])} ({paired}): {verdict}"
 
 
 def print_summary(s: RunSummary, out_dir: Path) -> None:

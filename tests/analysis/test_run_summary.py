@@ -57,3 +57,14 @@ def test_the_held_out_gain_pairs_by_problem_and_says_whether_it_clears_two_stand
                      heldout_accuracy_se_before=0.03, heldout_accuracy_se_after=0.04)
     assert old.heldout_gain() == pytest.approx((0.1, 0.05)) and old.learned() is False
     assert RunSummary(heldout_accuracy_after=0.3).heldout_gain() is None and RunSummary().learned() is None
+
+
+@pytest.mark.parametrize("after, verdict", [(0.5, "rose beyond two standard errors"),
+                                            (0.1, "fell beyond two standard errors"),
+                                            (0.32, "within two standard errors")])
+def test_the_printed_gain_says_which_way_it_cleared_two_standard_errors(after, verdict):
+    from arrol_pl.analysis.report import gain_text
+
+    s = RunSummary(heldout_accuracy_before=0.3, heldout_accuracy_after=after,
+                   heldout_accuracy_se_before=0.03, heldout_accuracy_se_after=0.04)
+    assert gain_text(s).endswith(f"(unpaired): {verdict}")
