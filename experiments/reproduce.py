@@ -68,6 +68,9 @@ the rest of the page as it is (parts measured earlier, or on another machine).""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen",
           "pruning_pays")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to several hours on 2 cores."""
+ONE_CORE = ["OMP_NUM_THREADS=1", "VLLM_CPU_OMP_THREADS_BIND=0"]
+"""An equal-time sweep's runs on one core, one thread: with two, OpenMP's spin-waits make step times 3-10x longer
+whenever anything else runs on a 2-core machine, and the arms would pay for it unequally."""
 SMOLLM2_TASK = ["policy=smollm2", "data=arithmetic_fewshot", "max_tokens=32", "temperature=0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "data.num_heldout=256", "samples=8", "fractions=[1/8,1/4,3/8,1/2]"]
@@ -135,7 +138,8 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "online_spread": [py, "experiments/run.py", "+exp=smollm2_online_spread",
                           f"hydra.sweep.dir={out / 'online_spread'}"],
         "screen": [py, "experiments/run.py", "+exp=smollm2_screen", f"hydra.sweep.dir={out / 'screen'}"],
-        "pruning_pays": [py, "experiments/run.py", "+exp=pruning_pays", f"hydra.sweep.dir={out / 'pruning_pays'}"],
+        "pruning_pays": ["env", *ONE_CORE, py, "experiments/run.py", "+exp=pruning_pays",
+                         f"hydra.sweep.dir={out / 'pruning_pays'}"],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }
