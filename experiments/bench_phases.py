@@ -65,32 +65,28 @@ def arm_name(kappa: float) -> str:
 
 def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str]]]:
     """κ → (validated RunConfig, its overrides); fails naming the bad key before any model loads."""
-    from hydra import compose, initialize_config_dir
-
+    from arrol_pl.cli.hydra_app import compose
     from arrol_pl.train.config import load_run_config
 
     common = ([f"+exp={args.preset}"] if args.preset else []) + list(args.overrides) + [
         f"pruning.cold_start_steps={args.warmup}", f"trainer.max_steps={args.warmup + args.steps}",
         "data.num_heldout=0"]  # timing only: no held-out evaluation before and after each arm
     arms = {}
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        for kappa in args.kappas:
-            extra = ["pruning=none"] if kappa == 1.0 else ["pruning=arrol", f"pruning.keep_ratio={kappa}"]  # Eq. 2
-            overrides = common + extra
-            arms[kappa] = (load_run_config(compose("config", overrides=overrides)), overrides)
+    for kappa in args.kappas:
+        extra = ["pruning=none"] if kappa == 1.0 else ["pruning=arrol", f"pruning.keep_ratio={kappa}"]  # Eq. 2
+        overrides = common + extra
+        arms[kappa] = (load_run_config(compose("config", overrides)), overrides)
     return arms
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from hydra.errors import HydraException
-
     from arrol_pl.train.config_loader import ConfigError
 
     args = parse_args(argv)
     try:
         arms = compose_arms(args)
-    except (ConfigError, HydraException) as exc:  # as experiments/run.py: one line naming the key, exit 2
-        print(f"config error: {str(exc).splitlines()[0]}", file=sys.stderr)
+    except ConfigError as exc:  # as arrol train: one line naming the key, exit 2
+        print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
     out = args.out or ROOT / "outputs" / "bench" / f"phases-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     out.mkdir(parents=True, exist_ok=True)

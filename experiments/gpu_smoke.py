@@ -87,13 +87,10 @@ def shaped_model(config_json: Path, layers: int | None, cache: Path) -> Path:
 
 
 def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
+    from arrol_pl.cli.hydra_app import compose as compose_config
     from arrol_pl.train.config import load_run_config
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return load_run_config(hydra_compose("config", overrides=overrides))
+    return load_run_config(compose_config("config", overrides))
 
 
 def gib(n: float) -> str:

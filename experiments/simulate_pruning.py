@@ -1,112 +1,12 @@
-"""`python experiments/simulate_pruning.py [overrides]`: the pruning loop without a model.
+"""`python experiments/simulate_pruning.py [overrides]`: the pruning loop on simulated rollouts, no model (Hydra;
+config in conf/simulate.yaml); the same as `arrol simulate`.
 
-The ARRoL pruning loop of Algorithm 1 on simulated rollouts whose latent success probabilities are
-known (see arrol_pl/core/simulation.py): ARRoL with each balance target beside random pruning at the
-same κ and no pruning, from the same seed. Prints a table and writes summary.json. Seconds, no model.
-Every key and its default is a field of :class:`SimulateConfig`; a bad key or value fails in one line naming
-it (exit 2, no run directory left behind), as ``experiments/run.py`` does.
+`--help` lists the presets and every key; the job is arrol_pl.cli.simulate's (its docstring says what it writes).
 """
 
-from __future__ import annotations
-
-import dataclasses
-import json
 import sys
-import time
-from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
-
-from arrol_pl.core.pruning import BALANCE_TARGETS, PruningConfig
-from arrol_pl.core.simulation import run_pruning_simulation
-from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.rundir import remove_if_only_hydra
-
-
-@dataclasses.dataclass
-class SelfCheck:
-    """The simulated run."""
-
-    steps: int = 60
-    """Simulated training steps (cold start included)."""
-    num_groups: int = 64
-    """Prompts per step (B)."""
-    group_size: int = AlgoConfig.group_size
-    """Rollouts per prompt (G); the trainer's ``algo.group_size``."""
-    seed: int = 0
-    """Seed of the simulated rollouts' success probabilities, scores and rewards."""
-
-    def __post_init__(self) -> None:
-        for key, low in (("steps", 1), ("num_groups", 1), ("group_size", 2)):
-            if getattr(self, key) < low:
-                raise ConfigError(f"selfcheck.{key} must be >= {low}, got {getattr(self, key)}")
-        if not 0 <= self.seed < 2**32:
-            raise ConfigError(f"selfcheck.seed must be in [0, 2**32), got {self.seed}")
-
-
-@dataclasses.dataclass
-class SimulateConfig:
-    """``conf/simulate.yaml`` composes onto this (registered as :data:`SCHEMA`): the defaults live here and in
-    :class:`PruningConfig`, and every key overrides without a ``+``."""
-
-    pruning: PruningConfig = dataclasses.field(default_factory=PruningConfig)
-    """The pruning rule simulated (``pruning=<preset>`` as in training)."""
-    selfcheck: SelfCheck = dataclasses.field(default_factory=SelfCheck)
-    """The simulated run's shape."""
-
-
-SCHEMA = "simulate_schema"
-"""The name ``conf/simulate.yaml`` selects first in its defaults list."""
-register_schema(SCHEMA, SimulateConfig)
-
-
-def mean_after(history: list[dict[str, float]], key: str, start: int) -> float:
-    rows = history[start:] or history
-    return sum(h[key] for h in rows) / len(rows)
-
-
-@hydra.main(version_base=None, config_path="../conf", config_name="simulate")
-def main(raw: DictConfig) -> None:
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        cfg: SimulateConfig = load_typed(raw, SimulateConfig, ("pruning",))
-    except ConfigError as exc:
-        remove_if_only_hydra(out_dir)
-        print(f"config error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    config, sc = cfg.pruning, cfg.selfcheck
-    variants = {config.policy: config}
-    if config.policy == "arrol":  # every balance target: the paper's global δ, the per-group one, the rank-only spread
-        variants = {f"arrol/{t}": dataclasses.replace(config, balance_target=t) for t in BALANCE_TARGETS}
-    variants.setdefault("random", dataclasses.replace(config, policy="random"))
-    variants.setdefault("none", dataclasses.replace(config, policy="none"))
-    start = min(config.cold_start_steps, sc.steps - 1)
-    summary: dict[str, dict[str, float]] = {}
-    t0 = time.perf_counter()
-    for name, variant in variants.items():
-        hist = run_pruning_simulation(variant, sc.steps, sc.num_groups, sc.group_size, seed=sc.seed)
-        summary[name] = {
-            key: mean_after(hist, key, start)
-            for key in ("keep_ratio", "kept_balance", "kept_zero_advantage_fraction", "kept_positive_ratio", "posterior_mae")
-        }
-    wall = time.perf_counter() - t0
-
-    print(f"\nARRoL pruning simulation: κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
-          f"{sc.steps} steps × {sc.num_groups} groups × G={sc.group_size}, "
-          f"means after the {config.cold_start_steps}-step cold start")
-    header = f"{'policy':<13} {'keep':>6} {'E[ρ̂(1-ρ̂)]':>11} {'zero-adv':>9} {'E[ρ̂]':>7} {'|q-q*|':>7}"
-    print(header + "\n" + "-" * len(header))
-    for name, row in summary.items():
-        print(f"{name:<13} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} {row['kept_zero_advantage_fraction']:>9.3f} "
-              f"{row['kept_positive_ratio']:>7.3f} {row['posterior_mae']:>7.3f}")
-    result = {"mode": "selfcheck", "wall_seconds": wall, "policies": summary,
-              "config": dataclasses.asdict(cfg)}
-    (out_dir / "summary.json").write_text(json.dumps(result, indent=2))
-    print(f"\nsummary: {out_dir / 'summary.json'}  ({wall:.1f} s)")
-
+from arrol_pl.cli.simulate import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(prog="python experiments/simulate_pruning.py"))

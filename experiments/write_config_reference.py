@@ -17,10 +17,10 @@ from arrol_pl.train.config_reference import guide, page
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = (
-    ("`experiments/evaluate.py` (`EvalConfig`, `conf/evaluate.yaml`)", EvalConfig,
+    ("`arrol evaluate` = `experiments/evaluate.py` (`EvalConfig`, `conf/evaluate.yaml`)", EvalConfig,
      {"engine": "the run's `engine` section (its `gpu_memory_utilization` defaults to 0.8 here: no training shares "
                 "the GPU)"}),
-    ("`experiments/head_quality.py` (`ProbeConfig`, `conf/probe.yaml`)", ProbeConfig,
+    ("`arrol head-quality` = `experiments/head_quality.py` (`ProbeConfig`, `conf/probe.yaml`)", ProbeConfig,
      {"data": "the run's `data` section, chosen the same way (`data=arithmetic_fewshot`); the probe reads the "
               "first `data.num_heldout` held-out problems (256 by default)",
       "head": "the run's `head` section: the probe heads' width and training (`head.steps` 300, `head.replay` null "

@@ -9,38 +9,88 @@ Decisions:
 - **A key no dataclass has is refused**, even one added with ``+``: the typed object would drop it without a word.
 - **Messages name the full key.** A section whose dataclass lives below the script (a core or engine config)
   names only its bare field; the loader puts the section in front.
+- **One line for Hydra's refusals too.** What Hydra refuses while it composes (a key no dataclass has, a value of
+  the wrong type, a preset that does not exist) becomes a :class:`ConfigError` of one line (:func:`from_hydra`)
+  naming the key or preset and what is allowed there, as the dataclasses' own checks do.
 - **No torch**: omegaconf, Hydra's config store and the standard library only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import sys
 import typing
 from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.core.config_store import ConfigStore
+from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from arrol_pl.train.config_reference import type_name
 
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the key."""
 
 
-def unknown_keys(node: Any, cls: type, prefix: str = "") -> list[str]:
-    """Keys of ``node`` (a plain nested dict) that the dataclass ``cls`` has no field for, with their full paths.
-    Hydra's ``+key=value`` adds a key even to a typed node, and the typed object would drop it without a word."""
+def unknown_keys(node: Any, cls: type, prefix: str = "") -> list[tuple[str, type]]:
+    """Keys of ``node`` (a plain nested dict) that the dataclass ``cls`` has no field for, with their full paths,
+    each with the dataclass it is not a field of. Hydra's ``+key=value`` adds a key even to a typed node, and the
+    typed object would drop it without a word."""
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     out = []
     for key, value in node.items():
         if key not in names:
-            out.append(f"{prefix}{key}")
+            out.append((f"{prefix}{key}", cls))
         elif isinstance(value, dict) and dataclasses.is_dataclass(hints[key]):
             out += unknown_keys(value, hints[key], f"{prefix}{key}.")
     return out
+
+
+def no_such_key(key: str, owner: type) -> str:
+    """The refusal of ``key``, which the dataclass ``owner`` (its section's) has no field for: the key, the closest
+    field when one is close, the fields the section takes, and where they are defined."""
+    section, _, name = key.rpartition(".")
+    fields = [f.name for f in dataclasses.fields(owner)]
+    close = difflib.get_close_matches(name, fields, n=1)
+    guess = f" (did you mean {section + '.' if section else ''}{close[0]}?)" if close else ""
+    source = schema_file(owner)
+    where = f"{owner.__name__} in {source}" if source.endswith(".py") and "/" in source else owner.__name__
+    return f"{key}: no such key{guess}; {section or 'the top level'} takes {', '.join(fields)} ({where})"
+
+
+def wrong_type(override: str, key: str, owner: type | None, problem: str) -> str:
+    """The refusal of ``override``, whose value ``key`` cannot hold: what is wrong, and the type the key takes."""
+    hints = typing.get_type_hints(owner) if owner is not None and dataclasses.is_dataclass(owner) else {}
+    name = key.rpartition(".")[2]
+    takes = f"; {key} takes {type_name(hints[name])}" if name in hints else ""
+    return f"{override}: {problem}{takes}"
+
+
+def from_hydra(exc: Exception) -> ConfigError:
+    """One line for what Hydra refuses while it composes (it would print several and exit 1), naming the key or
+    preset and what is allowed there: a key no dataclass has, a value of the wrong type, a preset that does not
+    exist; anything else as Hydra words it, its lines joined (its config search path left out)."""
+    cause = exc.__cause__
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file and exc.options is not None:
+        group, _, name = exc.missing_cfg_file.rpartition("/")
+        return ConfigError(f"{group}={name}: no such preset; {group} has {', '.join(exc.options)}")
+    key = getattr(cause, "full_key", None)
+    if isinstance(cause, OmegaConfBaseException) and key:
+        owner = getattr(cause, "object_type", None)
+        if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and dataclasses.is_dataclass(owner):
+            return ConfigError(no_such_key(key, owner))
+        if isinstance(cause, ValidationError):
+            override = str(exc).partition("Error merging override ")[2].strip() or key
+            return ConfigError(wrong_type(override, key, owner, str(cause).splitlines()[0]))
+    lines = str(exc).split("Config search path:")[0].splitlines()
+    if isinstance(cause, OmegaConfBaseException):
+        lines.append(str(cause).splitlines()[0])
+    return ConfigError("; ".join(line.strip() for line in lines if line.strip()))
 
 
 def writable(node: Any) -> Any:
@@ -77,8 +127,8 @@ def replace_dicts(merged: DictConfig, node: DictConfig, schema: type) -> None:
 
 
 def schema_file(schema: type) -> str:
-    """The file that defines ``schema``, from the directory that holds the package (a script's schema: the script,
-    ``experiments/simulate_pruning.py``)."""
+    """The file that defines ``schema``, from the directory that holds the package (``arrol_pl/train/config.py``);
+    a file elsewhere by its name alone."""
     file = getattr(sys.modules.get(schema.__module__), "__file__", None)
     if file is None:
         return schema.__module__.replace(".", "/") + ".py"
@@ -96,8 +146,7 @@ def load_typed(cfg: DictConfig | dict, schema: type, sections_from_below: Sequen
         node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
     unknown = unknown_keys(OmegaConf.to_container(node, resolve=False), schema)
     if unknown:
-        raise ConfigError(f"{', '.join(unknown)}: no such key (a typo? the keys and their defaults are the fields of "
-                          f"{schema.__name__} in {schema_file(schema)} and of the dataclasses it holds)")
+        raise ConfigError("; ".join(no_such_key(key, owner) for key, owner in unknown))
     try:
         # A missing value (``path: ???``) merged onto a dataclass default keeps the default: refuse it first.
         missing = sorted(OmegaConf.missing_keys(node))

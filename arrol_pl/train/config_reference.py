@@ -106,11 +106,11 @@ def leaves(node: Any, prefix: str = "") -> Iterator[str]:
         yield prefix[:-1]
 
 
-def preset_files(conf: Path) -> Iterator[tuple[str, Path, str]]:
+def preset_files(conf: Path, config: str = "config") -> Iterator[tuple[str, Path, str]]:
     """``(group, file, name)`` of every preset under ``conf``, by group and file name; ``name`` is how a command
-    line chooses it (``algo=dapo``, ``+exp=seeds``: a ``+`` where ``conf/config.yaml`` selects nothing of the
-    group), marked ``(default)`` where the default experiment selects it."""
-    defaults = yaml.safe_load((conf / "config.yaml").read_text())["defaults"]
+    line chooses it (``algo=dapo``, ``+exp=seeds``: a ``+`` where ``conf/<config>.yaml``, the default experiment's
+    ``config.yaml`` unless named, selects nothing of the group), marked ``(default)`` where that file selects it."""
+    defaults = yaml.safe_load((conf / f"{config}.yaml").read_text())["defaults"]
     selected = {d if isinstance(d, str) else next(iter(d)) for d in defaults}
     chosen = {f"{group}={name}" for d in defaults if isinstance(d, dict) for group, name in d.items()}
     for path in sorted(conf.rglob("*.yaml")):
@@ -150,17 +150,24 @@ def opening_comment(path: Path) -> str:
     return " ".join(lines)
 
 
+def preset_groups(conf: Path, config: str = "config") -> dict[str, list[tuple[str, str]]]:
+    """``{group: [(name, meaning), ...]}`` of the presets under ``conf`` in the guide's order of groups
+    (:data:`GROUP_ORDER`): how a command line chooses each (:func:`preset_files`, against ``conf/<config>.yaml``) and
+    the first sentence of its opening comment. The guide's tables and a command's ``--help`` list these."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for group, path, name in preset_files(conf, config):
+        groups.setdefault(group, []).append((name, first_sentence(opening_comment(path))))
+    order = sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER), g))
+    return {group: groups[group] for group in order}
+
+
 def preset_tables(conf: Path) -> str:
     """The guide's preset tables: one per group under ``conf``, a row per preset file (how it is chosen, the first
     sentence of its opening comment)."""
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for group, path, name in preset_files(conf):
-        groups.setdefault(group, []).append((name, first_sentence(opening_comment(path))))
-    order = sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER), g))
     out = []
-    for group in order:
+    for group, presets in preset_groups(conf).items():
         out += [f"**`conf/{group}/`**", "", "| preset | what it is |", "|---|---|"]
-        for name, meaning in groups[group]:
+        for name, meaning in presets:
             preset, _, default = name.partition(" ")
             meaning = meaning.replace("|", "\\|").replace("<", "&lt;")  # "<local copy>" would read as an HTML tag
             out.append(f"| `{preset}`{' ' + default if default else ''} | {meaning} |")
@@ -178,11 +185,15 @@ def guide(existing: str, conf: Path) -> str:
     return f"{head}{PRESETS_START}\n\n{preset_tables(conf)}\n{PRESETS_END}{tail}"
 
 
-def cell(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A default as it is written on a command line or in YAML (``null``, ``0.2``, ``[last]``)."""
     value = to_plain(value)
     text = "null" if value is None else yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
-    text = text.removesuffix("\n...").removesuffix("...").strip()
-    return "`" + text.replace("|", "\\|") + "`"
+    return text.removesuffix("\n...").removesuffix("...").strip()
+
+
+def cell(value: Any) -> str:
+    return "`" + value_text(value).replace("|", "\\|") + "`"
 
 
 def to_plain(value: Any) -> Any:

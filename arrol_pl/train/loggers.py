@@ -35,7 +35,7 @@ def check_logger(name: str) -> None:
     package = PACKAGES[name]
     if package and importlib.util.find_spec(package) is None:
         raise ValueError(f"trainer.logger={name} needs the {package} package, which the set-up does not install: "
-                         f".venv/bin/pip install {package}")
+                         f"pip install {package} (or the package's extra, pip install 'arrol-pl[{package}]')")
 
 
 def make_logger(name: str, out_dir: Path, run_name: str, resumed_step: int = 0) -> Any:

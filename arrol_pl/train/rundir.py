@@ -116,12 +116,27 @@ def history_before(checkpoint: str | Path, ckpt: dict) -> list[dict[str, float]]
     return kept
 
 
-def remove_if_only_hydra(run_dir: Path) -> None:
+def only_hydra(path: Path) -> bool:
+    """Whether ``path`` is a directory holding nothing but what Hydra writes before a job starts: its ``.hydra/``,
+    its log, a sweep's ``multirun.yaml`` (or nothing)."""
+    return path.is_dir() and all(p.name in (".hydra", "multirun.yaml") or p.suffix == ".log" for p in path.iterdir())
+
+
+def remove_if_only_hydra(run_dir: Path, existed: Path | None = None) -> None:
     """Hydra creates the run directory (its ``.hydra/`` and log) before a script checks its config: a refused
-    config leaves nothing behind (a directory holding anything else is left as it is)."""
-    run_dir = Path(run_dir)
-    if run_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
+    config leaves nothing behind (a directory holding anything else is left as it is). ``existed``: the deepest
+    directory of the run directory's path that existed before the command started; the parents below it that hold
+    nothing but Hydra's files (an ``outputs/runs/`` that Hydra created, a sweep's directory) go too."""
+    run_dir = Path(run_dir).absolute()
+    if only_hydra(run_dir):
         shutil.rmtree(run_dir)
+    if existed is None:
+        return
+    existed = Path(existed).absolute()
+    for parent in run_dir.parents:
+        if existed not in parent.parents or not only_hydra(parent):
+            break
+        shutil.rmtree(parent)
 
 
 def save_hydra_record(run_dir: Path, task_cfg: Any, hydra_cfg: Any, overrides: list[str]) -> None:

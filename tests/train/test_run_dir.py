@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from arrol_pl.train.callbacks import HistoryFile, RunCheckpoints
-from arrol_pl.train.rundir import check_output_dir, history_before, read_rows, run_files, step_checkpoints, write_rows
+from arrol_pl.train.rundir import (check_output_dir, history_before, read_rows, remove_if_only_hydra, run_files,
+                                   step_checkpoints, write_rows)
 from arrol_pl.train.config import load_run_config
 from arrol_pl.train.config_loader import ConfigError
 
@@ -77,6 +78,29 @@ def test_what_counts_as_a_run(tmp_path):
     write_rows(crashed / "history.jsonl", rows(1))
     with pytest.raises(ConfigError, match=r"\(history.jsonl\): it has no checkpoint to resume, or pass a new "):
         check_output_dir(crashed, None, None)
+
+
+def test_a_refused_run_leaves_only_the_directories_that_were_there(tmp_path):
+    """The run directory goes when it holds only Hydra's files, and so do its parents below the deepest directory
+    that existed before the command (a sweep's holding its multirun.yaml); a directory with anything else stays."""
+    run = tmp_path / "outputs" / "multirun" / "sweep" / "0"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "train.log").write_text("")
+    (run.parent / "multirun.yaml").write_text("")
+    remove_if_only_hydra(run, existed=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    (run / ".hydra").mkdir(parents=True)
+    (tmp_path / "outputs" / "keep.txt").write_text("")
+    remove_if_only_hydra(run, existed=tmp_path)  # outputs/ holds a file: it stays, and what is above it
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["keep.txt", "outputs"]
+    (run / ".hydra").mkdir(parents=True)
+    remove_if_only_hydra(run, existed=tmp_path / "outputs" / "multirun")  # it was there before: kept, empty
+    assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("*"))] == [
+        "outputs", "outputs/keep.txt", "outputs/multirun"]
+    (run / "history.jsonl").parent.mkdir(parents=True)
+    (run / "history.jsonl").write_text("")
+    remove_if_only_hydra(run, existed=tmp_path)  # a run's file: nothing goes
+    assert (run / "history.jsonl").is_file()
 
 
 def test_a_resume_starts_from_the_rows_before_its_checkpoint(tmp_path, caplog):

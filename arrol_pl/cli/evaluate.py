@@ -1,0 +1,164 @@
+"""``arrol evaluate checkpoint=<run>/export [overrides]`` (= ``python experiments/evaluate.py ...``): test-time
+evaluation, with Hydra (``conf/evaluate.yaml``).
+
+Samples k completions per problem with the vLLM engine (no pruning; the quality head scores each completion at its
+end) and writes, under the run directory: metrics.json, results.md (the layout of the paper's Tables 1 and 3) and
+records.jsonl (per problem: answers, classes, correctness, head scores, DeepConf confidences, votes), from which
+every metric can be recomputed. ``checkpoint`` is a run's ``export/`` or any training checkpoint (``.ckpt``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from arrol_pl.analysis.eval_config import EvalConfig, load_eval_config  # registers eval_schema (conf/evaluate.yaml)
+from arrol_pl.cli import hydra_app
+from arrol_pl.train.config_loader import ConfigError
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+logger = logging.getLogger("evaluate")
+
+
+def check(cfg) -> None:
+    """What the typed config cannot check alone, before any model loads: a checkpoint file's policy directory and
+    each dataset's prompt format; raises ConfigError naming the key."""
+    try:
+        if Path(cfg.checkpoint).is_file():
+            checkpoint_policy_dir(Path(cfg.checkpoint))
+        for name, spec in cfg.datasets.items():
+            dataset_format(name, spec, None)
+    except (ValueError, FileNotFoundError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def dataset_format(name: str, spec, trained):
+    """``datasets.<name>``'s prompt format: its own ``prompt_template`` / ``chat_template`` / ``stop`` where
+    set (not null), else the format the checkpoint was trained in (an export's ``prompt_format.json``), else
+    the bare prompt through the tokenizer's chat template."""
+    from arrol_pl.tasks.prompts import PromptFormat
+
+    base = trained or PromptFormat()
+    own = {key: getattr(spec, key) for key in ("prompt_template", "chat_template", "stop")}
+    try:
+        return PromptFormat(
+            base.template if own["prompt_template"] is None else own["prompt_template"],
+            base.chat if own["chat_template"] is None else bool(own["chat_template"]),
+            base.stop if own["stop"] is None else tuple(own["stop"]))
+    except ValueError as exc:
+        raise ValueError(f"datasets.{name}: {exc}") from None
+
+
+def checkpoint_policy_dir(path: Path) -> Path:
+    """The policy directory (architecture and tokenizer) a training checkpoint's weights belong to.
+
+    Every checkpoint records it (``arrol.policy_dir``), so a checkpoint of an unfinished run evaluates too.
+    """
+    from arrol_pl.train.checkpoint import read_checkpoint
+
+    state = read_checkpoint(path, "checkpoint", {"state_dict": "the weights", "arrol": "the run's records"})["arrol"]
+    if "policy_dir" not in state:
+        raise FileNotFoundError(f"checkpoint={str(path)!r} does not record the policy directory its weights belong to "
+                                "(arrol.policy_dir; written before this was recorded): pass the run's export/ directory")
+    base = Path(state["policy_dir"])
+    if not (base / "config.json").is_file():
+        raise FileNotFoundError(
+            f"checkpoint={str(path)!r} was trained from policy directory {str(base)!r}, which has no config.json: it "
+            "holds the model config and tokenizer the weights need (the tiny policy is rebuilt there by experiments/run.py "
+            "with the run's model.* settings), or pass the run's export/ directory")
+    return base
+
+
+def resolve_checkpoint(path: Path, scratch: Path):
+    """``(policy_dir, QualityHead)`` from an export dir, or from a training checkpoint (read with ``weights_only``)."""
+    import torch
+
+    from arrol_pl.core.quality_head import QualityHead
+
+    if path.is_dir():
+        return path, QualityHead.load(path / "quality_head.pt")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = checkpoint_policy_dir(path)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    state = checkpoint["state_dict"]
+    policy = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    policy.load_state_dict({k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")})
+    head_state = {k[len("head."):]: v for k, v in state.items() if k.startswith("head.")}
+    input_kind = checkpoint.get("arrol", {}).get("config", {}).get("head", {}).get("input", "last")
+    head = QualityHead.from_state_dict(head_state, input_kind)
+    policy.save_pretrained(scratch)
+    AutoTokenizer.from_pretrained(base).save_pretrained(scratch)
+    return scratch, head
+
+
+def task(raw: DictConfig) -> None:
+    """Hydra's task: check the config, then evaluate into the run directory."""
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        cfg = load_eval_config(raw)
+        check(cfg)
+    except ConfigError as exc:
+        hydra_app.refuse(exc, out_dir)
+    evaluate(cfg, out_dir)
+
+
+def evaluate(cfg, out_dir: Path) -> None:
+    """Sample, score and write ``metrics.json``, ``results.md`` and ``records.jsonl`` into ``out_dir``."""
+    from transformers import AutoTokenizer
+
+    from arrol_pl.engine import ArrolEngine
+    from arrol_pl.tasks.prompts import PromptFormat, render_problems
+    from arrol_pl.tasks.registry import load_problems
+    from arrol_pl.tasks.reward import MathReward
+    from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
+    from arrol_pl.train.build import context_length
+
+    problems = {}
+    for name, spec in cfg.datasets.items():
+        loaded = load_problems(name, path=spec.path, split=spec.split, **spec.options)
+        problems[name] = loaded.problems[: cfg.limit] if cfg.limit else loaded.problems
+        if not problems[name]:
+            raise ValueError(f"datasets.{name}: no problems loaded")
+    with tempfile.TemporaryDirectory(prefix="arrol-eval-") as scratch:
+        policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
+        tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+        trained = PromptFormat.load(policy_dir) if Path(cfg.checkpoint).is_dir() else None
+        formats = {name: dataset_format(name, spec, trained) for name, spec in cfg.datasets.items()}
+        problems = {name: render_problems(ps, tokenizer, formats[name]) for name, ps in problems.items()}
+        all_problems = [p for ps in problems.values() for p in ps]
+        engine = ArrolEngine(str(policy_dir), dataclasses.replace(
+            cfg.engine, max_model_len=cfg.engine.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
+        ), head=head)
+        sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
+        deepconf = cfg.deepconf
+        try:
+            with MathReward() as reward:
+                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, {**sampling, **formats[name].sampling()},
+                                                  deepconf, progress=name)
+                           for name, ps in problems.items()}
+        finally:
+            engine.close()
+    meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
+            "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
+            "config": dataclasses.asdict(cfg)}
+    metrics = write_report(out_dir, records, meta)
+    print((out_dir / "results.md").read_text())
+    print(f"outputs: {out_dir} (metrics.json, results.md, records.jsonl)")
+    for name, m in metrics.items():
+        logger.info("%s: %s", name, m)
+
+
+JOB = hydra_app.HydraJob(config_name="evaluate", task=task, schema=EvalConfig, check=load_eval_config,
+                         about=__doc__.split("\n\n", 1)[1], groups=())
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Evaluate on the command line ``argv`` (default ``sys.argv[1:]``); ``prog`` names the command in ``--help``."""
+    return hydra_app.run(JOB, argv, prog)

@@ -1,0 +1,86 @@
+"""``arrol train [overrides]`` (= ``python experiments/run.py [overrides]``): train with ARRoL; the Hydra config is
+``conf/config.yaml`` (the package's, when installed).
+
+With no arguments: ARRoL-GRPO on the built-in arithmetic task with a tiny local Qwen3 policy on CPU.
+``+exp=ablation_kappa`` and the other ``conf/exp`` presets run multirun sweeps and write one table.
+The configuration is validated before any model loads; a bad key, type, preset or value fails in one line naming
+its key (exit 2, no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a checkpoint,
+the history and a summary marked interrupted (exit 128 + signal); a checkpoint that cannot be written stops the
+run naming the last good one (exit 1). ``trainer.devices > 1`` on one node starts the ranks under torchrun.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from arrol_pl.cli import hydra_app
+from arrol_pl.train.config import RunConfig, load_run_config
+from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.rundir import save_hydra_record
+
+# vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+
+def launch_ranks(run: Any, hydra_dir: Path) -> int:
+    """``trainer.devices > 1`` on one node, not started by a launcher: run this command as that many ranks
+    under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
+    policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
+    from arrol_pl.train.build import policy_directory
+    from arrol_pl.train.prelaunch import preflight
+
+    if run.trainer.num_nodes > 1:
+        raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
+                          "(docs/distributed.md); arrol train launches the ranks of one node only")
+    preflight(run, Path(run.trainer.output_dir or hydra_dir))
+    policy_directory(run)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={run.trainer.devices}",
+               "-m", "arrol_pl", "train", *hydra_app.INVOCATION.argv, f"hydra.run.dir={hydra_dir}"]
+    return subprocess.call(command)
+
+
+def train(cfg: DictConfig) -> None:
+    """Hydra's task: one run (a sweep's job) from the composed config."""
+    from arrol_pl.analysis.report import print_summary
+    from arrol_pl.train.checkpoint import CheckpointWriteError
+    from arrol_pl.train.experiment import run_experiment
+    from arrol_pl.train.finish import RunInterrupted
+
+    hydra_cfg = HydraConfig.get()
+    hydra_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        run = load_run_config(cfg)
+        out_dir = Path(run.trainer.output_dir or hydra_dir)
+        if run.trainer.ranks > 1 and "LOCAL_RANK" not in os.environ:
+            sys.exit(launch_ranks(run, hydra_dir))
+        overrides = list(hydra_cfg.overrides.task)
+        record = (lambda: save_hydra_record(hydra_dir, cfg, hydra_cfg, overrides)) if os.environ.get(
+            "RANK", "0") == "0" else None  # Hydra's record, once the directory is accepted (rundir)
+        summary = run_experiment(run, out_dir, overrides=overrides, accepted=record)
+    except ConfigError as exc:
+        hydra_app.refuse(exc, hydra_dir)
+    except RunInterrupted as exc:
+        print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
+        sys.exit(128 + exc.signum)
+    except CheckpointWriteError as exc:
+        resume = f"; resume with trainer.resume={exc.last_good}" if exc.last_good else ""
+        print(f"stopped: {exc}{resume}", file=sys.stderr)
+        sys.exit(1)
+    if os.environ.get("RANK", "0") == "0":
+        print_summary(summary, out_dir)
+
+
+JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=load_run_config,
+                         about=__doc__.split("\n", 2)[2])
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Train on the command line ``argv`` (default ``sys.argv[1:]``); ``prog`` names the command in ``--help``."""
+    return hydra_app.run(JOB, argv, prog)

@@ -1,0 +1,134 @@
+"""One kind of config error for every Hydra command (arrol_pl.cli.hydra_app): Hydra's refusals (a key no dataclass
+has, a value of the wrong type, a preset that does not exist) and the dataclasses' (a bad value) are one line on
+stderr naming the key or preset and what is allowed, exit 2, before any model loads, with no directory left behind;
+``--help`` lists the presets and every key with its meaning. Through the real entry points (experiments/run.py,
+``python -m arrol_pl``); each refusal comes before any model, so they take seconds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arrol_pl.cli.hydra_app import CHECKOUT_CONF, compose, conf_dir, config_source
+from arrol_pl.train.config import RunConfig, load_run_config
+from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config_reference import keys
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ", ".join(sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml")))
+
+
+def run(cwd: Path, *args: str, script: tuple[str, ...] = (str(ROOT / "experiments" / "run.py"),)):
+    return subprocess.run([sys.executable, *script, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
+    """The one stderr line of a refusal (exit 2, nothing left in ``cwd``, where Hydra would write outputs/)."""
+    assert out.returncode == 2, out.stderr[-3000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error: "), out.stderr[-3000:]
+    assert list(cwd.iterdir()) == [], f"a refused run left {sorted(p.name for p in cwd.iterdir())}"
+    return lines[0]
+
+
+@pytest.mark.parametrize("override,expected", [
+    # a key no dataclass has: the closest key and every key of its section
+    ("algo.clip_lo=0.3", ["algo.clip_lo: no such key (did you mean algo.clip_low?); algo takes name, advantage, "
+                          "clip_low, clip_high", "group_size", "(AlgoConfig in arrol_pl/train/config.py)"]),
+    # a value of the wrong type: the override and the type the key takes
+    ("algo.clip_low=abc", ["algo.clip_low=abc: Value 'abc' of type 'str' could not be converted to Float; "
+                           "algo.clip_low takes float"]),
+    # a preset that does not exist: the group's presets
+    ("model=qwen3", [f"model=qwen3: no such preset; model has {MODELS}"]),
+    # a bad value: the range it must lie in
+    ("algo.clip_low=-1", ["algo.clip_low must be in [0, 1), got -1.0"]),
+], ids=["unknown-key", "wrong-type", "unknown-preset", "bad-value"])
+def test_each_kind_of_bad_config_is_one_line_exit_2_and_leaves_no_directory(tmp_path, override, expected):
+    line = refused_in_one_line(run(tmp_path, override, f"model.cache_dir={tmp_path / 'cache'}"), tmp_path)
+    for text in expected:
+        assert text in line
+
+
+def test_a_refusal_found_once_hydra_made_the_run_directory_leaves_none(tmp_path):
+    """A check that needs the data runs inside the job, after Hydra created outputs/runs/<time>_<name>/: the run
+    directory goes, and outputs/ and outputs/runs/, which this command created."""
+    line = refused_in_one_line(run(tmp_path, "algo.prompts_per_step=3000", f"model.cache_dir={tmp_path / 'cache'}"),
+                               tmp_path)
+    assert "algo.prompts_per_step=3000 is larger than the training set" in line
+
+
+def test_a_refusal_keeps_the_directories_that_were_there(tmp_path):
+    (tmp_path / "outputs" / "runs").mkdir(parents=True)
+    out = run(tmp_path, "algo.prompts_per_step=3000", f"model.cache_dir={tmp_path / 'cache'}")
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("*"))] == ["outputs", "outputs/runs"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["-m", "algo.clip_low=0.1,abc"], "algo.clip_low=abc: Value 'abc' of type 'str' could not be converted"),
+    (["-m", "algo.clip_low=-1,0.1"], "algo.clip_low must be in [0, 1), got -1.0"),  # refused inside the first job
+    (["algo.clip_low=0.1,0.2"], "Ambiguous value for argument 'algo.clip_low=0.1,0.2'"),
+], ids=["swept-type", "swept-value", "sweep-without-multirun"])
+def test_a_sweep_is_refused_in_one_line_with_no_sweep_directory_left(tmp_path, args, expected):
+    line = refused_in_one_line(run(tmp_path, *args, f"model.cache_dir={tmp_path / 'cache'}"), tmp_path)
+    assert expected in line
+
+
+def test_the_package_command_refuses_as_the_script_does(tmp_path):
+    for command, override, expected in (
+            ("train", "trainer.max_stepz=1", "trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),
+            ("evaluate", "k=many", "k=many: Value 'many' of type 'str' could not be converted to Integer; k takes int"),
+            ("simulate", "pruning=nope", "pruning=nope: no such preset; pruning has arrol, arrol_gated")):
+        line = refused_in_one_line(run(tmp_path, command, override, script=("-m", "arrol_pl")), tmp_path)
+        assert expected in line
+
+
+def test_help_lists_the_presets_a_user_picks_and_every_key_with_its_meaning(tmp_path):
+    out = run(tmp_path, "--help")
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    assert text.startswith("usage: python experiments/run.py ")
+    for group in ("model", "data", "algo", "pruning", "exp", "arm"):
+        assert f"\n  {group}:\n" in text
+    assert "model=tiny (default): A tiny Qwen3-architecture policy" in text and "+exp=ablation_kappa: " in text
+    assert "data_options" not in text
+    for key, kind, _, meaning in keys(RunConfig):
+        assert f"\n  {key} ({kind}, default " in text, key
+    clip = next(row for row in keys(RunConfig) if row[0] == "algo.clip_low")
+    assert f"  algo.clip_low (float, default 0.2): {clip[3]}" in " ".join(text.split("\n      ")), clip
+    assert list(tmp_path.iterdir()) == []
+    hydra = run(tmp_path, "--hydra-help")
+    assert hydra.returncode == 0 and "Hydra (" in hydra.stdout and "--multirun" in hydra.stdout
+
+
+def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path):
+    out = run(tmp_path, "--help", script=("-m", "arrol_pl"))
+    assert out.returncode == 0
+    for command in ("train", "evaluate", "head-quality", "simulate", "plan"):
+        assert f"\n  {command} " in out.stdout
+    out = run(tmp_path, "fit", script=("-m", "arrol_pl"))
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "python -m arrol_pl: no command 'fit'; the commands are train, evaluate, head-quality, simulate, plan "
+        "(python -m arrol_pl --help)"]
+
+
+def test_a_checkout_reads_its_own_presets():
+    assert conf_dir() == CHECKOUT_CONF == ROOT / "conf" and config_source() == str(ROOT / "conf")
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    (["+algo.clip_lo=0.3"], "algo.clip_lo: no such key (did you mean algo.clip_low?); algo takes name, "),
+    (["data.options.max_operandz=3"], "data.options.max_operandz: no such key (did you mean data.options.max_operands?)"
+                                      "; data.options takes min_operands, max_operands"),
+    (["+exp=nope"], "exp=nope: no such preset; exp has ablation_kappa, "),
+    (["trainer.max_steps=1.5"], "trainer.max_steps=1.5: Value '1.5' of type 'float' could not be converted to "
+                                "Integer; trainer.max_steps takes int"),
+    (["pruning.screen=1"], "pruning.screen=1: Invalid type assigned: int is not a subclass of ScreenConfig"),
+], ids=["added-unknown-key", "adapter-option", "unknown-exp", "float-for-int", "value-for-section"])
+def test_compose_names_the_key_or_preset_and_what_it_takes(overrides, expected):
+    with pytest.raises(ConfigError) as err:
+        load_run_config(compose("config", overrides))
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
