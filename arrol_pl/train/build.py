@@ -110,7 +110,7 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     from transformers import AutoTokenizer
 
     from arrol_pl.tasks.prompts import render_problems
-    from arrol_pl.tasks.reward import MathReward, RewardConfig
+    from arrol_pl.tasks.reward_function import make_reward
     from arrol_pl.train.distributed import RankSync, load_on_rank0, rank_zero_first
     from arrol_pl.train.heldout import HeldoutResult, evaluate_heldout
     from arrol_pl.core.online import OnlinePruning
@@ -131,11 +131,9 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     # several ranks: rank 0 loads, the others start on the meta device (ArrolModule.configure_model)
     policy = load_on_rank0(policy_dir, torch.float32)
     reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
-    parts.reward = reward = MathReward(RewardConfig(
-        num_workers=t.reward_workers,
+    parts.reward = reward = make_reward(run.reward.function, run.reward.pool_config(
         overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
-        overlong_cache_length=a.overlong_cache_length,
-    ))
+        overlong_cache_length=a.overlong_cache_length))
     # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so the run
     # itself does not depend on whether the cache existed. The evaluation samples from a stream of its own.
     L.seed_everything(t.seed, workers=True, verbose=False)

@@ -4,8 +4,8 @@ the tiny policy on the arithmetic task on CPU) and live nowhere else: registered
 :data:`SCHEMA`, they are what the YAML presets in ``conf/`` compose onto, and each preset states only what it
 changes. :func:`load_run_config` builds the objects through the generic loader
 (:func:`~arrol_pl.train.config_loader.load_typed`), their ``__post_init__`` checking values. The ``model``
-section is :mod:`arrol_pl.train.model_config`'s; ``pruning``, ``head`` and ``engine`` are the core's and the
-engine's own dataclasses.
+section is :mod:`arrol_pl.train.model_config`'s, ``reward`` :mod:`arrol_pl.train.reward_config`'s; ``pruning``,
+``head`` and ``engine`` are the core's and the engine's own dataclasses.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from arrol_pl.tasks.prompts import PromptFormat
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
 from arrol_pl.train.loggers import check_logger
 from arrol_pl.train.model_config import ModelConfig
+from arrol_pl.train.reward_config import RunRewardConfig
 
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
@@ -257,9 +258,6 @@ class TrainerConfig:
     """How long a rank waits in a collective for the others before the run fails (the process group's timeout, in
     minutes, a fraction allowed; NCCL's own default is 10): the other ranks wait while rank 0 alone downloads or
     builds the policy, loads it and writes checkpoints."""
-    reward_workers: int | None = None
-    """Processes per rank that score completions with math-verify (null: the CPUs this process may use, shared by
-    the ranks on its node, ``LOCAL_WORLD_SIZE``; 0: in the training process, no hard time limits)."""
     precision: str = "32-true"
     """Lightning precision of the policy update (bf16-mixed on GPU)."""
     seed: int = 0
@@ -311,9 +309,6 @@ class TrainerConfig:
             raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no budget), got {self.max_minutes}")
         if not self.rank_timeout_minutes > 0:
             raise ConfigError(f"trainer.rank_timeout_minutes must be > 0, got {self.rank_timeout_minutes}")
-        if self.reward_workers is not None and self.reward_workers < 0:
-            raise ConfigError(f"trainer.reward_workers must be >= 0 (0: score in the training process; null: the "
-                              f"node's CPUs shared by its ranks), got {self.reward_workers}")
         if self.eval_chunk is not None and self.eval_chunk < 1:
             raise ConfigError(f"trainer.eval_chunk must be >= 1 (or null), got {self.eval_chunk}")
         for key in ("eval_every", "sample_texts"):
@@ -348,6 +343,7 @@ class RunConfig:
     """Run label (TensorBoard, tables and the run directory's name)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    reward: RunRewardConfig = field(default_factory=RunRewardConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
     head: HeadConfig = field(default_factory=HeadConfig)

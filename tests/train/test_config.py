@@ -112,6 +112,11 @@ def test_algo_presets():
     ("trainer.eval_samples=0", "trainer.eval_samples"),
     ("data.prompt_template=no-placeholder", "data.prompt_template"),
     ("data.stop=['']", "data.stop"),
+    ("reward.function=no_such_module_here:score", "reward.function=no_such_module_here:score: cannot import"),
+    ("reward.function=exact_match", "reward.function=exact_match: 'exact_match' is not an import path"),
+    ("reward.workers=-1", "reward.workers"),
+    ("reward.timeout=0", "reward.timeout"),
+    ("+trainer.reward_workers=2", "trainer.reward_workers: no such key"),  # moved to reward.workers
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
