@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from arrol_pl.core.online import CORRECT_ABOVE
 from arrol_pl.tasks.reward import MathReward, PooledReward, RewardConfig, RewardResult, counted
 from arrol_pl.tasks.verify import FAILURE_STATUSES
 
@@ -39,9 +40,6 @@ logger = logging.getLogger(__name__)
 
 MATH_VERIFY = "math_verify"
 """``reward.function``'s built-in value: the last ``\\boxed{}`` checked against the gold with math-verify."""
-
-CORRECT_ABOVE = 0.5
-"""A rollout whose reward is above this is correct (the head's label, the accuracies)."""
 
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
