@@ -24,7 +24,7 @@ from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.prompts import PromptFormat
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.loggers import check_logger
+from arrol_pl.train.loggers import WandbConfig, check_logger
 from arrol_pl.train.model_config import ModelConfig
 from arrol_pl.train.reward_config import RunRewardConfig
 
@@ -262,9 +262,12 @@ class TrainerConfig:
     """Lightning precision of the policy update (bf16-mixed on GPU)."""
     seed: int = 0
     """Global seed."""
-    logger: str = "tensorboard"
+    logger: Any = "tensorboard"
     """Where the metrics are logged for watching a run: tensorboard | csv | wandb | mlflow (Lightning's loggers;
-    wandb and mlflow are extras to install). ``history.jsonl`` and ``summary.json`` are written whatever it is."""
+    wandb and mlflow are extras to install), or a list of them (``[tensorboard,csv]``), each given the whole config as
+    its hyperparameters. ``history.jsonl`` and ``summary.json`` are written whatever it is."""
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    """The W&B project, entity and tags (``trainer.logger=wandb``)."""
     log_every: int = 1
     """Steps between scalar logs."""
     sample_texts: int = 2

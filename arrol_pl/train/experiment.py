@@ -21,6 +21,8 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import signal
 import time
 import warnings
@@ -123,18 +125,20 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
 
     from arrol_pl.train.callbacks import FinalEvaluation, HeldoutEvaluation, HistoryFile, StepProgressBar
     from arrol_pl.train.data import PromptDataModule
-    from arrol_pl.train.loggers import make_logger
+    from arrol_pl.train.loggers import log_hyperparams, make_loggers
 
     t, module = run.trainer, parts.module
     # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
     warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
     heldout_every = [HeldoutEvaluation(t.eval_every, parts.evaluate)] if t.eval_every and has_heldout else []
     final = FinalEvaluation(parts.evaluate, lambda: stop.requested)
+    loggers = make_loggers(t.logger, out_dir, run.name, resumed_step, t.wandb)
+    log_hyperparams(loggers, json.loads(json.dumps(dataclasses.asdict(run))))  # built-in types: tuples as lists
     trainer = L.Trainer(
         max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=lightning_strategy(t),
         num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
         precision=t.precision,
-        logger=make_logger(t.logger, out_dir, run.name, resumed_step),
+        logger=loggers or False,
         # HistoryFile after the held-out evaluation (it completes the step's row), before the checkpoint
         callbacks=[*heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final, StepProgressBar()],
         plugins=[io], enable_checkpointing=False,  # RunCheckpoints writes them all
