@@ -295,6 +295,9 @@ class TrainerConfig:
     """A Lightning checkpoint to resume from."""
     output_dir: str | None = None
     """Run directory; None uses Hydra's."""
+    push_to_hub: str | None = None
+    """A hub repository id (``user/name``) the exported quality head and calibrator (``export/quality_head/``) are
+    pushed to after the run; needs the network (``HF_HUB_OFFLINE=0``) and a token. None: nothing leaves the machine."""
 
     @property
     def ranks(self) -> int:
@@ -336,6 +339,13 @@ class TrainerConfig:
         # arrol_pl.train.prelaunch.preflight, still before any model loads.
         if self.resume is not None and not Path(self.resume).is_file():
             raise ConfigError(f"trainer.resume={self.resume!r}: no such file")
+        if self.push_to_hub is not None:
+            from arrol_pl.models.head import check_push_target
+
+            try:
+                check_push_target(self.push_to_hub)
+            except ValueError as exc:
+                raise ConfigError(f"trainer.push_to_hub={self.push_to_hub}: {exc}") from None
 
 
 @dataclass

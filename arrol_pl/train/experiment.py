@@ -33,7 +33,7 @@ from typing import Callable
 from arrol_pl.train.build import RunParts, build_parts, join_world, lightning_strategy
 from arrol_pl.train.config import RunConfig, prompts_drawn_per_step
 from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.finish import RunInterrupted, export_policy, summarise, write_outcome
+from arrol_pl.train.finish import RunInterrupted, export_policy, summarise, write_outcome, write_run_card
 from arrol_pl.train.prelaunch import effective_keep_ratio, preflight
 from arrol_pl.train.rundir import history_before
 from arrol_pl.train.summary import RunSummary
@@ -153,4 +153,7 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     if not stop.requested:
         final.run(module)  # done in on_train_end unless the fit had no step left to run
         outcome.after = final.result  # the last point of the held-out curve
-        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format())
+        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format(),
+                                           push_to=t.push_to_hub)
+        if module.ranks.rank == 0:
+            write_run_card(outcome.export_dir, run, len(module.history), parts.before, outcome.after)
