@@ -27,9 +27,11 @@ def policy_directory(run: RunConfig) -> Path:
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no config.json)")
         return path
+    from arrol_pl.train.console import weight_bars_off
     from arrol_pl.train.warmstart import prepare_tiny_policy
 
-    return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
+    with weight_bars_off():
+        return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
 
 
 def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
@@ -118,6 +120,7 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     from arrol_pl.train.module import ArrolModule
     from arrol_pl.train.screening import PromptScorer
     from arrol_pl.train.prelaunch import check_trainable_layers
+    from arrol_pl.train.console import weight_bars_off
 
     t, a = run.trainer, run.algo
     policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
@@ -129,8 +132,9 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
         parts.engine = build_engine(run, policy_dir, tokenizer, train + heldout)
     engine = parts.engine
     # several ranks: rank 0 loads, the others start on the meta device (ArrolModule.configure_model)
-    policy = load_on_rank0(policy_dir, torch.float32)
-    reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
+    with weight_bars_off():
+        policy = load_on_rank0(policy_dir, torch.float32)
+        reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
     parts.reward = reward = make_reward(run.reward.function, run.reward.pool_config(
         overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
         overlong_cache_length=a.overlong_cache_length))

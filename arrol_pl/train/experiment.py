@@ -65,7 +65,9 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
 
     from arrol_pl.train.callbacks import RunCheckpoints
     from arrol_pl.train.checkpoint import AtomicCheckpointIO
+    from arrol_pl.train.console import quiet_console
 
+    quiet_console()  # each message once, before vLLM and Lightning speak
     t0, t = time.perf_counter(), run.trainer
     L.seed_everything(t.seed, workers=True, verbose=False)
     train, heldout, resume = preflight(run, out_dir)

@@ -14,6 +14,7 @@ import torch
 
 from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.train.config import RunConfig
+from arrol_pl.train.console import weight_bars_off
 from arrol_pl.train.phases import POLICY_SUMMARY
 from arrol_pl.core.screening import audit_totals
 from arrol_pl.train.summary import RunSummary, values_from
@@ -116,10 +117,12 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, push_to:
         if module.ranks.rank:
             return out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        module.policy.save_pretrained(out_dir, state_dict=full, safe_serialization=True)
+        with weight_bars_off():
+            module.policy.save_pretrained(out_dir, state_dict=full, safe_serialization=True)
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
-        module.policy.save_pretrained(out_dir, safe_serialization=True)
+        with weight_bars_off():
+            module.policy.save_pretrained(out_dir, safe_serialization=True)
     if prompt_format is not None:
         prompt_format.save(out_dir)
     tokenizer.save_pretrained(out_dir)
