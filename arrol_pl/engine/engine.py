@@ -129,6 +129,7 @@ class ArrolEngine:
             async_scheduling=False,
             disable_log_stats=True,
             logprobs_mode=logprobs_mode,
+            use_tqdm_on_load=False,  # a bar for loading local weights sat between the trainer's lines
         )
         if config.max_num_batched_tokens is not None:
             args["max_num_batched_tokens"] = config.max_num_batched_tokens

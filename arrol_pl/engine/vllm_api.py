@@ -62,7 +62,8 @@ VLLM_API: tuple[Touch, ...] = (
     Touch("vllm.engine.arg_utils:EngineArgs", attrs=(
         "model", "tokenizer", "dtype", "max_model_len", "seed", "enforce_eager", "enable_prefix_caching",
         "max_num_seqs", "max_num_batched_tokens", "async_scheduling", "disable_log_stats", "logprobs_mode",
-        "gpu_memory_utilization", "enable_sleep_mode", "distributed_executor_backend", "tensor_parallel_size"),
+        "use_tqdm_on_load", "gpu_memory_utilization", "enable_sleep_mode", "distributed_executor_backend",
+        "tensor_parallel_size"),
         why="ArrolEngine's EngineArgs keywords, launcher_world_args"),
     Touch(f"{ENGINE}.from_engine_args", params=("engine_args",), why="start_engine"),
     Touch(ENGINE, attrs=("model_executor", "engine_core", "model_config", "renderer", "vllm_config"),

@@ -6,6 +6,12 @@ the trainer holds vLLM and torch threads) with integer timeouts inside each work
 enforced by the parent (the worker is killed and replaced), and an outer deadline per batch. Nothing can
 stall training, and nothing fails silently: every item carries a status. Items sharing a gold go to the
 same worker, whose gold-parse cache then serves them.
+
+The same workers run a reward function of the user's own (``reward.function``,
+:mod:`arrol_pl.tasks.reward_function`): each worker imports it by its path when it starts, so a function that
+cannot be imported there fails the pool's start with the worker's message, and the same time limits hold.
+Every item's outcome is ``(value, status, note)``: math-verify's ``correct`` or the function's reward, the status,
+and what went wrong when the function raised (empty otherwise).
 """
 
 from __future__ import annotations
@@ -19,17 +25,39 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from arrol_pl.tasks.verify import score_answer
 
 logger = logging.getLogger(__name__)
 
+Outcome = tuple[Any, str, str]
+"""One item's ``(value, status, note)``: math-verify's ``correct`` (bool) or a function's reward (float), one of
+:data:`~arrol_pl.tasks.verify.STATUSES`, and the function's error when it raised (empty otherwise)."""
 
-def _worker_main(conn: Connection, parse_timeout_s: int, verify_timeout_s: int) -> None:
+
+def item_scorer(function: str | None, search_dir: str | None, parse_timeout_s: int,
+                verify_timeout_s: int) -> Callable[..., Outcome]:
+    """What a worker calls per item: ``score(answer, gold)`` with math-verify (``function`` None, warmed here), or
+    ``score(prompt, completion, answer)`` with the function at import path ``function``."""
+    if function is None:
+        score_answer("1", "1", parse_timeout_s, verify_timeout_s)  # import and warm math-verify/sympy
+        return lambda answer, gold: (*score_answer(answer, gold, parse_timeout_s, verify_timeout_s), "")
+    from arrol_pl.tasks.reward_function import call_reward, resolve_reward_function
+
+    fn = resolve_reward_function(function, search_dir)
+    return lambda prompt, completion, answer: call_reward(fn, prompt, completion, answer)
+
+
+def _worker_main(conn: Connection, parse_timeout_s: int, verify_timeout_s: int, function: str | None = None,
+                 search_dir: str | None = None) -> None:
     # Ctrl-C goes to the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    score_answer("1", "1", parse_timeout_s, verify_timeout_s)  # import and warm math-verify/sympy
+    try:
+        score = item_scorer(function, search_dir, parse_timeout_s, verify_timeout_s)
+    except Exception as exc:  # noqa: BLE001 — sent to the parent, which raises it with the pool's context
+        conn.send(("failed", str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"))
+        return
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -38,9 +66,8 @@ def _worker_main(conn: Connection, parse_timeout_s: int, verify_timeout_s: int) 
             return
         if chunk is None:
             return
-        for key, answer, gold in chunk:
-            correct, status = score_answer(answer, gold, parse_timeout_s, verify_timeout_s)
-            conn.send((key, correct, status))
+        for key, *args in chunk:
+            conn.send((key, *score(*args)))
 
 
 @dataclass
@@ -67,7 +94,11 @@ class RewardPool:
         item_timeout_s: float | None = None,
         start_method: str = "forkserver",
         startup_timeout_s: float = 120.0,
+        function: str | None = None,
+        search_dir: str | None = None,
     ) -> None:
+        """``function``: a reward function's import path (None: math-verify); ``search_dir``: a directory the
+        workers import it from besides ``sys.path`` (:func:`~arrol_pl.tasks.reward_function.resolve_reward_function`)."""
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if start_method == "fork":
@@ -75,18 +106,23 @@ class RewardPool:
         self.num_workers = num_workers
         self.parse_timeout_s = parse_timeout_s
         self.verify_timeout_s = verify_timeout_s
+        self.function, self.search_dir = function, search_dir
         # Worst case of one item: two parses and a few verify pairs, each bounded by SIGALRM.
         self.item_timeout_s = item_timeout_s or float(2 * parse_timeout_s + 4 * verify_timeout_s + 2)
         self._ctx = mp.get_context(start_method)
         self.replaced = 0
         self._workers = [self._start_worker() for _ in range(num_workers)]
-        self._await_ready(startup_timeout_s)
+        try:
+            self._await_ready(startup_timeout_s)
+        except BaseException:
+            self.close()
+            raise
 
     def _start_worker(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(
             target=_worker_main,
-            args=(child, self.parse_timeout_s, self.verify_timeout_s),
+            args=(child, self.parse_timeout_s, self.verify_timeout_s, self.function, self.search_dir),
             daemon=True,
             name="arrol-reward",
         )
@@ -102,7 +138,11 @@ class RewardPool:
             if left <= 0:
                 raise RuntimeError(f"reward workers did not start within {timeout_s:.0f} s")
             for conn in wait(list(starting), timeout=left):
-                self._receive(starting[conn], {})
+                w = starting[conn]
+                if not self._receive(w, {}):
+                    w.process.join(timeout=5)
+                    raise RuntimeError(f"reward worker pid {w.process.pid} exited while starting (exit code "
+                                       f"{w.process.exitcode})")
 
     def _replace(self, w: _Worker) -> None:
         w.process.kill()
@@ -120,26 +160,31 @@ class RewardPool:
                 if msg[0] == "ready":
                     w.ready = True
                     continue
-                key, correct, status = msg
+                if msg[0] == "failed":
+                    what = f"reward function {self.function}" if self.function else "math-verify"
+                    raise RuntimeError(f"a reward worker could not set up {what}: {msg[1]}")
+                key, value, status, note = msg
                 expected = w.pending.popleft()
                 if key != expected:
                     raise RuntimeError(f"reward worker pid {w.process.pid} answered item {key}, expected {expected}: "
                                        "the pool's send/receive order is broken")
-                results[key] = (bool(correct), status)
+                results[key] = (value, status, note)
                 w.last_progress = time.monotonic()
         except (EOFError, OSError):
             return False
         return True
 
-    def score(self, items: Sequence[tuple[str, str]], deadline_s: float) -> list[tuple[bool, str]]:
-        """``(correct, status)`` for each ``(answer, gold)``; returns within ~``deadline_s`` seconds."""
+    def score(self, items: Sequence[tuple[str, ...]], deadline_s: float) -> list[Outcome]:
+        """An :data:`Outcome` for each item: ``(answer, gold)`` for math-verify, ``(prompt, completion, answer)`` for a
+        function (the gold last in both); returns within ~``deadline_s`` seconds. An item the pool gave up on is
+        ``(False, status, "")``."""
         n = len(items)
         if n == 0:
             return []
         end = time.monotonic() + deadline_s
-        results: dict[int, tuple[bool, str]] = {}
+        results: dict[int, Outcome] = {}
         # Items sharing a gold go out together, so a worker's gold-parse cache serves them.
-        todo: deque[int] = deque(sorted(range(n), key=lambda k: items[k][1]))
+        todo: deque[int] = deque(sorted(range(n), key=lambda k: items[k][-1]))
         # Small chunks balance load (slow items exist) without paying a round trip per item.
         chunk_size = max(1, min(32, math.ceil(n / (4 * self.num_workers))))
         crashes: dict[int, int] = {}
@@ -153,7 +198,7 @@ class RewardPool:
                     w.pending.extend(keys)
                     w.last_progress = time.monotonic()
                     try:
-                        w.conn.send([(k, items[k][0], items[k][1]) for k in keys])
+                        w.conn.send([(k, *items[k]) for k in keys])
                     except (BrokenPipeError, OSError):
                         self._handle_crash(w, results, todo, crashes)
             now = time.monotonic()
@@ -170,7 +215,7 @@ class RewardPool:
             now = time.monotonic()
             for w in list(self._workers):
                 if w.pending and now - w.last_progress > self.item_timeout_s:
-                    results[w.pending.popleft()] = (False, "timeout")
+                    results[w.pending.popleft()] = (False, "timeout", "")
                     todo.extendleft(reversed(w.pending))
                     w.pending.clear()
                     self._replace(w)
@@ -179,11 +224,11 @@ class RewardPool:
                 # Drain anything that arrived at the last moment, then stop the worker mid-item.
                 self._receive(w, results)
                 for k in w.pending:
-                    results.setdefault(k, (False, "deadline"))
+                    results.setdefault(k, (False, "deadline", ""))
                 w.pending.clear()
                 self._replace(w)
         for k in todo:
-            results.setdefault(k, (False, "deadline"))
+            results.setdefault(k, (False, "deadline", ""))
         return [results[k] for k in range(n)]
 
     def _handle_crash(self, w: _Worker, results: dict, todo: deque, crashes: dict[int, int]) -> None:
@@ -196,7 +241,7 @@ class RewardPool:
             key = w.pending.popleft()
             crashes[key] = crashes.get(key, 0) + 1
             if crashes[key] >= 2:
-                results[key] = (False, "error")
+                results[key] = (False, "error", "")
             else:
                 w.pending.appendleft(key)
             todo.extendleft(reversed(w.pending))

@@ -9,6 +9,9 @@ Decisions:
   (Yu et al. 2025, eq. 13; :func:`~arrol_pl.core.reward_shaping.overlong_penalty`).
   :meth:`MathReward.answer_classes` groups sampled answers into math-verify equivalence classes for
   voting (maj@k).
+- The worker pool, its start and its close are :class:`PooledReward`'s, which a reward function of the user's
+  own shares (:class:`~arrol_pl.tasks.reward_function.FunctionReward`): both score with
+  ``score(completions, golds, lengths, deadline_s, prompts)`` into a :class:`RewardResult`.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class RewardConfig:
 
     num_workers: int | None = None
     """Scoring processes; None → :func:`default_workers` (this process's CPUs, shared by the ranks on its node);
-    0 → in this process (main thread only, no hard limits)."""
+    0 → in this process (math-verify: main thread only; no hard limits)."""
     parse_timeout_s: int = 3
     """math-verify's per-parse SIGALRM timeout inside a worker."""
     verify_timeout_s: int = 3
@@ -58,7 +61,8 @@ class RewardConfig:
     batch_deadline_s: float = 120.0
     """Outer deadline per batch; unscored items get status ``deadline`` and reward 0."""
     format_weight: float = 0.0
-    """Added to the reward when the completion has a boxed answer (0 disables the format reward)."""
+    """Added to the reward when the completion has a boxed answer (0 disables the format reward; math-verify's
+    reward only)."""
     overlong_max_length: int | None = None
     """DAPO's L_max in tokens; None disables the overlong penalty."""
     overlong_cache_length: int = 0
@@ -95,11 +99,11 @@ class RewardResult:
     rewards: np.ndarray
     """``(N,)`` float32: correctness + format reward + overlong penalty."""
     correct: np.ndarray
-    """``(N,)`` bool: R = 1[answer ≡ gold], the label the quality head learns."""
+    """``(N,)`` bool: R = 1[answer ≡ gold], the label the quality head learns (a reward function's: reward > 0.5)."""
     has_answer: np.ndarray
-    """``(N,)`` bool: a closed, non-empty ``\\boxed{}`` was found."""
+    """``(N,)`` bool: a closed, non-empty ``\\boxed{}`` was found (a reward function's: it returned a reward)."""
     answers: list[str | None]
-    """The extracted boxed answers (None where there was none)."""
+    """The extracted boxed answers (None where there was none; all None for a reward function)."""
     status: list[str]
     """Per-item status, one of :data:`STATUSES`."""
     counts: dict[str, int]
@@ -133,8 +137,23 @@ class RewardResult:
         return out
 
 
-class MathReward:
-    """Scores completions against gold answers; owns the worker pool (created on first use)."""
+def counted(status: Sequence[str]) -> dict[str, int]:
+    """Items per status, every status present (zeros included)."""
+    counts = {s: 0 for s in STATUSES}
+    for s in status:
+        counts[s] += 1
+    return counts
+
+
+class PooledReward:
+    """A reward that scores in a pool of worker processes (created on first use) or, with no workers, in this
+    process; a subclass says what a worker runs (:attr:`function`: None for math-verify), what one item is, and
+    how a batch becomes a :class:`RewardResult`."""
+
+    function: str | None = None
+    """The import path of the function the workers run (None: math-verify)."""
+    search_dir: str | None = None
+    """A directory the workers import :attr:`function` from besides ``sys.path``."""
 
     def __init__(self, config: RewardConfig | None = None) -> None:
         self.config = config or RewardConfig()
@@ -149,9 +168,53 @@ class MathReward:
         """Start the workers now (otherwise the first :meth:`score` does)."""
         if self._pool is None and self.num_workers > 0:
             c = self.config
-            self._pool = RewardPool(
-                self.num_workers, c.parse_timeout_s, c.verify_timeout_s, c.item_timeout_s, c.start_method
-            )
+            self._pool = RewardPool(self.num_workers, c.parse_timeout_s, c.verify_timeout_s, c.item_timeout_s,
+                                    c.start_method, function=self.function, search_dir=self.search_dir)
+
+    def _score_items(self, items: list[tuple[str, ...]], deadline_s: float | None) -> list[tuple]:
+        """Each item's ``(value, status, note)`` (:data:`~arrol_pl.tasks.pool.Outcome`) from the workers, or from
+        :meth:`_score_here` without workers."""
+        if not items:
+            return []
+        if self.num_workers == 0:
+            return self._score_here(items)
+        self.start()
+        assert self._pool is not None
+        return self._pool.score(items, self.config.batch_deadline_s if deadline_s is None else deadline_s)
+
+    def _score_here(self, items: list[tuple[str, ...]]) -> list[tuple]:
+        """The items' outcomes computed in this process."""
+        raise NotImplementedError
+
+    def _shaped(self, rewards: np.ndarray, lengths: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        """``rewards`` plus DAPO's overlong penalty when it is configured."""
+        c = self.config
+        if c.overlong_max_length is None:
+            return rewards
+        if lengths is None:
+            raise ValueError("overlong_max_length is set: pass the completions' token lengths")
+        penalty = overlong_penalty(lengths, c.overlong_max_length, c.overlong_cache_length)
+        return rewards + (c.overlong_penalty_factor * penalty).astype(np.float32)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the scoring workers (empty before :meth:`start` or in-process)."""
+        return self._pool.worker_pids if self._pool is not None else []
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class MathReward(PooledReward):
+    """Scores completions against gold answers with math-verify."""
 
     def score(
         self,
@@ -159,8 +222,10 @@ class MathReward:
         golds: Sequence[str],
         lengths: Sequence[int] | np.ndarray | None = None,
         deadline_s: float | None = None,
+        prompts: Sequence[str] | None = None,
     ) -> RewardResult:
-        """Score ``completions[i]`` against ``golds[i]``; ``lengths`` (tokens) feed the overlong penalty."""
+        """Score ``completions[i]`` against ``golds[i]``; ``lengths`` (tokens) feed the overlong penalty; ``prompts``
+        are not read (a reward function's are)."""
         if len(completions) != len(golds):
             raise ValueError(f"{len(completions)} completions but {len(golds)} golds")
         c = self.config
@@ -175,23 +240,16 @@ class MathReward:
         for i, (answer, gold) in enumerate(zip(answers, golds)):
             if answer is not None:
                 where[i] = unique.setdefault((answer, str(gold)), len(unique))
-        pairs = list(unique)
-        scored = self._score_pairs(pairs, c.batch_deadline_s if deadline_s is None else deadline_s)
+        scored = self._score_items(list(unique), deadline_s)
         for i in range(n):
             if where[i] >= 0:
-                correct[i], status[i] = scored[where[i]]
+                correct[i], status[i] = bool(scored[where[i]][0]), scored[where[i]][1]
         has_answer = np.array([bool(a) for a in answers], dtype=bool)
         rewards = correct.astype(np.float32)
         if c.format_weight:
             rewards += np.float32(c.format_weight) * has_answer
-        if c.overlong_max_length is not None:
-            if lengths is None:
-                raise ValueError("overlong_max_length is set: pass the completions' token lengths")
-            penalty = overlong_penalty(lengths, c.overlong_max_length, c.overlong_cache_length)
-            rewards += (c.overlong_penalty_factor * penalty).astype(np.float32)
-        counts = {s: 0 for s in STATUSES}
-        for s in status:
-            counts[s] += 1
+        rewards = self._shaped(rewards, lengths)
+        counts = counted(status)
         result = RewardResult(rewards, correct, has_answer, answers, status, counts, time.perf_counter() - t0)
         if result.n_failed:
             logger.warning(
@@ -221,8 +279,8 @@ class MathReward:
             for i, a in enumerate(distinct):
                 for b in distinct[i + 1 :]:
                     pairs.setdefault((a, b), len(pairs))
-        scored = self._score_pairs(list(pairs), self.config.batch_deadline_s if deadline_s is None else deadline_s)
-        failed = sum(status in FAILURE_STATUSES for _, status in scored)
+        scored = self._score_items(list(pairs), deadline_s)
+        failed = sum(status in FAILURE_STATUSES for _, status, _ in scored)
         if failed:
             logger.warning("answer_classes: %d of %d comparisons failed (counted as different answers)", failed, len(scored))
         out = []
@@ -244,30 +302,8 @@ class MathReward:
             out.append([None if a is None or not a.strip() else find(index[a.strip()]) for a in answers])
         return out
 
-    def _score_pairs(self, pairs: list[tuple[str, str]], deadline_s: float) -> list[tuple[bool, str]]:
-        if not pairs:
-            return []
+    def _score_here(self, pairs: list[tuple[str, ...]]) -> list[tuple]:
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("num_workers=0 scores in-process with SIGALRM: call it from the main thread")
         c = self.config
-        if self.num_workers == 0:
-            if threading.current_thread() is not threading.main_thread():
-                raise RuntimeError("num_workers=0 scores in-process with SIGALRM: call it from the main thread")
-            return [score_answer(a, g, c.parse_timeout_s, c.verify_timeout_s) for a, g in pairs]
-        self.start()
-        assert self._pool is not None
-        return self._pool.score(pairs, deadline_s)
-
-    @property
-    def worker_pids(self) -> list[int]:
-        """Process ids of the scoring workers (empty before :meth:`start` or in-process)."""
-        return self._pool.worker_pids if self._pool is not None else []
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def __enter__(self) -> "MathReward":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        return [(*score_answer(a, g, c.parse_timeout_s, c.verify_timeout_s), "") for a, g in pairs]

@@ -27,9 +27,11 @@ def policy_directory(run: RunConfig) -> Path:
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no config.json)")
         return path
+    from arrol_pl.train.console import weight_bars_off
     from arrol_pl.train.warmstart import prepare_tiny_policy
 
-    return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
+    with weight_bars_off():
+        return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
 
 
 def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
@@ -110,7 +112,7 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     from transformers import AutoTokenizer
 
     from arrol_pl.tasks.prompts import render_problems
-    from arrol_pl.tasks.reward import MathReward, RewardConfig
+    from arrol_pl.tasks.reward_function import make_reward
     from arrol_pl.train.distributed import RankSync, load_on_rank0, rank_zero_first
     from arrol_pl.train.heldout import HeldoutResult, evaluate_heldout
     from arrol_pl.core.online import OnlinePruning
@@ -118,6 +120,7 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     from arrol_pl.train.module import ArrolModule
     from arrol_pl.train.screening import PromptScorer
     from arrol_pl.train.prelaunch import check_trainable_layers
+    from arrol_pl.train.console import weight_bars_off
 
     t, a = run.trainer, run.algo
     policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
@@ -129,13 +132,12 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
         parts.engine = build_engine(run, policy_dir, tokenizer, train + heldout)
     engine = parts.engine
     # several ranks: rank 0 loads, the others start on the meta device (ArrolModule.configure_model)
-    policy = load_on_rank0(policy_dir, torch.float32)
-    reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
-    parts.reward = reward = MathReward(RewardConfig(
-        num_workers=t.reward_workers,
+    with weight_bars_off():
+        policy = load_on_rank0(policy_dir, torch.float32)
+        reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
+    parts.reward = reward = make_reward(run.reward.function, run.reward.pool_config(
         overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
-        overlong_cache_length=a.overlong_cache_length,
-    ))
+        overlong_cache_length=a.overlong_cache_length))
     # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so the run
     # itself does not depend on whether the cache existed. The evaluation samples from a stream of its own.
     L.seed_everything(t.seed, workers=True, verbose=False)

@@ -4,8 +4,8 @@ the tiny policy on the arithmetic task on CPU) and live nowhere else: registered
 :data:`SCHEMA`, they are what the YAML presets in ``conf/`` compose onto, and each preset states only what it
 changes. :func:`load_run_config` builds the objects through the generic loader
 (:func:`~arrol_pl.train.config_loader.load_typed`), their ``__post_init__`` checking values. The ``model``
-section is :mod:`arrol_pl.train.model_config`'s; ``pruning``, ``head`` and ``engine`` are the core's and the
-engine's own dataclasses.
+section is :mod:`arrol_pl.train.model_config`'s, ``reward`` :mod:`arrol_pl.train.reward_config`'s; ``pruning``,
+``head`` and ``engine`` are the core's and the engine's own dataclasses.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.prompts import PromptFormat
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.loggers import check_logger
+from arrol_pl.train.loggers import WandbConfig, check_logger
 from arrol_pl.train.model_config import ModelConfig
+from arrol_pl.train.reward_config import RunRewardConfig
 
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
@@ -257,16 +258,16 @@ class TrainerConfig:
     """How long a rank waits in a collective for the others before the run fails (the process group's timeout, in
     minutes, a fraction allowed; NCCL's own default is 10): the other ranks wait while rank 0 alone downloads or
     builds the policy, loads it and writes checkpoints."""
-    reward_workers: int | None = None
-    """Processes per rank that score completions with math-verify (null: the CPUs this process may use, shared by
-    the ranks on its node, ``LOCAL_WORLD_SIZE``; 0: in the training process, no hard time limits)."""
     precision: str = "32-true"
     """Lightning precision of the policy update (bf16-mixed on GPU)."""
     seed: int = 0
     """Global seed."""
-    logger: str = "tensorboard"
+    logger: Any = "tensorboard"
     """Where the metrics are logged for watching a run: tensorboard | csv | wandb | mlflow (Lightning's loggers;
-    wandb and mlflow are extras to install). ``history.jsonl`` and ``summary.json`` are written whatever it is."""
+    wandb and mlflow are extras to install), or a list of them (``[tensorboard,csv]``), each given the whole config as
+    its hyperparameters. ``history.jsonl`` and ``summary.json`` are written whatever it is."""
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    """The W&B project, entity and tags (``trainer.logger=wandb``)."""
     log_every: int = 1
     """Steps between scalar logs."""
     sample_texts: int = 2
@@ -294,6 +295,9 @@ class TrainerConfig:
     """A Lightning checkpoint to resume from."""
     output_dir: str | None = None
     """Run directory; None uses Hydra's."""
+    push_to_hub: str | None = None
+    """A hub repository id (``user/name``) the exported quality head and calibrator (``export/quality_head/``) are
+    pushed to after the run; needs the network (``HF_HUB_OFFLINE=0``) and a token. None: nothing leaves the machine."""
 
     @property
     def ranks(self) -> int:
@@ -311,9 +315,6 @@ class TrainerConfig:
             raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no budget), got {self.max_minutes}")
         if not self.rank_timeout_minutes > 0:
             raise ConfigError(f"trainer.rank_timeout_minutes must be > 0, got {self.rank_timeout_minutes}")
-        if self.reward_workers is not None and self.reward_workers < 0:
-            raise ConfigError(f"trainer.reward_workers must be >= 0 (0: score in the training process; null: the "
-                              f"node's CPUs shared by its ranks), got {self.reward_workers}")
         if self.eval_chunk is not None and self.eval_chunk < 1:
             raise ConfigError(f"trainer.eval_chunk must be >= 1 (or null), got {self.eval_chunk}")
         for key in ("eval_every", "sample_texts"):
@@ -338,6 +339,13 @@ class TrainerConfig:
         # arrol_pl.train.prelaunch.preflight, still before any model loads.
         if self.resume is not None and not Path(self.resume).is_file():
             raise ConfigError(f"trainer.resume={self.resume!r}: no such file")
+        if self.push_to_hub is not None:
+            from arrol_pl.models.head import check_push_target
+
+            try:
+                check_push_target(self.push_to_hub)
+            except ValueError as exc:
+                raise ConfigError(f"trainer.push_to_hub={self.push_to_hub}: {exc}") from None
 
 
 @dataclass
@@ -348,6 +356,7 @@ class RunConfig:
     """Run label (TensorBoard, tables and the run directory's name)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    reward: RunRewardConfig = field(default_factory=RunRewardConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
     head: HeadConfig = field(default_factory=HeadConfig)

@@ -21,6 +21,8 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import signal
 import time
 import warnings
@@ -31,7 +33,7 @@ from typing import Callable
 from arrol_pl.train.build import RunParts, build_parts, join_world, lightning_strategy
 from arrol_pl.train.config import RunConfig, prompts_drawn_per_step
 from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.finish import RunInterrupted, export_policy, summarise, write_outcome
+from arrol_pl.train.finish import RunInterrupted, export_policy, summarise, write_outcome, write_run_card
 from arrol_pl.train.prelaunch import effective_keep_ratio, preflight
 from arrol_pl.train.rundir import history_before
 from arrol_pl.train.summary import RunSummary
@@ -63,7 +65,9 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
 
     from arrol_pl.train.callbacks import RunCheckpoints
     from arrol_pl.train.checkpoint import AtomicCheckpointIO
+    from arrol_pl.train.console import quiet_console
 
+    quiet_console()  # each message once, before vLLM and Lightning speak
     t0, t = time.perf_counter(), run.trainer
     L.seed_everything(t.seed, workers=True, verbose=False)
     train, heldout, resume = preflight(run, out_dir)
@@ -123,18 +127,20 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
 
     from arrol_pl.train.callbacks import FinalEvaluation, HeldoutEvaluation, HistoryFile, StepProgressBar
     from arrol_pl.train.data import PromptDataModule
-    from arrol_pl.train.loggers import make_logger
+    from arrol_pl.train.loggers import log_hyperparams, make_loggers
 
     t, module = run.trainer, parts.module
     # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
     warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
     heldout_every = [HeldoutEvaluation(t.eval_every, parts.evaluate)] if t.eval_every and has_heldout else []
     final = FinalEvaluation(parts.evaluate, lambda: stop.requested)
+    loggers = make_loggers(t.logger, out_dir, run.name, resumed_step, t.wandb)
+    log_hyperparams(loggers, json.loads(json.dumps(dataclasses.asdict(run))))  # built-in types: tuples as lists
     trainer = L.Trainer(
         max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=lightning_strategy(t),
         num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
         precision=t.precision,
-        logger=make_logger(t.logger, out_dir, run.name, resumed_step),
+        logger=loggers or False,
         # HistoryFile after the held-out evaluation (it completes the step's row), before the checkpoint
         callbacks=[*heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final, StepProgressBar()],
         plugins=[io], enable_checkpointing=False,  # RunCheckpoints writes them all
@@ -149,4 +155,7 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     if not stop.requested:
         final.run(module)  # done in on_train_end unless the fit had no step left to run
         outcome.after = final.result  # the last point of the held-out curve
-        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format())
+        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format(),
+                                           push_to=t.push_to_hub)
+        if module.ranks.rank == 0:
+            write_run_card(outcome.export_dir, run, len(module.history), parts.before, outcome.after)

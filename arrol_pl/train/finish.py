@@ -1,5 +1,6 @@
 """Finishing a run: the summary's arithmetic over the history (:func:`summarise`), the exported policy with its
-head and calibrator (:func:`export_policy`), and the exception a stopped run ends with (:class:`RunInterrupted`)."""
+head and calibrator (:func:`export_policy`) and its model card (:func:`write_run_card`), and the exception a stopped
+run ends with (:class:`RunInterrupted`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 
 import torch
 
+from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.train.config import RunConfig
+from arrol_pl.train.console import weight_bars_off
 from arrol_pl.train.phases import POLICY_SUMMARY
 from arrol_pl.core.screening import audit_totals
 from arrol_pl.train.summary import RunSummary, values_from
@@ -98,11 +101,15 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
     )
 
 
-def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
-    """A transformers directory plus the head's weights, the calibrator and the prompt format the policy
-    was trained in (``prompt_format.json``: evaluation uses it unless a dataset sets its own). Several ranks:
-    the sharded policy is gathered tensor by tensor into rank 0's host memory (the other ranks hold one tensor at a
-    time on their device, not the whole policy), and rank 0 writes."""
+def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, push_to: str | None = None) -> Path:
+    """A transformers directory plus the head and the calibrator, and the prompt format the policy was trained in
+    (``prompt_format.json``: evaluation uses it unless a dataset sets its own). The head and calibrator are written
+    twice: on the hub's terms in ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config
+    JSON and a card; pushed to the hub repository ``push_to`` when set), and as ``quality_head.pt`` and
+    ``calibrator.pt``, which the evaluation and the probe read. Several ranks: the sharded policy is gathered tensor
+    by tensor into rank 0's host memory (the other ranks hold one tensor at a time on their device, not the whole
+    policy), and rank 0 writes."""
+
     if not module.ranks.alone:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
@@ -110,16 +117,69 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
         if module.ranks.rank:
             return out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        module.policy.save_pretrained(out_dir, state_dict=full, safe_serialization=True)
+        with weight_bars_off():
+            module.policy.save_pretrained(out_dir, state_dict=full, safe_serialization=True)
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
-        module.policy.save_pretrained(out_dir, safe_serialization=True)
+        with weight_bars_off():
+            module.policy.save_pretrained(out_dir, safe_serialization=True)
     if prompt_format is not None:
         prompt_format.save(out_dir)
     tokenizer.save_pretrained(out_dir)
     module.head.save(out_dir / "quality_head.pt")
     torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
+    save_head(module.head, module.calibrator, out_dir / HEAD_FOLDER, push_to)
     return out_dir
+
+
+def write_run_card(export_dir: Path, run: RunConfig, steps: int, before, after) -> Path:
+    """``export/README.md``: the model card of the exported policy and head: what trained it, the held-out accuracy
+    before and after (``before``, ``after``: held-out results or None), the files and how to load them."""
+    p, a = run.pruning, run.algo
+    policy = run.model.path or run.model.pretrained or "the tiny local policy (arrol-pl's default)"
+    accuracy = ("" if before is None or after is None else
+                f"\nHeld-out accuracy (avg@{after.samples}, T = {a.temperature}, {after.problems} problems): "
+                f"{before.accuracy:.3f} before training, {after.accuracy:.3f} after; greedy "
+                f"{before.greedy_accuracy:.3f} → {after.greedy_accuracy:.3f}.\n")
+    pruning = "no pruning" if p.policy == "none" else (
+        f"ARRoL's pruning (pruning.policy={p.policy}) at L_detect = {run.engine.detect_length} tokens, κ = "
+        f"{p.keep_ratio}")
+    card = f"""---
+library_name: transformers
+tags:
+- arrol
+- rlvr
+- {a.name}
+---
+
+# {run.name}
+
+{policy} trained by arrol-pl with {a.name.upper()} and {pruning} ({steps} steps, B = {a.prompts_per_step} prompts ×
+G = {a.group_size} rollouts, data {run.data.name}, reward {run.reward.function}).
+{accuracy}
+## Files
+
+- the policy: a transformers directory (`config.json`, `model.safetensors`, the tokenizer) and `prompt_format.json`,
+  the prompt format it was trained in;
+- `{HEAD_FOLDER}/`: the quality head and its calibrator (safetensors, `config.json`, a card of its own);
+- `quality_head.pt`, `calibrator.pt`: the same head and calibrator for arrol-pl's evaluation (`experiments/evaluate.py`).
+
+## Load
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from arrol_pl.models.head import CalibratedHead
+
+policy = AutoModelForCausalLM.from_pretrained("export")
+tokenizer = AutoTokenizer.from_pretrained("export")
+head = CalibratedHead.from_pretrained("export/{HEAD_FOLDER}")   # head(features) logits, head.posterior(features)
+```
+
+The run's whole configuration is in its `summary.json` and `.hydra/config.yaml`.
+"""
+    path = Path(export_dir) / "README.md"
+    path.write_text(card)
+    return path
 
 
 class RunInterrupted(Exception):

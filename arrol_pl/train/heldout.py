@@ -100,11 +100,12 @@ def score_problems(engine, reward, problems: Sequence, samples: int, temperature
     greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
     sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
     # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
-    greedy_correct = reward.score([r.text for r in greedy.rollouts], golds,
+    greedy_correct = reward.score([r.text for r in greedy.rollouts], golds, prompts=prompts,
                                   lengths=[len(r.response_token_ids) for r in greedy.rollouts]).correct
     sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
     correct = torch.as_tensor(reward.score([r.text for r in sampled.rollouts], sampled_golds,
-                                           lengths=[len(r.response_token_ids) for r in sampled.rollouts]).correct,
+                                           lengths=[len(r.response_token_ids) for r in sampled.rollouts],
+                                           prompts=[prompts[r.prompt_index] for r in sampled.rollouts]).correct,
                               dtype=torch.float64)
     per_problem = torch.zeros(len(problems), dtype=torch.float64).index_add_(
         0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct) / samples

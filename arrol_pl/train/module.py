@@ -159,8 +159,8 @@ class ArrolModule(L.LightningModule):
         """Attach a held-out evaluation to the latest step's history row and log it at that step."""
         metrics = {"heldout/accuracy": result.accuracy, "heldout/greedy_accuracy": result.greedy_accuracy}
         self.history[-1].update(metrics)
-        if self.logger is not None:
-            self.logger.log_metrics(metrics, step=int(self.history[-1]["step"]))
+        for run_logger in self.loggers:
+            run_logger.log_metrics(metrics, step=int(self.history[-1]["step"]))
 
     # ---------------------------------------------------------------- one step of Algorithm 1
     def training_step(self, batch, batch_idx: int) -> None:
@@ -244,10 +244,11 @@ class ArrolModule(L.LightningModule):
         self.ranks.reduce_step_metrics(metrics)
         self._record(step, metrics, timer, step_start, len(groups.problems))
         t, surv = self.cfg.trainer, groups.survivors
-        if t.sample_texts and step % t.text_every == 0 and self.logger is not None:
+        if t.sample_texts and step % t.text_every == 0 and self.loggers:
             lines = [f"**reward {groups.scored.rewards[i]:.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
                      for i in range(min(t.sample_texts, len(surv.texts)))]
-            log_text(self.logger, "samples", "\n\n".join(lines), step)
+            for run_logger in self.loggers:
+                log_text(run_logger, "samples", "\n\n".join(lines), step)
 
     def _record(self, step: int, metrics: dict[str, float], timer, step_start: float, batch_size: int) -> None:
         now = time.perf_counter()

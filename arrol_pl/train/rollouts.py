@@ -96,5 +96,6 @@ class RolloutRound:
         """The survivors of ``gen`` (rollouts of ``problems``) and their rewards."""
         surv = collect_survivors(gen.rollouts, [p.answer for p in problems])
         with self.timer("reward"):
-            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids])
+            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids],
+                                       prompts=[problems[g].prompt for g in surv.group_ids.tolist()])
         return StepGroups(list(problems), gen, surv, scored)

@@ -83,6 +83,6 @@ def screened(cfg, step: int, prompts: list, rollout: RolloutRound, params: Prune
     groups.screen = screen
     with rollout.timer("reward"):
         groups.metrics.update(screen.audit(groups.generation.rollouts, lambda texts, ks: rollout.reward.score(
-            texts, [prompts[k].answer for k in ks]).correct))
+            texts, [prompts[k].answer for k in ks], prompts=[prompts[k].prompt for k in ks]).correct))
     groups.metrics.update(screen.metrics, **screen.detect_metrics(groups.generation.rollouts))
     return groups

@@ -112,6 +112,11 @@ def test_algo_presets():
     ("trainer.eval_samples=0", "trainer.eval_samples"),
     ("data.prompt_template=no-placeholder", "data.prompt_template"),
     ("data.stop=['']", "data.stop"),
+    ("reward.function=no_such_module_here:score", "reward.function=no_such_module_here:score: cannot import"),
+    ("reward.function=exact_match", "reward.function=exact_match: 'exact_match' is not an import path"),
+    ("reward.workers=-1", "reward.workers"),
+    ("reward.timeout=0", "reward.timeout"),
+    ("+trainer.reward_workers=2", "trainer.reward_workers: no such key"),  # moved to reward.workers
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -246,7 +251,7 @@ def test_the_pruning_pays_arms_differ_only_in_what_they_name():
             assert run.engine == base.engine and run.model == base.model
             assert run.trainer == dataclasses.replace(base.trainer, seed=run.trainer.seed)
     ladder = compose_run("+exp=pruning_pays", "arm=oracle", "pruning.oracle_auc=0.7")
-    assert ladder.pruning.oracle_auc == 0.7 and ladder.trainer.max_minutes == 5
+    assert ladder.pruning.oracle_auc == 0.7 and ladder.trainer.max_minutes == 4
     assert base.engine.detect_length * 8 == base.algo.max_response_tokens, "L_detect = 1/8 of the response budget"
     with pytest.raises(ConfigError, match="it is a study arm only"):
         compose_run("+arm=oracle")

@@ -214,6 +214,8 @@ def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache
 @pytest.mark.parametrize("override,message", [
     ("trainer.resume=truncated.ckpt", "trainer.resume='truncated.ckpt' cannot be read, truncated"),
     ("algo.prompts_per_step=3000", "algo.prompts_per_step=3000 is larger than the training set (2048 problems)"),
+    ("reward.function=no_such_module_here:score", "reward.function=no_such_module_here:score: cannot import "
+                                                   "no_such_module_here (ModuleNotFoundError"),
 ])
 def test_bad_config_fails_in_one_line_before_any_model_loads(tmp_path, override, message):
     cache, run_dir = tmp_path / "cache", tmp_path / "run"

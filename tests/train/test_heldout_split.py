@@ -33,7 +33,7 @@ from arrol_pl.train.heldout import evaluate_heldout
 
 
 class EvenLength:
-    def score(self, completions, golds, lengths=None):
+    def score(self, completions, golds, lengths=None, prompts=None):
         return SimpleNamespace(correct=np.array([len(text) % 2 == 0 for text in completions], dtype=bool))
 
 
@@ -89,7 +89,7 @@ class DeviceSampler:
 
 
 class EvenLength:
-    def score(self, completions, golds, lengths=None):
+    def score(self, completions, golds, lengths=None, prompts=None):
         import numpy as np
         from types import SimpleNamespace
 

@@ -59,7 +59,7 @@ def test_lightning_strategy_gets_the_timeout_too():
 
 
 @pytest.mark.parametrize("key, value", [("rank_timeout_minutes", 0), ("rank_timeout_minutes", -1.0),
-                                        ("reward_workers", -1), ("eval_chunk", 0)])
+                                        ("eval_chunk", 0)])
 def test_the_keys_are_validated_by_name(key, value):
     with pytest.raises(ConfigError, match=f"trainer.{key}"):
         TrainerConfig(**{key: value})

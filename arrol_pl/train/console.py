@@ -1,0 +1,64 @@
+"""A run's console: each message printed once, and nothing the user cannot act on.
+
+Decisions:
+- **One handler per message.** Lightning gives its ``lightning`` logger a stderr handler of its own and lets it
+  propagate too, so under an application that configured logging (Hydra: timestamped lines on stdout and in
+  ``run.log``) every Lightning message printed twice. When the root logger has handlers, Lightning's own is
+  removed (:func:`quiet_console`); without them (a script that configured nothing) it stays, the only one.
+- **Notices filtered where they arise, by their text.** Lightning's tips to install litlogger (logged at INFO by
+  its rank-zero logger), torch's deprecation of ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code
+  triggers, and the ``torch.distributed.reduce_op`` deprecation vLLM's Triton dispatcher triggers at import: each by
+  its own message (and category or logger), so any other warning of the same kind still shows. vLLM's notes on
+  which Triton backend it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to
+  ERROR on their one logger.
+- **No progress bar for milliseconds of work.** Loading and saving the policy's weights from and to local
+  directories (transformers' "Loading weights" and "Writing model shards"; vLLM's "Loading safetensors checkpoint
+  shards", off in the engine) drew bars between the run's own lines: :func:`weight_bars_off` turns transformers'
+  off around those calls only, so a download from the hub keeps its bar.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from contextlib import contextmanager
+from typing import Iterator
+
+NOTICES = ("💡 Tip: For seamless cloud",)
+"""Openings of Lightning's INFO messages that advertise its cloud products."""
+
+
+class DropNotices(logging.Filter):
+    """Drops the records whose message opens with one of :data:`NOTICES`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(NOTICES)
+
+
+def quiet_console() -> None:
+    """Each Lightning message once, and the third-party notices of the module docstring filtered; idempotent."""
+    if logging.getLogger().hasHandlers():
+        lightning = logging.getLogger("lightning")
+        for handler in list(lightning.handlers):
+            lightning.removeHandler(handler)
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, DropNotices) for f in rank_zero.filters):
+        rank_zero.addFilter(DropNotices())
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                            category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning)
+    logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
+
+
+@contextmanager
+def weight_bars_off() -> Iterator[None]:
+    """transformers' progress bars off inside (loading or saving local weights), as they were after."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
