@@ -250,7 +250,8 @@ def test_reproduce_runs_the_study_as_an_opt_in_part_feeding_section_13(tmp_path:
     spec.loader.exec_module(reproduce)
     assert "pruning_pays" in reproduce.OPT_IN and reproduce.PART_SECTIONS["pruning_pays"] == ("pruning_pays",)
     argv = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["pruning_pays"]
-    assert argv[1:] == ["experiments/run.py", "+exp=pruning_pays", f"hydra.sweep.dir={tmp_path / 'pruning_pays'}"]
+    assert argv[:3] == ["env", *reproduce.ONE_CORE], "an equal-time sweep runs on one core, one thread"
+    assert argv[4:] == ["experiments/run.py", "+exp=pruning_pays", f"hydra.sweep.dir={tmp_path / 'pruning_pays'}"]
     page = tmp_path / "results.md"
     page.write_text("# Results\n")
     args = reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "pruning_pays", "page"])
