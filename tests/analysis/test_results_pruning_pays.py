@@ -41,7 +41,8 @@ def write_job(sweep: Path, arm: str, seed: int, after: float, *, pruning: dict |
         "config": config, "overrides": overrides, "steps": 100, "heldout_accuracy_before": 0.2,
         "heldout_accuracy_after": after, "heldout_accuracy_se_after": 0.01, "heldout_problems": 256,
         "heldout_samples": 8, "scorer_auc_after_cold_start": auc, "keep_ratio_mean": 0.5 if pruning else 1.0,
-        "heldout_per_problem_after": per_problem or [], **summary}))
+        "heldout_per_problem_after": per_problem or [], "positive_ratio_mean": 0.3 if pruning else 0.25,
+        "zero_advantage_fraction": 0.4, **summary}))
     rows = history if history is not None else [{"time/wall": 150, "heldout/accuracy": after - 0.05},
                                                  {"time/wall": 300, "heldout/accuracy": after}]
     job.joinpath("history.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -72,6 +73,8 @@ def study(tmp_path: Path) -> Path:
         for level, diff in LADDER.items():
             write_job(sweep, "oracle", seed, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",), auc=level,
                       pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
+        write_job(sweep, "oracle", seed, GRPO_AFTER + 0.12, extra=("pruning.balance_target=group",), auc=1.0,
+                  pruning={"policy": "arrol", "scorer": "oracle", "balance_target": "group"})
     return root
 
 
@@ -101,7 +104,7 @@ def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(stud
     arms = study_arms(sweep_runs(study / "pruning_pays"))
     assert [a.label for a in arms] == [
         "arm=grpo", "arm=grpo_g4", "arm=random", "arm=arrol", "arm=arrol_confidence", "arm=arrol_checker",
-        "arm=oracle", "arm=oracle pruning.oracle_auc=0.9", "arm=oracle pruning.oracle_auc=0.8",
+        "arm=oracle", "arm=oracle pruning.balance_target=group", "arm=oracle pruning.oracle_auc=0.9", "arm=oracle pruning.oracle_auc=0.8",
         "arm=oracle pruning.oracle_auc=0.7", "arm=oracle pruning.oracle_auc=0.6"]
     assert all(sorted(a.runs) == [0, 1] for a in arms)
     auc = {a.label: a.auc() for a in arms}
@@ -111,11 +114,11 @@ def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(stud
     section = section_of(text)
     # differences equal on both seeds: SE = the evaluations' hypot(0.01, 0.01) / sqrt(2) = 0.010
     assert "| `arm=arrol_checker` | 2 | 0.450 ± 0.000 (SE 0.000) | 0.250 ± 0.000 (SE 0.000) | +0.050 ± 0.010 (2 " \
-           "seeds; evaluation SE 0.010, paired by problem on 0 of 2) | 0.850 | 0.50 | — |" in section
-    grpo = "| `arm=grpo` | 2 | 0.400 ± 0.000 (SE 0.000) | 0.200 ± 0.000 (SE 0.000) | — | n/a | 1.00 | — |"
+           "seeds; evaluation SE 0.010, paired by problem on 0 of 2) | 0.850 | 0.50 | 0.300 | 0.40 | — |" in section
+    grpo = "| `arm=grpo` | 2 | 0.400 ± 0.000 (SE 0.000) | 0.200 ± 0.000 (SE 0.000) | — | n/a | 1.00 | 0.250 | 0.40 | — |"
     assert grpo in section
     # the oracle's credit: 150 s of its 450 measured seconds
-    assert "| `arm=oracle` | 2 | 0.480 ± 0.000 (SE 0.000) |" in section and "| 1.000 | 0.50 | 0.33 |" in section
+    assert "| `arm=oracle` | 2 | 0.480 ± 0.000 (SE 0.000) |" in section and "| 1.000 | 0.50 | 0.300 | 0.40 | 0.33 |" in section
 
 
 def test_seeds_pair_with_their_own_grpo_run_and_evaluations_by_problem(tmp_path: Path):
@@ -149,8 +152,9 @@ def test_the_break_even_auc_is_interpolated_where_the_oracle_ladder_crosses_zero
     assert f"at scorer AUC {crossing:.3f}, between its points at AUC 0.700 and 0.800" in located[0]
     assert "project target (break-even AUC located to ±0.05): **met**" in located[0]
     assert "the learned head at AUC 0.620 (+0.010 ± 0.010); DeepConf at AUC 0.550 (-0.050 ± 0.010); the checker " \
-           "at AUC 0.850 (+0.050 ± 0.010); random pruning at AUC 0.500 (-0.030 ± 0.010); GRPO G = 4, the " \
-           "cost-matched control, -0.020 ± 0.010 (dashed)" in section
+           "at AUC 0.850 (+0.050 ± 0.010); random pruning at AUC 0.500 (-0.030 ± 0.010); the oracle at AUC 1.0 " \
+           "(group survival) at AUC 1.000 (+0.120 ± 0.010); GRPO G = 4, the cost-matched control, -0.020 ± 0.010 " \
+           "(dashed)" in section, "an oracle pruning by another rule is marked beside the ladder, not on it"
     headline = [line for line in text.split("### Every claim")[0].splitlines() if "(Fig. 4) | tiny |" in line][0]
     assert "Pruning pays from scorer AUC ≈ 0.73 (oracle ladder); the learned head sits at AUC 0.62" in headline
     for name in ("pruning_pays_break_even.png", "pruning_pays_wallclock.png"):
@@ -223,7 +227,8 @@ def test_the_oracle_reaches_grpos_final_accuracy_on_its_credited_clock(study: Pa
 def test_the_fig4_and_control_verdicts_follow_the_paired_differences(study: Path, tmp_path: Path):
     text = build_page(study, tmp_path / "page.md")
     fig4 = {line.split(", ")[1].split(" (`")[0]: line for line in claim_lines(text, "Fig. 4 on the long-chain task")}
-    assert set(fig4) == {"the learned head", "DeepConf", "the checker", "the oracle at AUC 1.0", "random pruning"}
+    assert set(fig4) == {"the learned head", "DeepConf", "the checker", "the oracle at AUC 1.0", "random pruning",
+                         "the oracle at AUC 1.0 (group survival)"}
     head = fig4["the learned head"]
     assert "+0.010 ± 0.010 over 2 seed(s) — **tied within noise**: within two standard errors" in head
     assert "-0.050 ± 0.010 over 2 seed(s) — **not reproduced**: behind" in fig4["DeepConf"]
@@ -232,16 +237,17 @@ def test_the_fig4_and_control_verdicts_follow_the_paired_differences(study: Path
     # random pruning is the paper's baseline: stated, not judged
     assert fig4["random pruning"].endswith("-0.030 ± 0.010 over 2 seed(s): behind by more than two standard errors.")
     control = [c for c in claim_lines(text, "") if "cost-matched control, at equal" in c]
-    assert len(control) == 9  # random, the three scorers and five oracle arms; not GRPO G = 8 or G = 4
+    assert len(control) == 10  # random, the three scorers and six oracle arms; not GRPO G = 8 or G = 4
     met = [c for c in control if "**met**" in c]
     assert {c.split(" (`")[0] for c in met} == {"The learned head", "The checker", "The oracle at AUC 1.0",
-                                                "The oracle at AUC 0.9", "The oracle at AUC 0.8"}
+                                                "The oracle at AUC 0.9", "The oracle at AUC 0.8",
+                                                "The oracle at AUC 1.0 (group survival)"}
     assert any(c.startswith("The learned head (`arm=arrol`) against GRPO G = 4") and "+0.030 ± 0.010" in c
                for c in met)
     random = [c for c in control if c.startswith("Random pruning")][0]
     assert "-0.010 ± 0.010 over 2 seed(s): within two standard errors." in random and "**" not in random
     headline = [line for line in text.split("### Every claim")[0].splitlines() if "(Fig. 4) | tiny |" in line][0]
-    assert "ahead of GRPO G = 4, the cost-matched control, by more than two standard errors: met on 5 of 8" in headline
+    assert "ahead of GRPO G = 4, the cost-matched control, by more than two standard errors: met on 6 of 9" in headline
 
 
 def test_reproduce_runs_the_study_as_an_opt_in_part_feeding_section_13(tmp_path: Path):

@@ -82,14 +82,20 @@ class Arm:
         return float(self.pruning.get("oracle_auc", 1.0)) if self.pruning.get("scorer") == "oracle" else None
 
     @property
+    def eq2(self) -> bool:
+        """Whether the arm prunes by Eq. 2's global rule (the paper's; the oracle ladder's)."""
+        return self.pruning.get("balance_target", "global") == "global"
+
+    @property
     def pruned(self) -> bool:
         return self.pruning.get("policy", "none") != "none"
 
     @property
     def title(self) -> str:
-        """What the text calls the arm."""
-        return f"the oracle at AUC {self.oracle_auc}" if self.oracle_auc is not None else TITLES.get(
+        """What the text calls the arm; a survival rule other than Eq. 2's global one is named after it."""
+        title = f"the oracle at AUC {self.oracle_auc}" if self.oracle_auc is not None else TITLES.get(
             self.name, f"`{self.label}`")
+        return title if not self.pruned or self.eq2 else f"{title} ({self.pruning['balance_target']} survival)"
 
     def auc(self) -> float | None:
         """The realised AUC of what the decisions read (module docstring); None without pruning."""
@@ -270,9 +276,15 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
                                      if r.heldout_accuracy_before is not None])),
                      "—" if a is base else difference_cell(diffs.get(a.label)), fmt(a.auc()),
                      fmt(mean_of([r.keep_ratio_mean for r in rs]), ".2f"),
+                     fmt(mean_of([r.positive_ratio_mean for r in rs]), ".3f"),
+                     fmt(mean_of([r.zero_advantage_fraction for r in rs]), ".2f"),
                      "—" if a.oracle_auc is None else fmt(mean_of([credited_share(r) for r in rs]), ".2f")])
     lines += table_lines(["arm", "seeds", "held-out after", "gain over before", "− GRPO G = 8 at equal time",
-                          "scorer AUC", "keep", "credited share of the training time"], rows)
+                          "scorer AUC", "keep", "trained positive ratio", "zero-advantage groups",
+                          "credited share of the training time"], rows)
+    lines += ["", "Trained positive ratio: the share of correct rollouts among those the update trains on; "
+              "zero-advantage groups: the share of trained groups whose rollouts all share one reward (both after "
+              "the cold start, means over the seeds)."]
     drawn = {a.label: [Path(r.run_dir) for r in a.runs.values() if len(curve(r)) > 1] for a in arms}
     drawn = {label: dirs for label, dirs in drawn.items() if dirs}
     if drawn:
@@ -295,9 +307,10 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
     if base is None:
         return ["", "No break-even: `arm=grpo` (GRPO G = 8, what every arm is measured against) has no runs."], []
     ladder = sorted(((a.auc(), diffs[a.label]) for a in arms if a.oracle_auc is not None and a.label in diffs
-                     and a.auc() is not None), key=lambda p: p[0])
-    points = [(a.title, a.auc(), diffs[a.label]) for name in SCORERS if (a := named(arms, name)) is not None
-              and a.label in diffs and a.auc() is not None]
+                     and a.auc() is not None and a.eq2), key=lambda p: p[0])
+    marked = [a for name in SCORERS if (a := named(arms, name)) is not None] + [
+        a for a in arms if a.oracle_auc is not None and not a.eq2]
+    points = [(a.title, a.auc(), diffs[a.label]) for a in marked if a.label in diffs and a.auc() is not None]
     low = diffs.get(control.label) if control else None
     found = break_even([(x, d.mean) for x, d in ladder])
     crossing = found[0] if found else None
@@ -323,12 +336,12 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
     if sit:
         lines.append("Beside it: " + "; ".join(sit) + ".")
     claims = []
-    oracle = next((a for a in arms if a.oracle_auc == 1.0 and a.label in diffs), None)
-    if oracle is not None:
+    for oracle in (a for a in arms if a.oracle_auc == 1.0 and a.label in diffs):
         d, shares = diffs[oracle.label], reach_shares(oracle, base)
         share = median_share(shares)
         per_seed = ", ".join(f"seed {s}: {share_text(x)}" for s, x in shares)
-        claims.append(Claim(ROW, f"The oracle at AUC 1.0 (`{oracle.label}`) against GRPO G = 8: {d.mean:+.3f} ± "
+        claims.append(Claim(ROW, f"{oracle.title[0].upper()}{oracle.title[1:]} (`{oracle.label}`) against GRPO G = 8: "
+                            f"{d.mean:+.3f} ± "
                             f"{d.se:.3f} at equal training time over {d.seeds} seed(s); GRPO's final held-out accuracy "
                             f"reached at a median {'n/a' if share is None else share_text(share)} of GRPO's "
                             "training time"
