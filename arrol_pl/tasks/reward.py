@@ -213,6 +213,14 @@ class PooledReward:
         self.close()
 
 
+def warn_failures(log: logging.Logger, label: str, result: RewardResult, tail: str) -> None:
+    """Warn on ``log`` that ``result``'s failed items scored 0, counted by failure status, then ``tail``."""
+    if result.n_failed:
+        counts = result.counts
+        log.warning("%s: %d of %d items scored 0 because scoring failed (%s); %s", label, result.n_failed,
+                    len(result.status), ", ".join(f"{s}={counts[s]}" for s in FAILURE_STATUSES if counts[s]), tail)
+
+
 class MathReward(PooledReward):
     """Scores completions against gold answers with math-verify."""
 
@@ -251,13 +259,7 @@ class MathReward(PooledReward):
         rewards = self._shaped(rewards, lengths)
         counts = counted(status)
         result = RewardResult(rewards, correct, has_answer, answers, status, counts, time.perf_counter() - t0)
-        if result.n_failed:
-            logger.warning(
-                "reward: %d of %d items scored 0 because scoring failed (%s); see RewardResult.status",
-                result.n_failed,
-                n,
-                ", ".join(f"{s}={counts[s]}" for s in FAILURE_STATUSES if counts[s]),
-            )
+        warn_failures(logger, "reward", result, "see RewardResult.status")
         return result
 
     def answer_classes(

@@ -33,8 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arrol_pl.core.online import CORRECT_ABOVE
-from arrol_pl.tasks.reward import MathReward, PooledReward, RewardConfig, RewardResult, counted
-from arrol_pl.tasks.verify import FAILURE_STATUSES
+from arrol_pl.tasks.reward import MathReward, PooledReward, RewardConfig, RewardResult, counted, warn_failures
 
 logger = logging.getLogger(__name__)
 
@@ -111,15 +110,11 @@ class FunctionReward(PooledReward):
         outcomes = self._score_items([(p, c, str(g)) for p, c, g in zip(prompts, completions, golds)], deadline_s)
         raw = np.array([float(value) for value, _, _ in outcomes], dtype=np.float32)
         status = [s for _, s, _ in outcomes]
-        counts = counted(status)
         result = RewardResult(self._shaped(raw, lengths), raw > CORRECT_ABOVE, np.array([s == "ok" for s in status]),
-                              [None] * len(status), status, counts, time.perf_counter() - t0)
-        if result.n_failed:
-            first = next((note for _, _, note in outcomes if note), "")
-            logger.warning("reward %s: %d of %d items scored 0 because scoring failed (%s)%s", self.function,
-                           result.n_failed, len(status),
-                           ", ".join(f"{s}={counts[s]}" for s in FAILURE_STATUSES if counts[s]),
-                           f"; first error: {first}" if first else "")
+                              [None] * len(status), status, counted(status), time.perf_counter() - t0)
+        first = next((note for _, _, note in outcomes if note), "")
+        warn_failures(logger, f"reward {self.function}", result, f"first error: {first}" if first else
+                      "see RewardResult.status")
         return result
 
     def _score_here(self, items: list[tuple[str, ...]]) -> list[tuple]:
