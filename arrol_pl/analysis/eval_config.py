@@ -23,8 +23,10 @@ from omegaconf import MISSING, DictConfig
 
 from arrol_pl.analysis.evaluation import DeepConfSettings
 from arrol_pl.engine.config import EngineConfig
+from arrol_pl.models.head import HEAD_FOLDER, has_head
 from arrol_pl.train.config import AlgoConfig, DataConfig
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.reward_config import AsTrainedRewardConfig
 
 SCHEMA = "eval_schema"
 """The name ``conf/evaluate.yaml`` selects first in its defaults list."""
@@ -57,7 +59,7 @@ class EvalConfig:
     """``experiments/evaluate.py``: k samples per problem, no pruning, the head scoring each completion at its end."""
 
     checkpoint: str = MISSING
-    """A run's ``export/`` directory (transformers + ``quality_head.pt``) or one of its Lightning ``.ckpt`` files."""
+    """A run's ``export/`` directory (transformers + ``quality_head/``) or one of its Lightning ``.ckpt`` files."""
     k: int = 8
     """Samples per problem (the paper: 32 for voting, 16 for pass@k)."""
     temperature: float = AlgoConfig.temperature
@@ -72,6 +74,8 @@ class EvalConfig:
     """Name → :class:`EvalDatasetConfig`; add one with ``+datasets.math500.path=...``, drop one with
     ``~datasets.arithmetic`` or, in a preset, ``arithmetic: null`` (typed ``Any`` so that Hydra can add an entry key
     by key)."""
+    reward: AsTrainedRewardConfig = field(default_factory=AsTrainedRewardConfig)
+    """What scores the completions, in how many workers, with what time limit."""
     deepconf: DeepConfSettings = field(default_factory=DeepConfSettings)
     """DeepConf's trace confidence (one of the three votes)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(gpu_memory_utilization=0.8))
@@ -110,9 +114,9 @@ def load_eval_config(cfg: DictConfig | dict) -> EvalConfig:
     path = Path(config.checkpoint)
     if not path.exists():
         raise ConfigError(f"checkpoint={config.checkpoint!r} does not exist")
-    if path.is_dir() and not (path / "quality_head.pt").exists():
-        raise ConfigError(f"checkpoint={config.checkpoint!r} has no quality_head.pt: pass a run's export/ directory "
-                          "or one of its checkpoints/*.ckpt")
+    if path.is_dir() and not has_head(path):
+        raise ConfigError(f"checkpoint={config.checkpoint!r} has no {HEAD_FOLDER}/ (the exported quality head): pass "
+                          "a run's export/ directory or one of its checkpoints/*.ckpt")
     return config
 
 

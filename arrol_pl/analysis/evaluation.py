@@ -23,6 +23,9 @@ from arrol_pl.core.metrics import mean_accuracy, pass_at_k, voted_answer_correct
 from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 
 METRICS = ("avg@k", "pass@k", "maj@k", "deepconf@k", "arrol@k")
+VOTES = {"maj@k": "majority", "deepconf@k": "deepconf", "arrol@k": "arrol"}
+"""The vote metrics and the votes they count. A reward that extracts no answers (a function of the user's own)
+gives no classes to vote over: its votes are None."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,10 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, float]:
         "k": k,
         "avg@k": mean_accuracy([r["correct"] for r in records]),
         "pass@k": sum(pass_at_k(k, sum(r["correct"]), k) for r in records) / n,
-        "maj@k": sum(r["vote_correct"]["majority"] for r in records) / n,
-        "deepconf@k": sum(r["vote_correct"]["deepconf"] for r in records) / n,
-        "arrol@k": sum(r["vote_correct"]["arrol"] for r in records) / n,
-        "no_answer_rate": sum(a is None for r in records for a in r["answers"]) / (n * k),
+        **{metric: (None if records[0]["vote_correct"] is None else sum(r["vote_correct"][vote] for r in records) / n)
+           for metric, vote in VOTES.items()},
+        "no_answer_rate": None if records[0]["vote_correct"] is None else
+        sum(a is None for r in records for a in r["answers"]) / (n * k),
     }
 
 
@@ -86,9 +89,11 @@ def evaluate_dataset(engine, reward, problems: Sequence, k: int, sampling: dict,
         by_problem[r.prompt_index].append(r)
     texts = [r.text for group in by_problem for r in group]
     golds = [problems[i].answer for i, group in enumerate(by_problem) for _ in group]
-    scored = reward.score(texts, golds)
+    prompts = [problems[i].prompt for i, group in enumerate(by_problem) for _ in group]
+    scored = reward.score(texts, golds, prompts=prompts)
     answers = [scored.answers[i * k:(i + 1) * k] for i in range(len(problems))]
-    classes = reward.answer_classes(answers)
+    # math-verify's equivalence classes; a function of the user's own scores without extracting an answer
+    classes = reward.answer_classes(answers) if hasattr(reward, "answer_classes") else None
     records = []
     for i, (problem, group) in enumerate(zip(problems, by_problem)):
         correct = [bool(c) for c in scored.correct[i * k:(i + 1) * k]]
@@ -98,12 +103,13 @@ def evaluate_dataset(engine, reward, problems: Sequence, k: int, sampling: dict,
             "id": problem.id,
             "gold": problem.answer,
             "answers": answers[i],
-            "classes": classes[i],
+            "classes": None if classes is None else classes[i],
             "correct": correct,
             "head_scores": head,
             "deepconf": conf,
             "status": scored.status[i * k:(i + 1) * k],
-            **vote_record(classes[i], correct, conf, head),
+            **(vote_record(classes[i], correct, conf, head) if classes is not None else
+               {"votes": None, "vote_correct": None}),
         })
     return records
 
@@ -123,11 +129,15 @@ def write_report(out_dir: Path, per_dataset: dict[str, list[dict]], meta: dict) 
     rows = []
     for m in METRICS:
         values = [metrics[n][m] for n in names]
-        rows.append([labels[m], *(f"{100 * v:.2f}" for v in values), f"{100 * sum(values) / len(values):.2f}"])
+        known = [v for v in values if v is not None]
+        rows.append([labels[m], *("—" if v is None else f"{100 * v:.2f}" for v in values),
+                     f"{100 * sum(known) / len(known):.2f}" if known else "—"])
     lines = [
         f"Evaluation of `{meta.get('checkpoint')}`, k = {meta.get('k')} samples per problem, T = {meta.get('temperature')}.",
         "",
         *table_lines(["metric", *names, "avg"], rows),
     ]
+    if any(metrics[n]["maj@k"] is None for n in names):
+        lines += ["", f"—: the reward ({meta.get('reward')}) extracts no answers, so there are none to vote over."]
     (out_dir / "results.md").write_text("\n".join(lines) + "\n")
     return metrics

@@ -36,6 +36,7 @@ def check(cfg) -> None:
             dataset_format(name, spec, None)
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
+    cfg.reward.fill_in(Path(cfg.checkpoint), "checkpoint")
 
 
 def dataset_format(name: str, spec, trained):
@@ -80,9 +81,10 @@ def resolve_checkpoint(path: Path, scratch: Path):
     import torch
 
     from arrol_pl.core.quality_head import QualityHead
+    from arrol_pl.models.head import load_head
 
     if path.is_dir():
-        return path, QualityHead.load(path / "quality_head.pt")
+        return path, load_head(path)[0]
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     base = checkpoint_policy_dir(path)
@@ -116,7 +118,7 @@ def evaluate(cfg, out_dir: Path) -> None:
     from arrol_pl.engine import ArrolEngine
     from arrol_pl.tasks.prompts import PromptFormat, render_problems
     from arrol_pl.tasks.registry import load_problems
-    from arrol_pl.tasks.reward import MathReward
+    from arrol_pl.tasks.reward_function import make_reward
     from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
     from arrol_pl.train.build import context_length
 
@@ -139,13 +141,14 @@ def evaluate(cfg, out_dir: Path) -> None:
         sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
         deepconf = cfg.deepconf
         try:
-            with MathReward() as reward:
+            with make_reward(cfg.reward.function, cfg.reward.pool_config()) as reward:
                 records = {name: evaluate_dataset(engine, reward, ps, cfg.k, {**sampling, **formats[name].sampling()},
                                                   deepconf, progress=name)
                            for name, ps in problems.items()}
         finally:
             engine.close()
     meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
+            "reward": cfg.reward.function,
             "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
             "config": dataclasses.asdict(cfg)}
     metrics = write_report(out_dir, records, meta)

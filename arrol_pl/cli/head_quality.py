@@ -43,6 +43,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from arrol_pl.analysis.head_probe.config import ProbeConfig, load_probe_config  # noqa: E402  (registers probe_schema)
 from arrol_pl.cli import hydra_app  # noqa: E402
+from arrol_pl.tasks.reward_function import MATH_VERIFY  # noqa: E402
 from arrol_pl.train.config_loader import ConfigError  # noqa: E402
 
 
@@ -80,7 +81,8 @@ def task(raw: DictConfig) -> None:
         command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
         problems=problems, prompt_format=prompt_format, samples=cfg.samples, max_tokens=cfg.max_tokens,
         temperature=cfg.temperature, lengths=cfg.lengths, fractions=cfg.fraction_values, features=list(cfg.features),
-        settings=cfg.settings, dtype=cfg.dtype, votes=cfg.votes, deepconf_mode=cfg.deepconf_mode,
+        settings=cfg.settings, dtype=cfg.dtype, votes=cfg.votes and cfg.reward.function == MATH_VERIFY,
+        reward=cfg.reward, deepconf_mode=cfg.deepconf_mode,
         forward_batch_tokens=cfg.forward_batch_tokens, data=hydra_cfg.runtime.choices.get("data", cfg.data.name),
         dataset=cfg.data.heldout_name or cfg.data.name, data_options=dict(cfg.data.options),
     ))

@@ -127,3 +127,27 @@ def save_head(head: QualityHead, calibrator: BinnedCalibrator, directory: Path |
     if push_to is not None:
         hub.push_to_hub(push_to, commit_message="ARRoL quality head and calibrator")
     return Path(directory)
+
+
+def load_head(export_dir: Path | str) -> tuple[QualityHead, BinnedCalibrator] | None:
+    """The head and calibrator a run exported into ``export_dir`` (its :data:`HEAD_FOLDER`); None when it holds
+    none. An export written before the hub format (``quality_head.pt`` and ``calibrator.pt``) reads too."""
+    export_dir = Path(export_dir)
+    if (export_dir / HEAD_FOLDER / "config.json").is_file():
+        hub = CalibratedHead.from_pretrained(export_dir / HEAD_FOLDER)
+        return hub.head, hub.calibrator
+    if not (export_dir / "quality_head.pt").is_file():
+        return None
+    head = QualityHead.load(export_dir / "quality_head.pt")
+    calibrator = BinnedCalibrator()
+    if (export_dir / "calibrator.pt").is_file():
+        state = torch.load(export_dir / "calibrator.pt", map_location="cpu", weights_only=True)
+        calibrator = BinnedCalibrator(state["num_bins"], state["capacity"], state["alpha"])
+        calibrator.load_state_dict(state)
+    return head, calibrator
+
+
+def has_head(export_dir: Path | str) -> bool:
+    """Whether ``export_dir`` holds an exported head (without loading it: config checks run before any model)."""
+    export_dir = Path(export_dir)
+    return (export_dir / HEAD_FOLDER / "config.json").is_file() or (export_dir / "quality_head.pt").is_file()

@@ -10,7 +10,6 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.train.config import RunConfig
@@ -103,10 +102,10 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
 
 def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, push_to: str | None = None) -> Path:
     """A transformers directory plus the head and the calibrator, and the prompt format the policy was trained in
-    (``prompt_format.json``: evaluation uses it unless a dataset sets its own). The head and calibrator are written
-    twice: on the hub's terms in ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config
-    JSON and a card; pushed to the hub repository ``push_to`` when set), and as ``quality_head.pt`` and
-    ``calibrator.pt``, which the evaluation and the probe read. Several ranks: the sharded policy is gathered tensor
+    (``prompt_format.json``: evaluation uses it unless a dataset sets its own). The head and calibrator go on the
+    hub's terms into ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config JSON and a
+    card; pushed to the hub repository ``push_to`` when set), which the evaluation and the probe read
+    (:func:`~arrol_pl.models.head.load_head`). Several ranks: the sharded policy is gathered tensor
     by tensor into rank 0's host memory (the other ranks hold one tensor at a time on their device, not the whole
     policy), and rank 0 writes."""
 
@@ -126,8 +125,6 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, push_to:
     if prompt_format is not None:
         prompt_format.save(out_dir)
     tokenizer.save_pretrained(out_dir)
-    module.head.save(out_dir / "quality_head.pt")
-    torch.save(module.calibrator.state_dict(), out_dir / "calibrator.pt")
     save_head(module.head, module.calibrator, out_dir / HEAD_FOLDER, push_to)
     return out_dir
 
@@ -161,8 +158,8 @@ G = {a.group_size} rollouts, data {run.data.name}, reward {run.reward.function})
 
 - the policy: a transformers directory (`config.json`, `model.safetensors`, the tokenizer) and `prompt_format.json`,
   the prompt format it was trained in;
-- `{HEAD_FOLDER}/`: the quality head and its calibrator (safetensors, `config.json`, a card of its own);
-- `quality_head.pt`, `calibrator.pt`: the same head and calibrator for arrol-pl's evaluation (`experiments/evaluate.py`).
+- `{HEAD_FOLDER}/`: the quality head and its calibrator (safetensors, `config.json`, a card of its own), which
+  `arrol evaluate checkpoint=export` scores each completion with.
 
 ## Load
 

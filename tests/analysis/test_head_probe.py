@@ -26,6 +26,7 @@ from arrol_pl.analysis.head_probe.fit import (
 )
 from arrol_pl.analysis.head_probe.lengths import evaluate_length, probe_lengths
 from arrol_pl.analysis.head_probe.replay import replay_balance, replay_votes
+from arrol_pl.models.head import save_head
 from arrol_pl.analysis.head_probe.tables import balance_table, inputs_table, markdown_table, votes_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.head_training import HeadConfig
@@ -165,10 +166,9 @@ def test_load_exported_head_reads_head_calibrator_and_the_runs_detect_length(tmp
     export.mkdir(parents=True)
     assert load_exported_head(export) == (None, None, None)
     head = QualityHead(8, 4)
-    torch.save({"state_dict": head.state_dict(), "input_dim": 8, "hidden_dim": 4}, export / "quality_head.pt")
     calibrator = BinnedCalibrator(num_bins=16, capacity=32)
     calibrator.update(torch.tensor([-1.0, 2.0]), torch.tensor([0, 1]))
-    torch.save(calibrator.state_dict(), export / "calibrator.pt")
+    save_head(head, calibrator, export / "quality_head")
     (tmp_path / "run" / "summary.json").write_text(json.dumps({"config": {"engine": {"detect_length": 12}}}))
     loaded, cal, detect = load_exported_head(export)
     x = torch.randn(3, 8)

@@ -147,16 +147,19 @@ def test_the_break_even_auc_is_interpolated_where_the_oracle_ladder_crosses_zero
     crossing = 0.7 + 0.1 * 0.02 / 0.06
     assert f"crosses 0 at AUC {crossing:.3f}, interpolated between its points at AUC 0.700 (-0.020) and 0.800 " \
            "(+0.040)" in section
-    located = claim_lines(text, "Break-even of the oracle ladder")
+    located = claim_lines(text, "Break-even of the oracle ladder:")
     assert len(located) == 1
     assert f"at scorer AUC {crossing:.3f}, between its points at AUC 0.700 and 0.800" in located[0]
     assert "project target (break-even AUC located to ±0.05): **met**" in located[0]
     assert "the learned head at AUC 0.620 (+0.010 ± 0.010); DeepConf at AUC 0.550 (-0.050 ± 0.010); the checker " \
-           "at AUC 0.850 (+0.050 ± 0.010); random pruning at AUC 0.500 (-0.030 ± 0.010); the oracle at AUC 1.0 " \
-           "(group survival) at AUC 1.000 (+0.120 ± 0.010); GRPO G = 4, the cost-matched control, -0.020 ± 0.010 " \
-           "(dashed)" in section, "an oracle pruning by another rule is marked beside the ladder, not on it"
+           "at AUC 0.850 (+0.050 ± 0.010); random pruning at AUC 0.500 (-0.030 ± 0.010); GRPO G = 4, the " \
+           "cost-matched control, -0.020 ± 0.010 (dashed)" in section
+    # an oracle pruning by another rule is a ladder of its own, not a point of Eq. 2's
+    assert "The oracle ladder under group survival has 1 point(s), too few to locate a break-even." in section
+    assert len(claim_lines(text, "Break-even of the oracle ladder under group survival")) == 0
     headline = [line for line in text.split("### Every claim")[0].splitlines() if "(Fig. 4) | tiny |" in line][0]
-    assert "Pruning pays from scorer AUC ≈ 0.73 (oracle ladder); the learned head sits at AUC 0.62" in headline
+    assert "Pruning pays from scorer AUC ≈ 0.73 (oracle ladder); pruning's break-even AUC under group survival: the " \
+           "oracle ladder not run; the learned head sits at AUC 0.62" in headline
     for name in ("pruning_pays_break_even.png", "pruning_pays_wallclock.png"):
         figure = page.parent / "figures" / name
         assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"](figures/{name})" in section

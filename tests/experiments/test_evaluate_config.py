@@ -17,9 +17,10 @@ CONF = str(ROOT / "conf")
 
 @pytest.fixture
 def export(tmp_path: Path) -> Path:
-    """A directory that passes for a run's export/ (the config checks only that its head file exists)."""
+    """A directory that passes for a run's export/ (the config checks only that its head folder exists)."""
     (tmp_path / "export").mkdir()
-    (tmp_path / "export" / "quality_head.pt").write_bytes(b"")
+    (tmp_path / "export" / "quality_head").mkdir()
+    (tmp_path / "export" / "quality_head" / "config.json").write_text("{}")
     return tmp_path / "export"
 
 
@@ -61,5 +62,5 @@ def test_an_export_without_its_head_exits_2_in_one_line_and_leaves_nothing(tmp_p
     result = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'export'}",
                              f"hydra.run.dir={out}"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines()[-1].startswith("config error: checkpoint=") and "quality_head.pt" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("config error: checkpoint=") and "quality_head/" in result.stderr
     assert "Traceback" not in result.stderr and not out.exists()

@@ -3,6 +3,7 @@ working directory too; scored in the real worker processes, which import it them
 function that raises, returns no number or hangs scores 0 with its status, counted and reported; the shipped
 example (``examples/rewards.py``) on the completions it is written for."""
 
+import json
 import logging
 import sys
 import time
@@ -161,3 +162,35 @@ def test_the_example_matches_the_json_field_exactly():
 def test_make_reward_gives_math_verify_by_default():
     assert type(make_reward("math_verify")) is MathReward
     assert type(make_reward(EXAMPLE)) is FunctionReward
+
+
+def test_a_trained_policy_is_scored_with_the_function_that_trained_it(functions_dir):
+    """The evaluation's and the probe's ``reward.function`` (None) is read from what trained the policy: an
+    export's run summary, one directory up, or a training checkpoint's own record; math_verify when neither says;
+    one that no longer imports is refused naming the key; one set by the user is kept."""
+    import torch
+
+    from arrol_pl.train.config_loader import ConfigError
+    from arrol_pl.train.reward_config import AsTrainedRewardConfig
+
+    export = functions_dir / "run" / "export"
+    export.mkdir(parents=True)
+    fresh = AsTrainedRewardConfig()
+    fresh.fill_in(export, "checkpoint")
+    assert fresh.function == "math_verify"  # no summary beside the export
+    (functions_dir / "run" / "summary.json").write_text(json.dumps({"config": {"reward": {"function": "graded_rewards:graded"}}}))
+    from_summary = AsTrainedRewardConfig()
+    from_summary.fill_in(export, "checkpoint")
+    assert from_summary.function == "graded_rewards:graded"
+    checkpoint = functions_dir / "last.ckpt"
+    torch.save({"arrol": {"config": {"reward": {"function": "graded_rewards:raises"}}}}, checkpoint)
+    from_checkpoint = AsTrainedRewardConfig()
+    from_checkpoint.fill_in(checkpoint, "checkpoint")
+    assert from_checkpoint.function == "graded_rewards:raises"
+    chosen = AsTrainedRewardConfig(function="math_verify")
+    chosen.fill_in(export, "checkpoint")
+    assert chosen.function == "math_verify"
+    (functions_dir / "run" / "summary.json").write_text(json.dumps({"config": {"reward": {"function": "gone:reward"}}}))
+    with pytest.raises(ConfigError, match=r"^reward.function=gone:reward \(what checkpoint=.* was trained with\).*set "
+                                          r"reward.function$"):
+        AsTrainedRewardConfig().fill_in(export, "checkpoint")

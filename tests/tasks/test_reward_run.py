@@ -1,7 +1,8 @@
 """A whole run on a JSONL task scored by a reward function of the user's own (``reward.function``): the shipped
 example (``examples/rewards.py``, exact match on a JSON field), wrapped by a module in the run's working directory
 that logs every call. The run's rewards, its accuracy and its held-out figures are the function's, scored in the
-reward workers (not the trainer's process), one call per rollout."""
+reward workers (not the trainer's process), one call per rollout; and the evaluation of its export scores with the
+same function, read from what trained it."""
 
 import json
 import os
@@ -72,3 +73,19 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     assert len(after) == evaluation
     sampled = [c["reward"] for c in after[HELDOUT:]]
     assert summary["heldout_accuracy_after"] == pytest.approx(sum(r > 0.5 for r in sampled) / len(sampled))
+
+    # The export evaluates with the function that trained it (from the run's summary), and votes over no answers.
+    log.unlink()
+    evaluation = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run' / 'export'}",
+         "~datasets.arithmetic", f"+datasets.jsonl.path={data}", "k=2", "limit=3", "max_tokens=16",
+         f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert evaluation.returncode == 0, evaluation.stderr[-4000:]
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["reward"] == "probe_rewards:logged"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 3 * 2 and all("Reply as JSON" in c["prompt"] for c in calls)
+    jsonl = metrics["metrics"]["jsonl"]
+    assert jsonl["avg@k"] == pytest.approx(sum(c["reward"] > 0.5 for c in calls) / len(calls))
+    assert jsonl["maj@k"] is None and jsonl["arrol@k"] is None  # no answers extracted: nothing to vote over
+    assert "extracts no answers" in (tmp_path / "eval" / "results.md").read_text()

@@ -94,9 +94,10 @@ def test_a_hub_id_is_a_hub_id_and_a_local_directory_wins(tmp_path):
 # ---------------------------------------------------------------- evaluation (experiments/evaluate.py)
 @pytest.fixture
 def export(tmp_path: Path) -> Path:
-    """A directory that passes for a run's export/ (the config checks only that its head file exists)."""
+    """A directory that passes for a run's export/ (the config checks only that its head folder exists)."""
     (tmp_path / "export").mkdir()
-    (tmp_path / "export" / "quality_head.pt").write_bytes(b"")
+    (tmp_path / "export" / "quality_head").mkdir()
+    (tmp_path / "export" / "quality_head" / "config.json").write_text("{}")
     return tmp_path / "export"
 
 

@@ -44,7 +44,7 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
         assert isinstance(summary[key], float) and math.isfinite(summary[key]), key
     assert summary["seconds_per_phase"]["generation"] > 0
     assert summary["config"]["pruning"]["policy"] == "arrol"
-    assert (run / "export" / "config.json").exists() and (run / "export" / "quality_head.pt").exists()
+    assert (run / "export" / "config.json").exists() and (run / "export" / "quality_head" / "config.json").exists()
     assert "held-out accuracy" in out.stdout
     # Both evaluations keep their per-problem figures, so the report pairs the gain by problem.
     assert len(summary["heldout_per_problem_before"]) == len(summary["heldout_per_problem_after"]) == 8
@@ -85,9 +85,9 @@ def test_a_stats_head_trains_online_and_evaluates_from_its_checkpoint(tmp_path, 
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert len(history) == 3 and all(math.isfinite(row["head/loss"]) for row in history)
     assert history[-1]["pruning/keep_ratio"] < 1.0  # pruned on the new head's scores after the cold start
-    from arrol_pl.core.quality_head import QualityHead
+    from arrol_pl.models.head import load_head
 
-    head = QualityHead.load(tmp_path / "run" / "export" / "quality_head.pt")
+    head = load_head(tmp_path / "run" / "export")[0]
     assert (head.input_kind, head.input_dim, head.standardize) == ("last+stats", 128 + 5, True)
     assert not torch.allclose(head.input_std, torch.ones_like(head.input_std))  # moments taken from real rollouts
     eval_dir = tmp_path / "eval"
@@ -202,7 +202,8 @@ def test_evaluate_writes_consistent_tables(first_run):
 def test_evaluate_bad_input_is_named(tmp_path, override, message):
     export = tmp_path / "export"
     export.mkdir()
-    (export / "quality_head.pt").write_bytes(b"")
+    (export / "quality_head").mkdir()
+    (export / "quality_head" / "config.json").write_text("{}")
     args = [f"checkpoint={export}", override] if not override.startswith("checkpoint=") else [override]
     out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), *args,
                           f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)

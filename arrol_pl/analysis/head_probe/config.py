@@ -32,6 +32,7 @@ from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.train.config import AlgoConfig, DataConfig
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
 from arrol_pl.train.model_config import ModelConfig
+from arrol_pl.train.reward_config import AsTrainedRewardConfig
 
 SCHEMA = "probe_schema"
 """The name ``conf/probe.yaml`` selects first in its defaults list."""
@@ -70,7 +71,11 @@ class ProbeConfig:
     dtype: str = "float32"
     """Engine and feature-extraction dtype (float32: parity with the engine on CPU)."""
     votes: bool = True
-    """Replay Table 3's votes (majority, DeepConf, ARRoL) on the test problems."""
+    """Replay Table 3's votes (majority, DeepConf, ARRoL) on the test problems (math-verify's reward only: a reward
+    function extracts no answers to vote over)."""
+    reward: AsTrainedRewardConfig = field(default_factory=AsTrainedRewardConfig)
+    """What labels a rollout correct (``reward.function``; None: what trained the policy, else math_verify), in how
+    many workers, with what time limit."""
     deepconf_mode: str = DeepConfSettings.mode
     """DeepConf's trace score (:data:`~arrol_pl.core.confidence.TRACE_MODES`)."""
     forward_batch_tokens: int = 16384
@@ -144,6 +149,7 @@ def load_probe_config(cfg: DictConfig | dict) -> ProbeConfig:
     elif not (Path(config.policy) / "config.json").is_file():
         raise ConfigError(f"policy={config.policy!r}: not a transformers model directory (no config.json), "
                           "nor smollm2")
+    config.reward.fill_in(Path(config.policy), "policy")
     return config
 
 

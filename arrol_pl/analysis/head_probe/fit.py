@@ -146,13 +146,10 @@ def load_exported_head(export_dir: Path) -> tuple[QualityHead | None, BinnedCali
 
     ``L_detect`` is read from ``summary.json`` one directory above ``export_dir`` (``config.engine.detect_length``).
     """
-    head = calibrator = detect_length = None
-    if (export_dir / "quality_head.pt").exists():
-        head = QualityHead.load(export_dir / "quality_head.pt")
-    if (export_dir / "calibrator.pt").exists():
-        state = torch.load(export_dir / "calibrator.pt", map_location="cpu", weights_only=True)
-        calibrator = BinnedCalibrator(state["num_bins"], state["capacity"], state["alpha"])
-        calibrator.load_state_dict(state)
+    from arrol_pl.models.head import load_head
+
+    head, calibrator = load_head(export_dir) or (None, None)
+    detect_length = None
     if (export_dir.parent / "summary.json").exists():
         detect_length = RunSummary.read(export_dir.parent).config.get("engine", {}).get("detect_length")
     return head, calibrator, detect_length

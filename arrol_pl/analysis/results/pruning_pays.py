@@ -15,7 +15,8 @@ Decisions:
   recorded neither). Random pruning reads no score: it stands at 0.5, whatever the head it ignores scored.
 - **The break-even AUC** is where the oracle ladder's difference to GRPO G = 8 crosses 0 going up, interpolated
   linearly between the two ladder points around it; of several such crossings the highest (pruning pays at every
-  ladder point above it).
+  ladder point above it). An oracle pruning by another survival rule (``pruning.balance_target=group``) is a
+  ladder of its own, with its own break-even: the rule decides which rollouts a perfect score prunes.
 - **Random pruning is context**: it is the paper's baseline (Table 4), not ARRoL, so its comparisons are stated
   without a verdict on the paper's claim or a target of the project's.
 """
@@ -193,7 +194,7 @@ def difference_cell(d: PairedDifference | None) -> str:
         return "n/a"
     how = (f"per-problem SE {d.eval_se:.3f}" if d.by_problem == d.seeds else
            f"evaluation SE {d.eval_se:.3f}, paired by problem on {d.by_problem} of {d.seeds}")
-    return f"{d.mean:+.3f} ± {d.se:.3f} ({d.seeds} seeds; {how})"
+    return f"{d.mean:+.3f} ± {d.se:.3f} ({d.seeds} seed{'s' if d.seeds != 1 else ''}; {how})"
 
 
 def mean_of(values: Sequence[float | None]) -> float | None:
@@ -202,37 +203,54 @@ def mean_of(values: Sequence[float | None]) -> float | None:
     return statistics.mean(kept) if kept else None
 
 
-def plot_break_even(ladder: Sequence[tuple[float, PairedDifference]], points: Sequence[tuple[str, float,
-                    PairedDifference]], control: PairedDifference | None, crossing: float | None, out: Path) -> Path:
-    """The break-even figure: each arm's difference to GRPO G = 8 (± 1 SE) against its AUC, the ladder as a line,
-    the other scorers as points, GRPO G = 8 at 0 and GRPO G = 4 dashed."""
+def plot_break_even(ladders: dict[str, Sequence[tuple[float, PairedDifference]]], points: Sequence[tuple[str, float,
+                    PairedDifference]], control: PairedDifference | None, crossings: dict[str, float | None],
+                    out: Path) -> Path:
+    """The break-even figure: each arm's difference to GRPO G = 8 (± 1 SE) against its AUC, an oracle ladder per
+    survival rule as a line, the other scorers as points, GRPO G = 8 at 0 and GRPO G = 4 dashed."""
     fig, ax = new_figure()
-    if ladder:
+    for rule, ladder in ladders.items():
         ax.errorbar([x for x, _ in ladder], [d.mean for _, d in ladder], yerr=[d.se for _, d in ladder], marker="o",
-                    capsize=3, label="oracle ladder")
+                    capsize=3, label=f"oracle ladder, {rule_name(rule)}")
     for (title, x, d), marker in zip(points, "sD^vP"):
         ax.errorbar([x], [d.mean], yerr=[d.se], marker=marker, linestyle="none", capsize=3, label=title)
     ax.axhline(0.0, color="black", linewidth=0.8, label="GRPO G = 8")
     if control is not None:
         ax.axhline(control.mean, color="grey", linestyle="--", label="GRPO G = 4 (cost-matched)")
-    if crossing is not None:
-        ax.axvline(crossing, color="grey", linestyle=":", label=f"break-even AUC {crossing:.2f}")
+    for rule, crossing in crossings.items():
+        if crossing is not None:
+            ax.axvline(crossing, color="grey", linestyle=":", label=f"break-even AUC {crossing:.2f} ({rule_name(rule)})")
     return save_figure(fig, ax, out, "the scorer's realised online AUC after the cold start",
                        "held-out accuracy − GRPO G = 8's at equal time")
 
 
-def headline_text(ladder: Sequence[tuple[float, PairedDifference]], crossing: float | None,
-                  head: Arm | None) -> str:
-    """What the opening table shows of the study."""
-    if len(ladder) < 2:
-        text = "Pruning's break-even AUC: the oracle ladder not run"
-    elif crossing is not None:
-        text = f"Pruning pays from scorer AUC ≈ {crossing:.2f} (oracle ladder)"
-    elif all(d.mean > 0 for _, d in ladder):
-        text = f"Pruning pays across the oracle ladder (from AUC {ladder[0][0]:.2f} up)"
-    else:
-        text = f"Pruning does not pay within the oracle ladder (AUC {ladder[0][0]:.2f}–{ladder[-1][0]:.2f})"
+def rule_name(rule: str) -> str:
+    """A survival rule (``pruning.balance_target``) as the page names it: Eq. 2 for the paper's global rule."""
+    return "Eq. 2" if rule == "global" else f"{rule} survival"
+
+
+def ladder_name(rule: str) -> str:
+    """How the text names the oracle ladder of a survival rule."""
+    return "the oracle ladder" if rule == "global" else f"the oracle ladder under {rule_name(rule)}"
+
+
+def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
+                  crossings: dict[str, float | None], head: Arm | None) -> str:
+    """What the opening table shows of the study: per survival rule, where its oracle ladder breaks even."""
+    parts = []
+    for rule, ladder in ladders.items() or [("global", [])]:
+        crossing, under = crossings.get(rule), "" if rule == "global" else f" under {rule_name(rule)}"
+        if len(ladder) < 2:
+            parts.append(f"Pruning's break-even AUC{under}: the oracle ladder not run")
+        elif crossing is not None:
+            parts.append(f"Pruning{under} pays from scorer AUC ≈ {crossing:.2f} (oracle ladder)")
+        elif all(d.mean > 0 for _, d in ladder):
+            parts.append(f"Pruning{under} pays across the oracle ladder (from AUC {ladder[0][0]:.2f} up)")
+        else:
+            parts.append(f"Pruning{under} does not pay within the oracle ladder (AUC {ladder[0][0]:.2f}–"
+                         f"{ladder[-1][0]:.2f})")
     auc = head.auc() if head else None
+    text = "; ".join([parts[0], *(part[0].lower() + part[1:] for part in parts[1:])])
     return text + (f"; the learned head sits at AUC {auc:.2f}" if auc is not None else "")
 
 
@@ -306,30 +324,37 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
     break-even AUC located (the headline's figure)."""
     if base is None:
         return ["", "No break-even: `arm=grpo` (GRPO G = 8, what every arm is measured against) has no runs."], []
-    ladder = sorted(((a.auc(), diffs[a.label]) for a in arms if a.oracle_auc is not None and a.label in diffs
-                     and a.auc() is not None and a.eq2), key=lambda p: p[0])
-    marked = [a for name in SCORERS if (a := named(arms, name)) is not None] + [
-        a for a in arms if a.oracle_auc is not None and not a.eq2]
+    ladders: dict[str, list[tuple[float, PairedDifference]]] = {}
+    for a in sorted((a for a in arms if a.oracle_auc is not None and a.label in diffs and a.auc() is not None),
+                    key=lambda a: (not a.eq2, a.pruning.get("balance_target", "global"), a.auc())):
+        ladders.setdefault(a.pruning.get("balance_target", "global"), []).append((a.auc(), diffs[a.label]))
+    marked = [a for name in SCORERS if (a := named(arms, name)) is not None]
     points = [(a.title, a.auc(), diffs[a.label]) for a in marked if a.label in diffs and a.auc() is not None]
     low = diffs.get(control.label) if control else None
-    found = break_even([(x, d.mean) for x, d in ladder])
-    crossing = found[0] if found else None
+    found = {rule: break_even([(x, d.mean) for x, d in ladder]) for rule, ladder in ladders.items()}
+    crossings = {rule: f[0] if f else None for rule, f in found.items()}
     lines = ["", "### Break-even: the scorer's AUC at which pruning pays", ""]
-    if ladder or points:
-        target = plot_break_even(ladder, points, low, crossing, figures / "pruning_pays_break_even.png")
+    if ladders or points:
+        target = plot_break_even(ladders, points, low, crossings, figures / "pruning_pays_break_even.png")
         lines += [f"![held-out accuracy minus GRPO G = 8's against the scorer's AUC]({target.relative_to(page_dir)})",
                   ""]
-    at = lambda x: next(d for ax, d in ladder if ax == x)  # noqa: E731
-    if len(ladder) < 2:
-        lines.append(f"The oracle ladder has {len(ladder)} point(s), too few to locate a break-even: `{LADDER}`.")
-    elif found:
-        lines.append(f"Break-even: the oracle ladder's difference to GRPO G = 8 crosses 0 at AUC {found[0]:.3f}, "
-                     f"interpolated between its points at AUC {found[1]:.3f} ({at(found[1]).mean:+.3f}) and "
-                     f"{found[2]:.3f} ({at(found[2]).mean:+.3f}).")
-    else:
-        lines.append(f"The oracle ladder's difference to GRPO G = 8 does not cross 0 going up within the ladder "
-                     f"(AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
-                     + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + ".")
+    if "global" not in ladders:
+        lines.append(f"The oracle ladder has 0 point(s), too few to locate a break-even: `{LADDER}`.")
+    for rule, ladder in ladders.items():
+        name, at = ladder_name(rule), dict(ladder)
+        name = name[0].upper() + name[1:]
+        if len(ladder) < 2:
+            lines.append(f"{name} has {len(ladder)} point(s), too few to locate a break-even"
+                         + (f": `{LADDER}`." if rule == "global" else "."))
+        elif found[rule]:
+            x, lo, hi = found[rule]
+            lines.append(f"Break-even: {name[0].lower()}{name[1:]}'s difference to GRPO G = 8 crosses 0 at AUC {x:.3f}, "
+                         f"interpolated between its points at AUC {lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} "
+                         f"({at[hi].mean:+.3f}).")
+        else:
+            lines.append(f"{name}'s difference to GRPO G = 8 does not cross 0 going up within the ladder (AUC "
+                         f"{ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
+                         + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + ".")
     sit = [f"{title} at AUC {x:.3f} ({d.mean:+.3f} ± {d.se:.3f})" for title, x, d in points]
     if low is not None:
         sit.append(f"GRPO G = 4, the cost-matched control, {low.mean:+.3f} ± {low.se:.3f} (dashed)")
@@ -347,19 +372,23 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
                             "training time"
                             + (f" ({per_seed})" if shares else ""),
                             targets=((ORACLE_GOAL, d.mean > 2 * d.se and share is not None and share <= REACH_SHARE),)))
-    if len(ladder) > 1:
-        if found:
-            text = (f"Break-even of the oracle ladder: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer "
-                    f"AUC {found[0]:.3f}, between its points at AUC {found[1]:.3f} and {found[2]:.3f}")
-            met = found[2] - found[1] <= LADDER_SPACING + 1e-9
+    for rule, ladder in ladders.items():
+        if len(ladder) < 2:
+            continue
+        name = ladder_name(rule)
+        if found[rule]:
+            x, lo, hi = found[rule]
+            text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer AUC {x:.3f}, "
+                    f"between its points at AUC {lo:.3f} and {hi:.3f}")
+            met = hi - lo <= LADDER_SPACING + 1e-9
         else:
-            text = (f"Break-even of the oracle ladder: its held-out accuracy minus GRPO G = 8's does not cross 0 going "
-                    f"up within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})")
+            text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's does not cross 0 going up "
+                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})")
             met = False
         claims.append(Claim(ROW, text, targets=((LOCATED, met),), detail=f" (met when the ladder points around the "
                             f"crossing are at most {LADDER_SPACING} apart)"))
     if claims:
-        claims[-1] = replace(claims[-1], here=headline_text(ladder, crossing, named(arms, "arrol")))
+        claims[-1] = replace(claims[-1], here=headline_text(ladders, crossings, named(arms, "arrol")))
     return lines, claims
 
 
