@@ -65,8 +65,11 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
     """Per arm (the overrides other than ``trainer.seed``) over its seeds: held-out accuracy after training and
     its gain over the before figure, as mean ± sd with the standard error of the mean, each seed's gain, and
     the difference to the ``baseline`` arm paired by seed (each seed starts from the same policy in every arm).
-    Empty when no arm ran more than one seed."""
+    Empty when no arm ran more than one seed. A run without both held-out figures (still running, stopped, or run
+    with ``data.num_heldout=0``) is left out, and the table says how many were."""
     shared = set.intersection(*(set(r.overrides) for r in rows)) if rows else set()
+    unfinished = [r for r in rows if r.heldout_accuracy_before is None or r.heldout_accuracy_after is None]
+    rows = [r for r in rows if r not in unfinished]
     arms: dict[str, dict[str, RunSummary]] = {}
     for r in rows:
         seed = next((o[len(SEED_OVERRIDE):] for o in r.overrides if o.startswith(SEED_OVERRIDE)), None)
@@ -95,6 +98,9 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
     lines = table_lines(["arm", "seeds", "held-out after", "gain", "gain per seed", "vs baseline (paired)", "s / step"],
                         cells)
     note = f"\n\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
+    if unfinished:
+        note += (f"\n\n{len(unfinished)} run(s) without held-out figures before and after (still running, stopped, or "
+                 "no held-out set) left out")
     return "\n".join(lines) + note + "\n", records
 
 

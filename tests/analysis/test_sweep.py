@@ -37,3 +37,14 @@ def test_seed_table_means_spreads_and_pairs_by_seed():
 
 def test_seed_table_is_empty_without_repeated_seeds():
     assert seed_table([row("none", 0, 0.2, 0.3), row("arrol", 0, 0.2, 0.3)], None) == ("", [])
+
+
+def test_seed_table_leaves_out_a_run_without_held_out_figures_and_says_so():
+    """A sweep aggregated while a job still runs (its summary.json written as it goes) or after one stopped."""
+    rows = [row("none", 0, 0.2, 0.30), row("none", 1, 0.3, 0.34), row("arrol", 0, 0.2, 0.28),
+            row("arrol", 1, 0.3, 0.28)]
+    running = RunSummary(overrides=["pruning=arrol", "trainer.seed=2", "data.num_heldout=256"], seconds_per_step=0.5)
+    markdown, records = seed_table([*rows, running], "pruning=none")
+    assert next(r for r in records if r["arm"] == "pruning=arrol")["seeds"] == ["0", "1"]
+    assert markdown.rstrip().endswith("1 run(s) without held-out figures before and after (still running, stopped, "
+                                      "or no held-out set) left out")
