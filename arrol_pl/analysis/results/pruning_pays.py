@@ -348,11 +348,11 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
                          + (f": `{LADDER}`." if rule == "global" else "."))
         elif found[rule]:
             x, lo, hi = found[rule]
-            lines.append(f"Break-even: {name[0].lower()}{name[1:]}'s difference to GRPO G = 8 crosses 0 at AUC {x:.3f}, "
-                         f"interpolated between its points at AUC {lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} "
+            lines.append(f"Break-even of {name[0].lower()}{name[1:]}: its difference to GRPO G = 8 crosses 0 at AUC "
+                         f"{x:.3f}, interpolated between its points at AUC {lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} "
                          f"({at[hi].mean:+.3f}).")
         else:
-            lines.append(f"{name}'s difference to GRPO G = 8 does not cross 0 going up within the ladder (AUC "
+            lines.append(f"{name}: its difference to GRPO G = 8 does not cross 0 going up within the ladder (AUC "
                          f"{ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
                          + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + ".")
     sit = [f"{title} at AUC {x:.3f} ({d.mean:+.3f} ± {d.se:.3f})" for title, x, d in points]
