@@ -239,19 +239,21 @@ def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
     """What the opening table shows of the study: per survival rule, where its oracle ladder breaks even."""
     parts = []
     for rule, ladder in ladders.items() or [("global", [])]:
-        crossing, under = crossings.get(rule), "" if rule == "global" else f" under {rule_name(rule)}"
+        crossing, name = crossings.get(rule), rule_name(rule)
         if len(ladder) < 2:
-            parts.append(f"Pruning's break-even AUC{under}: the oracle ladder not run")
-        elif crossing is not None:
-            parts.append(f"Pruning{under} pays from scorer AUC ≈ {crossing:.2f} (oracle ladder)")
-        elif all(d.mean > 0 for _, d in ladder):
-            parts.append(f"Pruning{under} pays across the oracle ladder (from AUC {ladder[0][0]:.2f} up)")
+            parts.append(f"{name} not run")
+            continue
+        span = f"{ladder[0][0]:.2f}–{ladder[-1][0]:.2f}"
+        if crossing is not None:
+            parts.append(f"{name} ≈ {crossing:.2f}")
+        elif all(d.mean > 2 * d.se for _, d in ladder):
+            parts.append(f"{name} below {ladder[0][0]:.2f} (ahead across {span})")
         else:
-            parts.append(f"Pruning{under} does not pay within the oracle ladder (AUC {ladder[0][0]:.2f}–"
-                         f"{ladder[-1][0]:.2f})")
+            noise = all(abs(d.mean) <= 2 * d.se for _, d in ladder)
+            parts.append(f"{name} none in {span}" + (", within noise" if noise else ""))
     auc = head.auc() if head else None
-    text = "; ".join([parts[0], *(part[0].lower() + part[1:] for part in parts[1:])])
-    return text + (f"; the learned head sits at AUC {auc:.2f}" if auc is not None else "")
+    return "Break-even AUC, oracle ladder: " + "; ".join(parts) + (
+        f"; learned head at {auc:.2f}" if auc is not None else "")
 
 
 def setting(runs: Sequence[RunSummary], arms: Sequence[Arm], config: dict) -> str:
