@@ -33,7 +33,11 @@ def compose_probe(*overrides: str) -> ProbeConfig:
 def test_the_preset_is_the_typed_defaults_and_takes_the_trainers_data_presets(policy: Path):
     cfg = compose_probe(f"policy={policy}")
     # the preset holds no values; data.options come filled from the task's own typed options (data_options)
-    assert dataclasses.replace(cfg, data=DataConfig(num_heldout=256)) == ProbeConfig(policy=str(policy))
+    # the reward is filled in from what trained the policy (a bare model directory: math-verify)
+    from arrol_pl.train.reward_config import AsTrainedRewardConfig
+
+    expected = ProbeConfig(policy=str(policy), reward=AsTrainedRewardConfig(function="math_verify"))
+    assert dataclasses.replace(cfg, data=DataConfig(num_heldout=256)) == expected
     assert cfg.lengths == [3, 6, 12, 24] and cfg.data.num_heldout == 256 and cfg.head.steps == 300
     cfg = compose_probe(f"policy={policy}", "data=arithmetic_fewshot", "max_tokens=32", "fractions=[1/8,1/4,3/8,1/2]",
                         "head.hidden_dim=64", "seed=2")
