@@ -20,7 +20,7 @@ run: setup
 	$(PY) experiments/run.py $(ARGS)
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20 $(PYTEST_ARGS)
 
 results: setup
 	$(PY) experiments/reproduce.py $(ARGS)

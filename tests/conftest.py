@@ -47,7 +47,17 @@ def policy_cache(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     """With several workers (``pytest -n 2 --dist loadgroup``, as ``make test`` runs): every test of the session's
     in-process engine (the ``engine`` fixture of tests/engine/conftest.py) goes to one worker, so one engine starts
-    per run, and the other tests go with their file, so a file's module-scoped runs are made once."""
+    per run, and the other tests go with their file, so a file's module-scoped runs are made once.
+
+    The groups are handed out in collection order (``make test`` passes ``--no-loadscope-reorder``; xdist would
+    otherwise put the groups with the most tests first, which leaves a file holding one long end-to-end test for
+    last, on one worker while the other idles). So the long groups come first: the engine's, then every group with a
+    test marked ``slow``, then the quick ones, which fill in whichever worker finishes first."""
+    group_of, rank_of = {}, {}
     for item in items:
         uses_engine = "engine" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("engine" if uses_engine else item.nodeid.split("::")[0]))
+        group = group_of[item.nodeid] = "engine" if uses_engine else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+        rank = 0 if uses_engine else 1 if item.get_closest_marker("slow") else 2
+        rank_of[group] = min(rank_of.get(group, 2), rank)
+    items.sort(key=lambda item: rank_of[group_of[item.nodeid]])  # a stable sort: within a rank, collection order

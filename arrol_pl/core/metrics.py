@@ -6,6 +6,7 @@
   groups with zero advantage (all survivors share one reward, or fewer than 2 survivors).
 - ``mean_sd_se``: mean ± sd with the standard error, over seeds, problems or groups; ``mean_of_estimates``:
   the mean of independent estimates with their standard errors combined (per-seed differences).
+- ``within_block_slope``: a slope with its standard error within blocks (a study's ladder, seed by seed).
 - ``time_to_reach``: the first time a ``(time, value)`` curve reaches a level (Fig. 4).
 - ``binary_auc``, ``spearman`` (average ranks for ties) and ``expected_calibration_error`` for the
   quality head (Fig. 2).
@@ -36,6 +37,26 @@ def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, 
     """The mean of independent estimates ``(value, standard error)`` and its standard error, sqrt(Σ se²) / k."""
     k = len(estimates)
     return sum(v for v, _ in estimates) / k, math.sqrt(sum(se ** 2 for _, se in estimates)) / k
+
+
+def within_block_slope(points: Sequence[tuple[Hashable, float, float]]) -> tuple[float, float] | None:
+    """The slope of y on x within blocks, and its standard error: ``points`` are ``(block, x, y)``, each block (a
+    seed, whose runs share a baseline) centred on its own means, then least squares through the origin (the
+    fixed-effects estimator). None when the centred x do not vary or too few points remain to estimate the noise."""
+    blocks: dict[Hashable, list[tuple[float, float]]] = {}
+    for block, x, y in points:
+        blocks.setdefault(block, []).append((x, y))
+    centred = []
+    for members in blocks.values():
+        mx, my = sum(x for x, _ in members) / len(members), sum(y for _, y in members) / len(members)
+        centred += [(x - mx, y - my) for x, y in members]
+    sxx = sum(x * x for x, _ in centred)
+    dof = len(centred) - len(blocks) - 1
+    if sxx <= 0 or dof < 1:
+        return None
+    slope = sum(x * y for x, y in centred) / sxx
+    rss = sum((y - slope * x) ** 2 for x, y in centred)
+    return slope, math.sqrt(rss / dof / sxx)
 
 
 def time_to_reach(curve: Sequence[tuple[float, float]], level: float) -> float | None:

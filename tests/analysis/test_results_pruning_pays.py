@@ -104,8 +104,9 @@ def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(stud
     arms = study_arms(sweep_runs(study / "pruning_pays"))
     assert [a.label for a in arms] == [
         "arm=grpo", "arm=grpo_g4", "arm=random", "arm=arrol", "arm=arrol_confidence", "arm=arrol_checker",
-        "arm=oracle", "arm=oracle pruning.balance_target=group", "arm=oracle pruning.oracle_auc=0.9", "arm=oracle pruning.oracle_auc=0.8",
-        "arm=oracle pruning.oracle_auc=0.7", "arm=oracle pruning.oracle_auc=0.6"]
+        "arm=oracle", "arm=oracle pruning.oracle_auc=0.9", "arm=oracle pruning.oracle_auc=0.8",
+        "arm=oracle pruning.oracle_auc=0.7", "arm=oracle pruning.oracle_auc=0.6",
+        "arm=oracle pruning.balance_target=group"]  # Eq. 2's ladder from the top, then each other rule's
     assert all(sorted(a.runs) == [0, 1] for a in arms)
     auc = {a.label: a.auc() for a in arms}
     assert auc["arm=grpo"] is None and auc["arm=random"] == 0.5  # random reads no score, whatever the head's AUC
@@ -192,6 +193,37 @@ def test_a_coarse_or_uncrossed_ladder_misses_the_location_target(tmp_path: Path)
     assert "does not cross 0 going up within the ladder (AUC 0.600–0.800)" in located.text
     assert not located.targets[0][1]
     assert located.here == "Break-even AUC, oracle ladder: Eq. 2 none in 0.60–0.80"  # ahead at both, within noise at one
+
+
+def test_a_crossing_within_noise_does_not_locate_the_break_even(tmp_path: Path):
+    sweep = tmp_path / "results" / "pruning_pays"
+    write_job(sweep, "grpo", 0, GRPO_AFTER)
+    for level, diff in ((0.7, -0.01), (0.8, 0.02)):  # one seed: SE hypot(0.01, 0.01) = 0.014, so +0.02 is noise
+        write_job(sweep, "oracle", 0, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",), auc=level,
+                  pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
+    lines, claims = section_pruning_pays(tmp_path / "results", tmp_path / "figures", tmp_path)
+    located = [c for c in claims if c.text.startswith("Break-even")][0]
+    assert "crosses 0 at scorer AUC 0.733, between its points at AUC 0.700 and 0.800" in located.text
+    assert located.targets == (("break-even AUC located to ±0.05", False),)  # 0.1 apart, but nothing ahead of noise
+    assert located.here == "Break-even AUC, oracle ladder: Eq. 2 ≈ 0.73, within noise"
+    assert "(+0.020); no point at or above it is ahead of GRPO G = 8 by more than two standard errors, so the " \
+           "crossing is within noise." in "\n".join(lines)
+
+
+def test_an_uncrossed_ladder_states_its_slope_within_seeds(tmp_path: Path):
+    sweep = tmp_path / "results" / "pruning_pays"
+    ladder = {0: {0.6: 0.01, 0.7: 0.02, 0.8: 0.03}, 1: {0.6: 0.03, 0.7: 0.02, 0.8: 0.01}}  # seed → AUC → difference
+    for seed, points in ladder.items():
+        write_job(sweep, "grpo", seed, GRPO_AFTER)
+        for level, diff in points.items():
+            write_job(sweep, "oracle", seed, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",), auc=level,
+                      pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
+    lines, claims = section_pruning_pays(tmp_path / "results", tmp_path / "figures", tmp_path)
+    # within seeds the two slopes cancel: 0; residuals 4 × 0.01² on 6 - 2 - 1 dof over Σx² = 0.04, per 0.1 of AUC
+    expected = "per 0.1 of AUC the difference moves by +0.000 ± 0.006 (within seeds: flat within two standard errors)"
+    located = [c for c in claims if c.text.startswith("Break-even")][0]
+    assert "does not cross 0 going up within the ladder (AUC 0.600–0.800); " + expected in located.text
+    assert "0.600: +0.020, 0.700: +0.020, 0.800: +0.020; " + expected + "." in "\n".join(lines)
 
 
 def test_without_the_ladder_the_section_says_how_to_run_it_and_headlines_the_oracle(tmp_path: Path):

@@ -15,8 +15,10 @@ Decisions:
   recorded neither). Random pruning reads no score: it stands at 0.5, whatever the head it ignores scored.
 - **The break-even AUC** is where the oracle ladder's difference to GRPO G = 8 crosses 0 going up, interpolated
   linearly between the two ladder points around it; of several such crossings the highest (pruning pays at every
-  ladder point above it). An oracle pruning by another survival rule (``pruning.balance_target=group``) is a
-  ladder of its own, with its own break-even: the rule decides which rollouts a perfect score prunes.
+  ladder point above it). It is located only when a ladder point at or above it is ahead of GRPO G = 8 by more than
+  two standard errors: means within noise of 0 cross it by chance. An oracle pruning by another survival rule
+  (``pruning.balance_target=group``) is a ladder of its own, with its own break-even: the rule decides which
+  rollouts a perfect score prunes.
 - **Random pruning is context**: it is the paper's baseline (Table 4), not ARRoL, so its comparisons are stated
   without a verdict on the paper's claim or a target of the project's.
 """
@@ -35,7 +37,7 @@ from arrol_pl.analysis.results.common import Claim
 from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_difference, sweep_runs
 from arrol_pl.analysis.sweep import SEED_OVERRIDE
 from arrol_pl.analysis.wallclock import new_figure, plot_wallclock, save_figure
-from arrol_pl.core.metrics import mean_sd_se, time_to_reach
+from arrol_pl.core.metrics import mean_sd_se, time_to_reach, within_block_slope
 from arrol_pl.train.summary import RunSummary
 
 HEADING = ("## 13. When does pruning pay? Scorers at L_detect, the oracle ladder and the cost-matched control "
@@ -51,6 +53,8 @@ TITLES = {BASELINE: "GRPO G = 8", CONTROL: "GRPO G = 4", "grpo_screen": "GRPO + 
 ORDER = (BASELINE, CONTROL, "random", "arrol", "arrol_confidence", "arrol_checker", "grpo_screen", "oracle")
 REACH_SHARE = 0.6
 """The project's goal for the oracle at AUC 1.0: GRPO's final accuracy in at most this share of GRPO's time."""
+SLOPE_STEP = 0.1
+"""The AUC step the ladder's slope is stated per."""
 LADDER_SPACING = 0.1
 """Ladder points this close around the crossing locate the break-even AUC to ±0.05."""
 AHEAD_OF_CONTROL = "ahead of GRPO G = 4, the cost-matched control, by more than two standard errors"
@@ -112,8 +116,8 @@ class Arm:
 
 
 def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
-    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladder from the
-    highest AUC down."""
+    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladders (Eq. 2's
+    first, then each other survival rule's) from the highest AUC down."""
     shared = set.intersection(*(set(r.overrides) for r in runs)) if len(runs) > 1 else set()
     by_label: dict[str, dict[int, RunSummary]] = {}
     for run in runs:
@@ -121,7 +125,8 @@ def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
                          if not o.startswith(SEED_OVERRIDE) and (o.startswith("arm=") or o not in shared))
         by_label.setdefault(label or "all", {})[run.config.get("trainer", {}).get("seed", 0)] = run
     arms = [Arm(label, dict(sorted(seeds.items()))) for label, seeds in by_label.items()]
-    return sorted(arms, key=lambda a: (ORDER.index(a.name) if a.name in ORDER else len(ORDER), -(a.oracle_auc or 0),
+    return sorted(arms, key=lambda a: (ORDER.index(a.name) if a.name in ORDER else len(ORDER),
+                                       not a.eq2, -(a.oracle_auc or 0),
                                        a.label))
 
 
@@ -180,6 +185,30 @@ def break_even(points: Sequence[tuple[float, float]]) -> tuple[float, float, flo
         if d0 <= 0 <= d1 and d0 < d1:
             found = (x0 - d0 * (x1 - x0) / (d1 - d0), x0, x1)
     return found
+
+
+def distinguished(ladder: Sequence[tuple[float, PairedDifference]], crossing: float) -> bool:
+    """Whether a ladder's crossing is more than noise: a point at or above it is ahead of GRPO G = 8 by more than
+    two standard errors (noisy means around 0 cross 0 somewhere by chance)."""
+    return any(x >= crossing and d.mean > 2 * d.se for x, d in ladder)
+
+
+def ladder_slope(ladder: Sequence[tuple[float, PairedDifference]]) -> tuple[float, float] | None:
+    """How the ladder's difference to GRPO G = 8 moves per 0.1 of AUC, ± its standard error: the slope over every
+    seed's difference at every ladder point, within seeds (each seed's differences share its GRPO run)."""
+    fit = within_block_slope([(seed, x, diff) for x, d in ladder for seed, diff, _ in d.per_seed])
+    return None if fit is None else (fit[0] * SLOPE_STEP, fit[1] * SLOPE_STEP)
+
+
+def slope_text(ladder: Sequence[tuple[float, PairedDifference]]) -> str:
+    """The ladder's slope as the page states it ("" where it cannot be fitted)."""
+    fit = ladder_slope(ladder)
+    if fit is None:
+        return ""
+    slope, se = fit
+    return (f"; per {SLOPE_STEP} of AUC the difference moves by {slope:+.3f} ± {se:.3f} (within seeds: "
+            + ("flat within two standard errors)" if abs(slope) <= 2 * se else
+               "rising by more than two standard errors)" if slope > 0 else "falling by more than two standard errors)"))
 
 
 def standing(d: PairedDifference) -> str:
@@ -245,7 +274,7 @@ def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
             continue
         span = f"{ladder[0][0]:.2f}–{ladder[-1][0]:.2f}"
         if crossing is not None:
-            parts.append(f"{name} ≈ {crossing:.2f}")
+            parts.append(f"{name} ≈ {crossing:.2f}" + ("" if distinguished(ladder, crossing) else ", within noise"))
         elif all(d.mean > 2 * d.se for _, d in ladder):
             parts.append(f"{name} below {ladder[0][0]:.2f} (ahead across {span})")
         else:
@@ -352,11 +381,13 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
             x, lo, hi = found[rule]
             lines.append(f"Break-even of {name[0].lower()}{name[1:]}: its difference to GRPO G = 8 crosses 0 at AUC "
                          f"{x:.3f}, interpolated between its points at AUC {lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} "
-                         f"({at[hi].mean:+.3f}).")
+                         f"({at[hi].mean:+.3f})" + ("." if distinguished(ladder, x) else "; no point at or above it is "
+                                                    "ahead of GRPO G = 8 by more than two standard errors, so the "
+                                                    "crossing is within noise."))
         else:
             lines.append(f"{name}: its difference to GRPO G = 8 does not cross 0 going up within the ladder (AUC "
                          f"{ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
-                         + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + ".")
+                         + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + slope_text(ladder) + ".")
     sit = [f"{title} at AUC {x:.3f} ({d.mean:+.3f} ± {d.se:.3f})" for title, x, d in points]
     if low is not None:
         sit.append(f"GRPO G = 4, the cost-matched control, {low.mean:+.3f} ± {low.se:.3f} (dashed)")
@@ -382,13 +413,14 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
             x, lo, hi = found[rule]
             text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer AUC {x:.3f}, "
                     f"between its points at AUC {lo:.3f} and {hi:.3f}")
-            met = hi - lo <= LADDER_SPACING + 1e-9
+            met = hi - lo <= LADDER_SPACING + 1e-9 and distinguished(ladder, x)
         else:
             text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's does not cross 0 going up "
-                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})")
+                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})" + slope_text(ladder))
             met = False
         claims.append(Claim(ROW, text, targets=((LOCATED, met),), detail=f" (met when the ladder points around the "
-                            f"crossing are at most {LADDER_SPACING} apart)"))
+                            f"crossing are at most {LADDER_SPACING} apart and a point at or above it is ahead by more "
+                            "than two standard errors)"))
     if claims:
         claims[-1] = replace(claims[-1], here=headline_text(ladders, crossings, named(arms, "arrol")))
     return lines, claims
