@@ -334,13 +334,15 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
     lines += ["", "Trained positive ratio: the share of correct rollouts among those the update trains on; "
               "zero-advantage groups: the share of trained groups whose rollouts all share one reward (both after "
               "the cold start, means over the seeds)."]
-    drawn = {a.label: [Path(r.run_dir) for r in a.runs.values() if len(curve(r)) > 1] for a in arms}
+    drawn = {a.label: [Path(r.run_dir) for r in a.runs.values() if len(curve(r)) > 1] for a in arms
+             if a.oracle_auc in (None, 1.0)}  # the ladder's lower points are the break-even figure's
     drawn = {label: dirs for label, dirs in drawn.items() if dirs}
     if drawn:
         target = plot_wallclock(drawn, figures / "pruning_pays_wallclock.png", "heldout/accuracy")
         lines += ["", "### Held-out accuracy against training seconds", "",
                   "Each arm's mean over its seeds, ± one standard deviation as a band, up to its shortest seed's end "
-                  "(an oracle's seconds are its credited clock).", "",
+                  "(an oracle's seconds are its credited clock). Of each oracle ladder only AUC 1.0 is drawn: its "
+                  "other points are in the break-even figure.", "",
                   f"![held-out accuracy vs training seconds, each arm's seeds as a band]"
                   f"({target.relative_to(page_dir)})"]
     more, claims = break_even_part(arms, base, control, diffs, figures, page_dir)
