@@ -56,10 +56,9 @@ def test_the_decision_reads_the_scorers_score(engine):
     for p in range(len(PROMPTS)):
         group = [r for r in result.rollouts if r.prompt_index == p]
         scores = sorted({r.score for r in group})
-        if len(scores) > 1:
-            for r in group:
-                if r.score in (scores[0], scores[-1]):
-                    assert not r.pruned, "the group's extremes survive"
+        if len(scores) > 1:  # sampled scores can tie: of the rollouts sharing an extreme score, one survives
+            for extreme in (scores[0], scores[-1]):
+                assert any(not r.pruned for r in group if r.score == extreme), "the group's extremes survive"
     assert any(r.pruned for r in result.rollouts)
 
 
