@@ -5,7 +5,8 @@ criterion stated next to it, the paper's claim apart from the project's own targ
 part whose outputs are missing is listed as not run, never filled in. :mod:`.page` assembles the page from one
 renderer per section: :mod:`.default_task` (sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the
 SmolLM2 probe), :mod:`.online` (8, 10 and 11, SmolLM2 trained online), :mod:`.screen` (12, choosing the
-groups) and :mod:`.pruning_pays` (13, when pruning pays: scorers, the oracle ladder, the cost-matched control);
+groups) and :mod:`.pruning_pays` (13, when pruning pays: scorers, the oracle ladder, the cost-matched control;
+:mod:`.ladder` reads a ladder: its break-even, its slope, its figure);
 :mod:`.headline` makes the opening table from every section's claims, which are written beside the page
 as data (``results.json``).
 

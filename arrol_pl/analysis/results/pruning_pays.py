@@ -34,10 +34,12 @@ from typing import Sequence
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.history import read_history
 from arrol_pl.analysis.results.common import Claim
+from arrol_pl.analysis.results.ladder import (break_even, distinguished, headline_text, ladder_name, plot_break_even,
+                                              slope_text)
 from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_difference, sweep_runs
 from arrol_pl.analysis.sweep import SEED_OVERRIDE
-from arrol_pl.analysis.wallclock import new_figure, plot_wallclock, save_figure
-from arrol_pl.core.metrics import mean_sd_se, time_to_reach, within_block_slope
+from arrol_pl.analysis.wallclock import plot_wallclock
+from arrol_pl.core.metrics import mean_sd_se, time_to_reach
 from arrol_pl.train.summary import RunSummary
 
 HEADING = ("## 13. When does pruning pay? Scorers at L_detect, the oracle ladder and the cost-matched control "
@@ -53,8 +55,6 @@ TITLES = {BASELINE: "GRPO G = 8", CONTROL: "GRPO G = 4", "grpo_screen": "GRPO + 
 ORDER = (BASELINE, CONTROL, "random", "arrol", "arrol_confidence", "arrol_checker", "grpo_screen", "oracle")
 REACH_SHARE = 0.6
 """The project's goal for the oracle at AUC 1.0: GRPO's final accuracy in at most this share of GRPO's time."""
-SLOPE_STEP = 0.1
-"""The AUC step the ladder's slope is stated per."""
 LADDER_SPACING = 0.1
 """Ladder points this close around the crossing locate the break-even AUC to ±0.05."""
 AHEAD_OF_CONTROL = "ahead of GRPO G = 4, the cost-matched control, by more than two standard errors"
@@ -176,41 +176,6 @@ def credited_share(run: RunSummary) -> float | None:
     return run.credited_seconds / walls[-1] if walls and walls[-1] > 0 else None
 
 
-def break_even(points: Sequence[tuple[float, float]]) -> tuple[float, float, float] | None:
-    """Where ``(AUC, difference)`` points cross 0 going up: ``(the AUC at 0, the AUC below, the AUC above)``,
-    interpolated linearly between the two points around the highest such crossing; None when they do not cross."""
-    ordered = sorted(points)
-    found = None
-    for (x0, d0), (x1, d1) in zip(ordered, ordered[1:]):
-        if d0 <= 0 <= d1 and d0 < d1:
-            found = (x0 - d0 * (x1 - x0) / (d1 - d0), x0, x1)
-    return found
-
-
-def distinguished(ladder: Sequence[tuple[float, PairedDifference]], crossing: float) -> bool:
-    """Whether a ladder's crossing is more than noise: a point at or above it is ahead of GRPO G = 8 by more than
-    two standard errors (noisy means around 0 cross 0 somewhere by chance)."""
-    return any(x >= crossing and d.mean > 2 * d.se for x, d in ladder)
-
-
-def ladder_slope(ladder: Sequence[tuple[float, PairedDifference]]) -> tuple[float, float] | None:
-    """How the ladder's difference to GRPO G = 8 moves per 0.1 of AUC, ± its standard error: the slope over every
-    seed's difference at every ladder point, within seeds (each seed's differences share its GRPO run)."""
-    fit = within_block_slope([(seed, x, diff) for x, d in ladder for seed, diff, _ in d.per_seed])
-    return None if fit is None else (fit[0] * SLOPE_STEP, fit[1] * SLOPE_STEP)
-
-
-def slope_text(ladder: Sequence[tuple[float, PairedDifference]]) -> str:
-    """The ladder's slope as the page states it ("" where it cannot be fitted)."""
-    fit = ladder_slope(ladder)
-    if fit is None:
-        return ""
-    slope, se = fit
-    return (f"; per {SLOPE_STEP} of AUC the difference moves by {slope:+.3f} ± {se:.3f} (within seeds: "
-            + ("flat within two standard errors)" if abs(slope) <= 2 * se else
-               "rising by more than two standard errors)" if slope > 0 else "falling by more than two standard errors)"))
-
-
 def standing(d: PairedDifference) -> str:
     """Where a paired difference stands against 0, in standard errors."""
     return ("ahead by more than two standard errors" if d.mean > 2 * d.se else
@@ -230,59 +195,6 @@ def mean_of(values: Sequence[float | None]) -> float | None:
     """The mean of the values measured (None: none was)."""
     kept = [v for v in values if v is not None]
     return statistics.mean(kept) if kept else None
-
-
-def plot_break_even(ladders: dict[str, Sequence[tuple[float, PairedDifference]]], points: Sequence[tuple[str, float,
-                    PairedDifference]], control: PairedDifference | None, crossings: dict[str, float | None],
-                    out: Path) -> Path:
-    """The break-even figure: each arm's difference to GRPO G = 8 (± 1 SE) against its AUC, an oracle ladder per
-    survival rule as a line, the other scorers as points, GRPO G = 8 at 0 and GRPO G = 4 dashed."""
-    fig, ax = new_figure()
-    for rule, ladder in ladders.items():
-        ax.errorbar([x for x, _ in ladder], [d.mean for _, d in ladder], yerr=[d.se for _, d in ladder], marker="o",
-                    capsize=3, label=f"oracle ladder, {rule_name(rule)}")
-    for (title, x, d), marker in zip(points, "sD^vP"):
-        ax.errorbar([x], [d.mean], yerr=[d.se], marker=marker, linestyle="none", capsize=3, label=title)
-    ax.axhline(0.0, color="black", linewidth=0.8, label="GRPO G = 8")
-    if control is not None:
-        ax.axhline(control.mean, color="grey", linestyle="--", label="GRPO G = 4 (cost-matched)")
-    for rule, crossing in crossings.items():
-        if crossing is not None:
-            ax.axvline(crossing, color="grey", linestyle=":", label=f"break-even AUC {crossing:.2f} ({rule_name(rule)})")
-    return save_figure(fig, ax, out, "the scorer's realised online AUC after the cold start",
-                       "held-out accuracy − GRPO G = 8's at equal time")
-
-
-def rule_name(rule: str) -> str:
-    """A survival rule (``pruning.balance_target``) as the page names it: Eq. 2 for the paper's global rule."""
-    return "Eq. 2" if rule == "global" else f"{rule} survival"
-
-
-def ladder_name(rule: str) -> str:
-    """How the text names the oracle ladder of a survival rule."""
-    return "the oracle ladder" if rule == "global" else f"the oracle ladder under {rule_name(rule)}"
-
-
-def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
-                  crossings: dict[str, float | None], head: Arm | None) -> str:
-    """What the opening table shows of the study: per survival rule, where its oracle ladder breaks even."""
-    parts = []
-    for rule, ladder in ladders.items() or [("global", [])]:
-        crossing, name = crossings.get(rule), rule_name(rule)
-        if len(ladder) < 2:
-            parts.append(f"{name} not run")
-            continue
-        span = f"{ladder[0][0]:.2f}–{ladder[-1][0]:.2f}"
-        if crossing is not None:
-            parts.append(f"{name} ≈ {crossing:.2f}" + ("" if distinguished(ladder, crossing) else ", within noise"))
-        elif all(d.mean > 2 * d.se for _, d in ladder):
-            parts.append(f"{name} below {ladder[0][0]:.2f} (ahead across {span})")
-        else:
-            noise = all(abs(d.mean) <= 2 * d.se for _, d in ladder)
-            parts.append(f"{name} none in {span}" + (", within noise" if noise else ""))
-    auc = head.auc() if head else None
-    return "Break-even AUC, oracle ladder: " + "; ".join(parts) + (
-        f"; learned head at {auc:.2f}" if auc is not None else "")
 
 
 def setting(runs: Sequence[RunSummary], arms: Sequence[Arm], config: dict) -> str:
@@ -366,6 +278,9 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
     low = diffs.get(control.label) if control else None
     found = {rule: break_even([(x, d.mean) for x, d in ladder]) for rule, ladder in ladders.items()}
     crossings = {rule: f[0] if f else None for rule, f in found.items()}
+    beyond_noise = {rule: found[rule] is not None and distinguished(ladder, found[rule][0])
+                    for rule, ladder in ladders.items()}
+    slopes = {rule: slope_text(ladder) for rule, ladder in ladders.items()}
     lines = ["", "### Break-even: the scorer's AUC at which pruning pays", ""]
     if ladders or points:
         target = plot_break_even(ladders, points, low, crossings, figures / "pruning_pays_break_even.png")
@@ -383,13 +298,13 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
             x, lo, hi = found[rule]
             lines.append(f"Break-even of {name[0].lower()}{name[1:]}: its difference to GRPO G = 8 crosses 0 at AUC "
                          f"{x:.3f}, interpolated between its points at AUC {lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} "
-                         f"({at[hi].mean:+.3f})" + ("." if distinguished(ladder, x) else "; no point at or above it is "
+                         f"({at[hi].mean:+.3f})" + ("." if beyond_noise[rule] else "; no point at or above it is "
                                                     "ahead of GRPO G = 8 by more than two standard errors, so the "
                                                     "crossing is within noise."))
         else:
             lines.append(f"{name}: its difference to GRPO G = 8 does not cross 0 going up within the ladder (AUC "
                          f"{ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
-                         + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + slope_text(ladder) + ".")
+                         + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + slopes[rule] + ".")
     sit = [f"{title} at AUC {x:.3f} ({d.mean:+.3f} ± {d.se:.3f})" for title, x, d in points]
     if low is not None:
         sit.append(f"GRPO G = 4, the cost-matched control, {low.mean:+.3f} ± {low.se:.3f} (dashed)")
@@ -415,16 +330,17 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
             x, lo, hi = found[rule]
             text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer AUC {x:.3f}, "
                     f"between its points at AUC {lo:.3f} and {hi:.3f}")
-            met = hi - lo <= LADDER_SPACING + 1e-9 and distinguished(ladder, x)
+            met = hi - lo <= LADDER_SPACING + 1e-9 and beyond_noise[rule]
         else:
             text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's does not cross 0 going up "
-                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})" + slope_text(ladder))
+                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})" + slopes[rule])
             met = False
         claims.append(Claim(ROW, text, targets=((LOCATED, met),), detail=f" (met when the ladder points around the "
                             f"crossing are at most {LADDER_SPACING} apart and a point at or above it is ahead by more "
                             "than two standard errors)"))
     if claims:
-        claims[-1] = replace(claims[-1], here=headline_text(ladders, crossings, named(arms, "arrol")))
+        head = named(arms, "arrol")
+        claims[-1] = replace(claims[-1], here=headline_text(ladders, crossings, head.auc() if head else None))
     return lines, claims
 
 
