@@ -41,8 +41,11 @@ def print_summary(s: RunSummary, out_dir: Path) -> None:
         ("held-out accuracy (greedy)", f"{fmt(s.heldout_greedy_accuracy_before)} → {fmt(s.heldout_greedy_accuracy_after)}"),
         ("train accuracy (first step → last 10)", f"{fmt(s.train_accuracy_first)} → {fmt(s.train_accuracy_last10)}"),
         ("keep ratio after cold start (target)", f"{fmt(s.keep_ratio_mean)} ({fmt(s.keep_ratio_target, '.2f')})"),
+        *([("steps the gate let prune after cold start", fmt(s.pruning_active_fraction, ".2f"))]
+          if s.config.get("pruning", {}).get("gate_auc") is not None else []),
         ("quality-head accuracy after cold start", fmt(s.head_accuracy_after_cold_start)),
-        ("quality-head AUC after cold start", fmt(s.head_auc_after_cold_start)),
+        ("quality-head AUC after cold start (within groups)",
+         f"{fmt(s.head_auc_after_cold_start)} ({fmt(s.head_within_auc_after_cold_start)})"),
         ("zero-advantage groups after cold start", fmt(s.zero_advantage_fraction)),
         *screen_rows(s),
         *([("refill: batches per step, steps short of B",

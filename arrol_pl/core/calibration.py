@@ -14,6 +14,9 @@ Decisions:
   biased toward kept rollouts; weighting each by ``1/p`` (its survival probability) undoes that
   (importance weighting; the paper leaves this choice open).
 - With an empty buffer π = 0.5 and every bin has the same likelihood, so q = 0.5 everywhere.
+- Each row may name its group (the prompt it answers), so the window also gives the AUC within groups
+  (:meth:`BinnedCalibrator.within_auc`): what a rule choosing among one prompt's rollouts can use. Groups are
+  told apart per ``update`` call, so group 3 of one step is not group 3 of the next.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from arrol_pl.core.metrics import binary_auc, within_group_auc
+
+_GROUP_SPAN = 2**32
+"""Group keys are ``update call × _GROUP_SPAN + group``; rows given no group get keys of their own from
+``_GROUP_SPAN // 2`` up, so that they pair with nothing."""
 
 
 def bin_index(scores: torch.Tensor, num_bins: int) -> torch.Tensor:
@@ -54,13 +63,15 @@ class BinnedCalibrator:
         self.num_bins = num_bins
         self.capacity = capacity
         self.alpha = float(alpha)
-        # Ring buffer: row k holds (score, label, weight); ``_next`` is the slot the next sample takes.
+        # Ring buffer: row k holds (score, label, weight, group key); ``_next`` is the slot the next sample takes.
         self._scores = torch.zeros(capacity, dtype=torch.float64)
         self._labels = torch.zeros(capacity, dtype=torch.bool)
         self._weights = torch.zeros(capacity, dtype=torch.float64)
+        self._groups = torch.zeros(capacity, dtype=torch.long)
         self._size = 0
         self._next = 0
         self._total_seen = 0
+        self._updates = 0
 
     def __len__(self) -> int:
         return self._size
@@ -70,8 +81,10 @@ class BinnedCalibrator:
         """Number of labelled samples ever added (including the ones the window forgot)."""
         return self._total_seen
 
-    def update(self, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None) -> None:
-        """Append labelled samples, oldest forgotten first. ``scores, labels, weights: (N,)``."""
+    def update(self, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None,
+               groups: torch.Tensor | None = None) -> None:
+        """Append labelled samples, oldest forgotten first. ``scores, labels, weights: (N,)``; ``groups: (N,)`` the
+        group (prompt) of each row, integers in ``[0, 2**31)`` (None: each row a group of its own)."""
         scores = torch.as_tensor(scores, dtype=torch.float64).detach().flatten().cpu()
         labels = torch.as_tensor(labels).detach().flatten().cpu()
         if labels.numel() != scores.numel():
@@ -89,24 +102,48 @@ class BinnedCalibrator:
         if not torch.all(torch.isfinite(scores)):
             raise ValueError("scores must be finite")
         n = scores.numel()
+        if groups is None:
+            groups = _GROUP_SPAN // 2 + torch.arange(n)
+        else:
+            groups = torch.as_tensor(groups).detach().flatten().cpu().to(torch.long)
+            if groups.numel() != n:
+                raise ValueError(f"groups ({groups.numel()}) and scores ({n}) differ in length")
+            if n and (int(groups.min()) < 0 or int(groups.max()) >= _GROUP_SPAN // 2):
+                raise ValueError(f"groups must lie in [0, {_GROUP_SPAN // 2}), got {int(groups.min())}..{int(groups.max())}")
+        groups = groups + self._updates * _GROUP_SPAN
+        self._updates += 1
         self._total_seen += n
         if n >= self.capacity:  # only the newest ``capacity`` survive
             scores, labels, weights = scores[-self.capacity :], labels[-self.capacity :], weights[-self.capacity :]
+            groups = groups[-self.capacity :]
             n = self.capacity
         slots = (self._next + torch.arange(n)) % self.capacity
         self._scores[slots] = scores
         self._labels[slots] = labels.to(torch.bool)
         self._weights[slots] = weights
+        self._groups[slots] = groups
         self._next = int((self._next + n) % self.capacity)
         self._size = min(self.capacity, self._size + n)
 
+    def _order(self) -> torch.Tensor:
+        if self._size < self.capacity:
+            return torch.arange(self._size)
+        return (self._next + torch.arange(self.capacity)) % self.capacity
+
     def buffer(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The window in chronological order: ``(scores, labels, weights)``, each ``(len,)``."""
-        if self._size < self.capacity:
-            order = torch.arange(self._size)
-        else:
-            order = (self._next + torch.arange(self.capacity)) % self.capacity
+        order = self._order()
         return self._scores[order].clone(), self._labels[order].clone(), self._weights[order].clone()
+
+    def auc(self) -> float:
+        """The scores' AUC over the window (NaN until it holds both outcomes)."""
+        order = self._order()
+        return binary_auc(self._scores[order], self._labels[order])
+
+    def within_auc(self) -> float:
+        """The scores' AUC over the window's (correct, wrong) pairs of one group (NaN until a group holds both)."""
+        order = self._order()
+        return within_group_auc(self._scores[order], self._labels[order], self._groups[order])
 
     def counts(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Weighted histogram counts ``(c^+, c^-)``, each ``(B,)`` float64 (Eq. 1)."""
@@ -145,9 +182,11 @@ class BinnedCalibrator:
             "scores": self._scores.clone(),
             "labels": self._labels.clone(),
             "weights": self._weights.clone(),
+            "groups": self._groups.clone(),
             "size": self._size,
             "next": self._next,
             "total_seen": self._total_seen,
+            "updates": self._updates,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -157,6 +196,10 @@ class BinnedCalibrator:
         self._scores = state["scores"].clone().to(torch.float64)
         self._labels = state["labels"].clone().to(torch.bool)
         self._weights = state["weights"].clone().to(torch.float64)
+        # a state saved before rows had groups: each of its rows a group of its own
+        self._groups = state["groups"].clone().to(torch.long) if "groups" in state else \
+            _GROUP_SPAN // 2 + torch.arange(self.capacity)
         self._size = int(state["size"])
         self._next = int(state["next"])
         self._total_seen = int(state["total_seen"])
+        self._updates = int(state.get("updates", 1))

@@ -26,6 +26,9 @@ Decisions (each exposed in :class:`PruningConfig`):
   is at least ``gate_auc``. An uninformative head prunes like random pruning, which halves groups
   without balancing them and turns mixed groups into zero-advantage ones; the gate keeps such a run
   at plain GRPO/DAPO until the head has learned something, and reopens or closes every step.
+  ``gate_metric`` says which AUC: ``within`` (the default) counts only pairs of one group, which is what
+  choosing among a prompt's rollouts can use; ``pooled`` counts every pair, and a head that only tells easy
+  prompts from hard ones reaches it while ranking each group's rollouts at chance.
 """
 
 from __future__ import annotations
@@ -36,13 +39,13 @@ from typing import Callable
 import torch
 
 from .calibration import BinnedCalibrator, posterior_from_table
-from .metrics import binary_auc
 from .registry import Registry
 from .scorers import check_scorer
 from .screening import ScreenConfig
 from .survival import group_balanced_survival, spread_survival, survival_from_delta, survival_probabilities
 
 BALANCE_TARGETS = ("global", "group", "spread")
+GATE_METRICS = ("within", "pooled")
 
 PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor, torch.Tensor], torch.Tensor]] = Registry(
     "pruning policy")
@@ -117,6 +120,9 @@ class PruningConfig(SurvivalSettings):
     gate_auc: float | None = None
     """Prune only while the head's AUC over the calibrator window is at least this (beyond the paper;
     None: the paper's cold start alone decides)."""
+    gate_metric: str = "within"
+    """The AUC ``gate_auc`` reads: ``within`` (over pairs of one group, what the survival rule can use) or
+    ``pooled`` (over every pair, lifted by telling easy prompts from hard ones)."""
     scorer: str = "head"
     """What scores a rollout at L_detect (:mod:`~arrol_pl.core.scorers`): ``head`` (the paper's quality head),
     ``confidence`` (DeepConf's, training-free), ``checker`` (a process verifier, for tasks that check a prefix) or
@@ -139,6 +145,8 @@ class PruningConfig(SurvivalSettings):
             raise ValueError(f"laplace_alpha must be > 0, got {self.laplace_alpha}")
         if self.gate_auc is not None and not 0.5 <= self.gate_auc <= 1.0:
             raise ValueError(f"gate_auc must be in [0.5, 1] or null, got {self.gate_auc}")
+        if self.gate_metric not in GATE_METRICS:
+            raise ValueError(f"gate_metric={self.gate_metric!r}; choose one of {list(GATE_METRICS)}")
         check_scorer(self.scorer, self.oracle_auc)
 
     def make_calibrator(self) -> BinnedCalibrator:
@@ -156,7 +164,9 @@ class PrunerParams(SurvivalSettings):
     active: bool = True
     """False during cold start (or with the gate closed): keep everything."""
     window_auc: float = float("nan")
-    """The head's AUC over the calibrator window when h_t was built (what ``gate_auc`` is compared to)."""
+    """The head's AUC over the calibrator window when h_t was built (``gate_metric=pooled`` compares it)."""
+    window_within_auc: float = float("nan")
+    """The same over pairs of one group (``gate_metric=within`` compares it to ``gate_auc``)."""
 
     def posterior(self, scores: torch.Tensor) -> torch.Tensor:
         """Raw head logits ``(N,)`` → calibrated posteriors ``(N,)``."""
@@ -260,9 +270,9 @@ def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, ste
     importance weighting), so the expected keep rate under the buffer distribution is κ (A.4).
     """
     table = calibrator.bin_posteriors()
-    window_scores, window_labels, _ = calibrator.buffer()
-    window_auc = binary_auc(window_scores, window_labels)
-    gate_open = config.gate_auc is None or window_auc >= config.gate_auc  # NaN (one class only) stays closed
+    window_auc, window_within_auc = calibrator.auc(), calibrator.within_auc()
+    gated = window_within_auc if config.gate_metric == "within" else window_auc
+    gate_open = config.gate_auc is None or gated >= config.gate_auc  # NaN (one class only) stays closed
     delta = 0.0
     if config.policy == "arrol" and config.balance_target == "global":
         scores, _, weights = calibrator.buffer()
@@ -287,4 +297,5 @@ def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, ste
         delta=delta,
         active=config.policy != "none" and step >= config.cold_start_steps and gate_open,
         window_auc=window_auc,
+        window_within_auc=window_within_auc,
     )

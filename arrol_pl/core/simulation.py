@@ -62,7 +62,7 @@ def run_pruning_simulation(
         keep = decision.keep
         rewards = batch.rewards.flatten()
         weights = 1.0 / decision.survival[keep] if config.importance_weighting else None
-        calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights)
+        calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights, group_ids[keep])
         kept = balance_stats(rewards[keep], group_ids[keep])
         full = balance_stats(rewards, group_ids)
         history.append(

@@ -220,7 +220,7 @@ class ArrolModule(L.LightningModule):
             with torch.no_grad():
                 head_scores = self.head(features.to(self.device)).float().cpu()
         with timer("head"):
-            loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights))
+            loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids))
             prompt_rows = groups.prompt_rows(labels, weights)
             prompt = {} if prompt_rows is None else self.prompt_scorer.learn(*prompt_rows)
         return {"loss": loss, **{f"screen/prompt_head_{k}": v for k, v in prompt.items()}}, \

@@ -387,8 +387,9 @@ def step_metrics(scored, gen, params, keep_ratio_target: float, rewards: torch.T
         **{f"policy/{k}": v for k, v in policy.items()},
         "pruning/delta": params.delta,
     }
-    if math.isfinite(params.window_auc):  # undefined until the window holds both outcomes (NaN breaks equality)
-        metrics["pruning/window_auc"] = params.window_auc
+    for key in ("window_auc", "window_within_auc"):  # undefined until the window holds both outcomes
+        if math.isfinite(getattr(params, key)):      # (NaN breaks equality)
+            metrics[f"pruning/{key}"] = getattr(params, key)
     return metrics
 
 

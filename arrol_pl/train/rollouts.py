@@ -40,10 +40,11 @@ class StepGroups:
     """The step's group screen (None without one)."""
 
     def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
-                  weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The quality head's and calibrator's rows: the survivors', and with a detect-stage screen the audited
-        groups it dropped, weighted 1 / audit share (otherwise both would see the kept groups only)."""
-        rows = (features, scores, labels, weights)
+                  weights: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The quality head's and calibrator's rows ``(features, scores, labels, weights, group ids)``: the
+        survivors', and with a detect-stage screen the audited groups it dropped, weighted 1 / audit share
+        (otherwise both would see the kept groups only)."""
+        rows = (features, scores, labels, weights, group_ids)
         return rows if self.screen is None else self.screen.with_dropped_audit(rows, self.generation.rollouts)
 
     def prompt_rows(self, labels: torch.Tensor, weights: torch.Tensor):

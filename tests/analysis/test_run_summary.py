@@ -68,3 +68,17 @@ def test_the_printed_gain_says_which_way_it_cleared_two_standard_errors(after, v
     s = RunSummary(heldout_accuracy_before=0.3, heldout_accuracy_after=after,
                    heldout_accuracy_se_before=0.03, heldout_accuracy_se_after=0.04)
     assert gain_text(s).endswith(f"(unpaired): {verdict}")
+
+
+@pytest.mark.parametrize("gate", [0.6, None])
+def test_the_printout_says_how_often_the_gate_let_the_run_prune_and_the_heads_auc_within_groups(gate, tmp_path, capsys):
+    from arrol_pl.analysis.report import print_summary
+
+    s = RunSummary(config={"pruning": {"gate_auc": gate}}, pruning_active_fraction=0.25,
+                   head_auc_after_cold_start=0.7, head_within_auc_after_cold_start=0.51)
+    print_summary(s, tmp_path)
+    out = capsys.readouterr().out
+    assert "quality-head AUC after cold start (within groups)  0.700 (0.510)" in out
+    assert ("steps the gate let prune after cold start" in out) == (gate is not None)
+    if gate is not None:
+        assert "steps the gate let prune after cold start          0.25" in out

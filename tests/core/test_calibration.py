@@ -81,17 +81,49 @@ def test_state_round_trips_exactly(scores, seed, capacity):
     s = torch.tensor(scores, dtype=torch.float64)
     y = (torch.rand(len(scores), generator=g) < 0.5).long()
     w = torch.rand(len(scores), generator=g) + 0.1
+    groups = torch.arange(len(scores)) // 3
     cal = BinnedCalibrator(num_bins=16, capacity=capacity)
-    cal.update(s, y, w)
+    cal.update(s, y, w, groups)
     clone = BinnedCalibrator(num_bins=16, capacity=capacity)
     clone.load_state_dict(cal.state_dict())
     assert torch.equal(cal.bin_posteriors(), clone.bin_posteriors())
     for a, b in zip(cal.buffer(), clone.buffer()):
         assert torch.equal(a, b)
-    # and both continue identically
-    cal.update(s[:3], y[:3])
-    clone.update(s[:3], y[:3])
+    # and both continue identically, the next call's groups told apart from this one's in both
+    cal.update(s[:3], y[:3], groups=groups[:3])
+    clone.update(s[:3], y[:3], groups=groups[:3])
     assert torch.equal(cal.bin_posteriors(), clone.bin_posteriors())
+    assert cal.within_auc() == clone.within_auc() or math.isnan(cal.within_auc()) and math.isnan(clone.within_auc())
+
+
+def test_the_window_auc_within_groups_pairs_only_one_calls_groups():
+    cal = BinnedCalibrator(num_bins=8, capacity=16)
+    # within each group the right rollout scores higher; across groups the easy group's wrong one outscores
+    # the hard group's right one, so the pooled AUC is below 1
+    cal.update(torch.tensor([3.0, 2.0, 0.0, -1.0]), torch.tensor([1, 0, 1, 0]), groups=torch.tensor([0, 0, 1, 1]))
+    assert cal.within_auc() == 1.0 and cal.auc() == pytest.approx(3 / 4)
+    # the next call's group 0 is another prompt: its rows pair with each other only
+    cal.update(torch.tensor([-2.0, 5.0]), torch.tensor([1, 0]), groups=torch.tensor([0, 0]))
+    assert cal.within_auc() == pytest.approx(2 / 3)
+    # rows without a group pair with nothing; the window forgets the oldest call first
+    alone = BinnedCalibrator(num_bins=8, capacity=4)
+    alone.update(torch.tensor([1.0, -1.0]), torch.tensor([1, 0]))
+    assert math.isnan(alone.within_auc()) and alone.auc() == 1.0
+    alone.update(torch.tensor([1.0, -1.0, 2.0]), torch.tensor([0, 1, 1]), groups=torch.tensor([4, 4, 5]))
+    assert alone.within_auc() == 0.0 and len(alone) == 4
+    with pytest.raises(ValueError, match="groups"):
+        alone.update(torch.zeros(2), torch.ones(2), groups=torch.tensor([-1, 0]))
+
+
+def test_a_state_saved_without_groups_loads_with_each_row_alone():
+    cal = BinnedCalibrator(num_bins=8, capacity=8)
+    cal.update(torch.tensor([1.0, -1.0]), torch.tensor([1, 0]), groups=torch.tensor([0, 0]))
+    old = {k: v for k, v in cal.state_dict().items() if k not in ("groups", "updates")}
+    clone = BinnedCalibrator(num_bins=8, capacity=8)
+    clone.load_state_dict(old)
+    assert math.isnan(clone.within_auc()) and clone.auc() == 1.0
+    clone.update(torch.tensor([2.0, -2.0]), torch.tensor([1, 0]), groups=torch.tensor([0, 0]))
+    assert clone.within_auc() == 1.0
 
 
 @settings(max_examples=40, deadline=None)

@@ -60,7 +60,7 @@ def generation(n: int, dim: int, seed: int, pruned_every: int = 3):
     from types import SimpleNamespace
 
     g = torch.Generator().manual_seed(seed)
-    rollouts = [SimpleNamespace(pruned=i % pruned_every == 0, feature=torch.randn(dim, generator=g),
+    rollouts = [SimpleNamespace(pruned=i % pruned_every == 0, prompt_index=i // 4, feature=torch.randn(dim, generator=g),
                                 score=float(torch.randn(1, generator=g)), survival=0.2 + 0.8 * float(torch.rand(1, generator=g)))
                 for i in range(n)]
     rollouts[1].feature, rollouts[1].score, rollouts[2].survival = None, None, None
@@ -75,11 +75,13 @@ def fresh_state(importance_weighting: bool = True) -> OnlinePruning:
 
 def same_state(a: OnlinePruning, b: OnlinePruning) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a.head.state_dict().values(), b.head.state_dict().values())) and \
-        all(torch.equal(x, y) for x, y in zip(a.calibrator.buffer(), b.calibrator.buffer()))
+        all(torch.equal(x, y) for x, y in zip(a.calibrator.buffer(), b.calibrator.buffer())) and \
+        a.calibrator.state_dict()["groups"].equal(b.calibrator.state_dict()["groups"])
 
 
 def test_observe_feeds_the_survivors_as_the_trainer_does():
-    """observe(generation, rewards) = update on the survivors with a feature: their scores, 1[reward > 0.5], 1/p."""
+    """observe(generation, rewards) = update on the survivors with a feature: their scores, 1[reward > 0.5], 1/p
+    and their prompts as groups."""
     gen = generation(12, 4, 0)
     rewards = torch.tensor([float(i % 2) for i in range(12)])  # one per rollout; the pruned ones' ignored
     by_hand = fresh_state()
@@ -87,7 +89,7 @@ def test_observe_feeds_the_survivors_as_the_trainer_does():
     labels = torch.tensor([float(i % 2) for i, r in enumerate(gen.rollouts) if not r.pruned and r.feature is not None])
     survival = torch.tensor([1.0 if r.survival is None else r.survival for r in rows])
     loss = by_hand.update(torch.stack([r.feature for r in rows]), torch.tensor([r.score for r in rows]), labels,
-                          1.0 / survival)
+                          1.0 / survival, torch.tensor([r.prompt_index for r in rows]))
     observed = fresh_state()
     assert observed.observe(gen, rewards) == loss
     assert same_state(observed, by_hand) and len(observed.calibrator) == len(rows) == 7
@@ -103,7 +105,7 @@ def test_observe_weighs_every_survivor_alike_without_importance_weighting():
     rows = [r for r in gen.rollouts if not r.pruned and r.feature is not None]
     a.observe(gen, torch.ones(9))
     b.update(torch.stack([r.feature for r in rows]), torch.tensor([r.score for r in rows]), torch.ones(len(rows)),
-             torch.ones(len(rows)))
+             torch.ones(len(rows)), torch.tensor([r.prompt_index for r in rows]))
     assert same_state(a, b) and torch.equal(a.calibrator.buffer()[2], torch.ones(len(rows), dtype=torch.float64))
 
 

@@ -116,6 +116,7 @@ def test_spread_survival_edge_cases():
     ("balance_target", "both", "balance_target"),
     ("cold_start_steps", -1, "cold_start_steps"),
     ("gate_auc", 0.4, "gate_auc"),
+    ("gate_metric", "global", "gate_metric"),
 ])
 def test_config_validation_names_the_field(field, value, match):
     kwargs = {field: value}
@@ -143,7 +144,7 @@ def test_cold_start_and_delta_from_buffer():
 
 
 def test_gate_keeps_pruning_off_until_the_head_discriminates():
-    cfg = PruningConfig(cold_start_steps=0, gate_auc=0.65)
+    cfg = PruningConfig(cold_start_steps=0, gate_auc=0.65, gate_metric="pooled")  # rows without groups
     g = torch.Generator().manual_seed(0)
     s = torch.randn(2000, generator=g)
     uninformative = cfg.make_calibrator()
@@ -157,6 +158,31 @@ def test_gate_keeps_pruning_off_until_the_head_discriminates():
     # an empty window has no AUC: the gate stays closed; without a gate the cold start alone decides
     assert not build_pruner_params(cfg, cfg.make_calibrator(), step=5).active
     assert build_pruner_params(PruningConfig(cold_start_steps=0), uninformative, step=5).active
+
+
+def test_the_gate_reads_the_auc_within_groups_unless_told_to_pool():
+    """A head that knows only how hard each prompt is ranks every pair across groups and none within one:
+    the default gate stays shut on it, the pooled gate opens."""
+    g = torch.Generator().manual_seed(1)
+    difficulty = torch.randn(300, generator=g)
+    groups = torch.arange(300).repeat_interleave(8)
+    p_right = torch.sigmoid(3 * difficulty)[groups]
+    labels = (torch.rand(groups.numel(), generator=g) < p_right).long()
+    scores = 3 * difficulty[groups] + 0.01 * torch.randn(groups.numel(), generator=g)
+    within = PruningConfig(cold_start_steps=0, gate_auc=0.6)
+    cal = within.make_calibrator()
+    for step in range(3):  # three steps of 100 prompts, each numbered 0-99 as the trainer numbers them
+        rows = slice(800 * step, 800 * (step + 1))
+        cal.update(scores[rows], labels[rows], groups=groups[rows] % 100)
+    params = build_pruner_params(within, cal, step=5)
+    assert params.window_auc > 0.8 and 0.4 < params.window_within_auc < 0.6
+    assert not params.active
+    assert build_pruner_params(PruningConfig(cold_start_steps=0, gate_auc=0.6, gate_metric="pooled"), cal, 5).active
+    # a head that ranks within groups opens the default gate
+    informed = within.make_calibrator()
+    informed.update(scores + 5 * labels, labels, groups=groups % 100)
+    assert build_pruner_params(within, informed, step=5).window_within_auc > 0.9
+    assert build_pruner_params(within, informed, step=5).active
 
 
 def simulate_groups(n_groups: int, group_size: int, eps: float, seed: int, difficulty_mean: float = 0.0):

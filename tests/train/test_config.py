@@ -26,7 +26,8 @@ def compose_run(*overrides: str):
 
 def test_default_config_composes_and_validates():
     run = compose_run()
-    assert run.algo.name == "grpo" and run.pruning.policy == "arrol" and run.pruning.gate_auc == 0.65
+    assert run.algo.name == "grpo" and run.pruning.policy == "arrol" and run.pruning.gate_auc == 0.6
+    assert run.pruning.gate_metric == "within"
     assert run.engine.detect_length < run.algo.max_response_tokens
 
 
@@ -312,14 +313,14 @@ def test_a_preset_states_only_what_it_changes(preset, tmp_path):
 
 def test_the_default_experiment_is_the_typed_defaults_and_the_gate():
     """conf/config.yaml selects presets that state nothing but the discrimination gate: ``make run`` runs RunConfig()
-    as the dataclasses define it with ``pruning.gate_auc=0.65``, and a key the presets never mention is still
+    as the dataclasses define it with ``pruning.gate_auc=0.6``, and a key the presets never mention is still
     overridable without a ``+``; ``pruning=arrol`` is the typed defaults to the last key (the paper's rule)."""
     from arrol_pl.tasks.arithmetic import ArithmeticConfig
 
     typed = dataclasses.asdict(load_run_config(OmegaConf.structured(RunConfig)))
     typed["data"]["options"] = dataclasses.asdict(ArithmeticConfig())  # data=arithmetic selects the task's own
     assert dataclasses.asdict(compose_run("pruning=arrol")) == typed
-    typed["pruning"]["gate_auc"] = 0.65
+    typed["pruning"]["gate_auc"] = 0.6
     assert dataclasses.asdict(compose_run()) == typed
     run = compose_run("trainer.max_minutes=5", "engine.enable_prefix_caching=false")
     assert run.trainer.max_minutes == 5 and not run.engine.enable_prefix_caching

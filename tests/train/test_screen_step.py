@@ -23,6 +23,7 @@ class FakeRollout:  # the Rollout fields the screen reads
     score: float
     group_p0: float | None = None
     generated_tokens: int = 4
+    prompt_index: int = 0
 
 
 def scorer_that_prefers(features_to_q: dict[int, float], hidden: int = 4) -> PromptScorer:
@@ -62,7 +63,7 @@ def test_without_a_prompt_stage_every_drawn_prompt_generates():
 
 def rollouts_of(groups: list[tuple[bool, bool]], size: int) -> list[FakeRollout]:
     """``groups``: (audited, screened) per generation-order group."""
-    return [FakeRollout(a, s, f"g{k}" if a else None, torch.full((2,), float(k)), float(k))
+    return [FakeRollout(a, s, f"g{k}" if a else None, torch.full((2,), float(k)), float(k), prompt_index=k)
             for k, (a, s) in enumerate(groups) for _ in range(size)]
 
 
@@ -87,10 +88,11 @@ def test_the_audit_counts_each_stage_and_the_heads_get_the_dropped_groups_rows()
         == [2, 2, 2, 2]
     assert audit_totals([metrics, metrics], "detect").audited == 4
 
-    rows = (torch.zeros(3, 2), torch.zeros(3), torch.ones(3), torch.ones(3))
-    feats, scores, labels, weights = step.with_dropped_audit(rows, rollouts)
+    rows = (torch.zeros(3, 2), torch.zeros(3), torch.ones(3), torch.ones(3), torch.tensor([0, 0, 3]))
+    feats, scores, labels, weights, group_ids = step.with_dropped_audit(rows, rollouts)
     assert feats.shape == (3 + 4, 2) and scores[3:].tolist() == [1.0, 1.0, 2.0, 2.0]
     assert labels[3:].tolist() == [0.0, 0.0, 1.0, 1.0] and weights[3:].tolist() == [2.0] * 4  # 1 / audit share
+    assert group_ids.tolist() == [0, 0, 3, 1, 1, 2, 2], "each dropped row keeps its prompt: its group"
 
     prompt_rows = step.prompt_rows(torch.tensor([0, 0, 3]), torch.tensor([1.0, 0.0, 1.0]), torch.ones(3))
     pf, pl, pw = prompt_rows
