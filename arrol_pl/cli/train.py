@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from arrol_pl.cli import hydra_app
 from arrol_pl.train.config import RunConfig, load_run_config
 from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.rundir import save_hydra_record
+from arrol_pl.train.rundir import OWNER_ENV, claim_output_dir, save_hydra_record
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -39,11 +39,14 @@ def launch_ranks(run: Any, hydra_dir: Path) -> int:
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
                           "(docs/distributed.md); arrol train launches the ranks of one node only")
-    preflight(run, Path(run.trainer.output_dir or hydra_dir))
-    policy_directory(run)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={run.trainer.devices}",
-               "-m", "arrol_pl", "train", *hydra_app.INVOCATION.argv, f"hydra.run.dir={hydra_dir}"]
-    return subprocess.call(command)
+    out_dir = Path(run.trainer.output_dir or hydra_dir)
+    with claim_output_dir(out_dir):  # the run's claim, held here for its ranks (rundir)
+        preflight(run, out_dir)
+        policy_directory(run)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc-per-node={run.trainer.devices}", "-m", "arrol_pl", "train", *hydra_app.INVOCATION.argv,
+                   f"hydra.run.dir={hydra_dir}"]
+        return subprocess.call(command, env={**os.environ, OWNER_ENV: str(os.getpid())})
 
 
 def train(cfg: DictConfig) -> None:

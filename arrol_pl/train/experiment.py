@@ -35,7 +35,7 @@ from arrol_pl.train.config import RunConfig, prompts_drawn_per_step
 from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.finish import RunInterrupted, export_policy, summarise, write_outcome, write_run_card
 from arrol_pl.train.prelaunch import effective_keep_ratio, preflight
-from arrol_pl.train.rundir import history_before
+from arrol_pl.train.rundir import claim_output_dir, history_before
 from arrol_pl.train.summary import RunSummary
 
 
@@ -61,6 +61,12 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     :class:`~arrol_pl.train.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
     the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
     """
+    with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
+        return _experiment(run, out_dir, engine, overrides, accepted)
+
+
+def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | None,
+                accepted: Callable[[], None] | None) -> RunSummary:
     import lightning as L
 
     from arrol_pl.train.callbacks import RunCheckpoints

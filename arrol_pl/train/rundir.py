@@ -7,6 +7,13 @@ Decisions:
   one there would leave later, stale files beside it. Hydra's own ``.hydra/`` and log are not a run's; Hydra is
   told not to write ``.hydra/`` itself (``hydra.output_subdir: null``), so a refused run cannot overwrite another
   run's record: the script writes it (:func:`save_hydra_record`) once the directory is accepted.
+- **The directory is claimed before it is checked.** Two runs started in the same second get the same default
+  directory (its name is the time to the second), and both would pass a check that reads names, since neither
+  has written yet. So a run first claims the directory (:func:`claim_output_dir`): it creates
+  :data:`CLAIM_FILE` exclusively, holding its process id and host, and removes it when it ends. A second run
+  finds the claim and is refused while the holder is alive; a claim left by a process that is gone (a killed
+  run) is taken over, so its resume is not blocked. One run claims once: its launcher when it starts the ranks
+  itself (:data:`OWNER_ENV` tells its ranks whose claim it is), else rank 0.
 - **The history file is the record.** ``history.jsonl`` holds one JSON row per finished step; whole-file writes go
   to a temporary file renamed over it, and a last line cut short by a crash is left out when read. A resumed run
   starts from the rows before its checkpoint's step, read from the file of the run that wrote the checkpoint.
@@ -19,8 +26,10 @@ import logging
 import os
 import re
 import shutil
+import socket
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from arrol_pl.train.config_loader import ConfigError
 
@@ -93,6 +102,85 @@ def check_output_dir(out_dir: Path, resume: str | None, ckpt: dict | None) -> No
         raise ConfigError(f"trainer.resume={resume}: {out_dir} holds this run's later checkpoint "
                           f"step{max(later):05d}.ckpt; continue the run with trainer.resume={last}, or branch from "
                           f"step {step} into a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)")
+
+
+CLAIM_FILE = ".arrol-run.claim"
+"""The claim on a run directory: JSON ``{"pid", "host"}`` of the process that holds it."""
+OWNER_ENV = "ARROL_RUN_OWNER"
+"""Set by a launcher that claimed the directory for its ranks: its process id."""
+
+
+def claim_holder(claim: Path) -> dict[str, Any] | None:
+    """The claim's ``{"pid", "host"}``; None while its holder is still writing it (or it is unreadable)."""
+    try:
+        holder = json.loads(claim.read_text())
+        return holder if isinstance(holder, dict) and isinstance(holder.get("pid"), int) else None
+    except (OSError, ValueError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _refuse_claim(out_dir: Path, claim: Path, holder: dict[str, Any] | None) -> ConfigError:
+    who = "a run that is still writing its claim" if holder is None else \
+        f"process {holder['pid']} on {holder.get('host', 'an unknown host')}"
+    return ConfigError(f"output directory {out_dir} is in use by another run ({who}): pass a new directory "
+                       f"(trainer.output_dir=<dir> or hydra.run.dir=<dir>); if no run is writing there, delete {claim}")
+
+
+@contextmanager
+def claim_output_dir(out_dir: Path) -> Iterator[None]:
+    """Hold the claim on ``out_dir`` (module docstring) for the body; refused with a ConfigError while another live
+    process holds it. Creates ``out_dir`` if missing, and removes it again if it is still empty at the end. A rank
+    other than 0, and rank 0 started by a launcher holding the claim (:data:`OWNER_ENV`), take no claim."""
+    rank, owner = os.environ.get("RANK", "0"), os.environ.get(OWNER_ENV)
+    out_dir, host, me = Path(out_dir), socket.gethostname(), os.getpid()
+    claim = out_dir / CLAIM_FILE
+    if rank != "0" or (owner is not None and (claim_holder(claim) or {}).get("pid") == int(owner)):
+        yield
+        return
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for _ in range(3):
+            try:
+                fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = claim_holder(claim)
+                if holder is None or holder.get("host") != host or process_alive(holder["pid"]):
+                    raise _refuse_claim(out_dir, claim, holder) from None
+                stale = claim.with_name(f"{CLAIM_FILE}.{me}.stale")  # of two takers, one rename finds it
+                try:
+                    os.rename(claim, stale)
+                    stale.unlink()
+                    logger.info("took over %s from process %d, which is gone", claim, holder["pid"])
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": me, "host": host}, f)
+            break
+        else:
+            raise _refuse_claim(out_dir, claim, claim_holder(claim))
+    except BaseException:
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
+    try:
+        yield
+    finally:
+        if (claim_holder(claim) or {}).get("pid") == me:
+            claim.unlink(missing_ok=True)
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
 
 
 def history_before(checkpoint: str | Path, ckpt: dict) -> list[dict[str, float]]:

@@ -486,7 +486,8 @@ def write_seed_run(path: Path, policy: str, gate: float | None, seed: int, curve
                    "trainer": {"max_steps": 300, "seed": seed}}, "steps": 300,
         "heldout_accuracy_before": before, "heldout_accuracy_after": after[-1][1], "heldout_problems": 256,
         "heldout_accuracy_se_before": 0.01, "heldout_accuracy_se_after": 0.01, "heldout_samples": 8,
-        "seconds_per_step": 0.5,
+        "seconds_per_step": 0.5, **({} if policy == "none" else {
+            "head_auc_after_cold_start": 0.7, "head_within_auc_after_cold_start": 0.5, "pruning_active_fraction": 0.0}),
         "overrides": [f"pruning={'none' if policy == 'none' else 'arrol_gated'}", f"trainer.seed={seed}"]}))
     path.joinpath("history.jsonl").write_text("".join(
         json.dumps({"time/wall": t, "heldout/accuracy": acc}) + "\n" for t, acc in after))
@@ -503,8 +504,8 @@ def test_seeds_section_compares_the_default_with_grpo_per_second_of_training(res
     page = tmp_path / "docs" / "page.md"
     text = build_page(results_dir, page)
     section = text.split("## 9.")[1].split("## 10.")[0]
-    assert "| 0 | 100 / 50 | +0.200 / +0.200 | 2.00× | 50 s (0.50) |" in section
-    assert "| 1 | 100 / 100 | +0.200 / +0.100 | 0.50× | never |" in section
+    assert "| 0 | 100 / 50 | +0.200 / +0.200 | 2.00× | 50 s (0.50) | 0.700 / 0.500 | 0.00 |" in section
+    assert "| 1 | 100 / 100 | +0.200 / +0.100 | 0.50× | never | 0.700 / 0.500 | 0.00 |" in section
     assert "![held-out accuracy vs training seconds" in section and (page.parent / "figures" / "seeds_wallclock.png").exists()
     claim = claim_lines(text, "Seeds, the default against GRPO")[0]
     assert "higher on 1 of 2 seeds" in claim and "reached on 1 of 2 seeds" in claim and "**missed**" in claim

@@ -1,7 +1,7 @@
 """Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
 kill -9 and resume in the run's own directory, SIGINT / SIGTERM, a checkpoint write that fails, configs and a
 reused run directory that must fail before any model loads, a pruning config whose steps can lose every
-rollout, and evaluation of an unfinished run.
+rollout, a directory another live run holds, and evaluation of an unfinished run.
 
 Resume is exact on CPU float32: every history line of a resumed run equals the uninterrupted run's,
 except the ``time/*`` keys (wall-clock measurements).
@@ -13,6 +13,7 @@ import json
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from arrol_pl.train.rundir import CLAIM_FILE, claim_holder, run_files
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -108,6 +111,7 @@ def killed(reference, policy_cache):
     proc.kill()
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert claim_holder(run_dir / CLAIM_FILE)["pid"] == proc.pid, "the run held its directory's claim"
     return run_dir
 
 
@@ -127,6 +131,7 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
     shutil.copytree(killed, run_dir)  # the killed directory itself stays as it was, for the evaluation test
     assert_resumes_exactly(reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, run_dir,
                            "trainer.keep_checkpoints=2")
+    assert not (run_dir / CLAIM_FILE).exists(), "the resume took over the killed run's claim and let it go"
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if not p.name.startswith("."))  # kill -9 may
     assert names == ["last.ckpt", "step00004.ckpt", "step00006.ckpt"], names  # leave a .tmp; step 2's went
     assert "history" not in load(run_dir / "checkpoints" / "last.ckpt")["arrol"], "checkpoints grow with the history"
@@ -155,6 +160,26 @@ def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, 
     assert "or pass a new directory" in line and "Traceback" not in out.stderr
     assert not cache.exists(), "a model was built before the directory was refused"
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == files
+
+
+def test_a_directory_another_live_run_holds_is_refused_before_any_model_loads(tmp_path):
+    """Two runs started in the same second share the default directory: the one that finds the other's claim
+    exits 2 in one line naming the holder, before anything is built, and leaves the claim as it was."""
+    run_dir = tmp_path / "2026-12-03_10-00-00_arrol-grpo"
+    run_dir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    claim = {"pid": holder.pid, "host": socket.gethostname()}
+    (run_dir / CLAIM_FILE).write_text(json.dumps(claim))
+    cache = tmp_path / "cache"
+    try:
+        out = run(cache, run_dir)
+    finally:
+        holder.communicate(b"")
+    assert out.returncode == 2, out.stderr[-3000:]
+    line = next(x for x in out.stderr.splitlines() if x.startswith("config error:"))
+    assert f"output directory {run_dir} is in use by another run (process {holder.pid} on " in line
+    assert not cache.exists(), "a model was built before the directory was refused"
+    assert claim_holder(run_dir / CLAIM_FILE) == claim and not run_files(run_dir)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -5,14 +5,20 @@ directory refused, a killed run resumed in its own directory, retention) are in 
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from arrol_pl.train.callbacks import HistoryFile, RunCheckpoints
-from arrol_pl.train.rundir import (check_output_dir, history_before, read_rows, remove_if_only_hydra, run_files,
-                                   step_checkpoints, write_rows)
+from arrol_pl.train.rundir import (CLAIM_FILE, OWNER_ENV, check_output_dir, claim_holder, claim_output_dir,
+                                   history_before, read_rows, remove_if_only_hydra, run_files, step_checkpoints,
+                                   write_rows)
 from arrol_pl.train.config import load_run_config
 from arrol_pl.train.config_loader import ConfigError
 
@@ -210,3 +216,69 @@ def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
     hydra = OmegaConf.to_container(OmegaConf.load(tmp_path / ".hydra" / "hydra.yaml"), resolve=False)
     assert hydra == {"hydra": {"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}}  # interpolations kept, as Hydra's
     assert OmegaConf.load(tmp_path / ".hydra" / "overrides.yaml") == ["trainer.seed=1"]
+
+
+def hold_claim(directory: Path) -> subprocess.Popen:
+    """Another process holding the claim on ``directory`` until its stdin closes."""
+    code = ("import sys; from pathlib import Path; from arrol_pl.train.rundir import claim_output_dir\n"
+            "with claim_output_dir(Path(sys.argv[1])):\n    print('held', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env={k: v for k, v in os.environ.items() if k not in ("RANK", OWNER_ENV)})
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_directory_another_live_run_claimed_is_refused_until_it_ends(tmp_path, monkeypatch):
+    """Two runs given one directory (the default's name is the time to the second): the second is refused while the
+    first lives, whatever either has written; once the first ends its claim is gone and the directory is free."""
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv(OWNER_ENV, raising=False)
+    run = tmp_path / "2026-12-03_10-00-00_arrol-grpo"
+    other = hold_claim(run)
+    assert claim_holder(run / CLAIM_FILE) == {"pid": other.pid, "host": socket.gethostname()}
+    with pytest.raises(ConfigError) as refused, claim_output_dir(run):
+        pytest.fail("the claimed directory was accepted")
+    message = str(refused.value)
+    assert f"output directory {run} is in use by another run (process {other.pid} on {socket.gethostname()})" \
+        in message and "pass a new directory" in message and str(run / CLAIM_FILE) in message
+    other.communicate("")  # the first run ends: its claim goes with it
+    assert other.returncode == 0 and not (run / CLAIM_FILE).exists()
+    with claim_output_dir(run):
+        assert claim_holder(run / CLAIM_FILE)["pid"] == os.getpid()
+    assert not run.exists(), "an empty directory the claim created is removed with it"
+
+
+def test_a_claim_left_by_a_killed_run_is_taken_over(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv(OWNER_ENV, raising=False)
+    run = a_run(tmp_path / "run")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (run / CLAIM_FILE).write_text(json.dumps({"pid": gone.pid, "host": socket.gethostname()}))
+    with claim_output_dir(run):  # its resume, say
+        assert claim_holder(run / CLAIM_FILE)["pid"] == os.getpid()
+    assert not (run / CLAIM_FILE).exists() and run_files(run), "the run's files stay"
+    # a claim from another host cannot be checked: refused, naming the file to delete
+    (run / CLAIM_FILE).write_text(json.dumps({"pid": gone.pid, "host": "elsewhere"}))
+    with pytest.raises(ConfigError, match=f"process {gone.pid} on elsewhere.*delete {run / CLAIM_FILE}"), \
+            claim_output_dir(run):
+        pass
+
+
+def test_the_ranks_of_one_run_share_its_claim(tmp_path, monkeypatch):
+    """The launcher claims for its ranks: rank 0 started under its claim takes none, and no other rank claims."""
+    run = tmp_path / "run"
+    launcher = hold_claim(run)
+    monkeypatch.setenv(OWNER_ENV, str(launcher.pid))
+    monkeypatch.setenv("RANK", "0")
+    with claim_output_dir(run):
+        assert claim_holder(run / CLAIM_FILE)["pid"] == launcher.pid
+    assert (run / CLAIM_FILE).exists(), "rank 0 leaves the launcher's claim in place"
+    monkeypatch.delenv(OWNER_ENV)
+    monkeypatch.setenv("RANK", "1")
+    with claim_output_dir(run):
+        pass
+    monkeypatch.setenv("RANK", "0")  # a rank 0 that is not the claimant's is another run
+    with pytest.raises(ConfigError, match="in use by another run"), claim_output_dir(run):
+        pass
+    launcher.communicate("")

@@ -365,14 +365,18 @@ def _default_against_grpo(sweep: Path, pairs: list[tuple[int, RunSummary, RunSum
         speed.append(ratio)
         reach.append(share)
         rows.append([seed, f"{cg[-1][0]:.0f} / {co[-1][0]:.0f}", f"{cg[-1][1] - cg[0][1]:+.3f} / {co[-1][1] - co[0][1]:+.3f}",
-                     fmt(ratio, ".2f", unit="×"), "never" if t is None else f"{t:.0f} s ({share:.2f})"])
+                     fmt(ratio, ".2f", unit="×"), "never" if t is None else f"{t:.0f} s ({share:.2f})",
+                     f"{fmt(ours.head_auc_after_cold_start)} / {fmt(ours.head_within_auc_after_cold_start)}",
+                     fmt(ours.pruning_active_fraction, ".2f")])
     if not rows:
         return ["", "No wall-clock comparison: the runs have no held-out curve (`trainer.eval_every` was 0)."], []
     lines = ["", "The default (ARRoL with the discrimination gate) against GRPO, seed by seed, on the held-out curve "
-             "(`trainer.eval_every`; training seconds, evaluations excluded):", "",
+             "(`trainer.eval_every`; training seconds, evaluations excluded), with the default's head after the cold "
+             "start (its AUC over the survivors, pooled and within groups: the gate reads the latter over its window) "
+             "and the share of steps its gate let prune:", "",
              *table_lines(["seed", "training s (GRPO / default)", "held-out gain (GRPO / default)",
                            "gain per second, default ÷ GRPO", "default reaches GRPO's final accuracy at (share of "
-                           "GRPO's time)"], rows)]
+                           "GRPO's time)", "head AUC (pooled / within groups)", "gate open"], rows)]
     png = sweep / "wallclock.png"
     if png.exists():
         target = figures / "seeds_wallclock.png"
