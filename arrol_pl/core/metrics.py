@@ -157,19 +157,34 @@ def within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torc
 
     What balance and votes need: pruning and voting compare rollouts of one prompt, where the
     difficulty signal that lifts a pooled AUC is shared. ``scores, labels, group_ids: (N,)``; NaN when
-    no group has both outcomes.
+    no group has both outcomes. O(N log N): the gate reads it over the calibrator's whole window every step.
     """
     scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
     labels = torch.as_tensor(labels).flatten().to(torch.bool)
-    group_ids = torch.as_tensor(group_ids).flatten()
-    right = pairs = 0.0
-    for g in torch.unique(group_ids):
-        in_group = group_ids == g
-        pos, neg = scores[in_group & labels], scores[in_group & ~labels]
-        if pos.numel() and neg.numel():
-            diff = pos[:, None] - neg[None, :]
-            right += float((diff > 0).sum()) + 0.5 * float((diff == 0).sum())
-            pairs += pos.numel() * neg.numel()
+    group_ids = torch.as_tensor(group_ids).flatten().to(torch.long)
+    n = scores.numel()
+    if n == 0:
+        return float("nan")
+    # rows sorted by group, then score; a "block" is a run of equal scores within one group
+    by_score = torch.sort(scores, stable=True).indices
+    order = by_score[torch.sort(group_ids[by_score], stable=True).indices]
+    s, y, g = scores[order], labels[order], group_ids[order]
+    new_group = torch.ones(n, dtype=torch.bool)
+    new_group[1:] = g[1:] != g[:-1]
+    new_block = new_group.clone()
+    new_block[1:] |= s[1:] != s[:-1]
+    index = torch.arange(n)
+    group_start = torch.cummax(torch.where(new_group, index, 0), 0).values
+    block_start = torch.cummax(torch.where(new_block, index, 0), 0).values
+    negatives_before = torch.cumsum((~y).long(), 0) - (~y).long()  # wrong rows before each row, over all groups
+    block_id = torch.cumsum(new_block.long(), 0) - 1
+    negatives_in_block = torch.zeros(int(block_id[-1]) + 1, dtype=torch.long).index_add_(0, block_id, (~y).long())
+    below = negatives_before[block_start] - negatives_before[group_start]  # wrong rows of the group scored lower
+    right = float((below[y] + 0.5 * negatives_in_block[block_id[y]]).sum())
+    group_id = torch.cumsum(new_group.long(), 0) - 1
+    pos = torch.zeros(int(group_id[-1]) + 1, dtype=torch.long).index_add_(0, group_id, y.long())
+    neg = torch.zeros_like(pos).index_add_(0, group_id, (~y).long())
+    pairs = float((pos * neg).sum())
     return right / pairs if pairs else float("nan")
 
 

@@ -2,6 +2,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from arrol_pl.core.confidence import (PREFIX_STATISTICS, group_confidence, prefix_statistics, token_confidence,
                                       trace_confidence)
@@ -95,6 +97,22 @@ def test_within_group_auc_compares_only_rollouts_of_one_group():
     assert within_group_auc(scores, labels, groups) == pytest.approx(1 / 3)
     assert within_group_auc(torch.tensor([1.0, 1.0]), torch.tensor([0, 1]), torch.tensor([4, 4])) == pytest.approx(0.5)
     assert math.isnan(within_group_auc(scores, torch.ones(7), groups))
+    assert math.isnan(within_group_auc(torch.tensor([]), torch.tensor([]), torch.tensor([])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-3, 3), st.booleans(), st.integers(0, 4)), min_size=1, max_size=40))
+def test_within_group_auc_counts_every_pair_of_one_group(rows):
+    """Against the definition, pair by pair: few distinct scores, so ties within and across groups are common."""
+    right = pairs = 0.0
+    for si, yi, gi in rows:
+        for sj, yj, gj in rows:
+            if gi == gj and yi and not yj:
+                pairs += 1
+                right += 1.0 if si > sj else 0.5 if si == sj else 0.0
+    scores, labels, groups = (torch.tensor([r[k] for r in rows]) for k in range(3))
+    got = within_group_auc(scores.double(), labels, groups)
+    assert (math.isnan(got) and pairs == 0) or got == pytest.approx(right / pairs)
 
 
 def test_quality_head_learns_a_separable_signal():
