@@ -193,11 +193,12 @@ class BinnedCalibrator:
         for key in ("num_bins", "capacity", "alpha"):
             if state[key] != getattr(self, key):
                 raise ValueError(f"calibrator state has {key}={state[key]!r}, this calibrator has {getattr(self, key)!r}")
-        self._scores = state["scores"].clone().to(torch.float64)
-        self._labels = state["labels"].clone().to(torch.bool)
-        self._weights = state["weights"].clone().to(torch.float64)
+        # tensors, or the lists of a JSON copy (arrol_pl.models.head)
+        self._scores = torch.as_tensor(state["scores"], dtype=torch.float64).clone()
+        self._labels = torch.as_tensor(state["labels"], dtype=torch.bool).clone()
+        self._weights = torch.as_tensor(state["weights"], dtype=torch.float64).clone()
         # a state saved before rows had groups: each of its rows a group of its own
-        self._groups = state["groups"].clone().to(torch.long) if "groups" in state else \
+        self._groups = torch.as_tensor(state["groups"], dtype=torch.long).clone() if "groups" in state else \
             _GROUP_SPAN // 2 + torch.arange(self.capacity)
         self._size = int(state["size"])
         self._next = int(state["next"])

@@ -63,10 +63,7 @@ def calibrator_json(calibrator: BinnedCalibrator) -> dict[str, Any]:
 def calibrator_from_json(state: dict[str, Any]) -> BinnedCalibrator:
     """The calibrator :func:`calibrator_json` wrote."""
     calibrator = BinnedCalibrator(int(state["num_bins"]), int(state["capacity"]), float(state["alpha"]))
-    calibrator.load_state_dict({**state, "scores": torch.tensor(state["scores"], dtype=torch.float64),
-                                "labels": torch.tensor(state["labels"], dtype=torch.bool),
-                                "weights": torch.tensor(state["weights"], dtype=torch.float64),
-                                **({"groups": torch.tensor(state["groups"], dtype=torch.long)} if "groups" in state else {})})
+    calibrator.load_state_dict(state)
     return calibrator
 
 

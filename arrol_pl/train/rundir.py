@@ -136,6 +136,29 @@ def _refuse_claim(out_dir: Path, claim: Path, holder: dict[str, Any] | None) -> 
                        f"(trainer.output_dir=<dir> or hydra.run.dir=<dir>); if no run is writing there, delete {claim}")
 
 
+def _take_claim(out_dir: Path, claim: Path, host: str, me: int) -> None:
+    """Create ``claim`` for process ``me``, taking it over from a process of this host that is gone."""
+    for _ in range(3):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = claim_holder(claim)
+            if holder is None or holder.get("host") != host or process_alive(holder["pid"]):
+                raise _refuse_claim(out_dir, claim, holder) from None
+            stale = claim.with_name(f"{CLAIM_FILE}.{me}.stale")  # of two takers, one rename finds it
+            try:
+                os.rename(claim, stale)
+                stale.unlink()
+                logger.info("took over %s from process %d, which is gone", claim, holder["pid"])
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump({"pid": me, "host": host}, f)
+        return
+    raise _refuse_claim(out_dir, claim, claim_holder(claim))
+
+
 @contextmanager
 def claim_output_dir(out_dir: Path) -> Iterator[None]:
     """Hold the claim on ``out_dir`` (module docstring) for the body; refused with a ConfigError while another live
@@ -150,33 +173,9 @@ def claim_output_dir(out_dir: Path) -> Iterator[None]:
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        for _ in range(3):
-            try:
-                fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = claim_holder(claim)
-                if holder is None or holder.get("host") != host or process_alive(holder["pid"]):
-                    raise _refuse_claim(out_dir, claim, holder) from None
-                stale = claim.with_name(f"{CLAIM_FILE}.{me}.stale")  # of two takers, one rename finds it
-                try:
-                    os.rename(claim, stale)
-                    stale.unlink()
-                    logger.info("took over %s from process %d, which is gone", claim, holder["pid"])
-                except FileNotFoundError:
-                    pass
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump({"pid": me, "host": host}, f)
-            break
-        else:
-            raise _refuse_claim(out_dir, claim, claim_holder(claim))
-    except BaseException:
-        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
-            out_dir.rmdir()
-        raise
-    try:
+        _take_claim(out_dir, claim, host, me)
         yield
-    finally:
+    finally:  # refused or ended: our claim goes, and the directory if the claim made it and nothing else is there
         if (claim_holder(claim) or {}).get("pid") == me:
             claim.unlink(missing_ok=True)
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
