@@ -6,8 +6,16 @@
   groups with zero advantage (all survivors share one reward, or fewer than 2 survivors).
 - ``mean_sd_se``: mean ± sd with the standard error, over seeds, problems or groups; ``mean_of_estimates``:
   the mean of independent estimates with their standard errors combined (per-seed differences).
-- ``within_block_slope``: a slope with its standard error within blocks (a study's ladder, seed by seed).
-- ``time_to_reach``: the first time a ``(time, value)`` curve reaches a level (Fig. 4).
+- ``within_block_slope``: a slope with its standard error and degrees of freedom within blocks (a study's ladder,
+  seed by seed).
+- ``t_quantile``: Student's t quantile, by bisection on its CDF (the regularized incomplete beta, by its continued
+  fraction; standard library only, no scipy), so a judgement over 3–5 seeds uses t_{0.975, df} (4.30, 3.18, 2.78 at
+  df 2, 3, 4), not the normal 1.96 that "two standard errors" stands for. ``min_detectable_effect``: the smallest
+  true effect a comparison detects at 80 % power, (t_{1−α/2, df} + t_{power, df})·SE, stated where an estimate is
+  not distinguishable from 0 instead of calling it tied.
+- ``time_to_reach``: the first time a ``(time, value)`` curve reaches a level (Fig. 4); ``reach_share``: when a curve
+  reaches a reference's final value, as a share of the time the reference itself first reached it (1.0 for a curve
+  against itself), never of the reference's whole run.
 - ``binary_auc``, ``spearman`` (average ranks for ties) and ``expected_calibration_error`` for the
   quality head (Fig. 2).
 """
@@ -15,6 +23,7 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Callable, Hashable, Sequence
 
 import torch
@@ -39,10 +48,11 @@ def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, 
     return sum(v for v, _ in estimates) / k, math.sqrt(sum(se ** 2 for _, se in estimates)) / k
 
 
-def within_block_slope(points: Sequence[tuple[Hashable, float, float]]) -> tuple[float, float] | None:
-    """The slope of y on x within blocks, and its standard error: ``points`` are ``(block, x, y)``, each block (a
-    seed, whose runs share a baseline) centred on its own means, then least squares through the origin (the
-    fixed-effects estimator). None when the centred x do not vary or too few points remain to estimate the noise."""
+def within_block_slope(points: Sequence[tuple[Hashable, float, float]]) -> tuple[float, float, int] | None:
+    """The slope of y on x within blocks, its standard error and the residual degrees of freedom: ``points`` are
+    ``(block, x, y)``, each block (a seed, whose runs share a baseline) centred on its own means, then least squares
+    through the origin (the fixed-effects estimator; points − blocks − 1 degrees of freedom). None when the centred x
+    do not vary or too few points remain to estimate the noise."""
     blocks: dict[Hashable, list[tuple[float, float]]] = {}
     for block, x, y in points:
         blocks.setdefault(block, []).append((x, y))
@@ -56,12 +66,90 @@ def within_block_slope(points: Sequence[tuple[Hashable, float, float]]) -> tuple
         return None
     slope = sum(x * y for x, y in centred) / sxx
     rss = sum((y - slope * x) ** 2 for x, y in centred)
-    return slope, math.sqrt(rss / dof / sxx)
+    return slope, math.sqrt(rss / dof / sxx), dof
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes' ``betacf``),
+    which converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),           # the even step
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # the odd step
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            return h
+    raise ArithmeticError(f"the incomplete beta fraction did not converge at x={x}, a={a}, b={b}")
+
+
+def regularized_incomplete_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b) = B(x; a, b) / B(a, b) for 0 ≤ x ≤ 1, a, b > 0."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = a * math.log(x) + b * math.log1p(-x) - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_fraction(x, a, b) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(1.0 - x, b, a) / b  # I_x(a, b) = 1 − I_{1−x}(b, a)
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T ≤ t) for Student's t with ``df`` > 0 degrees of freedom (``math.inf``: the standard normal)."""
+    if math.isinf(df):
+        return NormalDist().cdf(t)
+    tail = 0.5 * regularized_incomplete_beta(df / (df + t * t), df / 2.0, 0.5)  # P(T > |t|)
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` > 0 degrees of freedom (``math.inf``: the normal's), by
+    bisection on :func:`t_cdf` to 1e-12: t_quantile(0.975, 2) = 4.303, (0.975, 4) = 2.776, (0.975, inf) = 1.960."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if math.isinf(df):
+        return NormalDist().inv_cdf(p)
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:  # the upper bracket: the quantile grows without bound as df → 0 and p → 1
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-12 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def min_detectable_effect(se: float, df: float, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest true effect that a two-sided test at level ``alpha`` on an estimate with standard error ``se``
+    and ``df`` degrees of freedom detects with probability ``power``: (t_{1−α/2, df} + t_{power, df})·SE (the
+    usual approximation of the noncentral t). With 80 % power and α = 0.05: 2.80·SE in the normal limit, 5.36·SE at
+    df 2. What the page states where an estimate is not distinguishable from 0."""
+    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
 
 
 def time_to_reach(curve: Sequence[tuple[float, float]], level: float) -> float | None:
     """First time at which ``curve`` (``(time, value)`` pairs in time order) reaches ``level`` (None: never)."""
     return next((t for t, v in curve if v >= level), None)
+
+
+def reach_share(curve: Sequence[tuple[float, float]], reference: Sequence[tuple[float, float]]) -> float | None:
+    """When ``curve`` first reaches ``reference``'s final value, over when ``reference`` itself first reached it
+    (both ``(time, value)`` in time order; Fig. 4's "time to GRPO's final accuracy"): 1.0 for a curve against
+    itself, below 1 for a curve that gets there sooner. None: ``curve`` never reaches it; NaN: ``reference`` stood
+    at its final value from its first point, so there is no time of its own to compare with."""
+    level = reference[-1][1]
+    own, ours = time_to_reach(reference, level), time_to_reach(curve, level)
+    if ours is None:
+        return None
+    return ours / own if own > 0 else math.nan
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -162,11 +162,11 @@ def test_prefix_statistics_read_only_the_prefix_and_name_bad_log_probs():
 def test_within_block_slope_centres_each_block_before_fitting():
     # y = 2x plus a different offset per block: the slope is exact, whatever the offsets
     exact = [(b, x, 2 * x + offset) for b, offset in (("a", 0.0), ("b", 5.0)) for x in (0.6, 0.7, 0.8)]
-    slope, se = within_block_slope(exact)
-    assert slope == pytest.approx(2.0) and se == pytest.approx(0.0, abs=1e-9)
+    slope, se, dof = within_block_slope(exact)
+    assert slope == pytest.approx(2.0) and se == pytest.approx(0.0, abs=1e-9) and dof == 6 - 2 - 1
     # by hand: centred (-.5, -.5), (.5, .5), (-.5, -1), (.5, 1); slope 1.5, residual sum 0.25 on 4 - 2 - 1 dof
-    slope, se = within_block_slope([("a", 0, 0), ("a", 1, 1), ("b", 0, 1), ("b", 1, 3)])
-    assert slope == pytest.approx(1.5) and se == pytest.approx(0.5)
+    slope, se, dof = within_block_slope([("a", 0, 0), ("a", 1, 1), ("b", 0, 1), ("b", 1, 3)])
+    assert slope == pytest.approx(1.5) and se == pytest.approx(0.5) and dof == 1
     # pooled, the offsets would read as a slope: block b sits at higher x and higher y
     assert within_block_slope([("a", 0, 0), ("a", 1, 0), ("b", 2, 9), ("b", 3, 9)])[0] == pytest.approx(0.0)
     assert within_block_slope([("a", 0.5, 1), ("b", 0.5, 2), ("b", 0.5, 3)]) is None  # x never varies in a block
