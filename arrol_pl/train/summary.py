@@ -58,6 +58,10 @@ class RunSummary:
     scorer_auc_after_cold_start: float | None = None
     """The realised online AUC of the score the decisions read (``pruning.scorer``) against the survivors'
     outcomes, after the cold start (the head's own is ``head_auc_after_cold_start``)."""
+    scorer_within_auc_after_cold_start: float | None = None
+    """The same score's AUC over the (correct, wrong) pairs of one group among a step's survivors (``scorer/
+    within_auc``), after the cold start: the order pruning acts on, without the prompts' difficulty that lifts the
+    pooled figure (the results page's break-even axis)."""
     head_within_auc_after_cold_start: float | None = None
     """The head's AUC over the (correct, wrong) pairs of one group among a step's survivors: an unbiased sample
     of each group without pruning or with random pruning; ARRoL's own survivors over-represent what it kept."""

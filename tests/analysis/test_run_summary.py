@@ -82,3 +82,21 @@ def test_the_printout_says_how_often_the_gate_let_the_run_prune_and_the_heads_au
     assert ("steps the gate let prune after cold start" in out) == (gate is not None)
     if gate is not None:
         assert "steps the gate let prune after cold start          0.25" in out
+
+
+def test_the_summary_records_the_scorers_auc_within_groups_beside_its_pooled_one():
+    """The results page places each scorer by its AUC within groups (``scorer/within_auc``, logged every step):
+    the summary keeps its mean after the cold start as it keeps the pooled ``scorer/auc``'s."""
+    from arrol_pl.core.pruning import PruningConfig
+    from arrol_pl.train.config import RunConfig
+    from arrol_pl.train.finish import summarise
+
+    # two cold-start steps, left out; then a head that orders prompts (pooled 0.8) and not a group's rollouts (0.5)
+    history = [{"scorer/auc": 0.99, "scorer/within_auc": 0.99}] * 2
+    history += [{"scorer/auc": 0.8, "scorer/within_auc": 0.5}, {"scorer/auc": 0.7, "scorer/within_auc": 0.55},
+                {"scorer/auc": 0.75}]  # a step whose groups were all of one outcome logs no AUC within groups
+    s = summarise(RunConfig(pruning=PruningConfig(cold_start_steps=2)), history, None, None, wall=1.0)
+    assert s.scorer_auc_after_cold_start == pytest.approx(0.75)
+    assert s.scorer_within_auc_after_cold_start == pytest.approx(0.525)
+    assert RunSummary.from_json(s.to_json()).scorer_within_auc_after_cold_start == pytest.approx(0.525)
+    assert RunSummary.from_json({"name": "old"}).scorer_within_auc_after_cold_start is None  # written before it
