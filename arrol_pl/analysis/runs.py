@@ -8,9 +8,10 @@ Decisions:
   same policy; a seed with one arm only is left out.
 - **Held-out differences are paired by problem** when both runs recorded per-problem results (the same held-out
   problems), else the two standard errors are combined as if independent (an overestimate).
-- **Over seeds, a difference is judged on the larger of two uncertainties** (:class:`PairedDifference`): the
-  evaluations' noise and, over several seeds, the spread of the per-seed differences (which also holds the training
-  paths' noise).
+- **Over seeds, a difference is judged on the larger of two uncertainties** (:class:`PairedDifference`, a
+  :class:`~arrol_pl.analysis.significance.SeedMean`): the evaluations' noise and, over several seeds, the spread of
+  the per-seed differences (which also holds the training paths' noise), against its 95 % t interval on seeds − 1
+  degrees of freedom; one seed on problems − 1 (:mod:`arrol_pl.analysis.significance`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from arrol_pl.analysis.history import history_curve, read_history
-from arrol_pl.core.metrics import mean_of_estimates, mean_sd_se
+from arrol_pl.analysis.significance import Estimate, SeedMean, problems_df, seed_mean
+from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.train.summary import RunSummary, values_from
 
 
@@ -77,10 +79,12 @@ def heldout_curve(run: RunSummary) -> list[tuple[float, float]]:
         return []
 
 
-def per_step_after_cold_start(run: RunSummary, key: str) -> tuple[float, float, float]:
-    """Mean ± sd (SE) over a run's steps after its cold start of the history tag ``key``."""
+def per_step_after_cold_start(run: RunSummary, key: str) -> Estimate:
+    """The mean over a run's steps after its cold start of the history tag ``key``, with its standard error on
+    steps − 1 degrees of freedom (NaN without two steps)."""
     values = values_from(read_history(Path(run.run_dir)), key, run.config["pruning"]["cold_start_steps"])
-    return mean_sd_se(values) if values else (float("nan"),) * 3
+    mean, _, se = mean_sd_se(values) if values else (float("nan"),) * 3
+    return Estimate(mean, se, max(len(values) - 1, 1))
 
 
 def paired_by_problem(a: RunSummary, b: RunSummary) -> bool:
@@ -98,29 +102,21 @@ def heldout_difference_se(a: RunSummary, b: RunSummary) -> float:
     return math.hypot(comparable(a.heldout_accuracy_se_after), comparable(b.heldout_accuracy_se_after))
 
 
-@dataclass(frozen=True)
-class PairedDifference:
-    """One arm's held-out accuracy after minus another's, seed by seed and over the seeds."""
+def heldout_difference_df(a: RunSummary, b: RunSummary) -> float:
+    """The degrees of freedom of :func:`heldout_difference_se`: the pairs' problems − 1, or unpaired the fewer
+    problems − 1 (a lower bound of Welch's)."""
+    if paired_by_problem(a, b):
+        return problems_df(len(a.heldout_per_problem_after))
+    return problems_df(min(a.heldout_problems, b.heldout_problems))
 
-    per_seed: list[tuple[int, float, float]]
-    """``(seed, difference, its standard error)`` (:func:`heldout_difference_se`), in seed order."""
-    mean: float
-    eval_se: float
-    """The per-seed standard errors combined (:func:`~arrol_pl.core.metrics.mean_of_estimates`)."""
-    seed_sd: float
-    seed_se: float
-    """The spread of the per-seed differences (NaN for one seed)."""
+
+@dataclass(frozen=True)
+class PairedDifference(SeedMean):
+    """One arm's held-out accuracy after minus another's, seed by seed and over the seeds (``per_seed``:
+    ``(seed, difference, its standard error)``, :func:`heldout_difference_se`)."""
+
     by_problem: int
     """How many seeds' runs were paired by problem (:func:`paired_by_problem`)."""
-
-    @property
-    def seeds(self) -> int:
-        return len(self.per_seed)
-
-    @property
-    def se(self) -> float:
-        """The larger of the evaluations' standard error and the seeds' (the evaluations' alone for one seed)."""
-        return max(self.eval_se, self.seed_se) if self.seeds > 1 else self.eval_se
 
 
 def paired_difference(pairs: Sequence[tuple[int, RunSummary, RunSummary]]) -> PairedDifference:
@@ -128,7 +124,5 @@ def paired_difference(pairs: Sequence[tuple[int, RunSummary, RunSummary]]) -> Pa
     empty): each seed's difference with its standard error, their mean and both uncertainties."""
     per_seed = [(seed, comparable(b.heldout_accuracy_after) - comparable(a.heldout_accuracy_after),
                  heldout_difference_se(b, a)) for seed, a, b in pairs]
-    mean, eval_se = mean_of_estimates([(d, se) for _, d, se in per_seed])
-    _, seed_sd, seed_se = mean_sd_se([d for _, d, _ in per_seed])
-    return PairedDifference(per_seed, mean, eval_se, seed_sd, seed_se,
-                            sum(paired_by_problem(a, b) for _, a, b in pairs))
+    over_seeds = seed_mean(per_seed, min(heldout_difference_df(b, a) for _, a, b in pairs))
+    return PairedDifference(**vars(over_seeds), by_problem=sum(paired_by_problem(a, b) for _, a, b in pairs))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from omegaconf import DictConfig
 
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.runs import sweep_runs
+from arrol_pl.analysis.significance import gain_estimate
 from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.train.summary import RunSummary
 
@@ -63,7 +63,8 @@ SEED_OVERRIDE = "trainer.seed="
 
 def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[str, Any]]]:
     """Per arm (the overrides other than ``trainer.seed``) over its seeds: held-out accuracy after training and
-    its gain over the before figure, as mean ± sd with the standard error of the mean, each seed's gain, and
+    its gain over the before figure, as mean ± sd with the standard error of the mean, each seed's gain (with its
+    standard error and degrees of freedom, :func:`~arrol_pl.analysis.significance.gain_estimate`), and
     the difference to the ``baseline`` arm paired by seed (each seed starts from the same policy in every arm).
     Empty when no arm ran more than one seed. A run without both held-out figures (still running, stopped, or run
     with ``data.num_heldout=0``) is left out, and the table says how many were."""
@@ -87,9 +88,11 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
         gain = [runs[x].heldout_accuracy_after - runs[x].heldout_accuracy_before for x in seeds]
         paired = [runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
                   for x in seeds if base is not None and x in base]
-        gain_se = [(runs[x].heldout_gain() or (math.nan, math.nan))[1] for x in seeds]
+        estimates = [gain_estimate(runs[x]) for x in seeds]  # never None: both figures are there
         rec = {"arm": arm, "seeds": seeds, "after": mean_sd_se(after), "gain": mean_sd_se(gain),
-               "gain_per_seed": gain, "gain_se_per_seed": gain_se, "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
+               "gain_per_seed": gain, "gain_se_per_seed": [e.se for e in estimates],
+               "gain_df_per_seed": [e.df for e in estimates],
+               "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
                "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
         records.append(rec)
         cells.append([arm, len(seeds), fmt(rec["after"], nan=None), fmt(rec["gain"], nan=None),

@@ -128,6 +128,7 @@ def test_only_rollouts_longer_than_L_enter_the_probe_and_empty_parts_give_nan():
     json.dumps([r.row() for r in results], allow_nan=False)
     table = markdown_table(results)
     assert "| 4 (2/5) |" in table and "n/a" in table
+    assert "| head AUC within groups |" in table.splitlines()[0]  # what pruning acts on; n/a here: no groups
 
 
 def test_deepconf_reads_only_the_first_L_tokens():

@@ -23,8 +23,8 @@ def test_a_row_verdict_is_computed_from_its_claims():
     assert row_verdict([c("reproduced"), c("reproduced")]) == "reproduced"
     assert row_verdict([c("reproduced"), c("not reproduced")]) == "partly reproduced"
     assert row_verdict([c("partly reproduced"), c("not reproduced")]) == "partly reproduced"
-    assert row_verdict([c("tied within noise"), c("tied within noise")]) == "tied within noise"
-    assert row_verdict([c("tied within noise"), c("not reproduced")]) == "not reproduced"
+    assert row_verdict([c("not distinguishable"), c("not distinguishable")]) == "not distinguishable"
+    assert row_verdict([c("not distinguishable"), c("not reproduced")]) == "not reproduced"
     # targets are counted apart from the verdict; per-variant targets (`name` first) are counted together
     claims = [c("reproduced", ("1.80× end to end", False)), c(None, ("`mean` head ahead", True)),
               c(None, ("`stats` head ahead", False), ("seed learns", True)), c(None, ("seed learns", True))]
@@ -39,6 +39,10 @@ def test_a_claim_reads_its_verdicts_apart_and_survives_json():
     assert Claim("screen", "a baseline").line() == "a baseline."
     with pytest.raises(ValueError, match="paper verdict 'met'"):
         Claim("speed", "x", paper="met")
+    # no comparison is called tied any more: a page's claims written with that verdict read as not distinguishable
+    assert Claim.from_json({"row": "speed", "text": "x", "paper": "tied within noise"}).paper == "not distinguishable"
+    with pytest.raises(ValueError, match="paper verdict 'tied within noise'"):
+        Claim("speed", "x", paper="tied within noise")
 
 
 def test_the_table_has_a_row_per_claim_and_policy_and_refuses_unknown_rows():

@@ -138,7 +138,10 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     assert len(head) == 1 and "accuracy 0.800 vs majority class 0.740, AUC 0.770" in head[0]
     assert "project target (online head: accuracy ≥ majority + 5 points, AUC ≥ 0.75): **met**" in head[0]  # 0.80 ≥ 0.74 + 0.05, AUC ≥ 0.75
     assert "reproduced" not in head[0]  # a target of the project's, not a claim of the paper
-    assert len(fig4) == 1 and "**tied within noise**" in fig4[0]  # +0.020 is within 2 × 0.050
+    # one seed: the evaluations' SE 0.050 on 128 − 1 df, so +0.020 is inside ±0.099 and what it could detect is stated
+    assert len(fig4) == 1 and "— **not distinguishable**: ARRoL ≥ GRPO by the point estimate only; not " \
+                              "distinguishable from 0 (95 % t interval ±0.099, 127 df); the comparison could detect " \
+                              "±0.141 at 80 % power" in fig4[0]
     s = json.loads((results_dir / "online" / "1" / "summary.json").read_text())
     s.update(heldout_accuracy_after=0.45)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
@@ -151,11 +154,13 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
     text = build_page(results_dir, tmp_path / "page.md")
     assert all("**missed**" in line for line in claim_lines(text, "Online head"))
     assert all("**not reproduced**" in line for line in claim_lines(text, "Fig. 4 on SmolLM2"))
-    assert "-0.050 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by the point estimate, within two" in text
+    assert "-0.050 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by the point estimate only; not " \
+           "distinguishable from 0" in text
     s.update(heldout_accuracy_after=0.10)
     (results_dir / "online" / "1" / "summary.json").write_text(json.dumps(s))
     fig4 = claim_lines(build_page(results_dir, tmp_path / "page.md"), "Fig. 4 on SmolLM2")[0]
-    assert "-0.200 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL below GRPO by more than two" in fig4
+    assert "-0.200 ± 0.050 over 1 seed(s) — **not reproduced**: ARRoL behind beyond its 95 % t interval (±0.099, " \
+           "127 df)" in fig4
 
 
 def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp_path: Path):
@@ -172,8 +177,11 @@ def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp
     assert "seed 0: +0.100 ± 0.042; seed 1: +0.020 ± 0.042" in section
     # evaluation SE sqrt(2 × 0.042²) / 2 = 0.030; over seeds sd 0.057, SE 0.040: the larger is used
     assert "Over the 2 seed(s): +0.060 ± 0.040 (evaluation SE 0.030; over seeds sd 0.057, SE 0.040" in section
+    # two seeds: 1 df, t_{0.975, 1} = 12.7, so the interval is ±0.508 and only ±0.563 could have been detected
+    assert "the larger SE is used; 95 % t interval ±0.508, 1 df)" in section
     fig4 = claim_lines(text, "Fig. 4 on SmolLM2")
-    assert len(fig4) == 1 and "+0.060 ± 0.040 over 2 seed(s) — **tied within noise**" in fig4[0]
+    assert len(fig4) == 1 and "+0.060 ± 0.040 over 2 seed(s) — **not distinguishable**" in fig4[0]
+    assert "the comparison could detect ±0.563 at 80 % power" in fig4[0]
     assert len(claim_lines(text, "Online head on SmolLM2-135M (ARRoL κ = 0.5 arm at L_detect = 4, seed")) == 2
 
 
@@ -193,9 +201,11 @@ def test_the_spread_configuration_has_its_own_equal_time_section(results_dir: Pa
     section = text.split("## 11.")[1]
     assert "+exp=smollm2_online_spread" in section and "L_detect = 12 of 32 tokens, head input `stats`" in section
     assert "| 2 | ARRoL spread, κ = 0.5 | 48 |" in section and "ARRoL took 1.20× GRPO's steps" in section
-    # +0.06, +0.04, +0.08 (eval SE hypot(0.02, 0.02) = 0.028 each): mean +0.060, eval SE 0.016, seed SE 0.012
+    # +0.06, +0.04, +0.08 (eval SE hypot(0.02, 0.02) = 0.028 each): mean +0.060, eval SE 0.016, seed SE 0.012;
+    # 3.7 standard errors ahead, which "two standard errors" called reproduced, but on 2 df t_{0.975} = 4.30: ±0.070
     fig4 = claim_lines(text, "Fig. 4 on SmolLM2-135M with the spread rule")
-    assert len(fig4) == 1 and "+0.060 ± 0.016 over 3 seed(s) — **reproduced**" in fig4[0]
+    assert len(fig4) == 1 and "+0.060 ± 0.016 over 3 seed(s) — **not distinguishable**" in fig4[0]
+    assert "(95 % t interval ±0.070, 2 df); the comparison could detect ±0.088 at 80 % power" in fig4[0]
     assert "-0.200 ± 0.028 over 1 seed(s) — **not reproduced**" in claim_lines(text, "Fig. 4 on SmolLM2-135M:")[0]
     assert len(claim_lines(text, "Online head on SmolLM2-135M (ARRoL spread, κ = 0.5 arm at L_detect = 12")) == 3
 
@@ -215,11 +225,11 @@ def test_seeds_section_counts_the_seeds_that_learned(results_dir: Path, tmp_path
     text = build_page(results_dir, tmp_path / "page.md")
     seeds = claim_lines(text, "Seeds")
     assert len(seeds) == 3
-    assert "`pruning=none`: held-out accuracy rose on 2 of 2 seeds, by more than two standard errors" in seeds[0]
+    assert "`pruning=none`: held-out accuracy rose on 2 of 2 seeds, beyond its 95 % t interval" in seeds[0]
     assert seeds[0].endswith("(mean gain +0.175 ± 0.035).")  # GRPO, the baseline: context, no target
     assert "`pruning=arrol`: held-out accuracy rose on 1 of 2 seeds" in seeds[1] and "**missed**" in seeds[1]
-    # +0.04 is a rise, but within two standard errors of the difference (0.057): not counted as learning
-    assert "`pruning=arrol_gated`: held-out accuracy rose on 2 of 2 seeds, by more than two standard errors of the " \
+    # +0.04 is a rise, but inside the 95 % t interval of the difference (1.97 × 0.028 on 255 df): not learning
+    assert "`pruning=arrol_gated`: held-out accuracy rose on 2 of 2 seeds, beyond its 95 % t interval of the " \
            "before/after difference on 1" in seeds[2] and "**missed**" in seeds[2]
     assert "−0.135" in text or "-0.135" in text  # ARRoL − GRPO paired by seed: (−0.10 − 0.17) / 2
 
@@ -293,7 +303,10 @@ def test_online_balance_section_pairs_arms_by_seed_and_combines_the_seeds(result
     text = build_page(results_dir, tmp_path / "page.md")
     assert "seed 1: zero-advantage +0.000 ± 0.041" in text.split("## 10.")[1]
     claim = claim_lines(text, "Table 4 online")[0]
-    assert "2 seed(s)" in claim and "zero-advantage groups -0.100 ± 0.029" in claim and "**reproduced**" in claim
+    # over the seeds the spread of the per-seed differences (−0.2, 0: SE 0.100) exceeds the steps' combined SE
+    # (0.029) and is judged on 1 df: t_{0.975, 1} · 0.100 = ±1.271, so the two seeds do not reproduce the claim
+    assert "2 seed(s)" in claim and "zero-advantage groups -0.100 ± 0.100" in claim and "**not reproduced**" in claim
+    assert "zero-advantage groups not distinguishable from 0 (95 % t interval ±1.271, 1 df)" in claim
     # the same figures in both arms of seed 0 as well: no reproduction
     write("4", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
     (results_dir / "online_balance" / "1" / "summary.json").unlink()
@@ -434,11 +447,11 @@ def test_screen_section_pairs_each_arm_with_grpo_and_judges_the_audit(results_di
     # screening is beyond the paper: its verdicts are the project's targets, never "reproduced"
     assert len(fig4) == 1 and "+0.060 ±" in fig4[0] and "**met**" in fig4[0] and "reproduced" not in fig4[0]
     detect = claim_lines(text, "Fig. 4 on SmolLM2-135M, ARRoL + detect screen")[0]
-    assert "**missed**: ARRoL + detect screen ≥ GRPO by the point estimate only" in detect
+    assert "**missed**: ARRoL + detect screen ≥ GRPO by the point estimate only; not distinguishable" in detect
     dapo = claim_lines(text, "Fig. 4 on SmolLM2-135M, DAPO with refill")[0]  # a baseline: context, no verdict
-    assert dapo.endswith(": ahead by more than two standard errors.") and "**" not in dapo
+    assert dapo.endswith(": ahead beyond its 95 % t interval (±0.000, 1 df).") and "**" not in dapo
     vs_dapo = claim_lines(text, "GRPO + prompt screen against DAPO with refill")[0]
-    assert "+0.030" in vs_dapo and "**met**" in vs_dapo
+    assert "+0.030" in vs_dapo and "**met**" in vs_dapo and "ahead beyond its 95 % t interval" in vs_dapo
     assert "**missed**" in claim_lines(text, "ARRoL + detect screen against DAPO with refill")[0]  # −0.03
     prompt_gain = claim_lines(text, "Group screening, GRPO + prompt screen")[0]
     assert "1.70× GRPO's share" in prompt_gain and "**met**" in prompt_gain  # 0.51 / 0.30, cost 0.05
@@ -476,9 +489,10 @@ def test_screen_section_leaves_out_pilot_arms_that_did_not_run(results_dir: Path
     assert "the screen costing 0.040 of the step (1 of 2 runs recorded it)" in cost and "-inf" not in section
 
 
-def write_seed_run(path: Path, policy: str, gate: float | None, seed: int, curve_points: list[tuple[float, float]]) -> None:
+def write_seed_run(path: Path, policy: str, gate: float | None, seed: int, curve_points: list[tuple[float, float]],
+                   gate_open: float = 0.0) -> None:
     """A job of +exp=seeds with a held-out curve: ``(training seconds, held-out accuracy)``, the first point at 0 s
-    being the accuracy before training."""
+    being the accuracy before training; a pruned arm's gate open on ``gate_open`` of its steps."""
     path.mkdir(parents=True)
     (t0, before), *after = curve_points
     path.joinpath("summary.json").write_text(json.dumps({
@@ -487,7 +501,8 @@ def write_seed_run(path: Path, policy: str, gate: float | None, seed: int, curve
         "heldout_accuracy_before": before, "heldout_accuracy_after": after[-1][1], "heldout_problems": 256,
         "heldout_accuracy_se_before": 0.01, "heldout_accuracy_se_after": 0.01, "heldout_samples": 8,
         "seconds_per_step": 0.5, **({} if policy == "none" else {
-            "head_auc_after_cold_start": 0.7, "head_within_auc_after_cold_start": 0.5, "pruning_active_fraction": 0.0}),
+            "head_auc_after_cold_start": 0.7, "head_within_auc_after_cold_start": 0.5,
+            "pruning_active_fraction": gate_open}),
         "overrides": [f"pruning={'none' if policy == 'none' else 'arrol_gated'}", f"trainer.seed={seed}"]}))
     path.joinpath("history.jsonl").write_text("".join(
         json.dumps({"time/wall": t, "heldout/accuracy": acc}) + "\n" for t, acc in after))
@@ -497,18 +512,47 @@ def test_seeds_section_compares_the_default_with_grpo_per_second_of_training(res
     seeds = results_dir / "seeds"
     # seed 0: the default gains as much in half the time; seed 1: it gains half as much in the same time
     write_seed_run(seeds / "g0", "none", None, 0, [(0, 0.2), (50, 0.3), (100, 0.4)])
-    write_seed_run(seeds / "d0", "arrol", 0.65, 0, [(0, 0.2), (25, 0.35), (50, 0.4)])
+    write_seed_run(seeds / "d0", "arrol", 0.65, 0, [(0, 0.2), (25, 0.35), (50, 0.4)], gate_open=0.5)
     write_seed_run(seeds / "g1", "none", None, 1, [(0, 0.2), (50, 0.3), (100, 0.4)])
-    write_seed_run(seeds / "d1", "arrol", 0.65, 1, [(0, 0.2), (50, 0.25), (100, 0.3)])
+    write_seed_run(seeds / "d1", "arrol", 0.65, 1, [(0, 0.2), (50, 0.25), (100, 0.3)], gate_open=0.5)
+    # seed 2: GRPO first stands at its final 0.40 at 50 s (it peaks, then ends there); the default gets there at
+    # 40 s: 0.80 of GRPO's own time, not 0.40 of its whole run
+    write_seed_run(seeds / "g2", "none", None, 2, [(0, 0.2), (50, 0.42), (100, 0.4)])
+    write_seed_run(seeds / "d2", "arrol", 0.65, 2, [(0, 0.2), (40, 0.4), (100, 0.45)], gate_open=0.5)
     (seeds / "wallclock.png").write_bytes(b"\x89PNG fake")
     page = tmp_path / "docs" / "page.md"
     text = build_page(results_dir, page)
     section = text.split("## 9.")[1].split("## 10.")[0]
-    assert "| 0 | 100 / 50 | +0.200 / +0.200 | 2.00× | 50 s (0.50) | 0.700 / 0.500 | 0.00 |" in section
-    assert "| 1 | 100 / 100 | +0.200 / +0.100 | 0.50× | never | 0.700 / 0.500 | 0.00 |" in section
+    assert "| 0 | 100 / 50 | +0.200 / +0.200 | 2.00× | 50 s (0.50) | 0.700 / 0.500 | 0.50 |" in section
+    assert "| 1 | 100 / 100 | +0.200 / +0.100 | 0.50× | never | 0.700 / 0.500 | 0.50 |" in section
+    assert "| 2 | 100 / 100 | +0.200 / +0.250 | 1.25× | 40 s (0.80) | 0.700 / 0.500 | 0.50 |" in section
     assert "![held-out accuracy vs training seconds" in section and (page.parent / "figures" / "seeds_wallclock.png").exists()
     claim = claim_lines(text, "Seeds, the default against GRPO")[0]
-    assert "higher on 1 of 2 seeds" in claim and "reached on 1 of 2 seeds" in claim and "**missed**" in claim
+    assert "higher on 2 of 3 seeds" in claim and "reached on 2 of 3 seeds (median at 0.65 of the time GRPO took" in claim
+    # 2.00, 0.50, 1.25: mean 1.25 ± SE 0.433 on 2 df, inside ±1.86 of 1×; what 3 seeds could detect is stated
+    assert "1.25 ± 0.75 (SE 0.43)× GRPO's (not distinguishable from 1×: 95 % t interval ±1.86, 2 df; the seeds could " \
+           "detect ±2.32 at 80 % power)" in claim and "**missed**" in claim
+
+
+def test_a_default_whose_gate_never_opened_ran_as_grpo_and_gets_no_speed_claim(results_dir: Path, tmp_path: Path):
+    seeds = results_dir / "seeds"
+    for seed in (0, 1):  # the default gains faster than GRPO, but it pruned nothing: GRPO against GRPO
+        write_seed_run(seeds / f"g{seed}", "none", None, seed, [(0, 0.2), (50, 0.3), (100, 0.4)])
+        write_seed_run(seeds / f"d{seed}", "arrol", 0.6, seed, [(0, 0.2), (25, 0.35), (50, 0.4)])
+    text = build_page(results_dir, tmp_path / "page.md")
+    section = text.split("## 9.")[1].split("## 10.")[0]
+    assert "| 0 | 100 / 50 | +0.200 / +0.200 | 2.00× | 50 s (0.50) | 0.700 / 0.500 | 0.00 (ran as GRPO) |" in section
+    claim = claim_lines(text, "Seeds, the default against GRPO")[0]
+    assert "its gate never opened on any of 2 seeds, so it pruned no rollout and ran as GRPO; no speed of ARRoL's is " \
+           "measured here" in claim and "2.00" not in claim and "**missed**: the default pruned nothing" in claim
+    headline = [line for line in text.split("### Every claim")[0].splitlines() if "(Fig. 4) | tiny |" in line][0]
+    assert "default ran as GRPO (gate shut on 2 of 2 seeds): no speed claim" in headline and "per second" not in headline
+    # one seed that pruned: the claim is made from it alone, and the shut one is named as left out
+    write_seed_run(seeds / "g2", "none", None, 2, [(0, 0.2), (50, 0.3), (100, 0.4)])
+    write_seed_run(seeds / "d2", "arrol", 0.6, 2, [(0, 0.2), (50, 0.3), (100, 0.5)], gate_open=0.4)
+    claim = claim_lines(build_page(results_dir, tmp_path / "page.md"), "Seeds, the default against GRPO")[0]
+    assert "where its gate opened: held-out gain per training second 1.50" in claim and "higher on 1 of 1 seeds" in claim
+    assert "on 2 of 3 seeds its gate never opened and it ran as GRPO, left out" in claim and "**missed**" in claim
 
 
 def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(results_dir: Path, tmp_path: Path):
@@ -525,7 +569,7 @@ def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(res
     assert [line for line in summary(partial) if not line.startswith("- [§9]")] == summary(full)
     assert [line for line in summary(partial) if line.startswith("- [§9]")] == [
         "- [§9](#9-the-default-experiment-over-seeds-tiny-policy) Seeds, `all`: held-out accuracy rose on 2 of 2 "
-        "seeds, by more than two standard errors of the before/after difference on 2 (mean gain +0.225 ± 0.035) — "
+        "seeds, beyond its 95 % t interval of the before/after difference on 2 (mean gain +0.225 ± 0.035) — "
         "project target (learning on every seed): **met**."]
     table = [line for line in partial.split("### Every claim")[0].splitlines() if line.startswith("| The default")]
     assert table == ["| The default experiment learns on every seed (project) | tiny | — | `all` learned on 2 of 2 | — "

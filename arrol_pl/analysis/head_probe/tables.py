@@ -28,10 +28,12 @@ def votes_table(votes: dict[str, dict[str, float]]) -> str:
 
 METRIC_COLUMNS = (
     ("pos. rate", "positive_rate"), ("head ρ", "head_spearman"), ("head AUC", "head_auc"),
-    ("head acc.", "head_accuracy"), ("majority acc.", "majority_accuracy"), ("head ECE", "head_ece"),
-    ("DeepConf ρ", "deepconf_spearman"), ("DeepConf AUC", "deepconf_auc"),
+    ("head AUC within groups", "head_within_auc"), ("head acc.", "head_accuracy"),
+    ("majority acc.", "majority_accuracy"), ("head ECE", "head_ece"), ("DeepConf ρ", "deepconf_spearman"),
+    ("DeepConf AUC", "deepconf_auc"), ("DeepConf AUC within groups", "deepconf_within_auc"),
 )
-"""Column title → :class:`LengthResult` field, after the L and n columns of :func:`markdown_table`."""
+"""Column title → :class:`LengthResult` field, after the L and n columns of :func:`markdown_table`. The AUC within
+groups is what pruning acts on (and what the break-even curve of the results page reads); n/a without groups."""
 
 
 def markdown_table(results: Sequence[LengthResult]) -> str:

@@ -7,8 +7,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-PAPER_VERDICTS = ("reproduced", "partly reproduced", "tied within noise", "not reproduced")
+NOT_DISTINGUISHABLE = "not distinguishable"
+"""The verdict on a claim whose comparison lies inside its 95 % t interval: stated with the effect it could have
+detected (:mod:`arrol_pl.analysis.significance`), never as a tie."""
+PAPER_VERDICTS = ("reproduced", "partly reproduced", NOT_DISTINGUISHABLE, "not reproduced")
 """What the page can say of a claim of the paper."""
+FORMER_VERDICTS = {"tied within noise": NOT_DISTINGUISHABLE}
+"""Verdicts a page's claims (``docs/results.json``) were written with before, and what they read as now."""
 
 
 def load_json(path: Path) -> Any:
@@ -55,7 +60,9 @@ class Claim:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Claim":
-        return cls(**{**data, "targets": tuple((what, bool(met)) for what, met in data.get("targets", ()))})
+        paper = data.get("paper")
+        return cls(**{**data, "paper": FORMER_VERDICTS.get(paper, paper),
+                      "targets": tuple((what, bool(met)) for what, met in data.get("targets", ()))})
 
 
 def parity(data: dict) -> str:

@@ -3,6 +3,15 @@
 
 Each ``section_*`` returns the section's lines and the claims (:class:`~.common.Claim`) it adds to the page's
 summary.
+
+Decisions (section 9):
+- **A seed learned when its held-out gain lies beyond its 95 % t interval** on the evaluation's problems − 1
+  degrees of freedom (:func:`~arrol_pl.analysis.significance.gain_estimate`).
+- **Time to GRPO's final accuracy is a share of the time GRPO itself first reached it**
+  (:func:`~arrol_pl.core.metrics.reach_share`), never of GRPO's whole run.
+- **A seed whose gate never opened ran as GRPO** (``pruning_active_fraction`` 0: no rollout pruned): it is shown,
+  but no speed of ARRoL's is claimed from it; with no seed pruned the section makes no speed claim at all. The gain
+  per second over the seeds that pruned is judged against 1× on its 95 % t interval over those seeds.
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ from arrol_pl.analysis.history import read_history
 from arrol_pl.analysis.paper import PAPER_TABLE3, PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6
 from arrol_pl.analysis.results.common import Claim, load_json, parity, verdict
 from arrol_pl.analysis.runs import comparable, heldout_curve, pairs_by_seed, pick, sweep_runs
+from arrol_pl.analysis.significance import INTERVAL, Estimate
 from arrol_pl.analysis.sweep import seed_table
-from arrol_pl.core.metrics import mean_sd_se, time_to_reach
+from arrol_pl.core.metrics import mean_sd_se, reach_share, time_to_reach
 from arrol_pl.train.summary import RunSummary
 
 
@@ -329,11 +339,11 @@ def section_seeds(root: Path, figures: Path, page_dir: Path) -> tuple[list[str],
     for rec in records:
         gains = rec["gain_per_seed"]
         rose = sum(g > 0 for g in gains)
-        clear = sum(g > 2 * se for g, se in zip(gains, rec["gain_se_per_seed"]))
+        clear = sum(Estimate(*g).ahead for g in zip(gains, rec["gain_se_per_seed"], rec["gain_df_per_seed"]))
         grpo = SEEDS_BASELINE in rec["arm"].split()  # the baseline: context, the target is the pruned arms'
         claims.append(Claim(
-            "seeds", f"Seeds, `{rec['arm']}`: held-out accuracy rose on {rose} of {len(gains)} seeds, by more than two "
-            f"standard errors of the before/after difference on {clear} (mean gain {rec['gain'][0]:+.3f} ± "
+            "seeds", f"Seeds, `{rec['arm']}`: held-out accuracy rose on {rose} of {len(gains)} seeds, beyond "
+            f"{INTERVAL} of the before/after difference on {clear} (mean gain {rec['gain'][0]:+.3f} ± "
             f"{rec['gain'][1]:.3f})", targets=() if grpo else (("learning on every seed", clear == len(gains)),),
             here=f"`{rec['arm']}` learned on {clear} of {len(gains)}" + (" (GRPO)" if grpo else "")))
     # GRPO, and the arm `make run` trains (conf/config.yaml's pruning preset, arrol_gated: the gated arm, whatever
@@ -352,45 +362,72 @@ def section_seeds(root: Path, figures: Path, page_dir: Path) -> tuple[list[str],
 def _default_against_grpo(sweep: Path, pairs: list[tuple[int, RunSummary, RunSummary]], figures: Path,
                           page_dir: Path) -> tuple[list[str], list[Claim]]:
     """Per seed: the held-out gain per training second of the default against GRPO's, and when the default first
-    reaches GRPO's final held-out accuracy as a share of GRPO's training time; the sweep's wall-clock figure."""
-    rows, speed, reach = [], [], []
+    reaches GRPO's final held-out accuracy as a share of the time GRPO took to reach it; the sweep's wall-clock
+    figure; the speed claim from the seeds whose gate opened (module docstring)."""
+    rows, seeds = [], []
     for seed, grpo, ours in pairs:
         cg, co = heldout_curve(grpo), heldout_curve(ours)
         if len(cg) < 2 or len(co) < 2:
             continue
         gain_rate = [(c[-1][1] - c[0][1]) / c[-1][0] for c in (cg, co)]
         ratio = gain_rate[1] / gain_rate[0] if gain_rate[0] > 0 else math.nan
-        t = time_to_reach(co, cg[-1][1])
-        share = math.nan if t is None else t / cg[-1][0]
-        speed.append(ratio)
-        reach.append(share)
+        share, t = reach_share(co, cg), time_to_reach(co, cg[-1][1])
+        ran_as_grpo = ours.pruning_active_fraction == 0
+        seeds.append((ratio, share, ran_as_grpo))
         rows.append([seed, f"{cg[-1][0]:.0f} / {co[-1][0]:.0f}", f"{cg[-1][1] - cg[0][1]:+.3f} / {co[-1][1] - co[0][1]:+.3f}",
-                     fmt(ratio, ".2f", unit="×"), "never" if t is None else f"{t:.0f} s ({share:.2f})",
+                     fmt(ratio, ".2f", unit="×"), "never" if t is None else f"{t:.0f} s ({fmt(share, '.2f')})",
                      f"{fmt(ours.head_auc_after_cold_start)} / {fmt(ours.head_within_auc_after_cold_start)}",
-                     fmt(ours.pruning_active_fraction, ".2f")])
+                     fmt(ours.pruning_active_fraction, ".2f") + (" (ran as GRPO)" if ran_as_grpo else "")])
     if not rows:
         return ["", "No wall-clock comparison: the runs have no held-out curve (`trainer.eval_every` was 0)."], []
     lines = ["", "The default (ARRoL with the discrimination gate) against GRPO, seed by seed, on the held-out curve "
              "(`trainer.eval_every`; training seconds, evaluations excluded), with the default's head after the cold "
              "start (its AUC over the survivors, pooled and within groups: the gate reads the latter over its window) "
-             "and the share of steps its gate let prune:", "",
+             "and the share of steps its gate let prune (0: it never opened, and the default ran as GRPO). The share "
+             "of GRPO's time is the seconds at which the default first reaches GRPO's final accuracy over those at "
+             "which GRPO itself first did:", "",
              *table_lines(["seed", "training s (GRPO / default)", "held-out gain (GRPO / default)",
                            "gain per second, default ÷ GRPO", "default reaches GRPO's final accuracy at (share of "
-                           "GRPO's time)", "head AUC (pooled / within groups)", "gate open"], rows)]
+                           "GRPO's time to it)", "head AUC (pooled / within groups)", "gate open"], rows)]
     png = sweep / "wallclock.png"
     if png.exists():
         target = figures / "seeds_wallclock.png"
         shutil.copyfile(png, target)
         lines += ["", f"![held-out accuracy vs training seconds, each arm's seeds as a band]({target.relative_to(page_dir)})"]
-    finite = [r for r in speed if math.isfinite(r)]
+    return lines, [speed_claim(seeds)]
+
+
+FASTER = "faster than GRPO per unit of learning on every seed"
+"""The project's target for the default in section 9."""
+
+
+def speed_claim(seeds: list[tuple[float, float | None, bool]]) -> Claim:
+    """Section 9's claim on the default's speed from its seeds' ``(gain per second ÷ GRPO's, share of GRPO's time
+    to its final accuracy (:func:`~arrol_pl.core.metrics.reach_share`: None never), ran as GRPO)``: made only from
+    the seeds whose gate opened (module docstring)."""
+    shut = sum(as_grpo for _, _, as_grpo in seeds)
+    pruned = [(ratio, share) for ratio, share, as_grpo in seeds if not as_grpo]
+    if not pruned:
+        return Claim("time_tiny", f"Seeds, the default against GRPO: its gate never opened on any of {len(seeds)} "
+                     "seeds, so it pruned no rollout and ran as GRPO; no speed of ARRoL's is measured here",
+                     targets=((FASTER, False),), detail=": the default pruned nothing",
+                     here=f"default ran as GRPO (gate shut on {shut} of {len(seeds)} seeds): no speed claim")
+    finite = [r for r, _ in pruned if math.isfinite(r)]
     faster = sum(r > 1 for r in finite)
-    reached = [x for x in reach if math.isfinite(x)]
-    claims = [Claim(
-        "time_tiny", f"Seeds, the default against GRPO: held-out gain per training second "
-        f"{fmt(mean_sd_se(finite), '.2f')}× GRPO's, higher on {faster} of {len(speed)} seeds; GRPO's final accuracy "
-        f"reached on {len(reached)} of {len(reach)} seeds (median at "
-        f"{fmt(statistics.median(reached) if reached else None, '.2f')} of GRPO's time)",
-        targets=(("faster than GRPO per unit of learning on every seed", faster == len(speed) and len(speed) > 1),),
-        here=f"default: gain per second {fmt(statistics.mean(finite) if finite else None, '.2f')}× GRPO's over "
-             f"{len(speed)} seeds")]
-    return lines, claims
+    reached = [x for _, x in pruned if x is not None]
+    timed = [x for x in reached if math.isfinite(x)]  # NaN: GRPO ended no higher than it began
+    mean, _, se = mean_sd_se(finite)
+    speed = Estimate(mean - 1, se, len(finite) - 1) if len(finite) > 1 else None
+    judged = "" if speed is None else (
+        f" ({'faster' if speed.ahead else 'slower'} beyond {INTERVAL} over the seeds: {speed.bounds('.2f')})"
+        if speed.ahead or speed.behind else f" (not distinguishable from 1×: {speed.interval('.2f')}; the seeds "
+        f"{speed.undetected('.2f')})")
+    as_grpo = f"; on {shut} of {len(seeds)} seeds its gate never opened and it ran as GRPO, left out" if shut else ""
+    return Claim(
+        "time_tiny", f"Seeds, the default against GRPO where its gate opened: held-out gain per training second "
+        f"{fmt(mean_sd_se(finite), '.2f')}× GRPO's{judged}, higher on {faster} of {len(pruned)} seeds; GRPO's final "
+        f"accuracy reached on {len(reached)} of {len(pruned)} seeds (median at "
+        f"{fmt(statistics.median(timed) if timed else None, '.2f')} of the time GRPO took to reach it){as_grpo}",
+        targets=((FASTER, not shut and faster == len(pruned) and len(pruned) > 1),),
+        here=f"default: gain per second {fmt(mean if finite else None, '.2f')}× GRPO's over {len(pruned)} seeds"
+             + (f" (gate shut on {shut} more)" if shut else ""))

@@ -4,7 +4,8 @@ stricter targets in a column of their own. The README carries the same table (:f
 
 Decisions:
 - **A row's verdict is computed from its claims** (:class:`~.common.Claim`): all reproduced → reproduced; some
-  reproduced → partly reproduced; all tied within noise → tied; otherwise not reproduced. A row whose claims carry
+  reproduced → partly reproduced; all not distinguishable (inside their 95 % t intervals) → not distinguishable;
+  otherwise not reproduced. A row whose claims carry
   no verdict of the paper's says ``—`` (a question of the project's own); a row with no claims says ``not run``.
 - **Targets are counted, not merged into the verdict**: ``1.80× end to end: missed``, or ``met on 8 of 11`` where
   a target is judged per seed or run; a target judged per variant (its name in backticks first, as in ```mean`
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from arrol_pl.analysis.formatting import table_lines
-from arrol_pl.analysis.results.common import Claim
+from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE, Claim
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def row_verdict(claims: Sequence[Claim]) -> str:
         return "reproduced"
     if any(v in ("reproduced", "partly reproduced") for v in found):
         return "partly reproduced"
-    return "tied within noise" if all(v == "tied within noise" for v in found) else "not reproduced"
+    return NOT_DISTINGUISHABLE if all(v == NOT_DISTINGUISHABLE for v in found) else "not reproduced"
 
 
 def row_targets(claims: Sequence[Claim]) -> str:

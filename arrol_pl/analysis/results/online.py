@@ -4,9 +4,11 @@
 Decisions:
 - **Arms are paired by seed** (:func:`~arrol_pl.analysis.runs.pairs_by_seed`); the per-seed differences are
   averaged with their standard errors combined (:func:`~arrol_pl.core.metrics.mean_of_estimates`).
-- **Equal time is judged on the larger of two uncertainties**: the evaluations' noise and, over several seeds, the
-  spread of the per-seed differences (which also holds the training paths' noise;
-  :class:`~arrol_pl.analysis.runs.PairedDifference`).
+- **Every comparison over seeds is judged on the larger of two uncertainties**: the evaluations' noise (section
+  10: the steps') and, over several seeds, the spread of the per-seed differences (which also holds the training
+  paths' noise; :class:`~arrol_pl.analysis.significance.SeedMean`), against its 95 % t interval on seeds − 1
+  degrees of freedom; inside it a difference is "not distinguishable", with the effect it could have detected at
+  80 % power (:mod:`arrol_pl.analysis.significance`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.results.common import Claim, verdict
+from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE
 from arrol_pl.analysis.runs import (comparable, paired_difference, pairs_by_seed, per_step_after_cold_start,
                                     sweep_runs)
-from arrol_pl.core.metrics import mean_of_estimates
+from arrol_pl.analysis.significance import INTERVAL, Estimate, SeedMean, seed_mean
 from arrol_pl.train.summary import RunSummary
 
 
@@ -69,7 +72,7 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
     (:func:`~arrol_pl.analysis.runs.pick_config`), else pruning values.
 
     The comparison counts toward the headline ``row``, ``judged`` as the paper's Fig. 4 claim (``paper``), as the
-    project's own ``target`` (``target``: met when ahead of GRPO by more than two standard errors), or not at all
+    project's own ``target`` (``target``: met when ahead of GRPO beyond its 95 % t interval), or not at all
     (``context``: a baseline against GRPO); ``short`` names the comparison in the headline table."""
     lines = [heading, ""]
     pairs = pairs_by_seed(sweep_runs(part), baseline or {"policy": "none"}, arm, whole)
@@ -104,6 +107,7 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
     # the larger of the evaluations' noise and the spread over seeds (which also holds the training paths' noise)
     difference = paired_difference(pairs)
     k, diff, diff_se, eval_se = difference.seeds, difference.mean, difference.se, difference.eval_se
+    e = difference.estimate
     steps_ratio = sum(a.steps for _, _, a in pairs) / max(1, sum(g.steps for _, g, _ in pairs))
     per_seed = "; ".join(f"seed {seed}: {d:+.3f} ± {se:.3f}" for seed, d, se in difference.per_seed)
     spread = (f"; over seeds sd {difference.seed_sd:.3f}, SE {difference.seed_se:.3f}; the larger SE is used" if k > 1
@@ -116,32 +120,31 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
            f"paired by problem for the seeds whose runs recorded per-problem results, else {unpaired}")
     lines += ["", f"{name} took {steps_ratio:.2f}× GRPO's steps in the same training time. Held-out after, {name} − GRPO "
               f"({how}): {per_seed}. Over the {k} seed(s): {diff:+.3f} ± "
-              f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread})."]
+              f"{diff_se:.3f} (evaluation SE {eval_se:.3f}{spread}; {e.interval()})."]
     detect = arrol.config["engine"]["detect_length"]
     claims = [online_head_claim(a, f"Online head on SmolLM2-135M ({arm_title} arm at L_detect = {detect}, seed {seed})")
               for seed, _, a in pairs]
-    ahead = diff > 2 * diff_se
-    outcome = ("reproduced" if ahead else "tied within noise" if diff >= 0 else "not reproduced")
-    why = ("" if ahead else f": {name} ≥ GRPO by the point estimate only" if diff >= 0 else
-           f": {name} below GRPO by the point estimate, within two standard errors" if diff > -2 * diff_se else
-           f": {name} below GRPO by more than two standard errors")
+    ahead = e.ahead
+    outcome = ("reproduced" if ahead else NOT_DISTINGUISHABLE if diff >= 0 else "not reproduced")
+    why = ("" if ahead else f": {name} {e.standing()}" if e.behind else
+           f": {name} {'≥' if diff >= 0 else 'below'} GRPO by the point estimate only; {e.standing()}")
     text = (f"{label}: held-out accuracy of {name} minus GRPO's after the same training time, {diff:+.3f} ± "
             f"{diff_se:.3f} over {k} seed(s)")
     here = (f"{short or name}, L_detect = {arrol.config['engine']['detect_length']}: {name} − GRPO {diff:+.3f} ± "
             f"{diff_se:.3f} ({k} seeds)")
     if judged == "paper":
         claims.append(Claim(row, text, paper=outcome, here=here, detail=why + f" (the paper: {name} ≥ GRPO; "
-                            "reproduced means ahead by more than two standard errors)"))
+                            f"reproduced means ahead beyond {INTERVAL} over the seeds)"))
     elif judged == "target":
         claims.append(Claim(row, text, targets=((target, ahead),), here=here, detail=why))
     else:
-        claims.append(Claim(row, text + (": ahead by more than two standard errors" if ahead else why)))
+        claims.append(Claim(row, text + (f": {e.standing()}" if ahead else why)))
     return lines, claims
 
 
 def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
     """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``), the two
-    arms paired by ``trainer.seed``; the per-seed differences are averaged with their standard errors combined."""
+    arms paired by ``trainer.seed``; the per-seed differences over the seeds (:func:`spread_minus_random`)."""
     lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
     pairs = pairs_by_seed(sweep_runs(root / "online_balance"), {"policy": "arrol", "balance_target": "spread"},
                           {"policy": "random"})
@@ -155,7 +158,7 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
     if trainer.get("max_minutes") is not None:
         budget = f"{trainer['max_minutes']} min of training" + (
             f", at most {trainer['max_steps']} steps" if trainer.get("max_steps") else "")
-    rows, diffs = [], []
+    rows, zero_advantage, balance = [], [], []
     for seed, spread, rand in pairs:
         per_arm = {}
         for title, run in (("ARRoL, spread", spread), ("random", rand)):
@@ -164,13 +167,12 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
             per_arm[title] = stats
             head_input = run.config.get("head", {}).get("input", "last")
             rows.append([seed, title, f"`{head_input}`", run.steps, fmt(run.keep_ratio_mean),
-                         *(f"{m:.3f} ± {se:.3f}" for m, _, se in stats.values()),
+                         *(f"{e.mean:.3f} ± {e.se:.3f}" for e in stats.values()),
                          fmt(run.head_auc_after_cold_start), fmt(run.head_within_auc_after_cold_start),
                          f"{fmt(run.heldout_accuracy_before)} ± {fmt(run.heldout_accuracy_se_before)}",
                          f"{fmt(run.heldout_accuracy_after)} ± {fmt(run.heldout_accuracy_se_after)}"])
-        (zs, _, zs_se), (zr, _, zr_se) = (per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))
-        (bs, _, bs_se), (br, _, br_se) = (per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))
-        diffs.append((seed, zs - zr, math.hypot(zs_se, zr_se), bs - br, math.hypot(bs_se, br_se)))
+        zero_advantage.append((seed, *(per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))))
+        balance.append((seed, *(per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))))
     lines += [
         f"`experiments/run.py +exp=smollm2_balance`: as section 8 (bf16, top 2 decoder blocks trained), but each arm "
         f"trains {budget}, L_detect = {first.config['engine']['detect_length']}, where SmolLM2 has written its "
@@ -182,21 +184,31 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
         *table_lines(["seed", "arm", "head input", "steps", "keep", "E[ρ̂]", "E[ρ̂(1−ρ̂)]", "zero-adv. groups",
                       "head AUC", "head AUC within groups", "held-out before", "held-out after"], rows),
     ]
-    k = len(diffs)
-    dz, dz_se = mean_of_estimates([(d[1], d[2]) for d in diffs])
-    db, db_se = mean_of_estimates([(d[3], d[4]) for d in diffs])
-    per_seed = "; ".join(f"seed {seed}: zero-advantage {z:+.3f} ± {zse:.3f}, E[ρ̂(1−ρ̂)] {b:+.4f} ± {bse:.4f}"
-                         for seed, z, zse, b, bse in diffs)
+    z, b = spread_minus_random(zero_advantage), spread_minus_random(balance)
+    k = z.seeds
+    per_seed = "; ".join(f"seed {seed}: zero-advantage {dz:+.3f} ± {zse:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {bse:.4f}"
+                         for (seed, dz, zse), (_, db, bse) in zip(z.per_seed, b.per_seed))
     lines += ["", f"Spread − random, per seed (standard errors over steps combined): {per_seed}. Over the {k} seed(s): "
-              f"zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f} (the per-seed "
-              "differences averaged, their standard errors combined; within a seed the two policies drift apart as they "
-              "train)."]
-    ok = dz < -2 * dz_se and db > 2 * db_se
+              f"zero-advantage groups {z.mean:+.3f} ± {z.se:.3f} ({z.estimate.interval()}), E[ρ̂(1−ρ̂)] "
+              f"{b.mean:+.4f} ± {b.se:.4f} ({b.estimate.interval('.4f')}): the per-seed differences averaged, ± the "
+              "larger of their standard errors combined and their spread over the seeds (within a seed the two "
+              "policies drift apart as they train)."]
+    ok = z.estimate.behind and b.estimate.ahead
     claims = [Claim("balance_smollm2", f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5, {k} "
-                    f"seed(s)): zero-advantage groups {dz:+.3f} ± {dz_se:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {db_se:.4f}",
-                    paper=verdict(ok), detail=" (fewer zero-advantage groups and more balance, each by more than two "
-                    "standard errors)", here=f"spread rule online: zero-adv. groups {dz:+.3f} ± {dz_se:.3f}")]
+                    f"seed(s)): zero-advantage groups {z.mean:+.3f} ± {z.se:.3f}, E[ρ̂(1−ρ̂)] {b.mean:+.4f} ± "
+                    f"{b.se:.4f}", paper=verdict(ok),
+                    detail=f" (fewer zero-advantage groups and more balance, each beyond {INTERVAL} over the seeds: "
+                    f"zero-advantage groups {z.estimate.standing()}; E[ρ̂(1−ρ̂)] {b.estimate.standing('.4f')})",
+                    here=f"spread rule online: zero-adv. groups {z.mean:+.3f} ± {z.se:.3f}")]
     claims += [online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
                                          f"{spread.config['engine']['detect_length']} (spread arm, seed {seed})")
                for seed, spread, _ in pairs]
     return lines, claims
+
+
+def spread_minus_random(per_seed: list[tuple[int, Estimate, Estimate]]) -> SeedMean:
+    """A per-step figure of the spread arm minus the random arm's over the seeds, from each seed's ``(seed, spread's
+    estimate, random's)``: per seed the difference with both standard errors combined, on the fewer steps − 1
+    degrees of freedom."""
+    return seed_mean([(seed, a.mean - b.mean, math.hypot(a.se, b.se)) for seed, a, b in per_seed],
+                     min(min(a.df, b.df) for _, a, b in per_seed))

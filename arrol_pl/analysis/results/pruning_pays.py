@@ -10,15 +10,27 @@ Decisions:
   ``+exp=pruning_pays``; an ``arm=`` override always stays): ``arm=oracle pruning.oracle_auc=0.7``. Its runs are
   paired with GRPO G = 8's (``arm=grpo``) by ``trainer.seed``, their evaluations by problem
   (:func:`~arrol_pl.analysis.runs.paired_difference`).
-- **An arm's AUC is the realised online AUC of the score its decisions read** (``scorer_auc_after_cold_start``,
-  the mean over seeds; the head's own where a head-scored run did not record it; an oracle's set AUC where it
-  recorded neither). Random pruning reads no score: it stands at 0.5, whatever the head it ignores scored.
+- **An arm's AUC is the realised online AUC within groups of the score its decisions read**
+  (``scorer_within_auc_after_cold_start``, the mean over seeds; the head's own, ``head_within_auc_after_cold_start``,
+  where a head-scored run did not record the scorer's): pruning orders the rollouts of one group, so what counts is
+  how often a group's right rollouts score above its wrong ones, not how well the score tells easy prompts from
+  hard, which lifts the pooled AUC. An oracle without that record stands at its set AUC: its score is the outcome
+  plus noise independent of the prompt, so within groups it equals the set AUC in expectation. Any other arm whose
+  runs do not all record it stands at its pooled AUC (``scorer_auc_after_cold_start``), marked "pooled" in the table,
+  the text and the figure, never mixed with the within-group ones of the same arm. Random pruning reads no score:
+  it stands at 0.5, whatever the head it ignores scored.
 - **The break-even AUC** is where the oracle ladder's difference to GRPO G = 8 crosses 0 going up, interpolated
   linearly between the two ladder points around it; of several such crossings the highest (pruning pays at every
-  ladder point above it). It is located only when a ladder point at or above it is ahead of GRPO G = 8 by more than
-  two standard errors: means within noise of 0 cross it by chance. An oracle pruning by another survival rule
-  (``pruning.balance_target=group``) is a ladder of its own, with its own break-even: the rule decides which
-  rollouts a perfect score prunes.
+  ladder point above it). It is located only when a ladder point at or above it is ahead of GRPO G = 8 beyond its
+  95 % t interval over the seeds (seeds − 1 degrees of freedom; :mod:`arrol_pl.analysis.significance`): means
+  around 0 cross it by chance. An oracle pruning by another survival rule (``pruning.balance_target=group``) is a
+  ladder of its own, with its own break-even: the rule decides which rollouts a perfect score prunes. The text
+  states the span the ladder covers, from its data.
+- **Every comparison is judged on its 95 % t interval**, and one inside it is "not distinguishable", with the
+  effect it could have detected at 80 % power (:mod:`arrol_pl.analysis.significance`); the paper's Fig. 4 claim is
+  reproduced when the arm is ahead of GRPO G = 8 beyond that interval.
+- **Time to GRPO's final accuracy is a share of the time GRPO itself first reached it**, seed by seed
+  (:func:`~arrol_pl.core.metrics.reach_share`), not of GRPO's whole run: GRPO against itself scores 1.0.
 - **Random pruning is context**: it is the paper's baseline (Table 4), not ARRoL, so its comparisons are stated
   without a verdict on the paper's claim or a target of the project's.
 """
@@ -33,13 +45,14 @@ from typing import Sequence
 
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.history import read_history
-from arrol_pl.analysis.results.common import Claim
-from arrol_pl.analysis.results.ladder import (break_even, distinguished, headline_text, ladder_name, plot_break_even,
-                                              slope_text)
+from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE, Claim
+from arrol_pl.analysis.results.ladder import (at_or_above, break_even, distinguished, headline_text, ladder_name,
+                                              plot_break_even, slope_text)
 from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_difference, sweep_runs
+from arrol_pl.analysis.significance import INTERVAL, detectable_span
 from arrol_pl.analysis.sweep import SEED_OVERRIDE
 from arrol_pl.analysis.wallclock import plot_wallclock
-from arrol_pl.core.metrics import mean_sd_se, time_to_reach
+from arrol_pl.core.metrics import mean_sd_se, reach_share
 from arrol_pl.train.summary import RunSummary
 
 HEADING = ("## 13. When does pruning pay? Scorers at L_detect, the oracle ladder and the cost-matched control "
@@ -54,15 +67,40 @@ SCORERS = {"arrol": "the learned head", "arrol_confidence": "DeepConf", "arrol_c
 TITLES = {BASELINE: "GRPO G = 8", CONTROL: "GRPO G = 4", "grpo_screen": "GRPO + prompt screen", **SCORERS}
 ORDER = (BASELINE, CONTROL, "random", "arrol", "arrol_confidence", "arrol_checker", "grpo_screen", "oracle")
 REACH_SHARE = 0.6
-"""The project's goal for the oracle at AUC 1.0: GRPO's final accuracy in at most this share of GRPO's time."""
+"""The project's goal for the oracle at AUC 1.0: GRPO's final accuracy in at most this share of the time GRPO took
+to reach it."""
 LADDER_SPACING = 0.1
 """Ladder points this close around the crossing locate the break-even AUC to ±0.05."""
-AHEAD_OF_CONTROL = "ahead of GRPO G = 4, the cost-matched control, by more than two standard errors"
-ORACLE_GOAL = (f"oracle at AUC 1.0 ahead of GRPO G = 8 by more than two standard errors and at GRPO's final accuracy "
-               f"in ≤ {REACH_SHARE}× its time")
+AHEAD_OF_CONTROL = f"ahead of GRPO G = 4, the cost-matched control, beyond {INTERVAL} over the seeds"
+ORACLE_GOAL = (f"oracle at AUC 1.0 ahead of GRPO G = 8 beyond {INTERVAL} over the seeds and at GRPO's final "
+               f"accuracy in ≤ {REACH_SHARE}× the time GRPO took to reach it")
 LOCATED = "break-even AUC located to ±0.05"
+WITHIN, POOLED, SET, NO_SCORE = "within groups", "pooled", "set", "no score"
+"""What an arm's AUC is (:class:`AucReading`)."""
 LADDER = ("python experiments/run.py +exp=pruning_pays arm=oracle pruning.oracle_auc=0.6,0.7,0.8,0.9 "
           "trainer.seed=0,1,2 hydra.sweep.dir=<the same directory>")
+
+
+@dataclass(frozen=True)
+class AucReading:
+    """Where an arm stands on the break-even axis, and what that figure is (module docstring)."""
+
+    value: float
+    basis: str
+    """:data:`WITHIN` (realised within groups), :data:`POOLED` (realised over all survivors: runs that predate the
+    within-group record), :data:`SET` (an oracle's set AUC) or :data:`NO_SCORE` (random pruning, 0.5)."""
+
+    def text(self, spec: str = ".3f") -> str:
+        """The AUC as the page writes it, marked where it is not one realised within groups."""
+        return f"{self.value:{spec}}" + (f" ({self.basis})" if self.basis in (POOLED, SET) else "")
+
+
+def _recorded(value: float | None, fallback: float | None) -> float | None:
+    """``value``, or ``fallback`` where ``value`` was not recorded; None where neither is a finite figure."""
+    for v in (value, fallback):
+        if v is not None and math.isfinite(v):
+            return v
+    return None
 
 
 @dataclass
@@ -102,17 +140,29 @@ class Arm:
             self.name, f"`{self.label}`")
         return title if not self.pruned or self.eq2 else f"{title} ({self.pruning['balance_target']} survival)"
 
-    def auc(self) -> float | None:
-        """The realised AUC of what the decisions read (module docstring); None without pruning."""
+    def auc_reading(self) -> AucReading | None:
+        """The AUC within groups of what the decisions read, or what stands in for it (module docstring); None
+        without pruning or any record."""
         if self.pruning.get("policy") == "random":
-            return 0.5
+            return AucReading(0.5, NO_SCORE)
         if not self.pruned:
             return None
         head = self.pruning.get("scorer", "head") == "head"
-        values = [r.head_auc_after_cold_start if r.scorer_auc_after_cold_start is None and head else
-                  r.scorer_auc_after_cold_start for r in self.runs.values()]
-        values = [v for v in values if v is not None and math.isfinite(v)]
-        return statistics.mean(values) if values else self.oracle_auc
+        runs = self.runs.values()
+        within = [_recorded(r.scorer_within_auc_after_cold_start, r.head_within_auc_after_cold_start if head else None)
+                  for r in runs]
+        if all(v is not None for v in within):
+            return AucReading(statistics.mean(within), WITHIN)
+        if self.oracle_auc is not None:
+            return AucReading(self.oracle_auc, SET)
+        pooled = [v for r in runs if (v := _recorded(r.scorer_auc_after_cold_start,
+                                                     r.head_auc_after_cold_start if head else None)) is not None]
+        return AucReading(statistics.mean(pooled), POOLED) if pooled else None
+
+    def auc(self) -> float | None:
+        """The arm's place on the break-even axis (:meth:`auc_reading`)."""
+        reading = self.auc_reading()
+        return None if reading is None else reading.value
 
 
 def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
@@ -148,24 +198,30 @@ def curve(run: RunSummary) -> list[tuple[float, float]]:
 
 def reach_shares(arm: Arm, base: Arm) -> list[tuple[int, float | None]]:
     """Per seed both arms ran with held-out curves: when ``arm`` first reaches ``base``'s final held-out accuracy
-    of the same seed, as a share of ``base``'s training time (None: never)."""
+    of the same seed, as a share of the time ``base`` itself first reached it
+    (:func:`~arrol_pl.core.metrics.reach_share`: 1.0 for ``base`` against itself; None: never; NaN: ``base`` ended
+    no higher than it began)."""
     out = []
     for seed, run in arm.runs.items():
         ours, theirs = curve(run), curve(base.runs[seed]) if seed in base.runs else []
         if len(ours) > 1 and len(theirs) > 1:
-            t = time_to_reach(ours, theirs[-1][1])
-            out.append((seed, None if t is None else t / theirs[-1][0]))
+            out.append((seed, reach_share(ours, theirs)))
     return out
 
 
 def median_share(shares: Sequence[tuple[int, float | None]]) -> float | None:
-    """The median of :func:`reach_shares` (a seed that never reached counts as infinitely late; None: no seed)."""
-    return statistics.median(math.inf if s is None else s for _, s in shares) if shares else None
+    """The median of :func:`reach_shares` (a seed that never reached counts as infinitely late; a seed whose GRPO
+    run ended no higher than it began has no time to compare with and is left out; None: no seed left)."""
+    kept = [math.inf if s is None else s for _, s in shares if s is None or not math.isnan(s)]
+    return statistics.median(kept) if kept else None
 
 
 def share_text(share: float | None) -> str:
-    """A share of GRPO's time as the page writes it (``never``: not reached)."""
-    return "never" if share is None or math.isinf(share) else f"{share:.2f}"
+    """A share of GRPO's time to its final accuracy as the page writes it (``never``: not reached; ``n/a``: GRPO
+    ended no higher than it began)."""
+    if share is None or math.isinf(share):
+        return "never"
+    return "n/a" if math.isnan(share) else f"{share:.2f}"
 
 
 def credited_share(run: RunSummary) -> float | None:
@@ -176,10 +232,10 @@ def credited_share(run: RunSummary) -> float | None:
     return run.credited_seconds / walls[-1] if walls and walls[-1] > 0 else None
 
 
-def standing(d: PairedDifference) -> str:
-    """Where a paired difference stands against 0, in standard errors."""
-    return ("ahead by more than two standard errors" if d.mean > 2 * d.se else
-            "behind by more than two standard errors" if d.mean < -2 * d.se else "within two standard errors")
+def auc_cell(arm: Arm) -> str:
+    """The table's scorer AUC (``n/a``: the arm reads no score and prunes nothing)."""
+    reading = arm.auc_reading()
+    return "n/a" if reading is None else reading.text()
 
 
 def difference_cell(d: PairedDifference | None) -> str:
@@ -211,8 +267,12 @@ def setting(runs: Sequence[RunSummary], arms: Sequence[Arm], config: dict) -> st
             "run. Held-out after and the gain over before are mean ± sd over the seeds (SE: of the mean); the "
             "difference to GRPO G = 8 pairs each seed with GRPO's of the same seed and is ± the larger of the "
             "evaluations' SE (paired by problem where both runs recorded per-problem results, pooled over the seeds) "
-            "and the seeds' SE. Scorer AUC: the realised online AUC of the score the decisions read, against the "
-            "survivors' outcomes after the cold start (random pruning reads none: 0.5).")
+            "and the seeds' SE; it is judged on its 95 % t interval over the seeds (seeds − 1 degrees of freedom). "
+            "Scorer AUC within groups: the realised online AUC of the score the decisions read over the (right, "
+            "wrong) pairs of one group, the order pruning acts on, against the survivors' outcomes after the cold "
+            "start (mean over the seeds; random pruning reads none: 0.5). Marked pooled: the arm's runs predate that record, "
+            "and their AUC over all survivors stands in (it also counts telling easy prompts from hard); marked "
+            "set: an oracle's set AUC, which its realised AUC within groups equals in expectation.")
 
 
 def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[Claim]]:
@@ -235,13 +295,13 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
         rows.append([f"`{a.label}`", len(rs), fmt(mean_sd_se([r.heldout_accuracy_after for r in rs])),
                      fmt(mean_sd_se([r.heldout_accuracy_after - r.heldout_accuracy_before for r in rs
                                      if r.heldout_accuracy_before is not None])),
-                     "—" if a is base else difference_cell(diffs.get(a.label)), fmt(a.auc()),
+                     "—" if a is base else difference_cell(diffs.get(a.label)), auc_cell(a),
                      fmt(mean_of([r.keep_ratio_mean for r in rs]), ".2f"),
                      fmt(mean_of([r.positive_ratio_mean for r in rs]), ".3f"),
                      fmt(mean_of([r.zero_advantage_fraction for r in rs]), ".2f"),
                      "—" if a.oracle_auc is None else fmt(mean_of([credited_share(r) for r in rs]), ".2f")])
     lines += table_lines(["arm", "seeds", "held-out after", "gain over before", "− GRPO G = 8 at equal time",
-                          "scorer AUC", "keep", "trained positive ratio", "zero-advantage groups",
+                          "scorer AUC within groups", "keep", "trained positive ratio", "zero-advantage groups",
                           "credited share of the training time"], rows)
     lines += ["", "Trained positive ratio: the share of correct rollouts among those the update trains on; "
               "zero-advantage groups: the share of trained groups whose rollouts all share one reward (both after "
@@ -263,85 +323,127 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
     return lines + ["", "### Verdicts", "", *(f"- {claim.line()}" for claim in claims)], claims
 
 
+def oracle_ladders(arms: Sequence[Arm], diffs: dict[str, PairedDifference]) -> dict[str, list[tuple[float,
+                                                                                                 PairedDifference]]]:
+    """Per survival rule (Eq. 2's first), its oracle arms as ``(AUC within groups, difference to GRPO G = 8)``, from
+    the lowest AUC up."""
+    ladders: dict[str, list[tuple[float, PairedDifference]]] = {}
+    for a in sorted((a for a in arms if a.oracle_auc is not None and a.label in diffs and a.auc() is not None),
+                    key=lambda a: (not a.eq2, a.pruning.get("balance_target", "global"), a.auc())):
+        ladders.setdefault(a.pruning.get("balance_target", "global"), []).append((a.auc(), diffs[a.label]))
+    return ladders
+
+
+def scorer_points(arms: Sequence[Arm], diffs: dict[str, PairedDifference]) -> list[tuple[str, AucReading,
+                                                                                         PairedDifference]]:
+    """The marked points of the break-even figure: each real scorer's title, where it stands on the axis (its AUC
+    within groups, or what stands in for it) and its difference to GRPO G = 8."""
+    marked = [a for name in SCORERS if (a := named(arms, name)) is not None]
+    return [(a.title, a.auc_reading(), diffs[a.label]) for a in marked
+            if a.label in diffs and a.auc_reading() is not None]
+
+
+def point_label(title: str, reading: AucReading) -> str:
+    """A marked point's legend: its title, and "pooled AUC" where that stands in for the one within groups."""
+    return f"{title} (pooled AUC)" if reading.basis == POOLED else title
+
+
 def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, diffs: dict[str, PairedDifference],
                     figures: Path, page_dir: Path) -> tuple[list[str], list[Claim]]:
     """The break-even figure and text, and the project's goals: the oracle at AUC 1.0 against GRPO G = 8, the
     break-even AUC located (the headline's figure)."""
     if base is None:
         return ["", "No break-even: `arm=grpo` (GRPO G = 8, what every arm is measured against) has no runs."], []
-    ladders: dict[str, list[tuple[float, PairedDifference]]] = {}
-    for a in sorted((a for a in arms if a.oracle_auc is not None and a.label in diffs and a.auc() is not None),
-                    key=lambda a: (not a.eq2, a.pruning.get("balance_target", "global"), a.auc())):
-        ladders.setdefault(a.pruning.get("balance_target", "global"), []).append((a.auc(), diffs[a.label]))
-    marked = [a for name in SCORERS if (a := named(arms, name)) is not None]
-    points = [(a.title, a.auc(), diffs[a.label]) for a in marked if a.label in diffs and a.auc() is not None]
+    ladders, points = oracle_ladders(arms, diffs), scorer_points(arms, diffs)
     low = diffs.get(control.label) if control else None
     found = {rule: break_even([(x, d.mean) for x, d in ladder]) for rule, ladder in ladders.items()}
     crossings = {rule: f[0] if f else None for rule, f in found.items()}
-    beyond_noise = {rule: found[rule] is not None and distinguished(ladder, found[rule][0])
-                    for rule, ladder in ladders.items()}
-    slopes = {rule: slope_text(ladder) for rule, ladder in ladders.items()}
-    lines = ["", "### Break-even: the scorer's AUC at which pruning pays", ""]
+    lines = ["", "### Break-even: the scorer's AUC within groups at which pruning pays", ""]
     if ladders or points:
-        target = plot_break_even(ladders, points, low, crossings, figures / "pruning_pays_break_even.png")
-        lines += [f"![held-out accuracy minus GRPO G = 8's against the scorer's AUC]({target.relative_to(page_dir)})",
-                  ""]
+        target = plot_break_even(ladders, [(point_label(t, r), r.value, d) for t, r, d in points], low, crossings,
+                                 figures / "pruning_pays_break_even.png")
+        lines += [f"![held-out accuracy minus GRPO G = 8's against the scorer's AUC within groups]"
+                  f"({target.relative_to(page_dir)})", ""]
     if "global" not in ladders:
         lines.append(f"The oracle ladder has 0 point(s), too few to locate a break-even: `{LADDER}`.")
-    for rule, ladder in ladders.items():
-        name, at = ladder_name(rule), dict(ladder)
-        name = name[0].upper() + name[1:]
-        if len(ladder) < 2:
-            lines.append(f"{name} has {len(ladder)} point(s), too few to locate a break-even"
-                         + (f": `{LADDER}`." if rule == "global" else "."))
-        elif found[rule]:
-            x, lo, hi = found[rule]
-            lines.append(f"Break-even of {name[0].lower()}{name[1:]}: its difference to GRPO G = 8 crosses 0 at AUC "
-                         f"{x:.3f}, interpolated between its points at AUC {lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} "
-                         f"({at[hi].mean:+.3f})" + ("." if beyond_noise[rule] else "; no point at or above it is "
-                                                    "ahead of GRPO G = 8 by more than two standard errors, so the "
-                                                    "crossing is within noise."))
-        else:
-            lines.append(f"{name}: its difference to GRPO G = 8 does not cross 0 going up within the ladder (AUC "
-                         f"{ladder[0][0]:.3f}–{ladder[-1][0]:.3f}): "
-                         + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + slopes[rule] + ".")
-    sit = [f"{title} at AUC {x:.3f} ({d.mean:+.3f} ± {d.se:.3f})" for title, x, d in points]
+    lines += [ladder_line(rule, ladder, found[rule]) for rule, ladder in ladders.items()]
+    sit = [f"{title} at AUC {r.text()} ({d.mean:+.3f} ± {d.se:.3f})" for title, r, d in points]
     if low is not None:
         sit.append(f"GRPO G = 4, the cost-matched control, {low.mean:+.3f} ± {low.se:.3f} (dashed)")
     if sit:
         lines.append("Beside it: " + "; ".join(sit) + ".")
+    claims = oracle_goal_claims(arms, base, diffs) + located_claims(ladders, found)
+    head = named(arms, "arrol")
+    reading = head.auc_reading() if head else None
+    if claims:
+        claims[-1] = replace(claims[-1], here=headline_text(ladders, crossings, "" if reading is None else
+                                                            f"learned head at {reading.text('.2f')}"))
+    return lines, claims
+
+
+def ladder_line(rule: str, ladder: Sequence[tuple[float, PairedDifference]],
+                found: tuple[float, float, float] | None) -> str:
+    """What the text says of one survival rule's ladder: the AUC span it covers and where it breaks even."""
+    name = ladder_name(rule)
+    name = name[0].upper() + name[1:]
+    if len(ladder) < 2:
+        return (f"{name} has {len(ladder)} point(s), too few to locate a break-even"
+                + (f": `{LADDER}`." if rule == "global" else "."))
+    lowest = ladder[0][0]
+    span = (f"{name} spans AUC {lowest:.3f}–{ladder[-1][0]:.3f} within groups"
+            + ("" if lowest <= 0.5 else f", not down to chance (0.5): a scorer below {lowest:.3f} falls beside no "
+               "point of it") + ". ")
+    if found is None:
+        return (span + f"Its difference to GRPO G = 8 does not cross 0 going up within it: "
+                + ", ".join(f"{x:.3f}: {d.mean:+.3f}" for x, d in ladder) + slope_text(ladder) + ".")
+    x, lo, hi = found
+    at = dict(ladder)
+    located = ("." if distinguished(ladder, x) else
+               f"; no point at or above it is ahead of GRPO G = 8 beyond {INTERVAL} (they could detect "
+               f"{detectable_span(at_or_above(ladder, x))} at 80 % power), so the crossing is not distinguishable "
+               "from one by chance.")
+    return (span + f"Its difference to GRPO G = 8 crosses 0 at AUC {x:.3f}, interpolated between its points at AUC "
+            f"{lo:.3f} ({at[lo].mean:+.3f}) and {hi:.3f} ({at[hi].mean:+.3f})" + located)
+
+
+def oracle_goal_claims(arms: Sequence[Arm], base: Arm, diffs: dict[str, PairedDifference]) -> list[Claim]:
+    """The project's goal for each oracle at AUC 1.0: ahead of GRPO G = 8 and at GRPO's final accuracy sooner."""
     claims = []
     for oracle in (a for a in arms if a.oracle_auc == 1.0 and a.label in diffs):
         d, shares = diffs[oracle.label], reach_shares(oracle, base)
         share = median_share(shares)
         per_seed = ", ".join(f"seed {s}: {share_text(x)}" for s, x in shares)
         claims.append(Claim(ROW, f"{oracle.title[0].upper()}{oracle.title[1:]} (`{oracle.label}`) against GRPO G = 8: "
-                            f"{d.mean:+.3f} ± "
-                            f"{d.se:.3f} at equal training time over {d.seeds} seed(s); GRPO's final held-out accuracy "
-                            f"reached at a median {'n/a' if share is None else share_text(share)} of GRPO's "
-                            "training time"
+                            f"{d.mean:+.3f} ± {d.se:.3f} at equal training time over {d.seeds} seed(s), "
+                            f"{d.estimate.standing()}; GRPO's final held-out accuracy reached at a median "
+                            f"{'n/a' if share is None else share_text(share)} of the time GRPO took to reach it"
                             + (f" ({per_seed})" if shares else ""),
-                            targets=((ORACLE_GOAL, d.mean > 2 * d.se and share is not None and share <= REACH_SHARE),)))
+                            targets=((ORACLE_GOAL, d.estimate.ahead and share is not None and share <= REACH_SHARE),)))
+    return claims
+
+
+def located_claims(ladders: dict[str, list[tuple[float, PairedDifference]]],
+                   found: dict[str, tuple[float, float, float] | None]) -> list[Claim]:
+    """Per survival rule with a ladder: the project's goal of locating its break-even AUC to ±0.05."""
+    claims = []
     for rule, ladder in ladders.items():
         if len(ladder) < 2:
             continue
         name = ladder_name(rule)
         if found[rule]:
             x, lo, hi = found[rule]
-            text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer AUC {x:.3f}, "
-                    f"between its points at AUC {lo:.3f} and {hi:.3f}")
-            met = hi - lo <= LADDER_SPACING + 1e-9 and beyond_noise[rule]
+            text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's crosses 0 at scorer AUC {x:.3f} "
+                    f"within groups, between its points at AUC {lo:.3f} and {hi:.3f}")
+            met = hi - lo <= LADDER_SPACING + 1e-9 and distinguished(ladder, x)
         else:
             text = (f"Break-even of {name}: its held-out accuracy minus GRPO G = 8's does not cross 0 going up "
-                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f})" + slopes[rule])
+                    f"within the ladder (AUC {ladder[0][0]:.3f}–{ladder[-1][0]:.3f} within groups)"
+                    + slope_text(ladder))
             met = False
         claims.append(Claim(ROW, text, targets=((LOCATED, met),), detail=f" (met when the ladder points around the "
-                            f"crossing are at most {LADDER_SPACING} apart and a point at or above it is ahead by more "
-                            "than two standard errors)"))
-    if claims:
-        head = named(arms, "arrol")
-        claims[-1] = replace(claims[-1], here=headline_text(ladders, crossings, head.auc() if head else None))
-    return lines, claims
+                            f"crossing are at most {LADDER_SPACING} apart and a point at or above it is ahead beyond "
+                            f"{INTERVAL} over the seeds)"))
+    return claims
 
 
 def reach_part(arms: Sequence[Arm], base: Arm | None) -> list[str]:
@@ -356,9 +458,10 @@ def reach_part(arms: Sequence[Arm], base: Arm | None) -> list[str]:
         return []
     return ["", "### Time to GRPO's final accuracy", "",
             "Per seed, the training seconds at which the arm's held-out curve first reaches GRPO G = 8's final "
-            "held-out accuracy of the same seed, as a share of GRPO's training time (never: not within the arm's "
-            "budget, counted as infinitely late in the median).", "",
-            *table_lines(["arm", "share of GRPO's time, per seed", "median"], rows)]
+            "held-out accuracy of the same seed, as a share of the training seconds at which GRPO's own curve first "
+            "reached it (1.00: as soon as GRPO; never: not within the arm's budget, counted as infinitely late in the "
+            "median; n/a: GRPO ended no higher than it began, left out of the median).", "",
+            *table_lines(["arm", "share of GRPO's time to it, per seed", "median"], rows)]
 
 
 def fig4_claims(arms: Sequence[Arm], diffs: dict[str, PairedDifference], detect: int | None) -> list[Claim]:
@@ -371,13 +474,13 @@ def fig4_claims(arms: Sequence[Arm], diffs: dict[str, PairedDifference], detect:
             continue
         text = (f"Fig. 4 on the long-chain task at L_detect = {detect}, {a.title} (`{a.label}`): held-out accuracy "
                 f"minus GRPO G = 8's after the same training time, {d.mean:+.3f} ± {d.se:.3f} over {d.seeds} seed(s)")
+        e = d.estimate
         if a.name == "random":
-            claims.append(Claim(ROW, f"{text}: {standing(d)}"))
+            claims.append(Claim(ROW, f"{text}: {e.standing()}"))
             continue
-        outcome = ("reproduced" if d.mean > 2 * d.se else "not reproduced" if d.mean < -2 * d.se else
-                   "tied within noise")
-        claims.append(Claim(ROW, text, paper=outcome, detail=f": {standing(d)} (the paper: ARRoL ≥ GRPO; reproduced "
-                            "means ahead by more than two standard errors)"))
+        outcome = "reproduced" if e.ahead else "not reproduced" if e.behind else NOT_DISTINGUISHABLE
+        claims.append(Claim(ROW, text, paper=outcome, detail=f": {e.standing()} (the paper: ARRoL ≥ GRPO; reproduced "
+                            f"means ahead beyond {INTERVAL} over the seeds)"))
     return claims
 
 
@@ -390,6 +493,7 @@ def control_claims(arms: Sequence[Arm], control: Arm | None) -> list[Claim]:
             continue
         text = (f"{a.title[0].upper()}{a.title[1:]} (`{a.label}`) against GRPO G = 4, the cost-matched control, at "
                 f"equal training time: {d.mean:+.3f} ± {d.se:.3f} over {d.seeds} seed(s)")
-        claims.append(Claim(ROW, f"{text}: {standing(d)}") if a.name == "random" else
-                      Claim(ROW, text, targets=((AHEAD_OF_CONTROL, d.mean > 2 * d.se),), detail=f": {standing(d)}"))
+        e = d.estimate
+        claims.append(Claim(ROW, f"{text}: {e.standing()}") if a.name == "random" else
+                      Claim(ROW, text, targets=((AHEAD_OF_CONTROL, e.ahead),), detail=f": {e.standing()}"))
     return claims

@@ -1,6 +1,10 @@
 """The results page's section 12: choosing the groups (beyond the paper) at equal training time on SmolLM2-135M:
 each arm against GRPO, the screened arms against DAPO with refill, and the screen's own figures (informative groups
-reaching the update, its cost, its audited precision against a random drop's and an oracle's)."""
+reaching the update, its cost, its audited precision against a random drop's and an oracle's).
+
+Every held-out comparison pairs the arms by seed and is judged on its 95 % t interval over the seeds
+(:class:`~arrol_pl.analysis.runs.PairedDifference`, :mod:`arrol_pl.analysis.significance`); "not behind DAPO"
+states the effect the comparison could have detected, since a wide interval is easily not behind."""
 
 from __future__ import annotations
 
@@ -11,8 +15,8 @@ from typing import Any, Sequence
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.results.common import Claim
 from arrol_pl.analysis.results.online import equal_time_section
-from arrol_pl.analysis.runs import comparable, heldout_difference_se, pairs_by_seed, pick_config, sweep_runs
-from arrol_pl.core.metrics import mean_of_estimates
+from arrol_pl.analysis.runs import comparable, paired_difference, pairs_by_seed, pick_config, sweep_runs
+from arrol_pl.analysis.significance import INTERVAL
 from arrol_pl.core.screening import AuditCounts
 from arrol_pl.train.summary import RunSummary
 
@@ -36,8 +40,8 @@ SCREEN_PILOTS = ("ARRoL + detect screen", "GRPO + prompt screen")
 SCREEN_GOALS = {"informative": 1.5, "cost": 0.25, "progress": 0.5}
 """Group screening's own targets: informative groups at the update ≥ 1.5× GRPO's share, the screen's cost ≤ 25 %
 of the step, the audit at least halfway from random to the oracle."""
-AHEAD_OF_GRPO = "ahead of GRPO by more than two standard errors"
-NOT_BEHIND_DAPO = "not behind DAPO with refill by more than two standard errors"
+AHEAD_OF_GRPO = f"ahead of GRPO beyond {INTERVAL} over the seeds"
+NOT_BEHIND_DAPO = f"not behind DAPO with refill beyond {INTERVAL} over the seeds"
 INFORMATIVE = "≥ 1.5× GRPO's informative groups at ≤ 0.25 of the step"
 AUDIT = "audit at least halfway from random to the oracle"
 
@@ -81,11 +85,11 @@ def section_screen(root: Path) -> tuple[list[str], list[Claim]]:
     for title, spec, _ in SCREEN_ARMS[2:]:
         pairs = pairs_by_seed(runs, dapo[1], spec, whole=True)
         if pairs:
-            diff, se = mean_of_estimates([(comparable(a.heldout_accuracy_after) - comparable(d.heldout_accuracy_after),
-                                           heldout_difference_se(a, d)) for _, d, a in pairs])
+            d = paired_difference(pairs)
             claims.append(Claim("screen", f"{title} against DAPO with refill at equal training time: held-out after "
-                                f"{diff:+.3f} ± {se:.3f} over {len(pairs)} seed(s)",
-                                targets=((NOT_BEHIND_DAPO, diff > -2 * se),)))
+                                f"{d.mean:+.3f} ± {d.se:.3f} over {d.seeds} seed(s)",
+                                targets=((NOT_BEHIND_DAPO, not d.estimate.behind),),
+                                detail=f": {d.estimate.standing()}"))
     lines += ["### The screen's own figures", "",
               "Informative groups: the share of the step's groups whose survivors' rewards differ (1 − the "
               "zero-advantage share), after the cold start. Screen cost: the prompt stage's seconds plus the "
