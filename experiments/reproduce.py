@@ -9,7 +9,7 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 
 - ``phases``    experiments/bench_phases.py: Table 5, GRPO vs ARRoL κ = 0.5 / 0.25, same prompts and weights;
 - ``kappa``     experiments/run.py +exp=ablation_kappa: Table 6 and the runs behind Fig. 4;
-- ``balance``   experiments/run.py +exp=random_pruning, without the κ = 0.5 global-δ job ``kappa`` already ran: Table 4;
+- ``balance``   experiments/run.py +exp=random_pruning, without the κ = 0.5 default-rule job ``kappa`` already ran: Table 4;
 - ``head``      experiments/head_quality.py on the κ = 0.5 run's policy: Fig. 2(b–d);
 - ``voting``    experiments/evaluate.py k = 32 on the κ = 0.5 run's export: Table 3;
 - ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;
@@ -140,7 +140,7 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "screen": [py, "experiments/run.py", "+exp=smollm2_screen", f"hydra.sweep.dir={out / 'screen'}"],
         "pruning_pays": ["env", *ONE_CORE, py, "experiments/run.py", "+exp=pruning_pays",
                          f"hydra.sweep.dir={out / 'pruning_pays'}"],
-        "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_group,random",
+        "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_eq2,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }
 

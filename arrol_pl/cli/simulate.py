@@ -37,6 +37,13 @@ class SelfCheck:
     """Rollouts per prompt (G); the trainer's ``algo.group_size``."""
     seed: int = 0
     """Seed of the simulated rollouts' success probabilities, scores and rewards."""
+    pass_rate: float | None = None
+    """The task's mean pass rate π: each prompt's pass probability is drawn from Beta(π c, (1 - π) c) and the scores
+    come from an oracle of AUC ``auc`` (null with ``auc``: the latent-score model of arrol_pl/core/simulation.py)."""
+    auc: float | None = None
+    """The scorer's AUC (0.5 to 1): the outcome through Gaussian noise, as ``pruning.scorer=oracle`` scores."""
+    concentration: float = 2.0
+    """c of the prompts' Beta prior (with ``pass_rate``): the smaller, the more all-right and all-wrong groups."""
 
     def __post_init__(self) -> None:
         for key, low in (("steps", 1), ("num_groups", 1), ("group_size", 2)):
@@ -44,6 +51,15 @@ class SelfCheck:
                 raise ConfigError(f"selfcheck.{key} must be >= {low}, got {getattr(self, key)}")
         if not 0 <= self.seed < 2**32:
             raise ConfigError(f"selfcheck.seed must be in [0, 2**32), got {self.seed}")
+        if (self.pass_rate is None) != (self.auc is None):
+            given, missing = ("pass_rate", "auc") if self.auc is None else ("auc", "pass_rate")
+            raise ConfigError(f"selfcheck.{given} needs selfcheck.{missing} too: the oracle task takes both")
+        if self.pass_rate is not None and not 0.0 < self.pass_rate < 1.0:
+            raise ConfigError(f"selfcheck.pass_rate must be in (0, 1), got {self.pass_rate}")
+        if self.auc is not None and not 0.5 <= self.auc <= 1.0:
+            raise ConfigError(f"selfcheck.auc must be in [0.5, 1], got {self.auc}")
+        if self.concentration <= 0:
+            raise ConfigError(f"selfcheck.concentration must be > 0, got {self.concentration}")
 
 
 @dataclasses.dataclass
@@ -81,7 +97,7 @@ def task(raw: DictConfig) -> None:
         hydra_app.refuse(exc, out_dir)
     config, sc = cfg.pruning, cfg.selfcheck
     variants = {config.policy: config}
-    if config.policy == "arrol":  # every balance target: the paper's global δ, the per-group one, the rank-only spread
+    if config.policy == "arrol":  # every balance target: the default anchored rule, per group, spread, Eq. 2
         variants = {f"arrol/{t}": dataclasses.replace(config, balance_target=t) for t in BALANCE_TARGETS}
     variants.setdefault("random", dataclasses.replace(config, policy="random"))
     variants.setdefault("none", dataclasses.replace(config, policy="none"))
@@ -89,20 +105,22 @@ def task(raw: DictConfig) -> None:
     summary: dict[str, dict[str, float]] = {}
     t0 = time.perf_counter()
     for name, variant in variants.items():
-        hist = run_pruning_simulation(variant, sc.steps, sc.num_groups, sc.group_size, seed=sc.seed)
+        hist = run_pruning_simulation(variant, sc.steps, sc.num_groups, sc.group_size, seed=sc.seed,
+                                      oracle=None if sc.auc is None else (sc.pass_rate, sc.auc, sc.concentration))
         summary[name] = {
             key: mean_after(hist, key, start)
             for key in ("keep_ratio", "kept_balance", "kept_zero_advantage_fraction", "kept_positive_ratio", "posterior_mae")
         }
     wall = time.perf_counter() - t0
 
-    print(f"\nARRoL pruning simulation: κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
+    task_text = "latent-score task" if sc.auc is None else f"pass rate {sc.pass_rate}, scorer AUC {sc.auc}"
+    print(f"\nARRoL pruning simulation ({task_text}): κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
           f"{sc.steps} steps × {sc.num_groups} groups × G={sc.group_size}, "
           f"means after the {config.cold_start_steps}-step cold start")
-    header = f"{'policy':<13} {'keep':>6} {'E[ρ̂(1-ρ̂)]':>11} {'zero-adv':>9} {'E[ρ̂]':>7} {'|q-q*|':>7}"
+    header = f"{'policy':<15} {'keep':>6} {'E[ρ̂(1-ρ̂)]':>11} {'zero-adv':>9} {'E[ρ̂]':>7} {'|q-q*|':>7}"
     print(header + "\n" + "-" * len(header))
     for name, row in summary.items():
-        print(f"{name:<13} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} {row['kept_zero_advantage_fraction']:>9.3f} "
+        print(f"{name:<15} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} {row['kept_zero_advantage_fraction']:>9.3f} "
               f"{row['kept_positive_ratio']:>7.3f} {row['posterior_mae']:>7.3f}")
     result = {"mode": "selfcheck", "wall_seconds": wall, "policies": summary,
               "config": dataclasses.asdict(cfg)}

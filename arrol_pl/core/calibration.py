@@ -44,6 +44,32 @@ def posterior_from_table(table: torch.Tensor, scores: torch.Tensor) -> torch.Ten
     return table[idx].to(torch.float32)
 
 
+def monotone_table(table: torch.Tensor) -> torch.Tensor:
+    """``table: (B,)`` per-bin posteriors → ``(B,)`` the closest non-decreasing table in least squares (pool adjacent
+    violators, bins weighted equally). A head's score is meant to rise with P(correct); bins that break the order hold
+    counting noise, and a rule that orders one group's rollouts by q must not read that noise as their order."""
+    blocks: list[list[float]] = []  # [mean, number of bins]
+    for value in torch.as_tensor(table, dtype=torch.float64).tolist():
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2), (m1, w1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return torch.tensor([m for m, w in blocks for _ in range(int(w))], dtype=torch.float64)
+
+
+def ordered_posterior(table: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Posteriors that keep the head's order: :func:`monotone_table` read by linear interpolation between bin centres,
+    ``scores: (...)`` raw logits → float32 of the same shape. Rollouts of one bin no longer tie, and the order among
+    them is the raw scores' (where the monotone table rises); the level stays the calibrator's."""
+    mono = monotone_table(table)
+    b = mono.numel()
+    x = torch.sigmoid(torch.as_tensor(scores, dtype=torch.float64)) * b - 0.5
+    lo = x.floor().clamp(0, b - 1).to(torch.long)
+    hi = (lo + 1).clamp(max=b - 1)
+    frac = (x - lo).clamp(0.0, 1.0)
+    return (mono[lo] * (1.0 - frac) + mono[hi] * frac).to(torch.float32)
+
+
 class BinnedCalibrator:
     """Sliding-window binned Bayes calibrator.
 

@@ -5,16 +5,20 @@ Decisions (each exposed in :class:`PruningConfig`):
   (keep with probability κ: the Table 4 baseline), ``none`` (keep everything: plain GRPO/DAPO).
 - Cold start: the first ``cold_start_steps`` steps never prune (paper: 20); the head and calibrator
   still learn from every rollout meanwhile.
-- Balance target: ``global`` is the paper's Eq. 2 with one δ solved by the frontend over the
-  calibrator's buffer before generation. Its term λ(ρ - q_i) is per rollout: it steers the *pooled*
-  positive ratio toward ρ, and inside a group that already sits at or below ρ it still prunes the
-  higher-q rollouts, pushing that group away from ρ (``tests/core/test_pruning.py`` shows it).
-  ``group`` follows Lemma 4.1's direction instead: per group, p_i = clip(κ + δ_g + c_g(q_i - μ_g))
-  with δ_g giving mean κ and c_g chosen so the expected kept positive ratio is as close to ρ as the
-  clip allows (λ is not used there); every group keeps about κ of its eligible rollouts.
-  ``spread`` (beyond the paper) reads only the order of the raw head scores inside a group: its
-  highest- and lowest-scored rollouts survive, the rest share the budget (mean κ). Ranks use raw
-  scores, not the calibrated q: the calibrator's bins tie most of a group's rollouts.
+- Balance target (``balance_target``; docs/algorithm.md derives each):
+  ``anchored`` (the default, beyond the paper) keeps each group's highest- and lowest-scored rollouts and prunes
+  the rest in Lemma 4.1's direction: a group whose expected positive share is above ρ loses its above-mean
+  rollouts, one below ρ its below-mean ones, so every group's kept share moves toward ρ at any pass rate.
+  ``group`` is that direction without the anchors: per group, p_i = clip(κ + δ_g + c_g(q_i - μ_g)) with δ_g
+  giving mean κ and c_g chosen so the expected kept positive ratio is as close to ρ as the clip allows.
+  ``spread`` reads only the order of the raw scores: each group's two ends survive, the rest share the budget.
+  ``global`` is the paper's Eq. 2 as written, one δ solved over the calibrator's buffer before generation so that
+  the mean survival is κ. Then δ = λ(q̄ - ρ) and p_i = κ + λ(q̄ - q_i): ρ cancels, and every rollout above the
+  window's mean is pruned more, so with a pass rate π < 0.618 a good scorer *lowers* the kept positive share
+  (a perfect one keeps π(1 - (λ/κ)(1 - π)), π² at λ = κ = 0.5); ``pruning=arrol_eq2`` selects it.
+  The rules that order a group read :func:`~arrol_pl.core.calibration.ordered_posterior` (the monotone calibration
+  table, interpolated), so rollouts of one calibrator bin are told apart by their raw scores and a noisy bin cannot
+  reverse the head's order; Eq. 2 reads the binned posterior as the paper does. λ is Eq. 2's alone.
 - Rollouts that finished before L_detect are complete: never pruned (``eligible=False``) and they
   count toward the floor. The achieved keep ratio is therefore >= κ; report it.
 - A per-group floor ``min_keep_per_group`` (default 2): a group left with fewer than 2 survivors has
@@ -38,19 +42,21 @@ from typing import Callable
 
 import torch
 
-from .calibration import BinnedCalibrator, posterior_from_table
+from .calibration import BinnedCalibrator, ordered_posterior, posterior_from_table
 from .registry import Registry
 from .scorers import check_scorer
 from .screening import ScreenConfig
-from .survival import group_balanced_survival, spread_survival, survival_from_delta, survival_probabilities
+from .survival import (anchored_survival, group_balanced_survival, spread_survival, survival_from_delta,
+                       survival_probabilities)
 
-BALANCE_TARGETS = ("global", "group", "spread")
+BALANCE_TARGETS = ("anchored", "group", "spread", "global")
+DEFAULT_BALANCE_TARGET = BALANCE_TARGETS[0]
 GATE_METRICS = ("within", "pooled")
 
 PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor, torch.Tensor], torch.Tensor]] = Registry(
     "pruning policy")
-"""``policy(params, posteriors, scores) -> survival``: a group's eligible rollouts' calibrated q and raw head
-scores, both ``(n,)``, to their survival probabilities ``(n,)``."""
+"""``policy(params, posteriors, scores) -> survival``: the eligible rollouts' calibrated q and raw head scores of K
+groups, both ``(K, n)`` (one group: K = 1), to their survival probabilities ``(K, n)``."""
 
 
 @dataclass
@@ -69,9 +75,10 @@ class SurvivalSettings:
     """Lowest survival probability: every rollout keeps a chance (exploration)."""
     p_max: float = 1.0
     """Highest survival probability."""
-    balance_target: str = "global"
-    """``global``: Eq. 2 with one δ from the buffer (paper); ``group``: Lemma 4.1-directed per group;
-    ``spread``: keep each group's best- and worst-scored rollouts (beyond the paper, ranks only)."""
+    balance_target: str = DEFAULT_BALANCE_TARGET
+    """``anchored`` (default): each group's best- and worst-scored rollouts kept, the rest pruned in Lemma 4.1's
+    direction toward ρ; ``group``: Lemma 4.1-directed per group; ``spread``: the two ends kept, the rest at random
+    (ranks only); ``global``: the paper's Eq. 2 as written, one δ from the buffer (ρ cancels: see the module)."""
     min_keep_per_group: int = 2
     """Floor of survivors per group (fewer than 2 means zero advantage)."""
     seed: int = 0
@@ -175,6 +182,14 @@ class PrunerParams(SurvivalSettings):
             return torch.full(scores.shape, 0.5, dtype=torch.float32)
         return posterior_from_table(torch.tensor(self.bin_posteriors, dtype=torch.float64), scores)
 
+    def ordered_posterior(self, scores: torch.Tensor) -> torch.Tensor:
+        """Raw head logits → posteriors in the head's order (:func:`~arrol_pl.core.calibration.ordered_posterior`);
+        the shape is kept."""
+        scores = torch.as_tensor(scores)
+        if not self.bin_posteriors:
+            return torch.full(scores.shape, 0.5, dtype=torch.float32)
+        return ordered_posterior(torch.tensor(self.bin_posteriors, dtype=torch.float64), scores)
+
     def group_generator(self, prompt_index: int) -> torch.Generator:
         """A generator seeded by (step seed, prompt index): decisions independent of scheduling order."""
         return torch.Generator().manual_seed((self.seed * 1_000_003 + prompt_index) % (2**63 - 1))
@@ -191,16 +206,18 @@ class PruneDecision:
 
 @PRUNING_POLICIES.register("arrol")
 def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """Eq. 2 with the global δ, the Lemma 4.1-directed group survival (``balance_target='group'``), both on the
-    posteriors, or the rank-only ``spread`` on the order of the raw scores."""
+    """The balance rule ``params.balance_target`` on rows of groups (``(K, n)``): ``anchored``, ``group`` and
+    ``spread`` per group, Eq. 2 (``global``) with the step's δ."""
+    kappa, rho, p_min, p_max = params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
     if params.balance_target == "spread":
-        return spread_survival(scores, params.keep_ratio, params.p_min, params.p_max)
-    if params.balance_target == "group":
-        return group_balanced_survival(
-            posteriors, params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
-        )
-    args = (params.keep_ratio, params.target_positive_ratio, params.balance_strength, params.p_min, params.p_max)
-    return survival_from_delta(posteriors, params.delta, *args).to(torch.float32)
+        return spread_survival(scores, kappa, p_min, p_max)
+    if params.balance_target in ("anchored", "group"):
+        ordered = params.ordered_posterior(scores)
+        if params.balance_target == "group":
+            return group_balanced_survival(ordered, kappa, rho, p_min, p_max)
+        return anchored_survival(ordered, scores, kappa, rho, p_min, p_max)
+    return survival_from_delta(posteriors, params.delta, kappa, rho, params.balance_strength, p_min,
+                               p_max).to(torch.float32)
 
 
 @PRUNING_POLICIES.register("random")
@@ -212,6 +229,23 @@ def random_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torc
 @PRUNING_POLICIES.register("none")
 def no_pruning(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     return torch.ones(posteriors.shape, dtype=torch.float32)
+
+
+def sample_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int) -> torch.Tensor:
+    """Keep/prune for rows of groups (Algorithm 1 lines 20–22): ``survival, uniforms, eligible: (K, n)`` → keep
+    ``(K, n)`` bool. A rollout survives when its uniform draw is below p; ineligible ones always survive; a row left
+    below ``min_keep`` survivors revives its highest-p pruned rollouts, ties broken by the draw (random among
+    equals)."""
+    keep = (uniforms < survival) | ~eligible
+    deficit = min_keep - keep.sum(1, keepdim=True).clamp(max=min_keep)
+    if not bool((deficit > 0).any()):
+        return keep
+    by_draw = torch.argsort(uniforms, dim=1, stable=True)
+    key = torch.where(keep, float("-inf"), survival.to(torch.float64)).gather(1, by_draw)
+    order = by_draw.gather(1, torch.argsort(-key, dim=1, stable=True))  # pruned by p descending, then by draw
+    revive = torch.zeros_like(keep)
+    revive.scatter_(1, order, torch.arange(keep.shape[1]).expand_as(keep) < deficit)
+    return keep | (revive & ~keep)
 
 
 def decide_group(
@@ -235,14 +269,9 @@ def decide_group(
     u = torch.rand(n, generator=generator)
     if not params.active or params.policy == "none" or not bool(eligible.any()):
         return PruneDecision(keep=torch.ones(n, dtype=torch.bool), survival=p, posterior=q)
-    p[eligible] = PRUNING_POLICIES.get(params.policy)(params, q[eligible], scores[eligible]).to(torch.float32)
-    keep = (u < p) | ~eligible
-    deficit = min(params.min_keep_per_group, n) - int(keep.sum())
-    if deficit > 0:
-        candidates = torch.nonzero(~keep, as_tuple=True)[0]
-        # Highest survival first; ties broken by the uniform draw so the floor stays random among equals.
-        order = sorted(candidates.tolist(), key=lambda i: (-float(p[i]), float(u[i])))
-        keep[order[:deficit]] = True
+    rule = PRUNING_POLICIES.get(params.policy)
+    p[eligible] = rule(params, q[eligible].unsqueeze(0), scores[eligible].unsqueeze(0))[0].to(torch.float32)
+    keep = sample_keep(p.unsqueeze(0), u.unsqueeze(0), eligible.unsqueeze(0), min(params.min_keep_per_group, n))[0]
     return PruneDecision(keep=keep, survival=p, posterior=q)
 
 

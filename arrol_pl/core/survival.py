@@ -127,8 +127,9 @@ def best_single_prune(posteriors: torch.Tensor, target_positive_ratio: float) ->
     return int(torch.argmin((loo_means - target_positive_ratio).abs()))
 
 
-def _solve_delta_rows(base: torch.Tensor, keep_ratio: float, p_min: float, p_max: float) -> torch.Tensor:
-    """Exact δ per row so that ``mean(clip(base + δ, p_min, p_max)) = κ``; ``base: (K, n)`` → ``(K, 1)``.
+def _solve_delta_rows(base: torch.Tensor, keep_ratio: float | torch.Tensor, p_min: float, p_max: float) -> torch.Tensor:
+    """Exact δ per row so that ``mean(clip(base + δ, p_min, p_max)) = κ``; ``base: (K, n)`` → ``(K, 1)``; κ a scalar
+    or ``(K, 1)``.
 
     The mean is piecewise linear in δ with breakpoints ``p_min - base`` and ``p_max - base``: evaluate
     it at every breakpoint, find the segment that crosses κ and interpolate. Rows where κ is out of
@@ -136,7 +137,7 @@ def _solve_delta_rows(base: torch.Tensor, keep_ratio: float, p_min: float, p_max
     """
     breaks = torch.cat([p_min - base, p_max - base], dim=1).sort(dim=1).values  # (K, 2n)
     values = torch.clamp(base.unsqueeze(1) + breaks.unsqueeze(2), p_min, p_max).mean(-1)  # (K, 2n)
-    target = torch.full((base.shape[0], 1), keep_ratio, dtype=base.dtype)
+    target = torch.as_tensor(keep_ratio, dtype=base.dtype).reshape(-1, 1).expand(base.shape[0], 1).contiguous()
     hi_idx = torch.searchsorted(values.contiguous(), target).clamp(1, breaks.shape[1] - 1)
     lo_idx = hi_idx - 1
     d0, d1 = breaks.gather(1, lo_idx), breaks.gather(1, hi_idx)
@@ -148,52 +149,106 @@ def _solve_delta_rows(base: torch.Tensor, keep_ratio: float, p_min: float, p_max
 
 def group_balanced_survival(
     posteriors: torch.Tensor,
-    keep_ratio: float,
-    target_positive_ratio: float = 0.5,
+    keep_ratio: float | torch.Tensor,
+    target_positive_ratio: float | torch.Tensor = 0.5,
     p_min: float = 0.05,
     p_max: float = 1.0,
     num_slopes: int = 129,
 ) -> torch.Tensor:
-    """Per-group survival that follows Lemma 4.1's direction: ``(n,)`` posteriors of one group → ``(n,)`` p.
+    """Per-group survival that follows Lemma 4.1's direction: posteriors ``(n,)`` of one group, or ``(K, n)`` of K
+    groups as rows → survival of the same shape.
 
     ``p_i = clip(κ + δ_g + c_g (q_i - μ_g), p_min, p_max)``: for each candidate slope ``c_g`` δ_g is
     solved exactly so that mean p = κ, and the slope whose expected kept positive ratio ``Σ p q / Σ p``
     lands closest to ρ is chosen (the smallest |c_g| among ties). A group above ρ therefore prunes
     its above-mean rollouts, a group below ρ its below-mean ones, and a balanced group prunes at
     random. Unclipped, the exact slope is ``κ (ρ - μ_g) / Var_g(q)``; the grid spans 4× that.
+    ``keep_ratio`` and ``target_positive_ratio`` are scalars or one value per row (``(K,)``).
     """
-    q = torch.as_tensor(posteriors, dtype=torch.float64).flatten()
-    n = q.numel()
-    centred = q - q.mean()
-    var = float((centred**2).mean())
-    if n < 2 or var < 1e-12:
-        return survival_probabilities(q, keep_ratio, target_positive_ratio, 0.0, p_min, p_max).probs
-    c_exact = keep_ratio * (target_positive_ratio - float(q.mean())) / var
-    c_max = 4.0 * abs(c_exact) + 1e-6
-    slopes = torch.linspace(-c_max, c_max, num_slopes, dtype=torch.float64).unsqueeze(1)  # (K, 1)
-    base = keep_ratio + slopes * centred  # (K, n)
-    probs = torch.clamp(base + _solve_delta_rows(base, keep_ratio, p_min, p_max), p_min, p_max)
-    ratio = (probs * q).sum(1) / probs.sum(1).clamp(min=1e-12)
-    err = (ratio - target_positive_ratio).abs() + 1e-9 * slopes.squeeze(1).abs()
-    return probs[int(torch.argmin(err))].to(torch.float32)
+    q = torch.as_tensor(posteriors, dtype=torch.float64)
+    single = q.dim() == 1
+    q = q.reshape(1, -1) if single else q
+    k, n = q.shape
+    kappa = torch.as_tensor(keep_ratio, dtype=torch.float64).reshape(-1, 1).expand(k, 1)
+    rho = torch.as_tensor(target_positive_ratio, dtype=torch.float64).reshape(-1, 1).expand(k, 1)
+    centred = q - q.mean(1, keepdim=True)
+    var = (centred**2).mean(1, keepdim=True)
+    flat = (var < 1e-12).squeeze(1) | (n < 2)
+    c_max = 4.0 * (kappa * (rho - q.mean(1, keepdim=True)) / var.clamp(min=1e-12)).abs() + 1e-6
+    slopes = c_max * torch.linspace(-1.0, 1.0, num_slopes, dtype=torch.float64)  # (K, S)
+    base = kappa.unsqueeze(2) + slopes.unsqueeze(2) * centred.unsqueeze(1)  # (K, S, n)
+    rows = base.reshape(k * num_slopes, n)
+    row_kappa = kappa.repeat_interleave(num_slopes, dim=0)
+    probs = torch.clamp(rows + _solve_delta_rows(rows, row_kappa, p_min, p_max), p_min, p_max).reshape(base.shape)
+    ratio = (probs * q.unsqueeze(1)).sum(2) / probs.sum(2).clamp(min=1e-12)
+    err = (ratio - rho).abs() + 1e-9 * slopes.abs()
+    best = probs[torch.arange(k), err.argmin(1)]
+    best[flat] = torch.clamp(kappa, p_min, p_max).expand(k, n)[flat]
+    return (best[0] if single else best).to(torch.float32)
+
+
+def anchored_survival(
+    posteriors: torch.Tensor,
+    scores: torch.Tensor,
+    keep_ratio: float,
+    target_positive_ratio: float = 0.5,
+    p_min: float = 0.05,
+    p_max: float = 1.0,
+) -> torch.Tensor:
+    """The default balance rule (beyond the paper's Eq. 2): anchors at both ends, Lemma 4.1's direction between.
+
+    ``posteriors, scores: (n,)`` of one group or ``(K, n)`` of K groups → survival of the same shape. Each group's
+    highest- and lowest-scored rollouts survive with ``a`` (``p_max`` unless the budget cannot pay it): GRPO needs
+    both outcomes among the survivors, and the ends of the head's order are the likeliest to hold them. The other
+    rollouts share what is left of the budget, ``κ' = (κ n - 2a) / (n - 2)``, by :func:`group_balanced_survival`
+    toward ``ρ'``, the positive ratio they must reach for the whole kept set to sit at ρ given the anchors' q: a
+    group whose expected share is above ρ prunes its above-mean middle, one below ρ its below-mean middle. Mean
+    survival is κ whenever ``κ' ∈ [p_min, p_max]``. Ranks read the raw scores; levels read the posteriors. A group of
+    fewer than 3, or whose scores all tie (one shared prefix), falls back to :func:`group_balanced_survival`.
+    """
+    q = torch.as_tensor(posteriors, dtype=torch.float64)
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    single = q.dim() == 1
+    q, s = (q.reshape(1, -1), s.reshape(1, -1)) if single else (q, s)
+    k, n = q.shape
+    if n < 3:
+        out = group_balanced_survival(q, keep_ratio, target_positive_ratio, p_min, p_max)
+        return out[0] if single else out
+    anchor = min(max((keep_ratio * n - (n - 2) * p_min) / 2.0, p_min), p_max)
+    rest_kappa = min(max((keep_ratio * n - 2.0 * anchor) / (n - 2), p_min), p_max)
+    order = torch.argsort(s, dim=1, stable=True)
+    ends, middle = torch.cat([order[:, :1], order[:, -1:]], dim=1), order[:, 1:-1]
+    q_ends, q_mid = q.gather(1, ends), q.gather(1, middle)
+    kept = 2.0 * anchor + rest_kappa * (n - 2)
+    rho_mid = ((target_positive_ratio * kept - anchor * q_ends.sum(1)) / (rest_kappa * (n - 2))).clamp(0.0, 1.0)
+    probs = torch.empty(k, n, dtype=torch.float64)
+    probs.scatter_(1, ends, anchor)
+    probs.scatter_(1, middle, group_balanced_survival(q_mid, rest_kappa, rho_mid, p_min, p_max).to(torch.float64))
+    tied = (s == s[:, :1]).all(1)
+    if bool(tied.any()):
+        probs[tied] = group_balanced_survival(q[tied], keep_ratio, target_positive_ratio, p_min, p_max).to(torch.float64)
+    return (probs[0] if single else probs).to(torch.float32)
 
 
 def spread_survival(scores: torch.Tensor, keep_ratio: float, p_min: float = 0.05, p_max: float = 1.0) -> torch.Tensor:
-    """Rank-only group survival (beyond the paper): ``(n,)`` raw head scores of one group → ``(n,)`` p.
+    """Rank-only group survival (beyond the paper): raw head scores ``(n,)`` of one group, or ``(K, n)``, → survival.
 
     The group's highest- and lowest-scored rollouts survive with ``p_max``; the others share what is left of
     the budget, ``p = (κ n - 2 p_max) / (n - 2)`` clipped to ``[p_min, p_max]``. It reads only the order of the
     scores inside the group, never their calibrated level: GRPO needs both outcomes among the survivors, and
-    a head can order one prompt's rollouts where its posterior's level is off (a group whose q all sit below
-    ρ while most rollouts are right makes the ``group`` target prune every wrong one). A group of fewer than
-    3 rollouts, or whose scores are all equal (one shared prefix), gets κ everywhere, as random pruning.
+    a head can order one prompt's rollouts where its posterior's level is off. A group of fewer than 3 rollouts,
+    or whose scores are all equal (one shared prefix), gets κ everywhere, as random pruning.
     """
-    s = torch.as_tensor(scores, dtype=torch.float64).flatten()
-    n = s.numel()
-    p = torch.full((n,), float(keep_ratio), dtype=torch.float64)
-    if n < 3 or bool((s == s[0]).all()):
-        return p.to(torch.float32)
-    p.fill_(min(max((keep_ratio * n - 2.0 * p_max) / (n - 2), p_min), p_max))
-    p[int(torch.argmax(s))] = p_max
-    p[int(torch.argmin(s))] = p_max
-    return p.to(torch.float32)
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    single = s.dim() == 1
+    s = s.reshape(1, -1) if single else s
+    k, n = s.shape
+    p = torch.full((k, n), float(keep_ratio), dtype=torch.float64)
+    if n >= 3:
+        ranked = ~(s == s[:, :1]).all(1)
+        rest = min(max((keep_ratio * n - 2.0 * p_max) / (n - 2), p_min), p_max)
+        p[ranked] = rest
+        rows = torch.nonzero(ranked, as_tuple=True)[0]
+        p[rows, s[rows].argmax(1)] = p_max
+        p[rows, s[rows].argmin(1)] = p_max
+    return (p[0] if single else p).to(torch.float32)

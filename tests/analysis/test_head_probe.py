@@ -242,8 +242,11 @@ def test_replay_balance_steers_groups_with_an_informative_head():
     eligible = torch.ones(labels.numel(), dtype=torch.bool)
     out = replay_balance(scores, labels, eligible, groups, calibrator, keep_ratio=0.5, draws=8)
     assert out["none"]["keep"] == pytest.approx(1.0)
-    for arm in ("arrol_global", "arrol_group", "random"):
+    for arm in ("arrol_anchored", "arrol_global", "arrol_group", "random"):
         assert out[arm]["keep"] == pytest.approx(0.5, abs=0.08)
+    # the default anchored rule: fewer zero-advantage groups and more balance than random
+    assert out["arrol_anchored"]["zero_adv_vs_random"] < -2 * out["arrol_anchored"]["zero_adv_vs_random_se"]
+    assert out["arrol_anchored"]["balance"] > out["random"]["balance"]
     # the per-group target moves every group toward ρ = 0.5: fewer zero-advantage groups than random
     assert out["arrol_group"]["zero_adv_vs_random"] < -2 * out["arrol_group"]["zero_adv_vs_random_se"]
     assert out["arrol_group"]["balance"] > out["random"]["balance"]
@@ -254,7 +257,7 @@ def test_replay_balance_steers_groups_with_an_informative_head():
     assert "| 4 | ARRoL, per-group target |" in table and "| 4 | random |" in table
     # an uninformative head (constant scores) prunes like random
     flat = replay_balance(torch.zeros_like(scores), labels, eligible, groups, calibrator, keep_ratio=0.5, draws=8)
-    for arm in ("arrol_group", "arrol_spread"):
+    for arm in ("arrol_anchored", "arrol_group", "arrol_spread"):
         assert flat[arm]["zero_adv"] == pytest.approx(flat["random"]["zero_adv"], abs=0.1)
 
 
@@ -269,7 +272,7 @@ def test_evaluate_length_reports_within_group_auc_and_the_replay():
     r = evaluate_length(4, features, labels, features[:, 1].double(), eligible, test, calibration,
                         ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)), standardize=True, groups=problems)
     assert r.head_within_auc > 0.9 and 0.3 < r.deepconf_within_auc < 0.7
-    assert set(r.balance) == {"arrol_global", "arrol_group", "arrol_spread", "random", "none"}
+    assert set(r.balance) == {"arrol_anchored", "arrol_global", "arrol_group", "arrol_spread", "random", "none"}
     json.dumps(r.row(), allow_nan=False)
     assert "| stats | 4 |" in inputs_table({"stats": [r]})
 

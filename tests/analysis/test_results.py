@@ -11,7 +11,7 @@ from arrol_pl.core.metrics import time_to_reach
 
 def write_run(job: Path, pruning: dict, summary: dict, history: list[dict]) -> None:
     job.mkdir(parents=True)
-    base = {"policy": "arrol", "keep_ratio": 0.5, "balance_target": "global", "cold_start_steps": 0}
+    base = {"policy": "arrol", "keep_ratio": 0.5, "balance_target": "anchored", "cold_start_steps": 0}
     config = {"pruning": {**base, **pruning}, "engine": {"detect_length": 12, "max_num_seqs": 256},
               "algo": {"prompts_per_step": 2, "group_size": 4}}
     (job / "summary.json").write_text(json.dumps({"config": config, "steps": len(history), **summary}))
@@ -42,7 +42,7 @@ def results_dir(tmp_path: Path) -> Path:
         0.3, 0.15, 0.3, seconds_per_step=2.0, **kappa_extra), curve([(10, None), (20, 0.25), (30, 0.30)], acc=0.5))
     write_run(root / "kappa" / "1", {"keep_ratio": 0.5}, balance_summary(
         0.45, 0.2, 0.2, seconds_per_step=1.0, **kappa_extra), curve([(5, None), (10, 0.31), (15, 0.33)], acc=0.5))
-    write_run(root / "balance" / "0", {"balance_target": "group"}, balance_summary(0.48, 0.22, 0.15), curve([(1, None)]))
+    write_run(root / "balance" / "0", {"balance_target": "global"}, balance_summary(0.48, 0.22, 0.15), curve([(1, None)]))
     write_run(root / "balance" / "1", {"policy": "random"}, balance_summary(0.35, 0.18, 0.25), curve([(1, None)]))
     (root / "voting").mkdir()
     (root / "voting" / "metrics.json").write_text(json.dumps({"k": 32, "temperature": 1.0, "metrics": {

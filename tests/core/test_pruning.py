@@ -45,7 +45,7 @@ def test_ineligible_rollouts_are_never_pruned_and_count_toward_floor():
 def test_floor_revives_highest_survival():
     # p = 0.05 + 0.5 (0.5 - q) = [0.275, 0.2, 0, 0]: whatever is drawn, the floor of 2 keeps rollouts 0 and 1.
     params = PrunerParams(
-        policy="arrol", keep_ratio=0.05, p_min=0.0, p_max=1.0, balance_strength=0.5,
+        policy="arrol", balance_target="global", keep_ratio=0.05, p_min=0.0, p_max=1.0, balance_strength=0.5,
         bin_posteriors=identity_table(), delta=0.0, min_keep_per_group=2,
     )
     q = torch.tensor([0.05, 0.2, 0.9, 0.95])
@@ -127,7 +127,7 @@ def test_config_validation_names_the_field(field, value, match):
 
 
 def test_cold_start_and_delta_from_buffer():
-    cfg = PruningConfig(cold_start_steps=3, keep_ratio=0.5, importance_weighting=True)
+    cfg = PruningConfig(cold_start_steps=3, keep_ratio=0.5, importance_weighting=True, balance_target="global")
     cal = cfg.make_calibrator()
     g = torch.Generator().manual_seed(0)
     s = torch.randn(2000, generator=g) * 2

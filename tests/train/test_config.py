@@ -63,10 +63,14 @@ def test_bench_preset_is_the_long_response_setting():
     assert run.algo.kl_coef > 0  # a reference log-prob phase, as in Table 5
 
 
-def test_group_balance_preset():
-    run = compose_run("pruning=arrol_group")
-    assert run.pruning.policy == "arrol" and run.pruning.balance_target == "group"
-    assert run.pruning.keep_ratio == compose_run().pruning.keep_ratio
+def test_balance_presets():
+    """pruning=arrol (and the default's gate preset) balance with the anchored rule; the paper's Eq. 2 as written and
+    the per-group rule are presets of their own, with the same κ."""
+    for preset, target in (("arrol", "anchored"), ("arrol_gated", "anchored"), ("arrol_eq2", "global"),
+                           ("arrol_group", "group"), ("arrol_spread", "spread")):
+        run = compose_run(f"pruning={preset}")
+        assert run.pruning.policy == "arrol" and run.pruning.balance_target == target, preset
+        assert run.pruning.keep_ratio == compose_run().pruning.keep_ratio
 
 
 def test_algo_presets():

@@ -32,7 +32,7 @@ def assert_the_papers_values(run) -> None:
     assert run.algo.clip_low == 0.2
     p = run.pruning
     assert (p.policy, p.keep_ratio, p.target_positive_ratio, p.balance_strength, p.num_bins) == ("arrol", .5, .5, .5, 128)
-    assert p.cold_start_steps == 20 and p.balance_target == "global" and p.screen.stages == "none"
+    assert p.cold_start_steps == 20 and p.balance_target == "anchored" and p.screen.stages == "none"
     assert run.engine.detect_length == 512
     # how it runs: bf16, FSDP2 over one node's 8 GPUs, sleep mode, activation checkpointing
     assert run.engine.dtype == "bfloat16" and run.trainer.precision == "bf16-mixed"

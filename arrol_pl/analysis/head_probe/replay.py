@@ -16,14 +16,15 @@ from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 
 
 BALANCE_ARMS = {
+    "arrol_anchored": {"policy": "arrol", "balance_target": "anchored"},
     "arrol_global": {"policy": "arrol", "balance_target": "global"},
     "arrol_group": {"policy": "arrol", "balance_target": "group"},
     "arrol_spread": {"policy": "arrol", "balance_target": "spread"},
     "random": {"policy": "random"},
     "none": {"policy": "none"},
 }
-"""Pruning rules :func:`replay_balance` compares (Table 4): ARRoL with the paper's Eq. 2, with the per-group
-target and with the rank-only ``spread`` rule, random pruning at the same κ, and no pruning."""
+"""Pruning rules :func:`replay_balance` compares (Table 4): ARRoL with its default anchored rule, with the paper's
+Eq. 2 as written, with the per-group target and with the rank-only ``spread`` rule, random pruning at the same κ, and no pruning."""
 
 
 def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.Tensor, groups: torch.Tensor,

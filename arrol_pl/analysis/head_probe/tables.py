@@ -58,7 +58,7 @@ def inputs_table(by_kind: dict[str, Sequence[LengthResult]]) -> str:
                                   "DeepConf AUC", "DeepConf AUC within groups"], rows))
 
 
-BALANCE_TITLES = {"arrol_global": "ARRoL, global δ (Eq. 2)", "arrol_group": "ARRoL, per-group target",
+BALANCE_TITLES = {"arrol_anchored": "ARRoL, anchored (default)", "arrol_global": "ARRoL, global δ (Eq. 2)", "arrol_group": "ARRoL, per-group target",
                   "arrol_spread": "ARRoL, spread (ranks only)", "random": "random", "none": "no pruning"}
 
 

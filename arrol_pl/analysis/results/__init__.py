@@ -14,7 +14,7 @@ Layout of a results directory (what ``reproduce.py`` writes)::
 
     phases/phases.json            experiments/bench_phases.py
     kappa/<job>/summary.json      +exp=ablation_kappa (history.jsonl beside each summary)
-    balance/<job>/summary.json    +exp=random_pruning without the κ = 0.5 global job
+    balance/<job>/summary.json    +exp=random_pruning without the κ = 0.5 default-rule job
     head/head_quality.json        experiments/head_quality.py (+ head_quality.png)
     voting/metrics.json           experiments/evaluate.py k = 32
     wallclock.png                 experiments/plot_wallclock.py

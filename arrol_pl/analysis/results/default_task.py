@@ -102,13 +102,14 @@ def section_balance(root: Path, kappa_runs: list[RunSummary]) -> tuple[list[str]
     lines = ["## 2. Balance against random pruning (paper Table 4)", ""]
     rows = [("GRPO, no pruning (κ = 1)", pick(kappa_runs, keep_ratio=1.0)),
             ("random pruning (κ = 0.5)", pick(balance_runs, policy="random")),
-            ("ARRoL, global δ (paper Eq. 2)", pick(kappa_runs, keep_ratio=0.5, policy="arrol", balance_target="global")),
-            ("ARRoL, per-group target", pick(balance_runs, policy="arrol", balance_target="group"))]
+            ("ARRoL, anchored (default rule)",
+             pick(kappa_runs, keep_ratio=0.5, policy="arrol", balance_target="anchored")),
+            ("ARRoL, Eq. 2 as written (global δ)", pick(balance_runs, policy="arrol", balance_target="global"))]
     if rows[1][1] is None or (rows[2][1] is None and rows[3][1] is None):
         return lines + ["Not run (`balance/` or the κ = 0.5 job of `kappa/` missing)."], []
     lines += [
-        "Commands: `python experiments/run.py +exp=ablation_kappa` (κ = 1 and the global-δ row) and "
-        "`python experiments/run.py +exp=random_pruning pruning=arrol_group,random`. Means over the steps "
+        "Commands: `python experiments/run.py +exp=ablation_kappa` (κ = 1 and the default rule's row) and "
+        "`python experiments/run.py +exp=random_pruning pruning=arrol_eq2,random`. Means over the steps "
         "after the cold start, over the trained (surviving) rollouts of each group; ρ = 0.5.",
         "",
         *table_lines(["run", "E[ρ̂]", "E[ρ̂(1−ρ̂)]", "zero-advantage groups", "keep ratio", "held-out avg@4 after"],

@@ -1,0 +1,99 @@
+"""The survival rules' balance without a model: the default rule against random pruning over a grid of pass rates and
+scorer AUCs, and the kept positive share of the paper's Eq. 2 as docs/algorithm.md derives it."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET, PrunerParams, PruningConfig, decide_group
+from arrol_pl.core.simulation import balance_cell
+from arrol_pl.core.survival import anchored_survival, survival_probabilities
+
+PASS_RATES = (0.1, 0.3, 0.5, 0.7, 0.9)
+AUCS = (0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+@pytest.fixture(scope="module")
+def grid() -> dict[tuple[float, float], dict[str, dict[str, float]]]:
+    base = PruningConfig()
+    rules = {"random": dataclasses.replace(base, policy="random"), "default": base,
+             "eq2": dataclasses.replace(base, balance_target="global")}
+    return {(pi, auc): balance_cell(rules, pi, auc, num_groups=8192, group_size=8, seed=0)
+            for pi in PASS_RATES for auc in AUCS}
+
+
+def test_the_default_rule_is_the_anchored_one():
+    assert DEFAULT_BALANCE_TARGET == "anchored" and PruningConfig().balance_target == "anchored"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pass_rate", PASS_RATES)
+def test_default_rule_balances_better_than_random_in_every_cell(grid, pass_rate):
+    """In every cell the default raises E[ρ̂(1-ρ̂)] and lowers the zero-advantage share against random pruning at the
+    same κ, each by more than two standard errors paired by group; Eq. 2's figures are printed beside it."""
+    for auc in AUCS:
+        cell = grid[(pass_rate, auc)]
+        default, eq2, random = cell["default"], cell["eq2"], cell["random"]
+        print(f"π={pass_rate} AUC={auc}: random {random['balance']:.4f}/{random['zero_advantage_fraction']:.3f}, "
+              f"default {default['balance_gain']:+.4f}/{default['zero_advantage_change']:+.3f}, "
+              f"Eq. 2 {eq2['balance_gain']:+.4f}/{eq2['zero_advantage_change']:+.3f}")
+        assert default["balance_gain"] > 2 * default["balance_gain_se"], (pass_rate, auc, default)
+        assert default["zero_advantage_change"] < -2 * default["zero_advantage_change_se"], (pass_rate, auc, default)
+        assert default["keep_ratio"] == pytest.approx(random["keep_ratio"], abs=0.01)
+
+
+@pytest.mark.slow
+def test_eq2_lowers_the_kept_positive_share_on_hard_tasks_and_the_default_raises_it(grid):
+    """Eq. 2 prunes the likely-right first: on a hard task (π = 0.1, 0.3) with a perfect scorer it keeps fewer right
+    answers than random pruning, the opposite of the paper's Table 4; the default keeps more."""
+    for pi in (0.1, 0.3):
+        cell = grid[(pi, 1.0)]
+        assert cell["eq2"]["positive_ratio"] < cell["random"]["positive_ratio"] - 0.02
+        assert cell["default"]["positive_ratio"] > cell["random"]["positive_ratio"] + 0.02
+        assert cell["eq2"]["balance_gain"] < 0
+
+
+@pytest.mark.parametrize("pass_rate", [0.2, 0.3, 0.5, 0.7])
+def test_eq2_kept_positive_share_follows_its_closed_form_whatever_rho(pass_rate):
+    """With δ solved for mean κ, δ = λ(q̄ - ρ) and p_i = κ + λ(q̄ - q_i): ρ cancels. With a perfect scorer (q = y) the
+    kept positive share is π(1 - (λ/κ)(1 - π)): π² at λ = κ = 0.5."""
+    n, kappa, lam = 1000, 0.5, 0.5
+    y = (torch.arange(n) < int(pass_rate * n)).to(torch.float64)
+    expected = pass_rate * (1 - lam / kappa * (1 - pass_rate))
+    for rho in (0.2, 0.5, 0.9):
+        p = survival_probabilities(y, kappa, rho, lam, p_min=0.0, p_max=1.0).probs.to(torch.float64)
+        assert float((p * y).sum() / p.sum()) == pytest.approx(expected, abs=1e-4)
+    assert expected == pytest.approx(pass_rate**2) if lam == kappa else True
+
+
+@pytest.mark.parametrize("group_mean, direction", [(0.2, +1), (0.8, -1)])
+def test_anchored_rule_prunes_the_middle_in_lemma_4_1_direction(group_mean, direction):
+    """Below ρ the middle's above-mean rollouts survive more, above ρ its below-mean ones; the ends always survive and
+    the mean survival is κ."""
+    scores = torch.linspace(-2, 2, 8)
+    q = (group_mean + 0.1 * scores / 2).clamp(0.01, 0.99)
+    p = anchored_survival(q, scores, keep_ratio=0.5, target_positive_ratio=0.5)
+    assert float(p[0]) == 1.0 and float(p[-1]) == 1.0
+    assert float(p.mean()) == pytest.approx(0.5, abs=1e-5)
+    middle = p[1:-1]
+    assert direction * float(middle[-1] - middle[0]) > 0.5
+    kept_share = float((p * q).sum() / p.sum())
+    assert abs(kept_share - 0.5) < abs(float(q.mean()) - 0.5)
+
+
+def test_rollouts_of_one_calibrator_bin_are_ordered_by_their_raw_scores():
+    """The binned posterior ties rollouts of one bin; the rules that order a group read the ordered posterior, so a
+    group scored inside one bin is still pruned in the head's order, not at random."""
+    table = tuple((b + 0.5) / 128 for b in range(128))  # q ≈ sigmoid(score), one value per bin
+    params = PrunerParams(policy="arrol", keep_ratio=0.5, bin_posteriors=table, min_keep_per_group=0)
+    low, high = torch.logit(torch.tensor([25.05 / 128, 25.95 / 128]))
+    scores = torch.linspace(float(low), float(high), 8)  # all in bin 25: q = 0.2 for each, below ρ = 0.5
+    assert torch.unique(params.posterior(scores)).numel() == 1
+    ordered = params.ordered_posterior(scores)
+    assert bool((ordered[1:] >= ordered[:-1]).all()) and float(ordered[-1]) > float(ordered[0])
+    kept_top = sum(int(decide_group(params, scores, torch.ones(8, dtype=torch.bool),
+                                    torch.Generator().manual_seed(s)).keep[4:7].sum()) for s in range(50))
+    kept_bottom = sum(int(decide_group(params, scores, torch.ones(8, dtype=torch.bool),
+                                       torch.Generator().manual_seed(s)).keep[1:4].sum()) for s in range(50))
+    assert kept_top > kept_bottom + 50
