@@ -93,7 +93,8 @@ def test_half_keep_prunes_at_exactly_detect_length(engine):
     detect, max_tokens = 4, 16
     result = engine.generate(
         PROMPTS, 8, dict(max_tokens=max_tokens, temperature=1.0, seed=11, ignore_eos=True), detect_length=detect,
-        pruner=PrunerParams(policy="arrol", keep_ratio=0.5, min_keep_per_group=0, seed=4),
+        # Eq. 2 with an empty table: q = 0.5 and δ = 0, so every rollout survives with κ
+        pruner=PrunerParams(policy="arrol", balance_target="global", keep_ratio=0.5, min_keep_per_group=0, seed=4),
     )
     pruned = [r for r in result.rollouts if r.pruned]
     kept = [r for r in result.rollouts if not r.pruned]
