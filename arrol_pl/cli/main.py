@@ -21,6 +21,7 @@ COMMANDS = {
                                           "votes (experiments/evaluate.py)"),
     "head-quality": ("arrol_pl.cli.head_quality", "the quality head against DeepConf at several detection "
                                                   "lengths (experiments/head_quality.py)"),
+    "grad-probe": ("arrol_pl.cli.grad_probe", "what choosing survivors does to the update (experiments/grad_probe.py)"),
     "simulate": ("arrol_pl.cli.simulate", "the pruning loop on simulated rollouts, no model "
                                           "(experiments/simulate_pruning.py)"),
     "plan": ("arrol_pl.cli.plan", "a run's GPU memory per rank before launch (experiments/plan.py)"),

@@ -1,0 +1,176 @@
+"""The typed configuration of ``arrol grad-probe`` (:class:`GradProbeConfig`), registered with Hydra as
+``grad_probe_schema``: the one home of the probe's defaults; ``conf/grad_probe.yaml`` states only what it changes.
+
+Decisions:
+- **Defaults taken, not copied.** G, the sampling, the loss aggregation and the learning rate are the trainer's
+  (``algo.*``), κ is :class:`~arrol_pl.core.pruning.PruningConfig`'s, L_detect the engine's, the head's recipe and
+  the calibration share the head probe's (:mod:`arrol_pl.analysis.head_probe.fit`): each default has one home.
+- **Sections reused.** ``data`` is the trainer's :class:`~arrol_pl.train.config.DataConfig` (its training problems
+  give the head's and the gradients' prompts, its first ``data.num_heldout`` held-out problems the margin's), ``head``
+  the trainer's :class:`~arrol_pl.core.head_training.HeadConfig`, ``reward`` the evaluation's.
+- **Checked before any model loads** (:func:`load_grad_probe_config`): a bad value is one line naming its key,
+  exit 2; so are a policy that is neither ``tiny``, ``smollm2`` nor a model directory, and a κG that is not a
+  whole number of rollouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from omegaconf import MISSING, DictConfig
+
+from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings
+from arrol_pl.core.head_training import HeadConfig
+from arrol_pl.core.losses import LOSS_AGG_MODES
+from arrol_pl.core.pruning import BALANCE_TARGETS, SurvivalSettings
+from arrol_pl.engine.config import EngineConfig
+from arrol_pl.tasks.reward_function import MATH_VERIFY
+from arrol_pl.train.config import AlgoConfig, DataConfig
+from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.model_config import ModelConfig
+from arrol_pl.train.reward_config import AsTrainedRewardConfig
+
+SCHEMA = "grad_probe_schema"
+"""The name ``conf/grad_probe.yaml`` selects first in its defaults list."""
+NAMED_POLICIES = ("tiny", "smollm2")
+ENGINE_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class GradProbeConfig:
+    """``arrol grad-probe``: on identical rollouts, the GRPO gradient of each subset of a prompt's group (all G, a
+    random κG, the survival rules reading the learned head or an oracle, a fresh κG) against a reference gradient
+    over many more rollouts, and the held-out margin one step of it moves."""
+
+    policy: str = MISSING
+    """``tiny`` (the default experiment's warm-started tiny Qwen3, built into ``cache_dir`` for ``data``),
+    ``smollm2`` (the packaged SmolLM2-135M-Instruct, converted into ``cache_dir``) or a transformers model
+    directory (a run's ``export/``)."""
+    cache_dir: str = ModelConfig.cache_dir
+    """Where ``tiny`` and ``smollm2`` are built and cached (the trainer's ``model.cache_dir``)."""
+    group_size: int = AlgoConfig.group_size
+    """G: the group the survival rules choose from (the trainer's ``algo.group_size``)."""
+    keep_ratio: float = SurvivalSettings.keep_ratio
+    """κ: the survival rules' target share, random pruning's survival and the fresh group's size κG."""
+    reference_rollouts: int = 32
+    """R: further rollouts per prompt, disjoint from the group and the fresh κG, whose gradient is the reference."""
+    batches: int = 8
+    """Batches of prompts: each a gradient per subset; means and standard errors are over batches."""
+    prompts_per_batch: int = 8
+    """Prompts per batch: a subset's gradient is summed over them, as a training step's over its prompts."""
+    head_prompts: int = 128
+    """Training prompts (G rollouts each, disjoint from the batches') that fit the quality head and the calibrators."""
+    calibration_fraction: float = ProbeSettings.calibration_fraction
+    """Share of the head prompts held apart to fit the head's calibrator (scores the head never trained on; an
+    oracle's calibrator reads every head-prompt rollout)."""
+    calibration_bins: int | None = ProbeSettings.calibration_bins
+    """B of the calibrators; None: one bin per 32 rollouts a calibrator is fitted on, at most 128."""
+    heldout_samples: int = AlgoConfig.group_size
+    """Rollouts per held-out problem; the margin reads the problems that got both outcomes."""
+    oracle_aucs: list[float] = field(default_factory=lambda: [0.7, 0.9, 1.0])
+    """AUCs of the oracle scorers (the outcome plus noise) the survival rules read beside the head."""
+    rules: list[str] = field(default_factory=list)
+    """Further survival rules (``balance_target``\ s of :data:`~arrol_pl.core.pruning.BALANCE_TARGETS`) probed beside
+    the project's default and the paper's Eq. 2, which are always probed."""
+    detect_length: int = EngineConfig.detect_length
+    """L_detect: where the head reads the hidden state and the rules decide (< ``max_tokens``)."""
+    max_tokens: int = AlgoConfig.max_response_tokens
+    """Longest response (the trainer's ``algo.max_response_tokens``)."""
+    temperature: float = AlgoConfig.temperature
+    """Sampling temperature; the log-probs divide the logits by it, as training does."""
+    loss_agg_mode: str = AlgoConfig.loss_agg_mode
+    """How the GRPO loss is aggregated over a batch's tokens and rollouts (the trainer's ``algo.loss_agg_mode``)."""
+    sgd_lr: float = 0.1
+    """Learning rate of the one plain SGD step whose margin change is measured."""
+    adamw_lr: float = AlgoConfig.lr
+    """Learning rate of AdamW's first update (≈ lr·sign(g) per parameter; the trainer's ``algo.lr``)."""
+    engine_dtype: str = "float32"
+    """The engine's dtype while it samples: float32 (the CPU default, the policy's own numerics) or bfloat16 (faster
+    on CPUs with AVX512-BF16, as the SmolLM2 setting samples); log-probs and gradients are float32 either way."""
+    trainable_layers: int | None = None
+    """Take the gradient over the top this-many decoder blocks and the final norm only, as
+    ``model.trainable_layers`` trains (None: every parameter)."""
+    seed: int = 0
+    """Seeds the engine, the split of the prompts, the head, the oracles' noise and the prune decisions."""
+    head: HeadConfig = field(default_factory=lambda: replace(PROBE_TRAINING))
+    """The quality head's width and training recipe (``head.hidden_dim``, ``head.steps``, ``head.lr``; it reads the
+    engine's hidden state at L_detect, ``head.input=last``)."""
+    reward: AsTrainedRewardConfig = field(default_factory=AsTrainedRewardConfig)
+    """What labels a rollout correct (None: what trained the policy, else math_verify)."""
+    data: DataConfig = field(default_factory=lambda: DataConfig(num_heldout=32))
+    """The problems (``data=<preset>`` as in training): training problems for the head and the batches, the first
+    ``data.num_heldout`` held-out ones for the margin."""
+
+    def __post_init__(self) -> None:
+        for key, low in (("group_size", 2), ("reference_rollouts", 2), ("batches", 2), ("prompts_per_batch", 1),
+                         ("head_prompts", 2), ("heldout_samples", 2), ("max_tokens", 2)):
+            if getattr(self, key) < low:
+                raise ConfigError(f"{key} must be >= {low}, got {getattr(self, key)}")
+        if not 0.0 < self.keep_ratio < 1.0:
+            raise ConfigError(f"keep_ratio (κ) must be in (0, 1), got {self.keep_ratio}")
+        fresh = self.keep_ratio * self.group_size
+        if abs(fresh - round(fresh)) > 1e-9 or round(fresh) < 2:
+            raise ConfigError(f"keep_ratio={self.keep_ratio} of group_size={self.group_size} gives κG={fresh:g}: the "
+                              "fresh group needs a whole number of rollouts, at least 2")
+        if not 1 <= self.detect_length < self.max_tokens:
+            raise ConfigError(f"detect_length must be >= 1 and < max_tokens={self.max_tokens}, "
+                              f"got {self.detect_length}")
+        if not 0.0 < self.calibration_fraction < 1.0:
+            raise ConfigError(f"calibration_fraction must be in (0, 1), got {self.calibration_fraction}")
+        if self.calibration_bins is not None and self.calibration_bins < 1:
+            raise ConfigError(f"calibration_bins must be >= 1 or null, got {self.calibration_bins}")
+        bad = [auc for auc in self.oracle_aucs if not 0.5 <= auc <= 1.0]
+        if bad or len(set(self.oracle_aucs)) < len(self.oracle_aucs):
+            raise ConfigError(f"oracle_aucs={list(self.oracle_aucs)}: distinct AUCs in [0.5, 1]")
+        unknown = [rule for rule in self.rules if rule not in BALANCE_TARGETS]
+        if unknown:
+            raise ConfigError(f"rules={list(self.rules)}: choose among {list(BALANCE_TARGETS)}")
+        for key in ("temperature", "sgd_lr", "adamw_lr"):
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"{key} must be > 0, got {getattr(self, key)}")
+        if self.engine_dtype not in ENGINE_DTYPES:
+            raise ConfigError(f"engine_dtype={self.engine_dtype!r}; choose one of {list(ENGINE_DTYPES)}")
+        if self.loss_agg_mode not in LOSS_AGG_MODES:
+            raise ConfigError(f"loss_agg_mode={self.loss_agg_mode!r}; choose one of {list(LOSS_AGG_MODES)}")
+        if self.trainable_layers is not None and self.trainable_layers < 1:
+            raise ConfigError(f"trainable_layers must be >= 1 or null (every parameter), got {self.trainable_layers}")
+        if self.head.input != "last":
+            raise ConfigError(f"head.input={self.head.input!r}: the probe's head reads the engine's hidden state "
+                              "(last)")
+        if self.data.num_heldout < 1:
+            raise ConfigError(f"data.num_heldout={self.data.num_heldout}: the margin needs held-out problems (>= 1)")
+
+    @property
+    def fresh_size(self) -> int:
+        """κG: the fresh group's rollouts."""
+        return round(self.keep_ratio * self.group_size)
+
+    @property
+    def settings(self) -> ProbeSettings:
+        """How the quality head is fit and its calibrator binned (the head probe's recipe)."""
+        return ProbeSettings(hidden_dim=self.head.hidden_dim, training=self.head, seed=self.seed,
+                             calibration_bins=self.calibration_bins, calibration_fraction=self.calibration_fraction)
+
+
+def load_grad_probe_config(cfg: DictConfig | dict) -> GradProbeConfig:
+    """The probe's configuration from a composed Hydra config, checked (the file system included);
+    :class:`ConfigError` naming the key."""
+    config: GradProbeConfig = load_typed(cfg, GradProbeConfig, ("head",))
+    if config.policy == "smollm2":
+        from arrol_pl.models.smollm2 import PretrainedUnavailableError, gguf_path
+
+        try:
+            gguf_path()
+        except PretrainedUnavailableError as exc:
+            raise ConfigError(f"policy=smollm2: {exc}") from None
+    elif config.policy != "tiny" and not (Path(config.policy) / "config.json").is_file():
+        raise ConfigError(f"policy={config.policy!r}: not a transformers model directory (no config.json), nor one "
+                          f"of {list(NAMED_POLICIES)}")
+    if config.policy in NAMED_POLICIES:  # built here, trained by no run: math-verify unless told otherwise
+        config.reward.function = config.reward.function or MATH_VERIFY
+    config.reward.fill_in(Path(config.policy), "policy")
+    return config
+
+
+register_schema(SCHEMA, GradProbeConfig)

@@ -1,0 +1,100 @@
+"""Which rollouts each subset trains on: a prompt's G + κG + R rollouts split into its group, a fresh κG and the
+reference, and the group's survivors under each rule, decided by the project's own decision code.
+
+Decisions:
+- **Disjoint parts.** A prompt's rollouts are sampled alike; the first G are its group (the rules choose among
+  them), the next κG the fresh group (the cost-matched control: as many rollouts as κ keeps, none of the group's),
+  the last R the reference. The reference shares no rollout with any subset, so no cosine is raised by a shared one.
+- **Training's decisions.** A rule's survivors are :func:`~arrol_pl.core.pruning.decide_group`'s on h_t made by
+  :func:`~arrol_pl.core.pruning.build_pruner_params` from the scorer's calibrator (δ solved over its window, as the
+  trainer solves it before a step), with the floor of 2 survivors and rollouts that finished before L_detect kept.
+  Random pruning is the same call with ``policy=random`` (survival κ).
+- **Common random numbers.** Every rule decides a prompt's group with the same uniform draws (the generator of
+  the prompt's index under one seed): two rules differ only where their survival probabilities differ.
+- **The rules compared** are the paper's Eq. 2 (``balance_target=global``) and the project's default, read from
+  :class:`~arrol_pl.core.pruning.PruningConfig` when the probe runs (one rule when they are the same), and any other
+  the probe is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from arrol_pl.core.calibration import BinnedCalibrator
+from arrol_pl.core.metrics import balance_stats
+from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params, decide_group
+
+PAPER_RULE = "global"
+"""The paper's Eq. 2: one δ for every rollout (``balance_target``)."""
+
+
+def compared_rules(extra: Sequence[str] = ()) -> list[str]:
+    """The project's default ``balance_target`` (as :class:`PruningConfig` has it now), then Eq. 2's, then ``extra``,
+    each once."""
+    return list(dict.fromkeys([PruningConfig().balance_target, PAPER_RULE, *extra]))
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Where a prompt's ``group_size + fresh_size + reference_size`` rollouts go, in sample order."""
+
+    group_size: int
+    fresh_size: int
+    reference_size: int
+
+    @property
+    def samples(self) -> int:
+        """Rollouts sampled per prompt."""
+        return self.group_size + self.fresh_size + self.reference_size
+
+    @property
+    def group(self) -> slice:
+        return slice(0, self.group_size)
+
+    @property
+    def fresh(self) -> slice:
+        return slice(self.group_size, self.group_size + self.fresh_size)
+
+    @property
+    def reference(self) -> slice:
+        return slice(self.group_size + self.fresh_size, self.samples)
+
+
+def subset_rows(parts: Parts, prompts: list[int], part: slice, keep: torch.Tensor) -> list[int]:
+    """Rows of a generation ordered (prompt, sample) that a subset trains on: the rollouts ``keep: (len(prompts), n)``
+    picks from ``part`` (``parts.group``, ``.fresh`` or ``.reference``) of each of ``prompts``."""
+    return [p * parts.samples + part.start + s
+            for j, p in enumerate(prompts) for s in keep[j].nonzero().flatten().tolist()]
+
+
+def pruner_params(policy: str, calibrator: BinnedCalibrator, keep_ratio: float, seed: int,
+                  balance_target: str = PAPER_RULE) -> PrunerParams:
+    """h_t of a rule (``policy=arrol`` with ``balance_target``) or of random pruning (``policy=random``) from a
+    scorer's ``calibrator``, active, without a gate: what the trainer builds for a step past its cold start."""
+    config = PruningConfig(policy=policy, keep_ratio=keep_ratio, balance_target=balance_target, cold_start_steps=0,
+                           num_bins=calibrator.num_bins, buffer_capacity=calibrator.capacity, seed=seed)
+    return build_pruner_params(config, calibrator, 0)
+
+
+def survivors(params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor,
+              prompt_indices: list[int]) -> torch.Tensor:
+    """``(P, G)`` bool: each prompt's survivors under ``params``. ``scores, eligible: (P, G)``; row p decides with
+    the generator of ``prompt_indices[p]`` (common random numbers across rules)."""
+    keep = torch.zeros(scores.shape, dtype=torch.bool)
+    for row, index in enumerate(prompt_indices):
+        keep[row] = decide_group(params, scores[row], eligible[row], params.group_generator(index)).keep
+    return keep
+
+
+def balance(keep: torch.Tensor, correct: torch.Tensor, group_size: int) -> dict[str, float]:
+    """What a subset trains on of ``P`` prompts: ``kept_share`` (its rollouts per prompt / ``group_size``: a rule's
+    kept share of the group; the fresh group's κ), the kept ``positive_ratio`` and the share of prompts with
+    ``zero_advantage`` (one outcome or fewer than 2 rollouts), from :func:`balance_stats`.
+    ``keep: (P, n)`` bool, ``correct: (P, n)`` 0/1 over the rollouts it chose from."""
+    groups = torch.arange(keep.shape[0]).unsqueeze(1).expand_as(keep)
+    stats = balance_stats(correct[keep].double(), groups[keep])
+    return {"kept_share": float(keep.double().sum(1).mean()) / group_size, "positive_ratio": stats["positive_ratio"],
+            "zero_advantage": stats["zero_advantage_fraction"]}

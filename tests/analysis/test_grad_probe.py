@@ -1,0 +1,223 @@
+"""The gradient probe (arrol_pl.analysis.grad_probe): its measures on hand-built cases, the subsets' parts, the
+survival rules on a constructed group, the gradients against training's own loss on a tiny real policy, and the whole
+command on that policy with the real engine, its JSON rendered as the results page's section."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from arrol_pl.analysis.grad_probe.config import load_grad_probe_config
+from arrol_pl.analysis.grad_probe.gradients import after_step, prompt_log_probs, subset_gradient
+from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference
+from arrol_pl.analysis.grad_probe.subsets import Parts, balance, compared_rules, pruner_params, subset_rows, survivors
+from arrol_pl.analysis.grad_probe.tables import subset_title
+from arrol_pl.analysis.head_probe.fit import fit_calibrator
+from arrol_pl.analysis.results.grad_probe import section_grad_probe
+from arrol_pl.core.advantages import grpo_advantages
+from arrol_pl.core.losses import ppo_clip_loss
+from arrol_pl.core.pruning import BALANCE_TARGETS
+from arrol_pl.core.scorers import oracle_scores
+from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
+RESPONSES = [[20, 21, 22], [23, 24, 25, 26, 27], [28], [30, 31, 32, 33], [34, 35], [36, 37, 38]]
+GROUPS = [0, 0, 0, 1, 1, 1]
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dirs):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dirs["policy"], dtype=torch.float32).eval()
+
+
+def gradient(policy, rows, rewards):
+    params = list(policy.parameters())
+    return subset_gradient(policy, params, [PROMPTS[GROUPS[i]] for i in rows], [RESPONSES[i] for i in rows],
+                           torch.tensor([rewards[i] for i in rows]), [GROUPS[i] for i in rows], 0.8,
+                           "seq-mean-token-mean", 16)
+
+
+def test_cosine_of_a_vector_with_itself_is_one_and_a_zero_vector_aligns_with_nothing():
+    v = torch.randn(100)
+    assert cosine(v, v) == pytest.approx(1.0) and cosine(v, -2 * v) == pytest.approx(-1.0)
+    assert cosine(v, torch.zeros(100)) == 0.0
+
+
+def test_identical_subsets_and_a_subset_equal_to_the_reference_set_give_cosine_one(policy):
+    rewards = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
+    reference = gradient(policy, range(6), rewards)
+    assert reference.norm() > 0
+    assert cosine(gradient(policy, [0, 1, 2], rewards), gradient(policy, [0, 1, 2], rewards)) == pytest.approx(1.0)
+    # the same rollouts listed in another order are the same subset
+    assert cosine(gradient(policy, [5, 3, 4, 2, 0, 1], rewards), reference) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_gradient_is_trainings_loss_gradient_at_ratio_one(policy):
+    """One mini-batch of training's log-probs and PPO loss (π_old = π_θ) against the probe's prompt-shared forward
+    that skips the zero-advantage rollouts."""
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0, 1.0, 1.0])  # the second group has one outcome: zero advantage
+    params = list(policy.parameters())
+    prompts = [PROMPTS[g] for g in GROUPS]
+    batch = make_micro_batches(prompts, RESPONSES, 10**6, 0)[0]
+    lp = response_log_probs(policy, batch, 0.8)
+    adv = grpo_advantages(rewards, torch.tensor(GROUPS))[batch.indices]
+    loss = ppo_clip_loss(lp, lp.detach(), adv, batch.response_mask.float()).loss
+    expected = torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
+    got = gradient(policy, range(6), rewards.tolist())
+    assert torch.allclose(got, expected, atol=1e-6 * float(expected.abs().max()))
+
+
+def test_prompt_shared_log_probs_are_trainings(policy):
+    prompts = [PROMPTS[g] for g in GROUPS]
+    batch = make_micro_batches(prompts, RESPONSES, 10**6, 0)[0]
+    with torch.no_grad():
+        expected = response_log_probs(policy, batch, 0.7)[torch.argsort(torch.tensor(batch.indices))]
+        for g, prompt in enumerate(PROMPTS):
+            rows = [i for i in range(6) if GROUPS[i] == g]
+            got = prompt_log_probs(policy, prompt, [RESPONSES[i] for i in rows], 0.7)
+            assert torch.allclose(got, expected[rows, : got.shape[1]], atol=1e-5)
+
+
+def test_a_step_is_measured_and_undone(policy):
+    params = list(policy.parameters())
+    before = [p.detach().clone() for p in params]
+    grad = torch.randn(sum(p.numel() for p in params))
+    moved = after_step(params, grad, lambda ps: torch.optim.SGD(ps, lr=0.5),
+                       lambda: float(params[0].detach().flatten()[0]))
+    assert moved == pytest.approx(float(before[0].flatten()[0] - 0.5 * grad[0]), abs=1e-6)
+    assert all(torch.equal(p, b) and p.grad is None for p, b in zip(params, before))
+
+
+def test_likelihood_margin_hand_built():
+    # problem 0: right answers at -1 and -2 (mean -1.5), a wrong one at -3: gap 1.5; problem 1: gap -0.5;
+    # problem 2 has one outcome and does not count
+    logps = torch.tensor([-1.0, -2.0, -3.0, -2.5, -2.0, -1.0, -1.0])
+    correct = torch.tensor([1, 1, 0, 1, 0, 1, 1])
+    groups = torch.tensor([0, 0, 0, 1, 1, 2, 2])
+    assert likelihood_margin(logps, correct, groups) == pytest.approx((1.5 - 0.5) / 2)
+    assert math.isnan(likelihood_margin(logps[5:], correct[5:], groups[5:]))
+
+
+def test_paired_differences_by_batch():
+    d = paired_difference([1.0, 2.0, 4.0], [0.0, 1.0, 1.0])
+    assert d["mean"] == pytest.approx(5 / 3) and d["df"] == 2
+    assert d["se"] == pytest.approx(2 / 3)  # the differences 1, 1, 3: sd √(4/3), over √3
+    # a batch where the measure is undefined (a zero reference gradient's cosine) is left out of the pair
+    d = paired_difference([1.0, math.nan, 4.0], [0.0, 1.0, 1.0])
+    assert (d["mean"], d["n"], d["df"]) == (pytest.approx(2.0), 2, 1)
+
+
+def test_the_parts_are_disjoint_and_cover_every_rollout():
+    parts = Parts(8, 4, 32)
+    prompts = [3, 4]
+    rows = {name: set(subset_rows(parts, prompts, part, torch.ones(2, part.stop - part.start, dtype=torch.bool)))
+            for name, part in (("group", parts.group), ("fresh", parts.fresh), ("reference", parts.reference))}
+    assert (len(rows["group"]), len(rows["fresh"]), len(rows["reference"])) == (16, 8, 64)
+    assert not rows["group"] & rows["fresh"] and not rows["group"] & rows["reference"]
+    assert not rows["fresh"] & rows["reference"]
+    assert set.union(*rows.values()) == set(range(3 * 44, 5 * 44))
+    keep = torch.tensor([[True, False, True, False, False, False, False, True]] * 2)
+    assert subset_rows(parts, prompts, parts.group, keep) == [132, 134, 139, 176, 178, 183]
+
+
+def test_the_default_rule_reading_a_perfect_oracle_keeps_more_balanced_groups_than_random():
+    """Groups of 8 with 6 right answers: random pruning keeps about that share; the default rule (whatever it is
+    now), reading an oracle of AUC 1.0, keeps groups nearer half right."""
+    assert compared_rules()[-1] == "global" and set(compared_rules()) <= set(BALANCE_TARGETS)
+    noise = torch.Generator().manual_seed(0)
+    pool = (torch.rand(2048, generator=torch.Generator().manual_seed(1)) < 0.5).float()
+    calibrator = fit_calibrator(oracle_scores(pool, 1.0, noise), pool, 64)
+    correct = torch.tensor([[1.0] * 6 + [0.0] * 2] * 64)
+    scores = oracle_scores(correct.flatten(), 1.0, noise).view(64, 8)
+    eligible = torch.ones(64, 8, dtype=torch.bool)
+    prompts = list(range(64))
+    random = survivors(pruner_params("random", calibrator, 0.5, 0), scores, eligible, prompts)
+    rule = survivors(pruner_params("arrol", calibrator, 0.5, 0, compared_rules()[0]), scores, eligible, prompts)
+    by_random, by_rule = balance(random, correct, 8), balance(rule, correct, 8)
+    assert by_random["positive_ratio"] == pytest.approx(0.75, abs=0.08)
+    assert abs(by_rule["positive_ratio"] - 0.5) < abs(by_random["positive_ratio"] - 0.5) - 0.1
+    assert by_rule["zero_advantage"] <= by_random["zero_advantage"]
+    assert 0.3 < by_rule["kept_share"] < 0.7
+
+
+def compose_probe(*overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return load_grad_probe_config(compose("grad_probe", overrides=list(overrides)))
+
+
+def test_the_preset_takes_the_trainers_defaults():
+    cfg = compose_probe("policy=tiny")
+    assert (cfg.group_size, cfg.fresh_size, cfg.detect_length, cfg.max_tokens) == (8, 4, 12, 48)
+    assert cfg.reward.function == "math_verify" and cfg.data.num_heldout == 32
+    assert cfg.loss_agg_mode == "seq-mean-token-mean" and cfg.rules == []
+
+
+@pytest.mark.parametrize("override,message", [
+    ("keep_ratio=0.3", "keep_ratio=0.3 of group_size=8 gives κG=2.4"),
+    ("rules=[group,nope]", "rules=['group', 'nope']: choose among"),
+    ("oracle_aucs=[0.4]", "oracle_aucs=[0.4]: distinct AUCs in [0.5, 1]"),
+    ("detect_length=48", "detect_length must be >= 1 and < max_tokens=48"),
+    ("policy=/nonexistent", "policy='/nonexistent': not a transformers model directory"),
+])
+def test_a_bad_value_is_named(override, message):
+    args = [override] if override.startswith("policy=") else ["policy=tiny", override]
+    with pytest.raises(ConfigError) as err:
+        compose_probe(*args)
+    assert message in str(err.value)
+
+
+REWARD = '''import zlib
+
+
+def coin(prompt, completion, answer):
+    """Right for half the texts, whatever they say: a random policy's groups come out mixed."""
+    return float(zlib.crc32(completion.encode()) % 2)
+'''
+
+
+@pytest.mark.slow
+def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
+    (tmp_path / "coin_reward.py").write_text(REWARD)
+    out = tmp_path / "probe"
+    args = [sys.executable, str(ROOT / "experiments" / "grad_probe.py"), f"policy={tiny_model_dirs['policy']}",
+            "reward.function=coin_reward:coin", "reward.workers=0", "group_size=4", "reference_rollouts=6",
+            "batches=2", "prompts_per_batch=2", "head_prompts=8", "head.steps=20", "data.num_heldout=4",
+            "heldout_samples=6", "max_tokens=12", "detect_length=4", "oracle_aucs=[0.9,1.0]",
+            f"hydra.run.dir={out}"]
+    run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((out / "grad_probe.json").read_text())
+    rules = compared_rules()
+    keys = ["all", "random", *(f"{r}/{s}" for r in rules for s in ("head", "oracle_0.9", "oracle_1")), "fresh",
+            "reference"]
+    assert list(result["subsets"]) == keys and result["default_rule"] == rules[0]
+    assert set(result["differences"]) == {"random", "fresh"}
+    assert set(result["differences"]["random"]) == set(keys) - {"random"}
+    for key, subset in result["subsets"].items():
+        for measure in ("cosine", "margin_sgd", "margin_adamw", "grad_norm", "kept_share", "positive_ratio",
+                        "zero_advantage"):
+            values = subset["per_batch"][measure]
+            assert len(values) == 2 and all(isinstance(v, float) and math.isfinite(v) for v in values), (key, measure)
+            assert math.isfinite(subset[measure]["mean"]), (key, measure)
+    assert result["subsets"]["reference"]["per_batch"]["cosine"] == pytest.approx([1.0, 1.0])
+    assert result["subsets"]["fresh"]["kept_share"]["mean"] == pytest.approx(0.5)
+    assert math.isfinite(result["margin"]["base"]) and result["margin"]["problems"] >= 1
+    assert "| subset | cosine to reference ± SE |" in run.stdout
+    results = tmp_path / "results" / "grad_probe" / "tiny"
+    results.mkdir(parents=True)
+    (results / "grad_probe.json").write_text(json.dumps(result))
+    lines, claims = section_grad_probe(tmp_path / "results")
+    text = "\n".join(lines)
+    assert lines[0].startswith("## ") and "### tiny" in text and claims == []
+    assert text.count(f"| tiny | {subset_title(result, f'{rules[0]}/oracle_1')} |") == 3  # one row per measure
+    assert "Not run" in section_grad_probe(tmp_path / "nothing")[0][2]
