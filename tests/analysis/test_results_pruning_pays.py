@@ -13,18 +13,21 @@ from arrol_pl.analysis.results.page import SECTION_KEYS, build_page
 from arrol_pl.analysis.results.pruning_pays import (Arm, break_even, named, oracle_ladders, point_label, reach_shares,
                                                     scorer_points, section_pruning_pays, study_arms, versus)
 from arrol_pl.analysis.runs import sweep_runs
+from arrol_pl.train.summary import RunSummary
 
 ROOT = Path(__file__).resolve().parents[2]
 GRPO_AFTER = 0.40
 GRPO_CURVE = [(100, 0.30), (200, 0.35), (300, GRPO_AFTER)]
 SEEDS = (0, 1, 2, 3)
 """Four seeds: a mean over them is judged on t with 3 df (3.18 SE); over two (1 df, 12.7 SE) nothing here would be."""
+RULE = {"balance_target": "anchored"}
+"""What a run records of the default survival rule."""
 ARMS = {  # arm → (pruning config, held-out after minus GRPO's, realised scorer AUC pooled, within groups)
     "grpo_g4": ({"policy": "none"}, -0.02, None, None),
     "random": ({"policy": "random"}, -0.03, 0.70, 0.52),  # the head's AUC: random pruning ignores it
-    "arrol": ({"policy": "arrol", "scorer": "head"}, +0.01, 0.62, 0.53),
-    "arrol_confidence": ({"policy": "arrol", "scorer": "confidence"}, -0.05, 0.55, 0.51),
-    "arrol_checker": ({"policy": "arrol", "scorer": "checker"}, +0.05, 0.85, 0.75),
+    "arrol": ({"policy": "arrol", "scorer": "head", **RULE}, +0.01, 0.62, 0.53),
+    "arrol_confidence": ({"policy": "arrol", "scorer": "confidence", **RULE}, -0.05, 0.55, 0.51),
+    "arrol_checker": ({"policy": "arrol", "scorer": "checker", **RULE}, +0.05, 0.85, 0.75),
 }
 LADDER = {0.6: -0.05, 0.7: -0.02, 0.8: +0.04, 0.9: +0.06}  # oracle AUC → difference; the bare arm=oracle: 1.0
 ORACLE_AFTER = GRPO_AFTER + 0.08
@@ -77,13 +80,14 @@ def study(tmp_path: Path) -> Path:
         for arm, (pruning, diff, auc, within) in ARMS.items():
             write_job(sweep, arm, seed, GRPO_AFTER + diff, pruning=pruning if pruning["policy"] != "none" else None,
                       auc=auc, within=within, group_size=4 if arm == "grpo_g4" else 8)
-        write_job(sweep, "oracle", seed, ORACLE_AFTER, pruning={"policy": "arrol", "scorer": "oracle"}, auc=1.0,
+        write_job(sweep, "oracle", seed, ORACLE_AFTER, pruning={"policy": "arrol", "scorer": "oracle", **RULE}, auc=1.0,
                   within=1.0, history=oracle_history(150 if seed < 2 else 200), credited_seconds=150.0)
         for level, diff in LADDER.items():
             write_job(sweep, "oracle", seed, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",),
-                      auc=level + 0.05, within=level, pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
-        write_job(sweep, "oracle", seed, GRPO_AFTER + 0.12, extra=("pruning.balance_target=group",), auc=1.0,
-                  within=1.0, pruning={"policy": "arrol", "scorer": "oracle", "balance_target": "group"})
+                      auc=level + 0.05, within=level,
+                      pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level, **RULE})
+        write_job(sweep, "oracle", seed, GRPO_AFTER + 0.12, extra=("pruning.balance_target=global",), auc=1.0,
+                  within=1.0, pruning={"policy": "arrol", "scorer": "oracle", "balance_target": "global"})
     return root
 
 
@@ -115,8 +119,10 @@ def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(stud
         "arm=grpo", "arm=grpo_g4", "arm=random", "arm=arrol", "arm=arrol_confidence", "arm=arrol_checker",
         "arm=oracle", "arm=oracle pruning.oracle_auc=0.9", "arm=oracle pruning.oracle_auc=0.8",
         "arm=oracle pruning.oracle_auc=0.7", "arm=oracle pruning.oracle_auc=0.6",
-        "arm=oracle pruning.balance_target=group"]  # Eq. 2's ladder from the top, then each other rule's
+        "arm=oracle pruning.balance_target=global"]  # the default rule's ladder from the top, then each other rule's
     assert all(sorted(a.runs) == list(SEEDS) for a in arms)
+    # a run that recorded no survival rule predates the anchored default: it pruned by Eq. 2 as written
+    assert Arm("legacy", {0: RunSummary(config={"pruning": {"policy": "arrol"}})}).rule == "global"
     auc = {a.label: a.auc() for a in arms}
     assert auc["arm=grpo"] is None and auc["arm=random"] == 0.5  # random reads no score, whatever the head's AUC
     assert auc["arm=arrol"] == pytest.approx(0.53) and auc["arm=oracle pruning.oracle_auc=0.7"] == pytest.approx(0.7)
@@ -136,14 +142,14 @@ def test_seeds_pair_with_their_own_grpo_run_and_evaluations_by_problem(tmp_path:
     grpo = [0.4, 0.4, 0.4, 0.4]
     write_job(sweep, "grpo", 0, 0.40, per_problem=grpo)
     write_job(sweep, "grpo", 1, 0.30, per_problem=[0.3] * 4)
-    write_job(sweep, "arrol", 0, 0.45, pruning={"policy": "arrol"}, auc=0.7, per_problem=[0.4, 0.5, 0.4, 0.5])
-    write_job(sweep, "arrol", 1, 0.35, pruning={"policy": "arrol"}, auc=0.7, per_problem=[0.3, 0.4, 0.3, 0.4])
-    write_job(sweep, "arrol", 2, 0.99, pruning={"policy": "arrol"}, auc=0.7)  # no GRPO run of seed 2: left out
+    write_job(sweep, "arrol", 0, 0.45, pruning={"policy": "arrol", **RULE}, auc=0.7, per_problem=[0.4, 0.5, 0.4, 0.5])
+    write_job(sweep, "arrol", 1, 0.35, pruning={"policy": "arrol", **RULE}, auc=0.7, per_problem=[0.3, 0.4, 0.3, 0.4])
+    write_job(sweep, "arrol", 2, 0.99, pruning={"policy": "arrol", **RULE}, auc=0.7)  # no GRPO run of seed 2: left out
     section = section_of(build_page(tmp_path / "results", tmp_path / "page.md"))
     # per problem: differences 0, 0.1, 0, 0.1 → SE 0.0289 per seed, 0.0289 / sqrt(2) = 0.020 over the two seeds
     assert "| +0.050 ± 0.020 (2 seeds; per-problem SE 0.020) |" in section
     write_job(sweep, "grpo", 2, 0.90, per_problem=[0.9] * 4)
-    write_job(sweep, "arrol", 3, 0.50, pruning={"policy": "arrol"}, auc=0.7)  # and no seed 3 of GRPO
+    write_job(sweep, "arrol", 3, 0.50, pruning={"policy": "arrol", **RULE}, auc=0.7)  # and no seed 3 of GRPO
     section = section_of(build_page(tmp_path / "results", tmp_path / "page.md"))
     # seeds 0, 1, 2: +0.05, +0.05, +0.09; seed SE 0.0133 < evaluation SE sqrt(2 · 0.0289² + 0.0141²) / 3 = 0.0144
     assert "| +0.063 ± 0.014 (3 seeds; evaluation SE 0.014, paired by problem on 2 of 3) |" in section
@@ -168,11 +174,11 @@ def test_the_break_even_auc_is_interpolated_where_the_oracle_ladder_crosses_zero
     # the span the ladder covers, from its points: it stops at 0.6, short of chance
     assert "The oracle ladder spans AUC 0.600–1.000 within groups, not down to chance (0.5): a scorer below 0.600 " \
            "falls beside no point of it." in section
-    # an oracle pruning by another rule is a ladder of its own, not a point of Eq. 2's
-    assert "The oracle ladder under group survival has 1 point(s), too few to locate a break-even." in section
-    assert len(claim_lines(text, "Break-even of the oracle ladder under group survival")) == 0
+    # an oracle pruning by another rule is a ladder of its own, not a point of the default rule's
+    assert "The oracle ladder under Eq. 2 has 1 point(s), too few to locate a break-even." in section
+    assert len(claim_lines(text, "Break-even of the oracle ladder under Eq. 2")) == 0
     headline = [line for line in text.split("### Every claim")[0].splitlines() if "(Fig. 4) | tiny |" in line][0]
-    assert "Break-even AUC within groups, oracle ladder: Eq. 2 ≈ 0.73; group survival not run; learned head at " \
+    assert "Break-even AUC within groups, oracle ladder: anchored survival ≈ 0.73; Eq. 2 not run; learned head at " \
            "0.53" in headline
     for name in ("pruning_pays_break_even.png", "pruning_pays_wallclock.png"):
         figure = page.parent / "figures" / name
@@ -193,7 +199,7 @@ def test_a_coarse_or_uncrossed_ladder_misses_the_location_target(tmp_path: Path)
     write_job(sweep, "grpo", 0, GRPO_AFTER)
     for level, diff in ((0.6, -0.03), (0.8, 0.03)):  # crosses at 0.7, but the points are 0.2 apart
         write_job(sweep, "oracle", 0, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",), auc=level,
-                  pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
+                  pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level, **RULE})
     _, claims = section_pruning_pays(tmp_path / "results", tmp_path / "figures", tmp_path)
     located = [c for c in claims if c.text.startswith("Break-even")]
     assert "at scorer AUC 0.700 within groups, between its points at AUC 0.600 and 0.800" in located[0].text
@@ -207,7 +213,7 @@ def test_a_coarse_or_uncrossed_ladder_misses_the_location_target(tmp_path: Path)
     assert "does not cross 0 going up within the ladder (AUC 0.600–0.800 within groups)" in located.text
     assert not located.targets[0][1]
     # one seed: the evaluation's SE 0.014 on 255 df, t = 1.97: +0.03 is ahead, +0.01 is not
-    assert located.here == "Break-even AUC within groups, oracle ladder: Eq. 2 none in 0.60–0.80"
+    assert located.here == "Break-even AUC within groups, oracle ladder: anchored survival none in 0.60–0.80"
 
 
 def test_a_crossing_within_noise_does_not_locate_the_break_even(tmp_path: Path):
@@ -215,13 +221,14 @@ def test_a_crossing_within_noise_does_not_locate_the_break_even(tmp_path: Path):
     write_job(sweep, "grpo", 0, GRPO_AFTER)
     for level, diff in ((0.7, -0.01), (0.8, 0.02)):  # one seed: SE 0.014 on 255 df, so +0.02 is inside ±0.028
         write_job(sweep, "oracle", 0, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",), auc=level,
-                  pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
+                  pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level, **RULE})
     lines, claims = section_pruning_pays(tmp_path / "results", tmp_path / "figures", tmp_path)
     located = [c for c in claims if c.text.startswith("Break-even")][0]
     assert "crosses 0 at scorer AUC 0.733 within groups, between its points at AUC 0.700 and 0.800" in located.text
     assert located.targets == (("break-even AUC located to ±0.05", False),)  # 0.1 apart, but nothing ahead of noise
     # what the point above could have detected: (t_{0.975, 255} + t_{0.80, 255}) · 0.0141 = 0.040
-    assert located.here == "Break-even AUC within groups, oracle ladder: Eq. 2 ≈ 0.73, not distinguishable (could " \
+    assert located.here == "Break-even AUC within groups, oracle ladder: anchored survival ≈ 0.73, not distinguishable " \
+                           "(could " \
                            "detect ±0.040)"
     assert "(+0.020); no point at or above it is ahead of GRPO G = 8 beyond its 95 % t interval (they could detect " \
            "±0.040 at 80 % power), so the crossing is not distinguishable from one by chance." in "\n".join(lines)
@@ -235,7 +242,7 @@ def test_an_uncrossed_ladder_states_its_slope_within_seeds(tmp_path: Path):
         write_job(sweep, "grpo", seed, GRPO_AFTER)
         for level, diff in points.items():
             write_job(sweep, "oracle", seed, GRPO_AFTER + diff, extra=(f"pruning.oracle_auc={level}",), auc=level,
-                      pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level})
+                      pruning={"policy": "arrol", "scorer": "oracle", "oracle_auc": level, **RULE})
     lines, claims = section_pruning_pays(tmp_path / "results", tmp_path / "figures", tmp_path)
     # within seeds the two slopes cancel: 0; residuals 4 × 0.01² on 6 - 2 - 1 = 3 dof over Σx² = 0.04, per 0.1 of
     # AUC: SE 0.0058, t_{0.975, 3} = 3.18 of it ±0.018, (3.18 + 0.98) of it detectable: ±0.024
@@ -249,8 +256,9 @@ def test_an_uncrossed_ladder_states_its_slope_within_seeds(tmp_path: Path):
 def test_without_the_ladder_the_section_says_how_to_run_it_and_headlines_the_oracle(tmp_path: Path):
     sweep = tmp_path / "results" / "pruning_pays"
     write_job(sweep, "grpo", 0, GRPO_AFTER)
-    write_job(sweep, "arrol", 0, GRPO_AFTER, pruning={"policy": "arrol"}, auc=None, head_auc_after_cold_start=0.66)
-    write_job(sweep, "oracle", 0, ORACLE_AFTER, pruning={"policy": "arrol", "scorer": "oracle"}, auc=1.0,
+    write_job(sweep, "arrol", 0, GRPO_AFTER, pruning={"policy": "arrol", **RULE}, auc=None,
+              head_auc_after_cold_start=0.66)
+    write_job(sweep, "oracle", 0, ORACLE_AFTER, pruning={"policy": "arrol", "scorer": "oracle", **RULE}, auc=1.0,
               history=[{"time/wall": 150, "heldout/accuracy": 0.35}, {"time/wall": 300, "heldout/accuracy": 0.48}])
     lines, claims = section_pruning_pays(tmp_path / "results", tmp_path / "figures", tmp_path)
     text = "\n".join(lines)
@@ -262,7 +270,8 @@ def test_without_the_ladder_the_section_says_how_to_run_it_and_headlines_the_ora
     assert len(goal) == 1 and "+0.080 ± 0.014" in goal[0].text and "median 1.00" in goal[0].text
     assert goal[0].targets[0][1] is False  # ahead, but not in 0.6 of GRPO's time
     # the head-scored run that predates the scorer's AUC (and any AUC within groups) stands at its head's pooled one
-    assert goal[0].here == "Break-even AUC within groups, oracle ladder: Eq. 2 not run; learned head at 0.66 (pooled)"
+    assert goal[0].here == ("Break-even AUC within groups, oracle ladder: anchored survival not run; learned head at "
+                            "0.66 (pooled)")
     assert (tmp_path / "figures" / "pruning_pays_break_even.png").exists()
 
 
@@ -286,7 +295,7 @@ def test_time_to_grpos_final_accuracy_is_a_share_of_the_time_grpo_took_to_reach_
     grpo = [(0, 0.20), (100, 0.30), (200, 0.41), (300, 0.40)]
     write_job(sweep, "grpo", 0, 0.40, history=[{"time/wall": t, "heldout/accuracy": a} for t, a in grpo])
     arrol = [(0, 0.20), (150, 0.40), (300, 0.42)]  # reaches 0.40 at 150 s: 150 / 200 = 0.75 (not 150 / 300 = 0.50)
-    write_job(sweep, "arrol", 0, 0.42, pruning={"policy": "arrol"}, auc=0.7,
+    write_job(sweep, "arrol", 0, 0.42, pruning={"policy": "arrol", **RULE}, auc=0.7,
               history=[{"time/wall": t, "heldout/accuracy": a} for t, a in arrol])
     arms = study_arms(sweep_runs(sweep))
     base, ours = named(arms, "grpo"), named(arms, "arrol")
@@ -306,7 +315,7 @@ def test_the_break_even_axis_is_each_scorers_auc_within_groups(study: Path, tmp_
     assert points == {"the learned head": (pytest.approx(0.53), "within groups"),
                       "DeepConf": (pytest.approx(0.51), "within groups"),
                       "the checker": (pytest.approx(0.75), "within groups"), "random pruning": (0.5, "no score")}
-    ladder = [x for x, _ in oracle_ladders(arms, diffs)["global"]]
+    ladder = [x for x, _ in oracle_ladders(arms, diffs)["anchored"]]
     assert ladder == pytest.approx([0.6, 0.7, 0.8, 0.9, 1.0])  # within groups; pooled they were recorded 0.05 higher
     section = section_of(build_page(study, tmp_path / "page.md"))
     assert "| scorer AUC within groups |" in section.split("\n")[4]
@@ -318,10 +327,10 @@ def test_runs_without_the_auc_within_groups_stand_at_their_pooled_auc_marked_so(
     for seed in (0, 1):
         write_job(sweep, "grpo", seed, GRPO_AFTER)
         # seed 1's run recorded the AUC within groups, seed 0's predates it: the arm is not mixed, it reads pooled
-        write_job(sweep, "arrol", seed, GRPO_AFTER, pruning={"policy": "arrol"}, auc=0.62,
+        write_job(sweep, "arrol", seed, GRPO_AFTER, pruning={"policy": "arrol", **RULE}, auc=0.62,
                   within=0.53 if seed else None)
         # an oracle that recorded neither stands at its set AUC, which its AUC within groups equals in expectation
-        write_job(sweep, "oracle", seed, GRPO_AFTER, pruning={"policy": "arrol", "scorer": "oracle"})
+        write_job(sweep, "oracle", seed, GRPO_AFTER, pruning={"policy": "arrol", "scorer": "oracle", **RULE})
     arms = study_arms(sweep_runs(sweep))
     head, oracle = named(arms, "arrol").auc_reading(), named(arms, "oracle").auc_reading()
     assert (head.value, head.basis, head.text()) == (pytest.approx(0.62), "pooled", "0.620 (pooled)")
@@ -338,7 +347,7 @@ def test_the_fig4_and_control_verdicts_follow_the_paired_differences(study: Path
     text = build_page(study, tmp_path / "page.md")
     fig4 = {line.split(", ")[1].split(" (`")[0]: line for line in claim_lines(text, "Fig. 4 on the long-chain task")}
     assert set(fig4) == {"the learned head", "DeepConf", "the checker", "the oracle at AUC 1.0", "random pruning",
-                         "the oracle at AUC 1.0 (group survival)"}
+                         "the oracle at AUC 1.0 (Eq. 2)"}
     head = fig4["the learned head"]
     # 4 seeds: t_{0.975, 3} · 0.0071 = ±0.023; +0.01 is inside it, and what it could detect is stated, no "tied"
     assert "+0.010 ± 0.007 over 4 seed(s) — **not distinguishable**: not distinguishable from 0 (95 % t interval " \
@@ -355,7 +364,7 @@ def test_the_fig4_and_control_verdicts_follow_the_paired_differences(study: Path
     met = [c for c in control if "**met**" in c]
     assert {c.split(" (`")[0] for c in met} == {"The learned head", "The checker", "The oracle at AUC 1.0",
                                                 "The oracle at AUC 0.9", "The oracle at AUC 0.8",
-                                                "The oracle at AUC 1.0 (group survival)"}
+                                                "The oracle at AUC 1.0 (Eq. 2)"}
     assert any(c.startswith("The learned head (`arm=arrol`) against GRPO G = 4") and "+0.030 ± 0.007" in c
                for c in met)
     random = [c for c in control if c.startswith("Random pruning")][0]

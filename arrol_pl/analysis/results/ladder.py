@@ -18,6 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
+
+LEGACY_RULE = "global"
+"""The survival rule of a run that recorded none: Eq. 2, every run's before the anchored rule became the default."""
+
 from arrol_pl.analysis.runs import PairedDifference
 from arrol_pl.analysis.significance import INTERVAL, Estimate, detectable_span
 from arrol_pl.analysis.wallclock import new_figure, save_figure
@@ -91,13 +96,14 @@ def plot_break_even(ladders: dict[str, Sequence[tuple[float, PairedDifference]]]
 
 
 def rule_name(rule: str) -> str:
-    """A survival rule (``pruning.balance_target``) as the page names it: Eq. 2 for the paper's global rule."""
+    """A survival rule (``pruning.balance_target``) as the page names it: Eq. 2 for the paper's formula as written."""
     return "Eq. 2" if rule == "global" else f"{rule} survival"
 
 
 def ladder_name(rule: str) -> str:
-    """How the text names the oracle ladder of a survival rule."""
-    return "the oracle ladder" if rule == "global" else f"the oracle ladder under {rule_name(rule)}"
+    """How the text names the oracle ladder of a survival rule: the default rule's (what the bare ``arm=oracle``
+    runs) is "the oracle ladder"."""
+    return "the oracle ladder" if rule == DEFAULT_BALANCE_TARGET else f"the oracle ladder under {rule_name(rule)}"
 
 
 def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
@@ -105,7 +111,7 @@ def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
     """What the opening table shows of the study: per survival rule, where its oracle ladder breaks even; ``head``:
     where the learned head stands ("": not run)."""
     parts = []
-    for rule, ladder in ladders.items() or [("global", [])]:
+    for rule, ladder in ladders.items() or [(DEFAULT_BALANCE_TARGET, [])]:
         crossing, name = crossings.get(rule), rule_name(rule)
         if len(ladder) < 2:
             parts.append(f"{name} not run")

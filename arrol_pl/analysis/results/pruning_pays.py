@@ -23,9 +23,10 @@ Decisions:
   linearly between the two ladder points around it; of several such crossings the highest (pruning pays at every
   ladder point above it). It is located only when a ladder point at or above it is ahead of GRPO G = 8 beyond its
   95 % t interval over the seeds (seeds − 1 degrees of freedom; :mod:`arrol_pl.analysis.significance`): means
-  around 0 cross it by chance. An oracle pruning by another survival rule (``pruning.balance_target=group``) is a
-  ladder of its own, with its own break-even: the rule decides which rollouts a perfect score prunes. The text
-  states the span the ladder covers, from its data.
+  around 0 cross it by chance. "The oracle ladder" is the default survival rule's (what the bare ``arm=oracle``
+  runs); an oracle pruning by another rule (``pruning.balance_target=global``, Eq. 2 as written, the rule of every
+  run that recorded none) is a ladder of its own, with its own break-even: the rule decides which rollouts a
+  perfect score prunes. The text states the span the ladder covers, from its data.
 - **Every comparison is judged on its 95 % t interval**, and one inside it is "not distinguishable", with the
   effect it could have detected at 80 % power (:mod:`arrol_pl.analysis.significance`); the paper's Fig. 4 claim is
   reproduced when the arm is ahead of GRPO G = 8 beyond that interval.
@@ -46,13 +47,14 @@ from typing import Sequence
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.history import read_history
 from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE, Claim
-from arrol_pl.analysis.results.ladder import (at_or_above, break_even, distinguished, headline_text, ladder_name,
-                                              plot_break_even, slope_text)
+from arrol_pl.analysis.results.ladder import (LEGACY_RULE, at_or_above, break_even, distinguished, headline_text,
+                                              ladder_name, plot_break_even, rule_name, slope_text)
 from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_difference, sweep_runs
 from arrol_pl.analysis.significance import INTERVAL, detectable_span
 from arrol_pl.analysis.sweep import SEED_OVERRIDE
 from arrol_pl.analysis.wallclock import plot_wallclock
 from arrol_pl.core.metrics import mean_sd_se, reach_share
+from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
 from arrol_pl.train.summary import RunSummary
 
 HEADING = ("## 13. When does pruning pay? Scorers at L_detect, the oracle ladder and the cost-matched control "
@@ -125,9 +127,14 @@ class Arm:
         return float(self.pruning.get("oracle_auc", 1.0)) if self.pruning.get("scorer") == "oracle" else None
 
     @property
-    def eq2(self) -> bool:
-        """Whether the arm prunes by Eq. 2's global rule (the paper's; the oracle ladder's)."""
-        return self.pruning.get("balance_target", "global") == "global"
+    def rule(self) -> str:
+        """The survival rule the arm's decisions follow (``pruning.balance_target``; Eq. 2 where none was recorded)."""
+        return self.pruning.get("balance_target", LEGACY_RULE)
+
+    @property
+    def default_rule(self) -> bool:
+        """Whether the arm prunes by the default survival rule, the one the bare ``arm=oracle`` ladder runs."""
+        return self.rule == DEFAULT_BALANCE_TARGET
 
     @property
     def pruned(self) -> bool:
@@ -135,10 +142,11 @@ class Arm:
 
     @property
     def title(self) -> str:
-        """What the text calls the arm; a survival rule other than Eq. 2's global one is named after it."""
+        """What the text calls the arm; a survival rule other than the default is named after it."""
         title = f"the oracle at AUC {self.oracle_auc}" if self.oracle_auc is not None else TITLES.get(
             self.name, f"`{self.label}`")
-        return title if not self.pruned or self.eq2 else f"{title} ({self.pruning['balance_target']} survival)"
+        by_rule = self.pruned and self.pruning.get("policy") == "arrol" and not self.default_rule
+        return f"{title} ({rule_name(self.rule)})" if by_rule else title
 
     def auc_reading(self) -> AucReading | None:
         """The AUC within groups of what the decisions read, or what stands in for it (module docstring); None
@@ -166,7 +174,7 @@ class Arm:
 
 
 def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
-    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladders (Eq. 2's
+    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladders (the default rule's
     first, then each other survival rule's) from the highest AUC down."""
     shared = set.intersection(*(set(r.overrides) for r in runs)) if len(runs) > 1 else set()
     by_label: dict[str, dict[int, RunSummary]] = {}
@@ -176,7 +184,7 @@ def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
         by_label.setdefault(label or "all", {})[run.config.get("trainer", {}).get("seed", 0)] = run
     arms = [Arm(label, dict(sorted(seeds.items()))) for label, seeds in by_label.items()]
     return sorted(arms, key=lambda a: (ORDER.index(a.name) if a.name in ORDER else len(ORDER),
-                                       not a.eq2, -(a.oracle_auc or 0),
+                                       not a.default_rule, a.rule, -(a.oracle_auc or 0),
                                        a.label))
 
 
@@ -325,12 +333,12 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
 
 def oracle_ladders(arms: Sequence[Arm], diffs: dict[str, PairedDifference]) -> dict[str, list[tuple[float,
                                                                                                  PairedDifference]]]:
-    """Per survival rule (Eq. 2's first), its oracle arms as ``(AUC within groups, difference to GRPO G = 8)``, from
+    """Per survival rule (the default rule's first), its oracle arms as ``(AUC within groups, difference to GRPO G = 8)``, from
     the lowest AUC up."""
     ladders: dict[str, list[tuple[float, PairedDifference]]] = {}
     for a in sorted((a for a in arms if a.oracle_auc is not None and a.label in diffs and a.auc() is not None),
-                    key=lambda a: (not a.eq2, a.pruning.get("balance_target", "global"), a.auc())):
-        ladders.setdefault(a.pruning.get("balance_target", "global"), []).append((a.auc(), diffs[a.label]))
+                    key=lambda a: (not a.default_rule, a.rule, a.auc())):
+        ladders.setdefault(a.rule, []).append((a.auc(), diffs[a.label]))
     return ladders
 
 
@@ -364,7 +372,7 @@ def break_even_part(arms: Sequence[Arm], base: Arm | None, control: Arm | None, 
                                  figures / "pruning_pays_break_even.png")
         lines += [f"![held-out accuracy minus GRPO G = 8's against the scorer's AUC within groups]"
                   f"({target.relative_to(page_dir)})", ""]
-    if "global" not in ladders:
+    if DEFAULT_BALANCE_TARGET not in ladders:
         lines.append(f"The oracle ladder has 0 point(s), too few to locate a break-even: `{LADDER}`.")
     lines += [ladder_line(rule, ladder, found[rule]) for rule, ladder in ladders.items()]
     sit = [f"{title} at AUC {r.text()} ({d.mean:+.3f} ± {d.se:.3f})" for title, r, d in points]
@@ -388,7 +396,7 @@ def ladder_line(rule: str, ladder: Sequence[tuple[float, PairedDifference]],
     name = name[0].upper() + name[1:]
     if len(ladder) < 2:
         return (f"{name} has {len(ladder)} point(s), too few to locate a break-even"
-                + (f": `{LADDER}`." if rule == "global" else "."))
+                + (f": `{LADDER}`." if rule == DEFAULT_BALANCE_TARGET else "."))
     lowest = ladder[0][0]
     span = (f"{name} spans AUC {lowest:.3f}–{ladder[-1][0]:.3f} within groups"
             + ("" if lowest <= 0.5 else f", not down to chance (0.5): a scorer below {lowest:.3f} falls beside no "
