@@ -81,7 +81,7 @@ def test_the_package_command_refuses_as_the_script_does(tmp_path):
     for command, override, expected in (
             ("train", "trainer.max_stepz=1", "trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),
             ("evaluate", "k=many", "k=many: Value 'many' of type 'str' could not be converted to Integer; k takes int"),
-            ("simulate", "pruning=nope", "pruning=nope: no such preset; pruning has arrol, arrol_gated")):
+            ("simulate", "pruning=nope", "pruning=nope: no such preset; pruning has arrol, arrol_eq2, arrol_gated")):
         line = refused_in_one_line(run(tmp_path, command, override, script=("-m", "arrol_pl")), tmp_path)
         assert expected in line
 
