@@ -20,6 +20,7 @@ from pathlib import Path
 
 from omegaconf import MISSING, DictConfig
 
+from arrol_pl.analysis.head_probe.config import check_policy
 from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.losses import LOSS_AGG_MODES
@@ -157,16 +158,7 @@ def load_grad_probe_config(cfg: DictConfig | dict) -> GradProbeConfig:
     """The probe's configuration from a composed Hydra config, checked (the file system included);
     :class:`ConfigError` naming the key."""
     config: GradProbeConfig = load_typed(cfg, GradProbeConfig, ("head",))
-    if config.policy == "smollm2":
-        from arrol_pl.models.smollm2 import PretrainedUnavailableError, gguf_path
-
-        try:
-            gguf_path()
-        except PretrainedUnavailableError as exc:
-            raise ConfigError(f"policy=smollm2: {exc}") from None
-    elif config.policy != "tiny" and not (Path(config.policy) / "config.json").is_file():
-        raise ConfigError(f"policy={config.policy!r}: not a transformers model directory (no config.json), nor one "
-                          f"of {list(NAMED_POLICIES)}")
+    check_policy(config.policy, NAMED_POLICIES, f"nor one of {list(NAMED_POLICIES)}")
     if config.policy in NAMED_POLICIES:  # built here, trained by no run: math-verify unless told otherwise
         config.reward.function = config.reward.function or MATH_VERIFY
     config.reward.fill_in(Path(config.policy), "policy")

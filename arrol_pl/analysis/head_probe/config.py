@@ -135,20 +135,26 @@ class ProbeConfig:
             raise ConfigError(str(exc)) from None
 
 
-def load_probe_config(cfg: DictConfig | dict) -> ProbeConfig:
-    """The probe's configuration from a composed Hydra config, checked (the file system included: the policy must
-    be a model directory, or ``smollm2`` installed); :class:`ConfigError` naming the key."""
-    config: ProbeConfig = load_typed(cfg, ProbeConfig, ("head",))
-    if config.policy == "smollm2":
+def check_policy(policy: str, built_here: tuple[str, ...] = (), others: str = "nor smollm2") -> None:
+    """A probe's ``policy``: ``smollm2`` with its package installed, a name in ``built_here`` (a policy the probe builds
+    itself), or a transformers model directory; else :class:`ConfigError` naming the key and, after the directory
+    check, ``others``."""
+    if policy == "smollm2":
         from arrol_pl.models.smollm2 import PretrainedUnavailableError, gguf_path
 
         try:
             gguf_path()
         except PretrainedUnavailableError as exc:
             raise ConfigError(f"policy=smollm2: {exc}") from None
-    elif not (Path(config.policy) / "config.json").is_file():
-        raise ConfigError(f"policy={config.policy!r}: not a transformers model directory (no config.json), "
-                          "nor smollm2")
+    elif policy not in built_here and not (Path(policy) / "config.json").is_file():
+        raise ConfigError(f"policy={policy!r}: not a transformers model directory (no config.json), {others}")
+
+
+def load_probe_config(cfg: DictConfig | dict) -> ProbeConfig:
+    """The probe's configuration from a composed Hydra config, checked (the file system included: the policy must
+    be a model directory, or ``smollm2`` installed); :class:`ConfigError` naming the key."""
+    config: ProbeConfig = load_typed(cfg, ProbeConfig, ("head",))
+    check_policy(config.policy)
     config.reward.fill_in(Path(config.policy), "policy")
     return config
 
