@@ -61,7 +61,13 @@ def ordered_posterior(table: torch.Tensor, scores: torch.Tensor) -> torch.Tensor
     """Posteriors that keep the head's order: :func:`monotone_table` read by linear interpolation between bin centres,
     ``scores: (...)`` raw logits → float32 of the same shape. Rollouts of one bin no longer tie, and the order among
     them is the raw scores' (where the monotone table rises); the level stays the calibrator's."""
-    mono = monotone_table(table)
+    return interpolated_posterior(monotone_table(table), scores)
+
+
+def interpolated_posterior(table: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Per-bin posteriors ``table: (B,)`` read by linear interpolation between bin centres of ``sigmoid(scores)``:
+    raw logits ``(...)`` → float32 of the same shape (:func:`ordered_posterior` passes the monotone table)."""
+    mono = torch.as_tensor(table, dtype=torch.float64)
     b = mono.numel()
     x = torch.sigmoid(torch.as_tensor(scores, dtype=torch.float64)) * b - 0.5
     lo = x.floor().clamp(0, b - 1).to(torch.long)

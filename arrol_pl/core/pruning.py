@@ -38,11 +38,12 @@ Decisions (each exposed in :class:`PruningConfig`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Callable
 
 import torch
 
-from .calibration import BinnedCalibrator, ordered_posterior, posterior_from_table
+from .calibration import BinnedCalibrator, interpolated_posterior, monotone_table, posterior_from_table
 from .registry import Registry
 from .scorers import check_scorer
 from .screening import ScreenConfig
@@ -188,7 +189,12 @@ class PrunerParams(SurvivalSettings):
         scores = torch.as_tensor(scores)
         if not self.bin_posteriors:
             return torch.full(scores.shape, 0.5, dtype=torch.float32)
-        return ordered_posterior(torch.tensor(self.bin_posteriors, dtype=torch.float64), scores)
+        return interpolated_posterior(self._monotone_table, scores)
+
+    @cached_property
+    def _monotone_table(self) -> torch.Tensor:
+        """The calibration table made monotone once per h_t, not once per group."""
+        return monotone_table(torch.tensor(self.bin_posteriors, dtype=torch.float64))
 
     def group_generator(self, prompt_index: int) -> torch.Generator:
         """A generator seeded by (step seed, prompt index): decisions independent of scheduling order."""
