@@ -23,8 +23,9 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   3 seeds of 12 min per arm (Fig. 4 on a real policy; opt-in, about 90 min);
 - ``seeds``     experiments/run.py +exp=seeds: the default experiment over 5 seeds, against GRPO and the paper's
   rule alone, with held-out curves against training time (opt-in, about 75 min);
-- ``online_balance`` experiments/run.py +exp=smollm2_balance: the spread rule vs random pruning with SmolLM2,
-  online, 5 seeds of 60 steps per arm (Table 4 on a real policy; opt-in, about 110 min);
+- ``online_balance`` experiments/run.py +exp=smollm2_balance: ARRoL's survival rules (the default, Eq. 2 as written,
+  the spread rule) vs random pruning with SmolLM2, online, 5 seeds of 60 steps per arm (Table 4 on a real policy;
+  opt-in, about 4 h);
 - ``online_spread`` experiments/run.py +exp=smollm2_online_spread: ``online`` with ``online_balance``'s pruning
   (the spread rule, the stats head input, L_detect = 12), 3 seeds (Fig. 4 where balance reproduces; opt-in,
   about 80 min);
@@ -34,6 +35,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   time: GRPO G = 8 and G = 4 (the cost-matched control), random pruning, ARRoL with the head and with an oracle of
   AUC 1.0, 5 seeds of 4 min each; the oracle ladder and the other scorers go into the same sweep directory
   (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, several hours);
+- ``grad_probe`` experiments/grad_probe.py on the tiny policy, then on SmolLM2: on identical rollouts, what choosing
+  which of a group's rollouts to train on does to the policy update (beyond the paper; opt-in, about 35 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -57,16 +60,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
-         "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "page")
+         "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe", "page")
 PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "wallclock"), "balance": ("balance",),
                  "head": ("head",), "voting": ("voting",), "wallclock": ("wallclock",), "pretrained": ("pretrained",),
                  "pretrained_seeds": ("pretrained",), "votes32": ("pretrained",), "online": ("online",),
                  "seeds": ("seeds",), "online_balance": ("online_balance",), "online_spread": ("online_spread",),
-                 "screen": ("screen",), "pruning_pays": ("pruning_pays",)}
+                 "screen": ("screen",), "pruning_pays": ("pruning_pays",), "grad_probe": ("grad_probe",)}
 """The sections of the page each part's outputs feed: ``--only <parts> page`` rebuilds those sections and keeps
 the rest of the page as it is (parts measured earlier, or on another machine)."""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen",
-          "pruning_pays")
+          "pruning_pays", "grad_probe")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to several hours on 2 cores."""
 ONE_CORE = ["OMP_NUM_THREADS=1", "VLLM_CPU_OMP_THREADS_BIND=0"]
 """An equal-time sweep's runs on one core, one thread: with two, OpenMP's spin-waits make step times 3-10x longer
@@ -81,6 +84,14 @@ PROBE_SEEDS = (1, 2)
 VOTES32_PROBE = [*SMOLLM2_TASK, "data.num_heldout=160", "samples=32", "dtype=bfloat16", "features=[last]",
                  "fractions=[0.125]"]
 """The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""
+GRAD_PROBES = {
+    "tiny": ["policy=tiny", "batches=32", "head_prompts=256", "data.num_heldout=64", "rules=[group,spread]"],
+    "smollm2": [*SMOLLM2_TASK, "detect_length=4", "trainable_layers=2", "adamw_lr=1e-4", "engine_dtype=bfloat16",
+                "batches=5", "reference_rollouts=16", "head_prompts=64", "data.num_heldout=20"],
+}
+"""The gradient probe per policy (``grad_probe``, one directory each): on the tiny policy 32 batches, with the
+per-group and spread rules beside the default and Eq. 2; on SmolLM2 its few-shot task at L_detect = 4, the gradient
+over the top 2 decoder blocks that the SmolLM2 runs train, 5 batches of about 5 min each on 2 cores."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -132,6 +143,8 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "pretrained_seeds": [[py, "experiments/head_quality.py", *PRETRAINED_PROBE, f"seed={seed}",
                               f"hydra.run.dir={out / 'pretrained_seeds' / str(seed)}"] for seed in PROBE_SEEDS],
         "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, f"hydra.run.dir={out / 'votes32'}"],
+        "grad_probe": [[py, "experiments/grad_probe.py", *overrides, f"hydra.run.dir={out / 'grad_probe' / policy}"]
+                       for policy, overrides in GRAD_PROBES.items()],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
         "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],

@@ -290,9 +290,9 @@ def test_online_balance_section_pairs_arms_by_seed_and_combines_the_seeds(result
     write("2", {"balance_target": "spread"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07], seed=1)  # no partner
     text = build_page(results_dir, tmp_path / "page.md")
     section = text.split("## 10.")[1]
-    assert "| 0 | ARRoL, spread | `last` | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 | 0.810 | n/a |" in section
+    assert "| 0 | spread | `last` | 6 | 0.500 | 0.300 ± 0.000 | 0.065 ± 0.003 | 0.650 ± 0.029 | 0.810 | n/a |" in section
     assert "each arm trains 12 min of training, L_detect = 12" in section
-    assert "| 1 | ARRoL, spread" not in section
+    assert "| 1 | spread" not in section
     claim = claim_lines(text, "Table 4 online")
     assert len(claim) == 1 and "1 seed(s)" in claim[0] and "zero-advantage groups -0.200 ± 0.041" in claim[0]
     assert "**reproduced**" in claim[0]
@@ -301,16 +301,19 @@ def test_online_balance_section_pairs_arms_by_seed_and_combines_the_seeds(result
     # a second seed whose arms tie: the mean difference halves, the standard errors combine as sqrt(a² + b²) / 2
     write("3", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07], seed=1)
     text = build_page(results_dir, tmp_path / "page.md")
-    assert "seed 1: zero-advantage +0.000 ± 0.041" in text.split("## 10.")[1]
+    assert "| spread | 1 | +0.000 ± 0.000 | +0.0000 ± 0.0041 | +0.000 ± 0.041 | n/a |" in text.split("## 10.")[1]
     claim = claim_lines(text, "Table 4 online")[0]
     # over the seeds the spread of the per-seed differences (−0.2, 0: SE 0.100) exceeds the steps' combined SE
-    # (0.029) and is judged on 1 df: t_{0.975, 1} · 0.100 = ±1.271, so the two seeds do not reproduce the claim
-    assert "2 seed(s)" in claim and "zero-advantage groups -0.100 ± 0.100" in claim and "**not reproduced**" in claim
+    # (0.029) and is judged on 1 df: t_{0.975, 1} · 0.100 = ±1.271, so the two seeds do not reproduce the claim,
+    # and with both differences the paper's way they cannot tell it apart either
+    assert "2 seed(s)" in claim and "zero-advantage groups -0.100 ± 0.100" in claim
+    assert "**not distinguishable**" in claim
     assert "zero-advantage groups not distinguishable from 0 (95 % t interval ±1.271, 1 df)" in claim
     # the same figures in both arms of seed 0 as well: no reproduction
     write("4", {"policy": "random"}, [0.6, 0.7, 0.6, 0.7], [0.06, 0.07, 0.06, 0.07])
     (results_dir / "online_balance" / "1" / "summary.json").unlink()
-    assert "**not reproduced**" in claim_lines(build_page(results_dir, tmp_path / "page.md"), "Table 4 online")[0]
+    claim = claim_lines(build_page(results_dir, tmp_path / "page.md"), "Table 4 online")[0]
+    assert "**reproduced**" not in claim and "**not distinguishable**" in claim
 
 
 def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Path, tmp_path: Path):
@@ -582,6 +585,24 @@ def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(res
     assert "Not run (`seeds/`" in full and "Not run (`seeds/`" not in partial
     with pytest.raises(ValueError, match="unknown section"):
         build_page(results_dir, page, only=["seed"])
+
+
+def test_the_gradient_probe_is_the_pages_fourteenth_section_and_says_how_to_run_it(results_dir: Path, tmp_path: Path):
+    from arrol_pl.analysis.results.page import SECTION_KEYS
+
+    assert SECTION_KEYS.index("grad_probe") == 13 and SECTION_KEYS[-1] == "grad_probe"
+    page = tmp_path / "page.md"
+    full = build_page(results_dir, page)
+    section = full.split("\n## 14. ")[1]
+    assert section.startswith("Does choosing the survivors improve the update? The gradient probe (beyond the paper)")
+    assert ("Not run (`grad_probe/` holds no `grad_probe.json`): `python experiments/reproduce.py --only grad_probe "
+            "page`") in section
+    # a page built before the section existed gains it when only the probe's section is rebuilt
+    older = full.split("\n\n## 14. ")[0] + "\n"
+    page.write_text(older)
+    partial = build_page(results_dir, page, only=["grad_probe"])
+    assert partial.split("\n\n## 14. ")[0].split("## 1. ", 1)[1] == older.split("## 1. ", 1)[1].rstrip("\n")
+    assert "\n## 14. Does choosing the survivors" in partial
 
 
 def test_the_pages_seeds_section_reports_the_arms_and_seeds_the_sweep_runs():

@@ -98,7 +98,7 @@ def claim_lines(text: str, start: str) -> list[str]:
 
 
 def section_of(text: str) -> str:
-    return text.split("\n## 13. ")[1]
+    return text.split("\n## 13. ")[1].split("\n## 14. ")[0]
 
 
 def test_the_section_is_the_pages_thirteenth_and_says_how_to_run_the_study(tmp_path: Path):

@@ -28,6 +28,7 @@ def test_the_replicate_probes_are_one_opt_in_part_of_two_seeded_commands(reprodu
             f"hydra.run.dir={tmp_path / 'pretrained_seeds' / str(seed)}"]
 
 
+@pytest.mark.subprocess
 def test_a_part_of_several_commands_runs_them_in_order_into_one_log(reproduce, tmp_path: Path):
     py = sys.executable
     manifest = {"parts": {}}
@@ -56,3 +57,17 @@ def test_a_page_after_some_parts_rebuilds_only_their_sections(reproduce, tmp_pat
                                                          "--only", "page"])) == []
     assert set(reproduce.PART_SECTIONS) == set(reproduce.PARTS) - {"page"}
     assert {s for sections in reproduce.PART_SECTIONS.values() for s in sections} == set(SECTION_KEYS)
+
+
+def test_the_gradient_probe_is_one_opt_in_part_of_a_command_per_policy(reproduce, tmp_path: Path):
+    assert "grad_probe" in reproduce.OPT_IN and reproduce.PART_SECTIONS["grad_probe"] == ("grad_probe",)
+    argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["grad_probe"]
+    assert [argv[1] for argv in argvs] == ["experiments/grad_probe.py"] * 2
+    # one directory per policy under grad_probe/, where section 14 reads each probe's grad_probe.json
+    assert [argv[-1] for argv in argvs] == [f"hydra.run.dir={tmp_path / 'grad_probe' / policy}"
+                                            for policy in ("tiny", "smollm2")]
+    assert [argv[2] for argv in argvs] == ["policy=tiny", "policy=smollm2"]
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n")
+    args = reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "grad_probe", "page"])
+    assert reproduce.page_sections(args) == ["--sections", "grad_probe"]

@@ -5,8 +5,9 @@ criterion stated next to it, the paper's claim apart from the project's own targ
 part whose outputs are missing is listed as not run, never filled in. :mod:`.page` assembles the page from one
 renderer per section: :mod:`.default_task` (sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the
 SmolLM2 probe), :mod:`.online` (8, 10 and 11, SmolLM2 trained online), :mod:`.screen` (12, choosing the
-groups) and :mod:`.pruning_pays` (13, when pruning pays: scorers, the oracle ladder, the cost-matched control;
-:mod:`.ladder` reads a ladder: its break-even, its slope, its figure);
+groups), :mod:`.pruning_pays` (13, when pruning pays: scorers, the oracle ladder, the cost-matched control;
+:mod:`.ladder` reads a ladder: its break-even, its slope, its figure) and :mod:`.grad_probe` (14, the gradient
+probe);
 :mod:`.headline` makes the opening table from every section's claims, which are written beside the page
 as data (``results.json``).
 
@@ -23,9 +24,10 @@ Layout of a results directory (what ``reproduce.py`` writes)::
     votes32/head_quality.json     the same at k = 32 (opt-in): section 7's votes when present
     online/<job>/summary.json     +exp=smollm2_online (ARRoL vs GRPO at equal training time; opt-in part)
     seeds/<job>/summary.json      +exp=seeds (the default experiment over 5 seeds, 3 arms; opt-in part)
-    online_balance/<job>/...      +exp=smollm2_balance (the spread rule vs random pruning, per step; opt-in part)
+    online_balance/<job>/...      +exp=smollm2_balance (ARRoL's survival rules vs random pruning, per step; opt-in part)
     online_spread/<job>/...       +exp=smollm2_online_spread (section 8 with the spread rule; opt-in part)
     screen/<job>/summary.json     +exp=smollm2_screen (choosing the groups at equal training time; opt-in part)
     pruning_pays/<job>/...        +exp=pruning_pays (when pruning pays: scorers, oracle ladder, G = 4; opt-in part)
+    grad_probe/<policy>/...       experiments/grad_probe.py, policies tiny and smollm2 (the gradient probe; opt-in part)
     manifest.json                 commands, exit codes and seconds per part
 """

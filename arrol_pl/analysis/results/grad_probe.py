@@ -21,11 +21,9 @@ from arrol_pl.analysis.results.common import Claim, load_json
 from arrol_pl.core.metrics import t_quantile
 
 HEADING = "## 14. Does choosing the survivors improve the update? The gradient probe (beyond the paper)"
-COMMANDS = ("arrol grad-probe policy=tiny batches=32 head_prompts=256 data.num_heldout=64 'rules=[group,spread]' "
-            "hydra.run.dir=outputs/grad_probe/tiny",
-            "arrol grad-probe policy=smollm2 data=arithmetic_fewshot max_tokens=32 temperature=0.8 detect_length=4 "
-            "trainable_layers=2 adamw_lr=1e-4 engine_dtype=bfloat16 batches=5 reference_rollouts=16 head_prompts=64 "
-            "data.num_heldout=20 hydra.run.dir=outputs/grad_probe/smollm2")
+RUN_HINT = ("`python experiments/reproduce.py --only grad_probe page` (the tiny policy and SmolLM2, about 35 min on 2 "
+            "cores)")
+"""How to run the probes: ``reproduce.py``'s ``grad_probe`` part holds both commands."""
 HEADLINE_SCORERS = ("oracle_1", "head")
 """The scorers the headline reads with the default rule: a perfect oracle (what choosing can do at best), the head."""
 
@@ -71,8 +69,7 @@ def section_grad_probe(root: Path) -> tuple[list[str], list[Claim]]:
     """The section: how to read the probe, a table per policy, and the headline against random κG."""
     found = probes(root)
     if not found:
-        return [HEADING, "", "Not run (`grad_probe/` holds no `grad_probe.json`): "
-                + "; ".join(f"`{c}`" for c in COMMANDS) + "."], []
+        return [HEADING, "", f"Not run (`grad_probe/` holds no `grad_probe.json`): {RUN_HINT}."], []
     lines = [HEADING, "",
              "Does choosing which of a group's rollouts to train on improve the update at all? On identical rollouts "
              "and at the policy that sampled them, the GRPO gradient of each subset of a prompt's group (ratio 1, no "

@@ -1,9 +1,13 @@
 """The results page's sections on SmolLM2-135M trained online: 8 ARRoL vs GRPO at equal training time (Fig. 4),
-10 the spread rule vs random pruning (Table 4 online) and 11 section 8 in the balancing configuration.
+10 ARRoL's survival rules vs random pruning (Table 4 online) and 11 section 8 in the balancing configuration.
 
 Decisions:
 - **Arms are paired by seed** (:func:`~arrol_pl.analysis.runs.pairs_by_seed`); the per-seed differences are
   averaged with their standard errors combined (:func:`~arrol_pl.core.metrics.mean_of_estimates`).
+- **Section 10 reports whichever rules its sweep ran**, each found by its ``config.pruning`` (random pruning by its
+  policy, ARRoL's arms by ``balance_target``, :func:`balance_arm`) and compared with random pruning seed by seed;
+  the headline row judges the default rule when it ran (the first rule of :data:`BALANCE_ARMS` present), and the
+  others are listed beside it.
 - **Every comparison over seeds is judged on the larger of two uncertainties**: the evaluations' noise (section
   10: the steps') and, over several seeds, the spread of the per-seed differences (which also holds the training
   paths' noise; :class:`~arrol_pl.analysis.significance.SeedMean`), against its 95 % t interval on seeds − 1
@@ -14,12 +18,15 @@ Decisions:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.analysis.results.common import Claim, verdict
+from arrol_pl.analysis.paper import PAPER_TABLE4
+from arrol_pl.analysis.results.common import Claim
 from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE
+from arrol_pl.analysis.results.ladder import LEGACY_RULE
 from arrol_pl.analysis.runs import (comparable, paired_difference, pairs_by_seed, per_step_after_cold_start,
                                     sweep_runs)
 from arrol_pl.analysis.significance import INTERVAL, Estimate, SeedMean, seed_mean
@@ -142,73 +149,224 @@ def equal_time_section(part: Path, heading: str, *, preset: str, arm: dict[str, 
     return lines, claims
 
 
+@dataclass(frozen=True)
+class BalanceArm:
+    """One arm of the online balance sweep (``+exp=smollm2_balance``), found by its ``config.pruning``: random
+    pruning by ``policy``, ARRoL's arms by ``balance_target`` (:func:`balance_arm`)."""
+
+    key: str
+    """``random``, or the survival rule (``pruning.balance_target``)."""
+    title: str
+    """The tables' name of the arm."""
+    name: str
+    """The text's."""
+    short: str
+    """The online-head claims' (``spread arm``)."""
+    override: str
+    what: str
+    """How it prunes, for the section's setup line."""
+
+
+BALANCE_ARMS = (
+    BalanceArm("anchored", "ARRoL, anchored (default)", "the default rule", "anchored", "pruning=arrol",
+               "(the default rule) keeps each group's best- and worst-scored rollouts and prunes the middle toward ρ "
+               "in Lemma 4.1's direction"),
+    BalanceArm("global", "Eq. 2 as written", "Eq. 2 as written", "Eq. 2", "pruning=arrol_eq2",
+               "prunes by the paper's Eq. 2 with one δ over the calibrator's window, where ρ cancels"),
+    BalanceArm("spread", "spread", "the spread rule", "spread", "pruning=arrol_spread",
+               "keeps each group's best- and worst-scored rollouts and the rest at random (ranks of the online head's "
+               "scores only)"),
+    BalanceArm("group", "per-group δ", "the per-group rule", "per-group", "pruning=arrol_group",
+               "prunes in Lemma 4.1's direction within each group"),
+    BalanceArm("random", "random", "random pruning", "random", "pruning=random",
+               "ignores the head (which still trains, so its figures are comparable)"),
+)
+"""The arms section 10 reports, in its tables' order; the sweep runs any of them beside ``random``."""
+ARMS_BY_KEY = {arm.key: arm for arm in BALANCE_ARMS}
+BALANCE_MEASURES = (("positive_ratio", "E[ρ̂]", ".3f"), ("rho_1_minus_rho", "E[ρ̂(1−ρ̂)]", ".4f"),
+                    ("zero_advantage_fraction", "zero-adv. groups", ".3f"))
+"""The per-step figures of Table 4 (history tag ``balance/<key>``), their titles and the digits of their
+differences."""
+BALANCE_HEADING = "## 10. Online balance on SmolLM2-135M: ARRoL's survival rules vs random pruning (paper Table 4)"
+
+
+def balance_arm(run: RunSummary) -> str | None:
+    """The :data:`BALANCE_ARMS` key of a run: ``random``, or ARRoL's survival rule (Eq. 2 as written where the run
+    recorded none, as every run did before the anchored rule became the default); None for anything else."""
+    pruning = run.config.get("pruning", {})
+    if pruning.get("policy") == "random":
+        return "random"
+    if pruning.get("policy") == "arrol":
+        return pruning.get("balance_target", LEGACY_RULE)
+    return None
+
+
+def balance_seeds(runs: list[RunSummary]) -> dict[int, dict[str, RunSummary]]:
+    """Per ``trainer.seed`` (in order), each arm's first run, for the seeds that ran random pruning and at least one
+    of ARRoL's rules: the arms are compared seed by seed, each seed's arms starting from the same policy."""
+    by_seed: dict[int, dict[str, RunSummary]] = {}
+    for run in runs:
+        key = balance_arm(run)
+        if key in ARMS_BY_KEY:
+            by_seed.setdefault(run.config.get("trainer", {}).get("seed", 0), {}).setdefault(key, run)
+    return {seed: arms for seed, arms in sorted(by_seed.items()) if "random" in arms and len(arms) > 1}
+
+
+@dataclass(frozen=True)
+class RuleVsRandom:
+    """One of ARRoL's rules minus random pruning over the seeds that ran both: each Table 4 figure
+    (:data:`BALANCE_MEASURES`, per step after the cold start) and the held-out accuracy after (None where a run
+    lacks it)."""
+
+    arm: BalanceArm
+    measures: dict[str, SeedMean]
+    heldout: SeedMean | None
+
+
+def rule_vs_random(arm: BalanceArm, seeds: dict[int, dict[str, RunSummary]],
+                   stats: dict[tuple[int, str], dict[str, Estimate]]) -> RuleVsRandom:
+    """``arm`` minus random pruning on the seeds of ``seeds`` that ran it; ``stats``: each (seed, arm)'s per-step
+    estimates."""
+    paired = [seed for seed, arms in seeds.items() if arm.key in arms]
+    measures = {key: minus_random([(seed, stats[seed, arm.key][key], stats[seed, "random"][key]) for seed in paired])
+                for key, _, _ in BALANCE_MEASURES}
+    pairs = [(seed, seeds[seed]["random"], seeds[seed][arm.key]) for seed in paired]
+    recorded = all(r.heldout_accuracy_after is not None and r.heldout_accuracy_se_after is not None
+                   for _, a, b in pairs for r in (a, b))
+    return RuleVsRandom(arm, measures, paired_difference(pairs) if recorded else None)
+
+
+def difference_cell(e: SeedMean, spec: str, seed: int | None = None) -> str:
+    """One seed's difference ± its standard error, or (``seed`` None) the mean over the seeds ± the SE it is judged
+    on."""
+    if seed is None:
+        return f"{e.mean:+{spec}} ± {e.se:{spec}}"
+    _, value, se = next(p for p in e.per_seed if p[0] == seed)
+    return f"{value:+{spec}} ± {se:{spec}}"
+
+
+def paper_direction(default: RuleVsRandom | None) -> str:
+    """Whether the default rule moves E[ρ̂] and E[ρ̂(1−ρ̂)] the way the paper's Table 4 has ARRoL move them over
+    random pruning (both up), from the point estimates, and which of them lie beyond their 95 % t interval."""
+    rho = ", ".join(f"{m} {v['Random'][0]:.2f} → {v['ARRoL'][0]:.2f}" for m, v in PAPER_TABLE4.items())
+    bal = ", ".join(f"{v['Random'][1]:.2f} → {v['ARRoL'][1]:.2f}" for v in PAPER_TABLE4.values())
+    paper = f"The paper's Table 4 has ARRoL raise E[ρ̂] over random pruning ({rho}) and E[ρ̂(1−ρ̂)] ({bal})"
+    if default is None:
+        return (f"{paper}; the default rule (`pruning=arrol`) has no run here beside random pruning, so its direction "
+                "is not judged.")
+    r, b = default.measures["positive_ratio"], default.measures["rho_1_minus_rho"]
+    up = {"E[ρ̂]": r.mean > 0, "E[ρ̂(1−ρ̂)]": b.mean > 0}
+    same = [name for name, u in up.items() if u]
+    direction = ("the paper's direction on both" if len(same) == 2 else
+                 f"the paper's direction on {same[0]} only" if same else "the opposite of the paper's on both")
+    beyond = [name for name, e in (("E[ρ̂]", r.estimate), ("E[ρ̂(1−ρ̂)]", b.estimate)) if e.ahead or e.behind]
+    strength = ("both beyond their 95 % t intervals" if len(beyond) == 2 else
+                f"only {beyond[0]} beyond {INTERVAL}" if beyond else f"neither beyond {INTERVAL}")
+    return (f"{paper}; here the default rule's E[ρ̂] − random's is {r.mean:+.3f} and its E[ρ̂(1−ρ̂)] − random's "
+            f"{b.mean:+.4f} over {r.seeds} seed(s): {direction} ({strength}).")
+
+
 def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
-    """Online Table 4 on SmolLM2-135M: the spread rule against random pruning (``+exp=smollm2_balance``), the two
-    arms paired by ``trainer.seed``; the per-seed differences over the seeds (:func:`spread_minus_random`)."""
-    lines = ["## 10. Online balance on SmolLM2-135M: ARRoL's spread rule vs random pruning (paper Table 4)", ""]
-    pairs = pairs_by_seed(sweep_runs(root / "online_balance"), {"policy": "arrol", "balance_target": "spread"},
-                          {"policy": "random"})
-    if not pairs:
-        return lines + ["Not run (`online_balance/` needs a `pruning=arrol_spread` and a `pruning=random` job of one "
-                        "`trainer.seed`): `python experiments/reproduce.py --only online_balance page` (5 seeds, about "
-                        "110 min on 2 cores)."], []
-    first = pairs[0][1]
+    """Online Table 4 on SmolLM2-135M (``+exp=smollm2_balance``): whichever of ARRoL's survival rules the sweep ran
+    (:data:`BALANCE_ARMS`) against random pruning at the same κ, seed by seed and over the seeds (each rule's
+    per-seed differences to random, :func:`minus_random`). The headline row judges the first rule present, the
+    default when it ran; the others are listed beside it."""
+    lines = [BALANCE_HEADING, ""]
+    seeds = balance_seeds(sweep_runs(root / "online_balance"))
+    if not seeds:
+        return lines + ["Not run (`online_balance/` needs a `pruning=random` job and one of `pruning=arrol`, "
+                        "`pruning=arrol_eq2` or `pruning=arrol_spread` of the same `trainer.seed`): `python "
+                        "experiments/reproduce.py --only online_balance page` (5 seeds × 4 arms, about 4 h on 2 "
+                        "cores; `experiments/run.py +exp=smollm2_balance` with `pruning=` and `trainer.seed=` "
+                        "overrides runs a subset)."], []
+    present = [arm for arm in BALANCE_ARMS if any(arm.key in arms for arms in seeds.values())]
+    rules = [arm for arm in present if arm.key != "random"]
+    first = next(iter(seeds.values()))["random"]
     trainer = first.config["trainer"]
     budget = f"{trainer.get('max_steps')} steps"
     if trainer.get("max_minutes") is not None:
         budget = f"{trainer['max_minutes']} min of training" + (
             f", at most {trainer['max_steps']} steps" if trainer.get("max_steps") else "")
-    rows, zero_advantage, balance = [], [], []
-    for seed, spread, rand in pairs:
-        per_arm = {}
-        for title, run in (("ARRoL, spread", spread), ("random", rand)):
-            stats = {k: per_step_after_cold_start(run, f"balance/{k}")
-                     for k in ("positive_ratio", "rho_1_minus_rho", "zero_advantage_fraction")}
-            per_arm[title] = stats
-            head_input = run.config.get("head", {}).get("input", "last")
-            rows.append([seed, title, f"`{head_input}`", run.steps, fmt(run.keep_ratio_mean),
-                         *(f"{e.mean:.3f} ± {e.se:.3f}" for e in stats.values()),
+    stats: dict[tuple[int, str], dict[str, Estimate]] = {}
+    rows = []
+    for seed, arms in seeds.items():
+        for arm in present:
+            run = arms.get(arm.key)
+            if run is None:
+                continue
+            stats[seed, arm.key] = {key: per_step_after_cold_start(run, f"balance/{key}")
+                                    for key, _, _ in BALANCE_MEASURES}
+            rows.append([seed, arm.title, f"`{run.config.get('head', {}).get('input', 'last')}`", run.steps,
+                         fmt(run.keep_ratio_mean),
+                         *(f"{e.mean:.3f} ± {e.se:.3f}" for e in stats[seed, arm.key].values()),
                          fmt(run.head_auc_after_cold_start), fmt(run.head_within_auc_after_cold_start),
                          f"{fmt(run.heldout_accuracy_before)} ± {fmt(run.heldout_accuracy_se_before)}",
                          f"{fmt(run.heldout_accuracy_after)} ± {fmt(run.heldout_accuracy_se_after)}"])
-        zero_advantage.append((seed, *(per_arm[t]["zero_advantage_fraction"] for t in ("ARRoL, spread", "random"))))
-        balance.append((seed, *(per_arm[t]["rho_1_minus_rho"] for t in ("ARRoL, spread", "random"))))
+    kappa = first.config["pruning"].get("keep_ratio")
     lines += [
         f"`experiments/run.py +exp=smollm2_balance`: as section 8 (bf16, top 2 decoder blocks trained), but each arm "
         f"trains {budget}, L_detect = {first.config['engine']['detect_length']}, where SmolLM2 has written its "
-        "answer, and the two arms prune at the same κ: `spread` keeps each group's best- and worst-scored rollouts "
-        "(ranks of the online head's scores only), `random` ignores the head (which still trains, so its figures are "
-        "comparable). Per-step figures after the cold start (mean ± standard error over steps; the within-group AUC is "
-        "over each step's survivors, which `spread` picks from the ends of the head's order, so it reads high there "
-        "and fairly under `random`).", "",
-        *table_lines(["seed", "arm", "head input", "steps", "keep", "E[ρ̂]", "E[ρ̂(1−ρ̂)]", "zero-adv. groups",
+        f"answer, and every arm prunes at the same κ = {kappa}: "
+        + "; ".join(f"`{arm.override.split('=', 1)[1]}` {arm.what}" for arm in present) + ". "
+        "Per-step figures after the cold start (mean ± standard error over steps; the within-group AUC is over each "
+        "step's survivors, which the rules that keep a group's ends pick from the ends of the head's order, so it "
+        "reads high there and fairly under `random`).", "",
+        *table_lines(["seed", "arm", "head input", "steps", "keep", *(t for _, t, _ in BALANCE_MEASURES),
                       "head AUC", "head AUC within groups", "held-out before", "held-out after"], rows),
     ]
-    z, b = spread_minus_random(zero_advantage), spread_minus_random(balance)
-    k = z.seeds
-    per_seed = "; ".join(f"seed {seed}: zero-advantage {dz:+.3f} ± {zse:.3f}, E[ρ̂(1−ρ̂)] {db:+.4f} ± {bse:.4f}"
-                         for (seed, dz, zse), (_, db, bse) in zip(z.per_seed, b.per_seed))
-    lines += ["", f"Spread − random, per seed (standard errors over steps combined): {per_seed}. Over the {k} seed(s): "
-              f"zero-advantage groups {z.mean:+.3f} ± {z.se:.3f} ({z.estimate.interval()}), E[ρ̂(1−ρ̂)] "
-              f"{b.mean:+.4f} ± {b.se:.4f} ({b.estimate.interval('.4f')}): the per-seed differences averaged, ± the "
-              "larger of their standard errors combined and their spread over the seeds (within a seed the two "
-              "policies drift apart as they train)."]
-    ok = z.estimate.behind and b.estimate.ahead
-    claims = [Claim("balance_smollm2", f"Table 4 online on SmolLM2-135M (spread vs random pruning at κ = 0.5, {k} "
-                    f"seed(s)): zero-advantage groups {z.mean:+.3f} ± {z.se:.3f}, E[ρ̂(1−ρ̂)] {b.mean:+.4f} ± "
-                    f"{b.se:.4f}", paper=verdict(ok),
-                    detail=f" (fewer zero-advantage groups and more balance, each beyond {INTERVAL} over the seeds: "
-                    f"zero-advantage groups {z.estimate.standing()}; E[ρ̂(1−ρ̂)] {b.estimate.standing('.4f')})",
-                    here=f"spread rule online: zero-adv. groups {z.mean:+.3f} ± {z.se:.3f}")]
-    claims += [online_head_claim(spread, f"Online head on SmolLM2-135M at L_detect = "
-                                         f"{spread.config['engine']['detect_length']} (spread arm, seed {seed})")
-               for seed, spread, _ in pairs]
+    versus = [rule_vs_random(arm, seeds, stats) for arm in rules]
+    diff_rows = []
+    for v in versus:
+        k = next(iter(v.measures.values())).seeds
+        for seed in [s for s, _, _ in next(iter(v.measures.values())).per_seed] + [None]:
+            cells = [difference_cell(v.measures[key], spec, seed) for key, _, spec in BALANCE_MEASURES]
+            cells.append("n/a" if v.heldout is None else difference_cell(v.heldout, ".3f", seed))
+            diff_rows.append([v.arm.title, seed if seed is not None else f"mean of {k}", *cells])
+    lines += ["", "Each rule minus random pruning, seed by seed (the per-step figures' standard errors over steps "
+              "combined; held-out after paired by problem where both runs recorded it), then over the seeds: the "
+              "mean of the per-seed differences ± the larger of their standard errors combined and their spread over "
+              "the seeds (within a seed the two policies drift apart as they train), judged against its 95 % t "
+              "interval on seeds − 1 degrees of freedom.", "",
+              *table_lines(["rule − random", "seed", *(t for _, t, _ in BALANCE_MEASURES), "held-out after"],
+                           diff_rows), ""]
+    for v in versus:
+        standings = [f"{title} {v.measures[key].estimate.standing(spec)}" for key, title, spec in BALANCE_MEASURES]
+        if v.heldout is not None:
+            standings.append(f"held-out after {v.heldout.estimate.standing()}")
+        lines.append(f"- {v.arm.title} − random over {next(iter(v.measures.values())).seeds} seed(s): "
+                     + "; ".join(standings) + ".")
+    lines += ["", paper_direction(next((v for v in versus if v.arm.key == "anchored"), None))]
+    claims = [balance_claim(v, kappa, judged=i == 0) for i, v in enumerate(versus)]
+    lead = rules[0]
+    claims += [online_head_claim(arms[lead.key], f"Online head on SmolLM2-135M at L_detect = "
+                                 f"{arms[lead.key].config['engine']['detect_length']} ({lead.short} arm, seed {seed})")
+               for seed, arms in seeds.items() if lead.key in arms]
     return lines, claims
 
 
-def spread_minus_random(per_seed: list[tuple[int, Estimate, Estimate]]) -> SeedMean:
-    """A per-step figure of the spread arm minus the random arm's over the seeds, from each seed's ``(seed, spread's
+def balance_claim(v: RuleVsRandom, kappa: Any, judged: bool) -> Claim:
+    """Table 4's claim for one rule against random pruning: fewer zero-advantage groups and more balance, each beyond
+    its 95 % t interval over the seeds. ``judged``: the rule the headline row reads (a verdict on the paper's claim
+    and the row's figure); another rule's comparison is listed as context."""
+    r, b, z = (v.measures[k] for k in ("positive_ratio", "rho_1_minus_rho", "zero_advantage_fraction"))
+    text = (f"Table 4 online on SmolLM2-135M ({v.arm.name} vs random pruning at κ = {kappa}, {z.seeds} seed(s)): "
+            f"E[ρ̂] {r.mean:+.3f} ± {r.se:.3f}, E[ρ̂(1−ρ̂)] {b.mean:+.4f} ± {b.se:.4f}, zero-advantage groups "
+            f"{z.mean:+.3f} ± {z.se:.3f}")
+    standing = (f"zero-advantage groups {z.estimate.standing()}; E[ρ̂(1−ρ̂)] {b.estimate.standing('.4f')}")
+    if not judged:
+        return Claim("balance_smollm2", text, detail=f": {standing}")
+    outcome = ("reproduced" if z.estimate.behind and b.estimate.ahead else
+               NOT_DISTINGUISHABLE if z.mean <= 0 <= b.mean else "not reproduced")
+    return Claim("balance_smollm2", text, paper=outcome,
+                 detail=f" (fewer zero-advantage groups and more balance than random pruning, each beyond {INTERVAL} "
+                        f"over the seeds: {standing})",
+                 here=f"{v.arm.name} − random online: E[ρ̂(1−ρ̂)] {b.mean:+.4f} ± {b.se:.4f}, zero-adv. groups "
+                      f"{z.mean:+.3f} ± {z.se:.3f} ({z.seeds} seeds)")
+
+
+def minus_random(per_seed: list[tuple[int, Estimate, Estimate]]) -> SeedMean:
+    """A per-step figure of a rule's arm minus the random arm's over the seeds, from each seed's ``(seed, the rule's
     estimate, random's)``: per seed the difference with both standard errors combined, on the fewer steps − 1
-    degrees of freedom."""
+    degrees of freedom; over the seeds on seeds − 1 (:class:`~arrol_pl.analysis.significance.SeedMean`)."""
     return seed_mean([(seed, a.mean - b.mean, math.hypot(a.se, b.se)) for seed, a, b in per_seed],
                      min(min(a.df, b.df) for _, a, b in per_seed))
