@@ -115,13 +115,25 @@ def platform_kind() -> str:
     raise RuntimeError(f"arrol_pl.engine supports CPU and CUDA platforms, not {current_platform.device_name}")
 
 
+def eager_stance(eager: bool) -> Any:
+    """A context in which an eager engine (``enforce_eager``) runs eagerly throughout: vLLM still wraps some of its
+    own ops in ``torch.compile`` whatever ``enforce_eager`` says (the sampler's log-prob gather), and on CPU their
+    tracing and recompiles for each new batch shape cost seconds at every process start; under torch's
+    ``force_eager`` stance they run as plain PyTorch, with the same results. A compiled engine keeps vLLM's
+    compilation."""
+    import contextlib
+
+    return torch.compiler.set_stance("force_eager") if eager else contextlib.nullcontext()
+
+
 def start_engine(**engine_args: Any) -> Any:
     """A V1 ``LLMEngine`` built from vLLM's ``EngineArgs`` keywords (after :func:`check_vllm_version` and
-    :func:`check_environment`)."""
+    :func:`check_environment`), eagerly throughout when ``enforce_eager`` (:func:`eager_stance`)."""
     from vllm import EngineArgs
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    return LLMEngine.from_engine_args(EngineArgs(**engine_args))
+    with eager_stance(bool(engine_args.get("enforce_eager"))):
+        return LLMEngine.from_engine_args(EngineArgs(**engine_args))
 
 
 def sampling_params(sampling: Any) -> Any:
@@ -169,10 +181,13 @@ def add_request(llm_engine: Any, request_id: str, engine_input: Any, params: Any
     return llm_engine.add_request(request_id, engine_input, params)
 
 
-def step(llm_engine: Any) -> list[RequestDelta]:
-    """One stock engine step, its outputs as :class:`~arrol_pl.engine.tracking.RequestDelta` records."""
+def step(llm_engine: Any, eager: bool = False) -> list[RequestDelta]:
+    """One stock engine step, its outputs as :class:`~arrol_pl.engine.tracking.RequestDelta` records; ``eager``: run
+    it under :func:`eager_stance` (an engine started with ``enforce_eager``)."""
     deltas = []
-    for out in llm_engine.step():
+    with eager_stance(eager):
+        outputs = llm_engine.step()
+    for out in outputs:
         comp = out.outputs[0]
         logprobs = None
         if comp.logprobs:

@@ -400,7 +400,7 @@ class ArrolEngine:
         ``clock``."""
         while adapter.has_unfinished_requests(self.llm):
             started = time.perf_counter()
-            deltas = adapter.step(self.llm)
+            deltas = adapter.step(self.llm, eager=bool(self.config.enforce_eager))
             resolved = tracker.consume(deltas)
             if resolved and features:
                 self._score(resolved, target)
