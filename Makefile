@@ -1,5 +1,8 @@
 # `make run` runs the default experiment, `make test` the test suite; both build .venv first if needed.
 #   make run ARGS="+exp=ablation_kappa"      make test PYTEST_ARGS="tests/core -x"
+# `make test-quick` is the unit tier for the edit loop (no engine, no subprocess; about a minute); `make
+# test-durations` runs the suite and records each test group's seconds in tests/durations.json, the order the
+# groups are handed to the workers in (longest first).
 # `make results` reruns the paper measurements and rewrites docs/results.md; the page's header gives each part's
 # time on the machine it ran on (2 CPU cores).
 # `make check-vllm-gpu` checks the pinned GPU vLLM (requirements/gpu.txt) against every vLLM name the engine touches
@@ -12,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 PY := .venv/bin/python
 TEST_WORKERS ?= 2
 
-.PHONY: setup run test results check-vllm-gpu check-gpu
+.PHONY: setup run test test-quick test-durations results check-vllm-gpu check-gpu
 setup:
 	@bash scripts/setup_env.sh
 
@@ -21,6 +24,12 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20 $(PYTEST_ARGS)
+
+test-quick: setup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --quick -q $(PYTEST_ARGS)
+
+test-durations: setup
+	$(MAKE) test PYTEST_ARGS="--store-durations $(PYTEST_ARGS)"
 
 results: setup
 	$(PY) experiments/reproduce.py $(ARGS)

@@ -3,7 +3,10 @@ tiny Qwen3 policies, built once for the model and engine tests; one model cache 
 default policy through a script, so its warm start (about a minute) is built once a session; how the tests are
 shared among pytest-xdist workers."""
 
+import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -44,20 +47,87 @@ def policy_cache(tmp_path_factory):
     return shared
 
 
-def pytest_collection_modifyitems(config, items):
-    """With several workers (``pytest -n 2 --dist loadgroup``, as ``make test`` runs): every test of the session's
-    in-process engine (the ``engine`` fixture of tests/engine/conftest.py) goes to one worker, so one engine starts
-    per run, and the other tests go with their file, so a file's module-scoped runs are made once.
+QUICK_EXCLUDES = ("slow", "engine", "subprocess")
+"""Markers the quick tier (``--quick``, ``make test-quick``) leaves out; a test that uses the session engine is
+``engine`` whether or not it says so."""
 
-    The groups are handed out in collection order (``make test`` passes ``--no-loadscope-reorder``; xdist would
-    otherwise put the groups with the most tests first, which leaves a file holding one long end-to-end test for
-    last, on one worker while the other idles). So the long groups come first: the engine's, then every group with a
-    test marked ``slow``, then the quick ones, which fill in whichever worker finishes first."""
-    group_of, rank_of = {}, {}
+DURATIONS = Path(__file__).with_name("durations.json")
+"""Each xdist group's measured seconds (``make test-durations`` rewrites it): the longest groups are handed out
+first."""
+
+
+def pytest_addoption(parser):
+    parser.addoption("--quick", action="store_true",
+                     help="the unit tier: no engine, no subprocess, nothing marked slow (about a minute on 2 cores)")
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each group's seconds to {DURATIONS.name} (the order the groups are handed out in)")
+
+
+def uses_engine(item) -> bool:
+    return "engine" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """``--quick``: only the unit tier (:data:`QUICK_EXCLUDES`). With several workers (``pytest -n 2 --dist
+    loadgroup``, as ``make test`` runs): every test of the session's in-process engine (the ``engine`` fixture of
+    tests/engine/conftest.py) goes to one worker, so one engine starts per run, and the other tests go with their
+    file, so a file's module-scoped runs are made once.
+
+    The groups are handed out in the order of the items (``make test`` passes ``--no-loadscope-reorder``; xdist
+    would otherwise put the groups with the most tests first, which leaves a file holding one long end-to-end test
+    for last, on one worker while the other idles). So the groups are sorted longest first, by their seconds in
+    tests/durations.json; a group it does not know yet goes by its markers, as long as the longest group if it
+    uses the engine or has a test marked slow, else as the quickest. Within a group, collection order stays."""
+    if config.getoption("--quick"):
+        quick = [not uses_engine(item) and not any(item.get_closest_marker(m) for m in QUICK_EXCLUDES)
+                 for item in items]
+        config.hook.pytest_deselected(items=[item for item, q in zip(items, quick) if not q])
+        items[:] = [item for item, q in zip(items, quick) if q]
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    longest = max(known.values(), default=0.0)
+    group_of, seconds = {}, {}
     for item in items:
-        uses_engine = "engine" in getattr(item, "fixturenames", ())
-        group = group_of[item.nodeid] = "engine" if uses_engine else item.nodeid.split("::")[0]
+        group = group_of[item.nodeid] = "engine" if uses_engine(item) else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
-        rank = 0 if uses_engine else 1 if item.get_closest_marker("slow") else 2
-        rank_of[group] = min(rank_of.get(group, 2), rank)
-    items.sort(key=lambda item: rank_of[group_of[item.nodeid]])  # a stable sort: within a rank, collection order
+        item.user_properties.append(("xdist_group", group))
+        guess = longest if group == "engine" or item.get_closest_marker("slow") else 0.0
+        seconds[group] = known.get(group, max(seconds.get(group, 0.0), guess))
+    items.sort(key=lambda item: -seconds[group_of[item.nodeid]])  # a stable sort: within a group, collection order
+
+
+@pytest.fixture(autouse=True)
+def _no_process_in_the_quick_tier(request, monkeypatch):
+    """In the quick tier a test that starts a process fails, naming the marker it needs: the tier stays one that
+    answers within an edit."""
+    if request.config.getoption("--quick"):
+        def refuse(*args, **kwargs):
+            command = args[1] if len(args) > 1 else kwargs.get("args")
+            raise RuntimeError(f"{request.node.nodeid} starts a process ({command}): mark it @pytest.mark.subprocess "
+                               "(or slow), which the quick tier leaves out")
+
+        monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+_group_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Add up each group's seconds (its tests' setup, call and teardown) for ``--store-durations``."""
+    group = dict(report.user_properties).get("xdist_group")
+    if group is not None:
+        _group_seconds[group] = _group_seconds.get(group, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """``--store-durations``, in the process that saw every report (the controller with xdist): write
+    tests/durations.json, longest group first, after a run of the whole suite that passed."""
+    config = session.config
+    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+        whole = (config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.keyword
+                 and not config.option.markexpr and not config.getoption("--quick"))
+        if exitstatus != 0 or not whole:
+            print(f"\n{DURATIONS.name} not written: --store-durations needs a whole suite that passed")
+            return
+        ordered = dict(sorted(((g, round(t, 1)) for g, t in _group_seconds.items()), key=lambda kv: -kv[1]))
+        DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
+        print(f"\n{DURATIONS.name}: {len(ordered)} groups, {sum(ordered.values()):.0f} s")

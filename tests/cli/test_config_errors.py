@@ -1,8 +1,11 @@
 """One kind of config error for every Hydra command (arrol_pl.cli.hydra_app): Hydra's refusals (a key no dataclass
 has, a value of the wrong type, a preset that does not exist) and the dataclasses' (a bad value) are one line on
 stderr naming the key or preset and what is allowed, exit 2, before any model loads, with no directory left behind;
-``--help`` lists the presets and every key with its meaning. Through the real entry points (experiments/run.py,
-``python -m arrol_pl``); each refusal comes before any model, so they take seconds."""
+``--help`` lists the presets and every key with its meaning.
+
+The refusals found before Hydra starts a job are checked by calling the commands' ``main`` in this process, on the
+arguments a user types; the ones found inside a job (after Hydra made its directory, or in a sweep's first job)
+and the scripts themselves (their ``--help`` and ``--hydra-help``) go through the real entry points as processes."""
 
 from __future__ import annotations
 
@@ -23,6 +26,20 @@ MODELS = ", ".join(sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml
 
 def run(cwd: Path, *args: str, script: tuple[str, ...] = (str(ROOT / "experiments" / "run.py"),)):
     return subprocess.run([sys.executable, *script, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def call(cwd: Path, capfd, monkeypatch, *args: str, command: str = "train") -> subprocess.CompletedProcess:
+    """A command's ``main`` on ``args`` in this process, from ``cwd`` (what ``run`` does with a process):
+    ``command`` is ``train`` (experiments/run.py) or ``package`` (``python -m arrol_pl``)."""
+    from arrol_pl.cli import main as package
+    from arrol_pl.cli import train
+
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    code = (train.main(list(args), prog="python experiments/run.py") if command == "train"
+            else package.main(list(args), prog="python -m arrol_pl"))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
@@ -46,12 +63,15 @@ def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
     # a bad value: the range it must lie in
     ("algo.clip_low=-1", ["algo.clip_low must be in [0, 1), got -1.0"]),
 ], ids=["unknown-key", "wrong-type", "unknown-preset", "bad-value"])
-def test_each_kind_of_bad_config_is_one_line_exit_2_and_leaves_no_directory(tmp_path, override, expected):
-    line = refused_in_one_line(run(tmp_path, override, f"model.cache_dir={tmp_path / 'cache'}"), tmp_path)
+def test_each_kind_of_bad_config_is_one_line_exit_2_and_leaves_no_directory(tmp_path, capfd, monkeypatch, override,
+                                                                             expected):
+    line = refused_in_one_line(call(tmp_path, capfd, monkeypatch, override, f"model.cache_dir={tmp_path / 'cache'}"),
+                               tmp_path)
     for text in expected:
         assert text in line
 
 
+@pytest.mark.subprocess
 def test_a_refusal_found_once_hydra_made_the_run_directory_leaves_none(tmp_path):
     """A check that needs the data runs inside the job, after Hydra created outputs/runs/<time>_<name>/: the run
     directory goes, and outputs/ and outputs/runs/, which this command created."""
@@ -60,6 +80,7 @@ def test_a_refusal_found_once_hydra_made_the_run_directory_leaves_none(tmp_path)
     assert "algo.prompts_per_step=3000 is larger than the training set" in line
 
 
+@pytest.mark.subprocess
 def test_a_refusal_keeps_the_directories_that_were_there(tmp_path):
     (tmp_path / "outputs" / "runs").mkdir(parents=True)
     out = run(tmp_path, "algo.prompts_per_step=3000", f"model.cache_dir={tmp_path / 'cache'}")
@@ -69,24 +90,33 @@ def test_a_refusal_keeps_the_directories_that_were_there(tmp_path):
 
 @pytest.mark.parametrize("args,expected", [
     (["-m", "algo.clip_low=0.1,abc"], "algo.clip_low=abc: Value 'abc' of type 'str' could not be converted"),
-    (["-m", "algo.clip_low=-1,0.1"], "algo.clip_low must be in [0, 1), got -1.0"),  # refused inside the first job
     (["algo.clip_low=0.1,0.2"], "Ambiguous value for argument 'algo.clip_low=0.1,0.2'"),
-], ids=["swept-type", "swept-value", "sweep-without-multirun"])
-def test_a_sweep_is_refused_in_one_line_with_no_sweep_directory_left(tmp_path, args, expected):
-    line = refused_in_one_line(run(tmp_path, *args, f"model.cache_dir={tmp_path / 'cache'}"), tmp_path)
+], ids=["swept-type", "sweep-without-multirun"])
+def test_a_sweep_is_refused_in_one_line_with_no_sweep_directory_left(tmp_path, capfd, monkeypatch, args, expected):
+    line = refused_in_one_line(call(tmp_path, capfd, monkeypatch, *args, f"model.cache_dir={tmp_path / 'cache'}"),
+                               tmp_path)
     assert expected in line
 
 
-def test_the_package_command_refuses_as_the_script_does(tmp_path):
+@pytest.mark.subprocess
+def test_a_value_refused_inside_a_sweeps_first_job_leaves_no_sweep_directory(tmp_path):
+    line = refused_in_one_line(run(tmp_path, "-m", "algo.clip_low=-1,0.1", f"model.cache_dir={tmp_path / 'cache'}"),
+                               tmp_path)
+    assert "algo.clip_low must be in [0, 1), got -1.0" in line
+
+
+def test_the_package_command_refuses_as_the_script_does(tmp_path, capfd, monkeypatch):
     for command, override, expected in (
             ("train", "trainer.max_stepz=1", "trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),
             ("evaluate", "k=many", "k=many: Value 'many' of type 'str' could not be converted to Integer; k takes int"),
             ("simulate", "pruning=nope", "pruning=nope: no such preset; pruning has arrol, arrol_eq2, arrol_gated")):
-        line = refused_in_one_line(run(tmp_path, command, override, script=("-m", "arrol_pl")), tmp_path)
+        line = refused_in_one_line(call(tmp_path, capfd, monkeypatch, command, override, command="package"), tmp_path)
         assert expected in line
 
 
+@pytest.mark.subprocess
 def test_help_lists_the_presets_a_user_picks_and_every_key_with_its_meaning(tmp_path):
+    """Through the script: ``--help`` answers before Hydra, ``--hydra-help`` is Hydra's own."""
     out = run(tmp_path, "--help")
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
@@ -104,12 +134,12 @@ def test_help_lists_the_presets_a_user_picks_and_every_key_with_its_meaning(tmp_
     assert hydra.returncode == 0 and "Hydra (" in hydra.stdout and "--multirun" in hydra.stdout
 
 
-def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path):
-    out = run(tmp_path, "--help", script=("-m", "arrol_pl"))
+def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path, capfd, monkeypatch):
+    out = call(tmp_path, capfd, monkeypatch, "--help", command="package")
     assert out.returncode == 0
     for command in ("train", "evaluate", "head-quality", "grad-probe", "simulate", "plan"):
         assert f"\n  {command} " in out.stdout
-    out = run(tmp_path, "fit", script=("-m", "arrol_pl"))
+    out = call(tmp_path, capfd, monkeypatch, "fit", command="package")
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         "python -m arrol_pl: no command 'fit'; the commands are train, evaluate, head-quality, grad-probe, simulate, "
         "plan (python -m arrol_pl --help)"]

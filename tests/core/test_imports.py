@@ -1,7 +1,9 @@
 import subprocess
 import sys
 
+import pytest
 
+@pytest.mark.subprocess
 def test_core_imports_neither_vllm_nor_lightning():
     code = (
         "import sys, importlib, pkgutil, arrol_pl.core as core\n"

@@ -84,6 +84,7 @@ def test_bad_use_is_refused():
         tr.rollouts(str)
 
 
+@pytest.mark.subprocess
 def test_the_engine_boundary_imports_without_vllm():
     code = ("import sys; import arrol_pl.engine.protocol, arrol_pl.engine.tracking, arrol_pl.train.module; "
             "assert 'vllm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('vllm'))[:3]")

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_bench_credit_compares_real_pruning_with_the_credit(tmp_path):
+    """The only measurement of the oracle's credited time against pruning that really aborts requests."""
     out = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_credit.py"), "--prompts", "2",
                           "--group-size", "4", "--max-tokens", "24", "--detect-length", "4", "--repeats", "1",
                           "--kappas", "0.5", "--slots", "8", "2", "--cache-dir", str(tmp_path)],

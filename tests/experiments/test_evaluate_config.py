@@ -56,6 +56,7 @@ def test_bad_values_name_their_key(export: Path, overrides: list[str], message: 
         compose_eval(*checkpoint, *overrides)
 
 
+@pytest.mark.subprocess
 def test_an_export_without_its_head_exits_2_in_one_line_and_leaves_nothing(tmp_path: Path):
     (tmp_path / "export").mkdir()
     out = tmp_path / "eval"

@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE = {"_name_or_path": "tiny-qwen3", "model_type": "qwen3", "hidden_size": 128, "intermediate_size": 256,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
          "vocab_size": 1000, "tie_word_embeddings": True}
 
 
+@pytest.mark.subprocess
 def test_the_smoke_command_runs_two_pruned_steps_and_reports_the_engine(tmp_path):
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
@@ -36,6 +39,7 @@ def test_the_smoke_command_runs_two_pruned_steps_and_reports_the_engine(tmp_path
     assert all(row["pruning/keep_ratio"] < 1.0 for row in rows), "both steps prune (no cold start)"
 
 
+@pytest.mark.subprocess
 def test_a_missing_shape_file_is_one_line_and_exit_2(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"), "--config-json",
                            str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)
@@ -43,6 +47,7 @@ def test_a_missing_shape_file_is_one_line_and_exit_2(tmp_path):
     assert done.stderr.strip() == f"config error: --config-json {tmp_path / 'nope.json'}: no such file"
 
 
+@pytest.mark.subprocess
 def test_the_torch_only_part_measures_the_update_against_the_plan(tmp_path):
     """What a GPU image without vLLM runs (``--torch-only``): one update micro-batch, its measured peak beside the
     plan's bytes (here on CPU, float32, where tests/train/test_update_peak.py holds the two within a few percent)."""

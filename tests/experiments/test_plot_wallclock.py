@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -23,6 +25,7 @@ def plot(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.subprocess
 def test_by_arm_draws_one_band_per_arm_and_checks_its_labels(tmp_path):
     sweep = tmp_path / "sweep"
     runs = [fake_run(sweep, arm, seed, slope) for arm, slope in (("pruning=none", 0.02), ("pruning=arrol", 0.03))

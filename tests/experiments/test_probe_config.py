@@ -62,6 +62,7 @@ def test_a_bad_value_is_named(policy: Path, override: str, message: str):
     assert message in str(err.value)
 
 
+@pytest.mark.subprocess
 def test_the_script_fails_in_one_line_and_leaves_no_directory(tmp_path: Path):
     out = subprocess.run([sys.executable, str(ROOT / "experiments" / "head_quality.py"), "policy=/nonexistent",
                           f"hydra.run.dir={tmp_path / 'probe'}"], cwd=tmp_path, capture_output=True, text=True,

@@ -1,5 +1,9 @@
-"""The whole measurement set end to end in its quick mode: every part's script runs for real (a few steps
-each on the default task) and the results page is built from what they wrote."""
+"""The measurement set end to end in its quick mode, as ``make results`` runs it: the parts no other test runs
+for real (bench_phases.py, head_quality.py on a trained export and on SmolLM2, plot_wallclock.py on two runs,
+the κ sweep the later parts read) run as subprocesses of reproduce.py with ``--only``, and the results page is
+built from what they wrote. The parts left out run the scripts other tests run end to end (``balance``: run.py,
+as tests/train/test_run_smoke.py; ``voting``: evaluate.py, as its test_evaluate_writes_consistent_tables); their
+sections' readers are tested on made-up runs in tests/analysis/test_results.py, and here they say how to run them."""
 
 import json
 import subprocess
@@ -16,13 +20,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.engine]
 def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path):
     out, page = tmp_path / "results", tmp_path / "docs" / "results.md"
     # the training parts take the session's model cache: the warm start is built once for every test that trains
-    proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--out", str(out), "--page", str(page),
-                           "--", f"model.cache_dir={policy_cache}"],
+    parts = ["phases", "kappa", "head", "wallclock", "pretrained", "page"]
+    proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--only", *parts, "--out", str(out),
+                           "--page", str(page), "--", f"model.cache_dir={policy_cache}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["parts"]) == {"phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained",
-                                         "page"}
+    assert set(manifest["parts"]) == set(parts)
     assert all(p["returncode"] == 0 for p in manifest["parts"].values())
 
     phases = json.loads((out / "phases" / "phases.json").read_text())
@@ -33,8 +37,6 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     assert grpo["keep_ratio"] == 1.0 and half["trained_tokens"] < grpo["trained_tokens"]
 
     assert len(list((out / "kappa").glob("*/summary.json"))) == 2  # quick: κ = 0.5 and 1, what later parts read
-    assert len(list((out / "balance").glob("*/summary.json"))) == 1  # quick: random only (κ = 0.5 global is kappa's)
-    assert json.loads((out / "voting" / "metrics.json").read_text())["k"] == 32
     assert (out / "wallclock.png").stat().st_size > 1000
     pretrained = json.loads((out / "pretrained" / "head_quality.json").read_text())
     assert pretrained["settings"]["prompt_format"]["stop"] == ["\n"] and pretrained["rollouts"] == 12
@@ -43,22 +45,26 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     assert parity["head_input"] == "last+stats" and parity["stats_max_abs_diff"] < 1e-6
     assert pretrained["votes"]["problems"]["k"] == 2
 
+    from arrol_pl.analysis.results.page import SECTION_KEYS, split_page
+
     text = page.read_text()
-    for n in range(1, 13):
-        assert f"## {n}." in text
-    measured, opt_in = text.split("## 8.")
-    assert "Not run" not in measured and "not run" not in text.split("### Every claim")[1].split("## 1.")[0]
-    # the opening table: a row per claim and policy, the opt-in parts' rows not run
-    unrun = [line.split(" | ")[:2] for line in text.split("### Every claim")[0].splitlines() if "| not run |" in line]
-    assert unrun == [["| ARRoL's accuracy ≥ GRPO's in less training time (Fig. 4)", "SmolLM2-135M"],
-                     ["| The default experiment learns on every seed (project)", "tiny"],
-                     ["| Choosing the groups beats GRPO and DAPO at equal time (project, beyond the paper)",
-                      "SmolLM2-135M"]]
+    sections = split_page(text)
+    assert sorted(sections) == list(range(1, len(SECTION_KEYS) + 1))
+    # the parts left out and the opt-in ones were not asked for: their sections say so, and how to run them
+    unrun = {SECTION_KEYS[n - 1] for n, body in sections.items() if "Not run" in body}
+    opt_in = {"online", "seeds", "online_balance", "online_spread", "screen", "grad_probe"}
+    assert unrun == {"balance", "voting"} | opt_in
+    assert all(f"--only {part} page" in sections[SECTION_KEYS.index(part) + 1] for part in opt_in)
+    # the opening table: a row per claim and policy, the rows of the parts not run say so
+    assert "not run" not in text.split("### Every claim")[1].split("## 1.")[0]
+    unrun_rows = [line.split(" | ")[:2] for line in text.split("### Every claim")[0].splitlines() if "| not run |" in line]
+    assert unrun_rows == [["| Pruned groups better balanced than random pruning (Table 4)", "tiny"],
+                          ["| Head-weighted votes beat majority and DeepConf (Table 3)", "tiny"],
+                          ["| ARRoL's accuracy ≥ GRPO's in less training time (Fig. 4)", "SmolLM2-135M"],
+                          ["| The default experiment learns on every seed (project)", "tiny"],
+                          ["| Choosing the groups beats GRPO and DAPO at equal time (project, beyond the paper)",
+                           "SmolLM2-135M"]]
     assert json.loads(page.with_suffix(".json").read_text())["claims"]  # the claims, as data beside the page
-    # the opt-in parts (online SmolLM2, seeds, online balance, online spread, screen) were not asked for: their sections say how to run them
-    assert opt_in.count("Not run") == 5 and all(f"--only {part} page" in opt_in
-                                                for part in ("online", "seeds", "online_balance", "online_spread",
-                                                             "screen"))
     assert "Quick smoke run" in text
     assert "Table 3 by replay on SmolLM2-135M" in text
     assert (page.parent / "figures" / "wallclock.png").exists()

@@ -32,6 +32,7 @@ def compose_simulate(*overrides: str):
         return load_typed(compose("simulate", overrides=list(overrides)), script.SimulateConfig, ("pruning",))
 
 
+@pytest.mark.subprocess
 def test_selfcheck_writes_summary(tmp_path):
     out = run("selfcheck.steps=6", "selfcheck.num_groups=8", "pruning.cold_start_steps=2",
               f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
@@ -47,6 +48,7 @@ def test_selfcheck_writes_summary(tmp_path):
     assert summary["config"]["selfcheck"]["steps"] == 6 and summary["config"]["pruning"]["cold_start_steps"] == 2
 
 
+@pytest.mark.subprocess
 def test_the_oracle_task_takes_pass_rate_and_auc(tmp_path):
     """``selfcheck.pass_rate`` and ``selfcheck.auc`` simulate a task of that pass rate scored by an oracle of that AUC:
     with a good scorer on a hard task the default rule keeps more balanced groups than random pruning and Eq. 2."""
@@ -95,6 +97,7 @@ def test_a_bad_value_is_named(override, message):
     ("selfcheck.steps=many", "config error: selfcheck.steps=many: Value 'many' of type 'str' could not be converted to "
                              "Integer; selfcheck.steps takes int"),
 ])
+@pytest.mark.subprocess
 def test_a_bad_key_or_value_exits_2_in_one_line_and_leaves_nothing(tmp_path, override, message):
     out = run(override, f"hydra.run.dir={tmp_path}/bad", cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]

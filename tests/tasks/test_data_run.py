@@ -40,6 +40,8 @@ def test_tiny_policy_warm_starts_on_the_datasets_solutions(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_on_gsm8k_files_counts_skipped_rows_in_its_summary(tmp_path):
+    """The only run on a dataset adapter's files (GSM8K-shaped, with broken rows) rather than the built-in task,
+    warm-started on the dataset's own solutions."""
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "data=gsm8k", f"data.path={MAIN}",
            "data.heldout_name=jsonl", f"data.heldout_path={FIXTURES / 'broken_lines.jsonl'}", "data.num_heldout=2",
            "model.warm_start.steps=1", "model.warm_start.check_every=1", "model.warm_start.batch_size=2",

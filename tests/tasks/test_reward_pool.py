@@ -237,6 +237,7 @@ def test_answer_classes_group_equivalent_answers(reward):
     assert classes[2] == [None, None]
 
 
+@pytest.mark.subprocess
 def test_dataset_adapters_get_extraction_without_the_pool():
     code = ("import sys, arrol_pl.tasks.minerva, arrol_pl.tasks.rows; "
             "assert 'arrol_pl.tasks.pool' not in sys.modules and 'math_verify' not in sys.modules")

@@ -98,6 +98,7 @@ RANK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_checkpointing_under_fsdp2_gives_the_one_process_gradients(tmp_path):
     """Two ranks on the same rows: FSDP2 averages their (equal) gradients, so each full gradient must be the
     one-process gradient without checkpointing; the recompute re-gathers each block's sharded weights."""

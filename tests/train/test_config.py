@@ -330,6 +330,7 @@ def test_the_default_experiment_is_the_typed_defaults_and_the_gate():
     assert run.trainer.max_minutes == 5 and not run.engine.enable_prefix_caching
 
 
+@pytest.mark.subprocess
 def test_the_loader_imports_without_torch():
     code = ("import sys, arrol_pl.train.config_loader\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning', 'vllm'))))")

@@ -99,6 +99,7 @@ def check_ranks(tmp_path: Path, backend: str, env: dict[str, str] | None = None)
     assert max_diff(two["per_rank_weights"], one) > 1e-3
 
 
+@pytest.mark.subprocess
 def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_gloo(tmp_path):
     check_ranks(tmp_path, "gloo")
 
@@ -124,6 +125,7 @@ print("left")
 """
 
 
+@pytest.mark.subprocess
 def test_leave_world_destroys_the_group_once_and_is_a_no_op_without_one(tmp_path):
     # In its own process: this one may hold the shared engine's world, which must outlive the test.
     out = subprocess.run([sys.executable, "-c", LEAVE_WORLD, str(tmp_path / "store")], capture_output=True, text=True,

@@ -59,6 +59,8 @@ os._exit(0)
 
 @pytest.mark.slow
 def test_two_ranks_split_the_heldout_evaluation_into_the_one_rank_result(tmp_path, tiny_model_dirs):
+    """Two ranks of engines, without training: their chunks of the held-out set gather into exactly what one rank
+    computes (test_distributed_run.py checks the split inside a training run, not this equality)."""
     out = tmp_path / "heldout"
     launch(["-c", RANK, str(tiny_model_dirs["policy"]), str(out), str(tiny_model_dirs["max_model_len"])], 2,
            timeout=600)

@@ -238,6 +238,7 @@ def test_plan_cli_prints_the_plan_and_exits_by_the_verdict(capsys, tmp_path):
     assert cli.main([]) == 0 and "tiny policy" in capsys.readouterr().out
 
 
+@pytest.mark.subprocess
 def test_the_plan_needs_no_torch():
     import subprocess
     import sys

@@ -15,6 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_dapo_with_mini_batches_and_epochs_clips_and_logs(tmp_path):
+    """The only run with PPO mini-batches and several epochs over a step's rollouts (the other runs make one update
+    per step), where the ratio leaves 1 and the clip acts."""
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "algo=dapo", "pruning=arrol", "model.warm_start.steps=0",
            f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=0", "algo.prompts_per_step=2",
            "algo.group_size=4", "algo.ppo_mini_batch_size=1", "algo.ppo_epochs=2", "algo.max_response_tokens=16",

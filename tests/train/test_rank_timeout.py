@@ -37,11 +37,13 @@ def two_ranks(rank0_seconds: float) -> list[tuple[int, str]]:
     return launch(["-c", RANK, str(rank0_seconds), str(TIMEOUT_MINUTES)], 2, timeout=120, check=False)
 
 
+@pytest.mark.subprocess
 def test_a_wait_within_the_timeout_passes():
     for r, (code, out) in enumerate(two_ranks(1.0)):
         assert code == 0 and f"rank {r} done" in out, out[-3000:]
 
 
+@pytest.mark.subprocess
 def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
     (_, rank0), (code, rank1) = two_ranks(2.5 * TIMEOUT_MINUTES * 60)
     assert code != 0 and "rank 1 done" not in rank1

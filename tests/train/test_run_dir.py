@@ -228,6 +228,7 @@ def hold_claim(directory: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.subprocess
 def test_a_directory_another_live_run_claimed_is_refused_until_it_ends(tmp_path, monkeypatch):
     """Two runs given one directory (the default's name is the time to the second): the second is refused while the
     first lives, whatever either has written; once the first ends its claim is gone and the directory is free."""
@@ -248,6 +249,7 @@ def test_a_directory_another_live_run_claimed_is_refused_until_it_ends(tmp_path,
     assert not run.exists(), "an empty directory the claim created is removed with it"
 
 
+@pytest.mark.subprocess
 def test_a_claim_left_by_a_killed_run_is_taken_over(tmp_path, monkeypatch):
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv(OWNER_ENV, raising=False)
@@ -265,6 +267,7 @@ def test_a_claim_left_by_a_killed_run_is_taken_over(tmp_path, monkeypatch):
         pass
 
 
+@pytest.mark.subprocess
 def test_the_ranks_of_one_run_share_its_claim(tmp_path, monkeypatch):
     """The launcher claims for its ranks: rank 0 started under its claim takes none, and no other rank claims."""
     run = tmp_path / "run"

@@ -3,9 +3,11 @@ policy, the real vLLM engine, real math-verify rewards, real TensorBoard events 
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -24,16 +26,19 @@ def run_script(tmp: Path, *overrides: str, warm: bool = False, cache: Path | Non
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, policy_cache):
+    """``+exp=grpo_vs_arrol`` over 3 steps: GRPO and ARRoL as two jobs of one process (the engine shut down between
+    them) and one table; the ARRoL job's directory is the run the tests below read (events, checkpoints, resume,
+    evaluation). Warm-started, so the policy writes real answers for the evaluation test."""
     tmp = tmp_path_factory.mktemp("smoke")
-    # warm-started, so the policy writes real answers for the evaluation test below
-    out = run_script(tmp, "trainer.max_steps=3", f"hydra.run.dir={tmp / 'run'}", warm=True, cache=policy_cache)
+    sweep = tmp / "sweep"
+    out = run_script(tmp, "+exp=grpo_vs_arrol", "trainer.max_steps=3", f"hydra.sweep.dir={sweep}", warm=True,
+                     cache=policy_cache)
     assert out.returncode == 0, out.stderr[-4000:]
-    return tmp, out, policy_cache
+    return SimpleNamespace(tmp=tmp, out=out, cache=policy_cache, sweep=sweep, run=sweep / "1")  # jobs: none, arrol
 
 
 def test_run_writes_events_checkpoints_and_summary(first_run):
-    tmp, out, _ = first_run
-    run = tmp / "run"
+    out, run = first_run.out, first_run.run
     assert len(list((run / "tb").glob("events.out.tfevents.*"))) == 1, "one TensorBoard event file per run"
     ckpts = {p.name for p in (run / "checkpoints").glob("*.ckpt")}
     assert {"step00002.ckpt", "last.ckpt"} <= ckpts
@@ -61,35 +66,34 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [2]  # the final evaluation, on the last step
 
 
-def test_bf16_true_trains_with_a_bf16_engine(tmp_path, policy_cache):
-    """``trainer.precision=bf16-true`` (the policy held in bf16, as on CPUs with AVX512-BF16) with a bf16 engine:
-    Lightning's precision plugin walks every batch, and the batch of problems must pass through it."""
-    out = run_script(tmp_path, "trainer.max_steps=2", "trainer.precision=bf16-true", "engine.dtype=bfloat16",
-                     "data.num_heldout=0", f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)
-    assert out.returncode == 0, out.stderr[-4000:]
-    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
-    assert len(history) == 2
-    # the engine samples in bf16 and the trainer scores in bf16: close, not equal (fp32 gives ~1e-6)
-    diff = history[-1]["policy/engine_logprob_diff_mean"]
-    assert 0 < diff < 0.1 and math.isfinite(history[-1]["policy/grad_norm"])
+def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_of_an_unfinished_run(tmp_path,
+                                                                                                   policy_cache):
+    """One run, three things no other test runs end to end:
 
-
-def test_a_stats_head_trains_online_and_evaluates_from_its_checkpoint(tmp_path, policy_cache):
-    """``head.input=last+stats`` end to end: the engine feeds the head [hidden state, prefix statistics], the head
-    standardises them with the replay window's moments, the export keeps its input kind, and evaluation
-    rebuilds the same head from a training checkpoint."""
+    - ``trainer.precision=bf16-true`` (the policy held in bf16, as on CPUs with AVX512-BF16) with a bf16 engine:
+      Lightning's precision plugin walks every batch, and the batch of problems must pass through it;
+    - ``head.input=last+stats``: the engine feeds the head [hidden state, prefix statistics], the head standardises
+      them with the replay window's moments, and the export keeps its input kind;
+    - evaluation from a training checkpoint alone, as a killed run leaves it (no export, no summary): the head is
+      rebuilt with its input kind from the checkpoint."""
     out = run_script(tmp_path, "trainer.max_steps=3", "pruning=arrol", "head.input=last+stats",
-                     f"hydra.run.dir={tmp_path / 'run'}",
+                     "trainer.precision=bf16-true", "engine.dtype=bfloat16", f"hydra.run.dir={tmp_path / 'run'}",
                      warm=True, cache=policy_cache)
     assert out.returncode == 0, out.stderr[-4000:]
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert len(history) == 3 and all(math.isfinite(row["head/loss"]) for row in history)
     assert history[-1]["pruning/keep_ratio"] < 1.0  # pruned on the new head's scores after the cold start
+    # the engine samples in bf16 and the trainer scores in bf16: close, not equal (fp32 gives ~1e-6)
+    diff = history[-1]["policy/engine_logprob_diff_mean"]
+    assert 0 < diff < 0.1 and math.isfinite(history[-1]["policy/grad_norm"])
     from arrol_pl.models.head import load_head
 
     head = load_head(tmp_path / "run" / "export")[0]
     assert (head.input_kind, head.input_dim, head.standardize) == ("last+stats", 128 + 5, True)
     assert not torch.allclose(head.input_std, torch.ones_like(head.input_std))  # moments taken from real rollouts
+
+    shutil.rmtree(tmp_path / "run" / "export")  # what a killed run leaves: its checkpoints and history
+    (tmp_path / "run" / "summary.json").unlink()
     eval_dir = tmp_path / "eval"
     out = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run/checkpoints/last.ckpt'}",
@@ -97,11 +101,12 @@ def test_a_stats_head_trains_online_and_evaluates_from_its_checkpoint(tmp_path, 
     assert out.returncode == 0, out.stderr[-4000:]
     records = [json.loads(line) for line in (eval_dir / "records.jsonl").read_text().splitlines()]
     assert len(records) == 4 and all(len(r["head_scores"]) == 2 for r in records)
+    assert json.loads((eval_dir / "metrics.json").read_text())["metrics"]["arithmetic"]["problems"] == 4
 
 
 def test_resume_restores_calibrator_and_step(first_run):
-    tmp, _, cache = first_run
-    ckpt_path = tmp / "run" / "checkpoints" / "step00002.ckpt"
+    tmp, cache, run = first_run.tmp, first_run.cache, first_run.run
+    ckpt_path = run / "checkpoints" / "step00002.ckpt"
     ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     assert ckpt["global_step"] == 2
 
@@ -111,13 +116,13 @@ def test_resume_restores_calibrator_and_step(first_run):
     restored = BinnedCalibrator(saved["num_bins"], saved["capacity"], saved["alpha"])
     restored.load_state_dict(saved)
     # every survivor of steps 0 and 1 (GRPO trains on all of them) went into the calibrator, none twice
-    first_rows = [json.loads(line) for line in (tmp / "run" / "history.jsonl").read_text().splitlines()]
+    first_rows = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert restored.total_seen == sum(h["policy/trained_rollouts"] for h in first_rows[:2])
 
-    out = run_script(tmp, "trainer.max_steps=3", f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}",
-                     warm=True, cache=cache)
+    out = run_script(tmp, "trainer.max_steps=3", "pruning=arrol", "trainer.eval_every=50",  # the ARRoL job's config
+                     f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}", warm=True, cache=cache)
     assert out.returncode == 0, out.stderr[-4000:]
-    first = json.loads((tmp / "run" / "summary.json").read_text())
+    first = json.loads((run / "summary.json").read_text())
     resumed = json.loads((tmp / "resumed" / "summary.json").read_text())
     assert resumed["steps"] == 3  # two restored from the checkpoint + one new
     last = torch.load(tmp / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
@@ -141,11 +146,9 @@ def test_bad_config_fails_before_any_model_loads(tmp_path):
     assert not (tmp_path / "cache").exists()  # nothing was built
 
 
-def test_multirun_sweep_writes_one_table(tmp_path):
-    """+exp=grpo_vs_arrol runs two jobs in one process (engines shut down between them) and aggregates."""
-    sweep = tmp_path / "sweep"
-    out = run_script(tmp_path, "+exp=grpo_vs_arrol", "trainer.max_steps=2", f"hydra.sweep.dir={sweep}")
-    assert out.returncode == 0, out.stderr[-4000:]
+def test_multirun_sweep_writes_one_table(first_run):
+    """+exp=grpo_vs_arrol ran two jobs in one process and aggregated them into one table."""
+    sweep = first_run.sweep
     assert len(list(sweep.glob("*/summary.json"))) == 2
     records = json.loads((sweep / "summary_table.json").read_text())
     runs = {r["run"]: r for r in records}
@@ -153,15 +156,16 @@ def test_multirun_sweep_writes_one_table(tmp_path):
     assert runs["pruning=none"]["speedup"] == 1.0
     assert runs["pruning=none"]["keep ratio"] == 1.0
     assert "| pruning=arrol |" in (sweep / "summary_table.md").read_text()
+    assert json.loads((sweep / "0" / "summary.json").read_text())["config"]["pruning"]["policy"] == "none"
 
 
 def test_evaluate_writes_consistent_tables(first_run):
     """experiments/evaluate.py on the trained tiny policy's export: JSON, Markdown and JSONL agree, and maj@k, the
     ARRoL vote and pass@k are recomputed from the per-problem records. (Evaluation from a training checkpoint
-    instead of an export: test_a_stats_head_trains_online_and_evaluates_from_its_checkpoint, and test_faults.py on
-    a killed run's checkpoint.)"""
-    tmp, _, _ = first_run
-    ckpt = tmp / "run" / "export"
+    instead of an export, as a killed run leaves it:
+    test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_of_an_unfinished_run.)"""
+    tmp = first_run.tmp
+    ckpt = first_run.run / "export"
     out_dir = tmp / "eval-export"
     out = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=4", "limit=12",
@@ -197,15 +201,30 @@ def test_evaluate_writes_consistent_tables(first_run):
     ("checkpoint=/nonexistent/export", "checkpoint='/nonexistent/export' does not exist"),
     ("k=0", "k must be >= 1"),
     ("+datasets.nope.split=test", "datasets.nope: unknown dataset"),
-    ("datasets.arithmetic.prompt_template=no-placeholder", "datasets.arithmetic: prompt_template must hold exactly one"),
 ])
-def test_evaluate_bad_input_is_named(tmp_path, override, message):
+def test_evaluate_bad_input_is_named(tmp_path, capfd, monkeypatch, override, message):
+    """Refused before Hydra starts the job, so evaluate's ``main`` runs in this process on the user's arguments."""
+    from arrol_pl.cli.evaluate import main
+
     export = tmp_path / "export"
     export.mkdir()
     (export / "quality_head").mkdir()
     (export / "quality_head" / "config.json").write_text("{}")
     args = [f"checkpoint={export}", override] if not override.startswith("checkpoint=") else [override]
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), *args,
-                          f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0
-    assert message in out.stderr
+    monkeypatch.chdir(tmp_path)
+    code = main([*args, f"hydra.run.dir={tmp_path / 'eval'}"], prog="python experiments/evaluate.py")
+    assert code != 0
+    assert message in capfd.readouterr().err
+
+
+def test_evaluate_refuses_a_bad_prompt_template_inside_its_job(tmp_path):
+    """A prompt format is checked against the data inside the job, after Hydra made its directory: through the
+    script, as a user meets it."""
+    export = tmp_path / "export"
+    (export / "quality_head").mkdir(parents=True)
+    (export / "quality_head" / "config.json").write_text("{}")
+    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={export}",
+                          "datasets.arithmetic.prompt_template=no-placeholder", f"hydra.run.dir={tmp_path / 'eval'}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "datasets.arithmetic: prompt_template must hold exactly one" in out.stderr

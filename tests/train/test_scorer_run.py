@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_checker_prunes_in_the_engine_and_its_scores_feed_the_calibrator(tmp_path, policy_cache):
+    """The only run with a scorer other than the head at L_detect (the task's prefix checker), in the engine."""
     out = run_script(tmp_path, "trainer.max_steps=2", "pruning=arrol", "pruning.scorer=checker", "data.num_heldout=0",
                      f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)
     assert out.returncode == 0, out.stderr[-4000:]
@@ -30,6 +31,8 @@ def test_the_checker_prunes_in_the_engine_and_its_scores_feed_the_calibrator(tmp
 
 
 def test_the_oracle_trains_on_its_survivors_and_credits_the_decode_time(tmp_path, policy_cache):
+    """The only run of the oracle arm: rollouts decode to the end, are pruned by their outcome, and the decode time
+    pruning would have saved is credited apart from the measured clock."""
     out = run_script(tmp_path, "trainer.max_steps=2", "pruning=arrol", "pruning.scorer=oracle",
                      "pruning.oracle_auc=1.0", "study=test", "data.num_heldout=0", "algo.max_response_tokens=48",
                      "engine.detect_length=6", f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)

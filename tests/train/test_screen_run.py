@@ -22,6 +22,8 @@ def history_of(run: Path) -> list[dict]:
 
 
 def test_dapo_refill_generates_until_b_informative_groups(tmp_path, policy_cache):
+    """The only run of DAPO's dynamic sampling through the real entry point: refill batches are generated until B
+    informative groups are found or ``algo.max_num_gen_batches`` is spent."""
     out = run_script(tmp_path, "trainer.max_steps=3", "algo=dapo", "pruning=none", "data.num_heldout=0",
                      "algo.max_num_gen_batches=3", f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)
     assert out.returncode == 0, out.stderr[-4000:]
