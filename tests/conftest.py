@@ -84,7 +84,7 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=[item for item, q in zip(items, quick) if not q])
         items[:] = [item for item, q in zip(items, quick) if q]
     known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    longest = max(known.values(), default=0.0)
+    longest = max(known.values(), default=1.0)
     group_of, seconds = {}, {}
     for item in items:
         group = group_of[item.nodeid] = "engine" if uses_engine(item) else item.nodeid.split("::")[0]
