@@ -67,6 +67,7 @@ def uses_engine(item) -> bool:
     return "engine" in getattr(item, "fixturenames", ())
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """``--quick``: only the unit tier (:data:`QUICK_EXCLUDES`). With several workers (``pytest -n 2 --dist
     loadgroup``, as ``make test`` runs): every test of the session's in-process engine (the ``engine`` fixture of
@@ -77,7 +78,10 @@ def pytest_collection_modifyitems(config, items):
     would otherwise put the groups with the most tests first, which leaves a file holding one long end-to-end test
     for last, on one worker while the other idles). So the groups are sorted longest first, by their seconds in
     tests/durations.json; a group it does not know yet goes by its markers, as long as the longest group if it
-    uses the engine or has a test marked slow, else as the quickest. Within a group, collection order stays."""
+    uses the engine or has a test marked slow, else as the quickest. Within a group, collection order stays.
+
+    First of the hooks: pytest-xdist's worker reads the ``xdist_group`` markers in its own hook and, without them,
+    hands out every test alone (a file's module fixtures then run again on the other worker)."""
     if config.getoption("--quick"):
         quick = [not uses_engine(item) and not any(item.get_closest_marker(m) for m in QUICK_EXCLUDES)
                  for item in items]
@@ -93,6 +97,16 @@ def pytest_collection_modifyitems(config, items):
         guess = longest if group == "engine" or item.get_closest_marker("slow") else 0.0
         seconds[group] = known.get(group, max(seconds.get(group, 0.0), guess))
     items.sort(key=lambda item: -seconds[group_of[item.nodeid]])  # a stable sort: within a group, collection order
+
+
+def pytest_collection_finish(session):
+    """On an xdist worker with ``--dist loadgroup``, refuse to run when the groups did not reach the test ids: xdist
+    3.8 writes them where pytest 8 keeps a test's id and pytest 9 does not look (requirements pin pytest 8), and
+    without them every test is handed out alone, so the engine starts on both workers and module-scoped runs twice."""
+    config = session.config
+    if getattr(config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
+        raise pytest.UsageError(f"--dist loadgroup: the xdist groups are not in the test ids (pytest "
+                                f"{pytest.__version__}); pin pytest 8 as requirements/cpu.txt does")
 
 
 @pytest.fixture(autouse=True)
