@@ -41,6 +41,9 @@ def test_diagnose_names_the_phase_that_holds_back():
     assert d["generation_gap"] == pytest.approx(1.2 / 2.0 - 1)
     text = history.diagnosis_text(d, "ARRoL (κ=0.5)")
     assert "short" in text and "generation holds it back" in text
+    met = history.diagnose(base, fast, goal=1.8)
+    expected = f"ARRoL (κ=0.5): end to end {met['end_to_end']:.2f}× (goal 1.80×): met."
+    assert history.diagnosis_text(met, "ARRoL (κ=0.5)") == expected
 
 
 def test_table_and_json_history(tmp_path):

@@ -1,6 +1,7 @@
 """docs/results.md generation (arrol_pl.analysis.results): numbers come from the outputs, verdicts from criteria."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,15 @@ def test_worse_balance_is_not_reproduced(results_dir: Path, tmp_path: Path):
     text = build_page(results_dir, tmp_path / "page.md")
     lines = claim_lines(text, "Table 4") + [line for line in text.splitlines() if line.startswith("- Table 4")]
     assert len(lines) == 4 and all("**not reproduced**" in line for line in lines)  # summary + section
+
+
+def test_a_balance_sweep_without_eq2_reports_the_default_rule_alone(results_dir: Path, tmp_path: Path):
+    """``reproduce.py --quick`` runs random pruning only beside the κ sweep: the Eq. 2 row says not run and only the
+    default rule's claim is judged."""
+    shutil.rmtree(results_dir / "balance" / "0")
+    text = build_page(results_dir, tmp_path / "page.md")
+    assert "| ARRoL, Eq. 2 as written (global δ) | not run |" in text
+    assert len(claim_lines(text, "Table 4")) == 1
 
 
 def test_curve_helpers():
