@@ -47,6 +47,23 @@ def policy_cache(tmp_path_factory):
     return shared
 
 
+@pytest.fixture
+def command_main(capfd, monkeypatch):
+    """``call(cwd, command, *args)``: the ``arrol`` command's ``main`` (``python -m arrol_pl``) on a user's arguments,
+    in this process and from ``cwd``, as a ``CompletedProcess``: for the refusals found before Hydra starts a job
+    (one found inside a job would leave Hydra's logging set up in the test process; those go through a script)."""
+    from arrol_pl.cli.main import main
+
+    def call(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        code = main(list(args), prog="python -m arrol_pl")
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return call
+
+
 QUICK_EXCLUDES = ("slow", "engine", "subprocess")
 """Markers the quick tier (``--quick``, ``make test-quick``) leaves out; a test that uses the session engine is
 ``engine`` whether or not it says so."""

@@ -37,8 +37,8 @@ class EngineConfig:
     """Skip torch.compile and CUDA graphs; null: the platform's default (:data:`PLATFORM_DEFAULTS`: eager on CPU,
     where compiling takes ~22 s of start-up against ~3 s and gains little; compiled, with CUDA graphs, on CUDA, where
     eager decoding is slower). Eager means eager throughout: the ops vLLM compiles whatever this says (the sampler's
-    log-prob gather) run as plain PyTorch too, which saves seconds at every start on CPU. The hidden-state tap reads rows vLLM
-    computes in Python after the graph replays, so it works either way."""
+    log-prob gather) run as plain PyTorch too, which saves seconds at every start on CPU. The hidden-state tap reads
+    rows vLLM computes in Python after the graph replays, so it works either way."""
     enable_prefix_caching: bool = True
     """Share prompt KV across the G rollouts of a group (and a continued rollout's prefix, with ``detect_first``)."""
     detect_first: bool = True

@@ -3,8 +3,8 @@ has, a value of the wrong type, a preset that does not exist) and the dataclasse
 stderr naming the key or preset and what is allowed, exit 2, before any model loads, with no directory left behind;
 ``--help`` lists the presets and every key with its meaning.
 
-The refusals found before Hydra starts a job are checked by calling the commands' ``main`` in this process, on the
-arguments a user types; the ones found inside a job (after Hydra made its directory, or in a sweep's first job)
+The refusals found before Hydra starts a job are checked by calling the command's ``main`` in this process, on the
+arguments a user types (``command_main`` in tests/conftest.py); the ones found inside a job (after Hydra made its directory, or in a sweep's first job)
 and the scripts themselves (their ``--help`` and ``--hydra-help``) go through the real entry points as processes."""
 
 from __future__ import annotations
@@ -28,20 +28,6 @@ def run(cwd: Path, *args: str, script: tuple[str, ...] = (str(ROOT / "experiment
     return subprocess.run([sys.executable, *script, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
-def call(cwd: Path, capfd, monkeypatch, *args: str, command: str = "train") -> subprocess.CompletedProcess:
-    """A command's ``main`` on ``args`` in this process, from ``cwd`` (what ``run`` does with a process):
-    ``command`` is ``train`` (experiments/run.py) or ``package`` (``python -m arrol_pl``)."""
-    from arrol_pl.cli import main as package
-    from arrol_pl.cli import train
-
-    monkeypatch.chdir(cwd)
-    capfd.readouterr()
-    code = (train.main(list(args), prog="python experiments/run.py") if command == "train"
-            else package.main(list(args), prog="python -m arrol_pl"))
-    out, err = capfd.readouterr()
-    return subprocess.CompletedProcess(args, code, out, err)
-
-
 def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
     """The one stderr line of a refusal (exit 2, nothing left in ``cwd``, where Hydra would write outputs/)."""
     assert out.returncode == 2, out.stderr[-3000:]
@@ -63,9 +49,9 @@ def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
     # a bad value: the range it must lie in
     ("algo.clip_low=-1", ["algo.clip_low must be in [0, 1), got -1.0"]),
 ], ids=["unknown-key", "wrong-type", "unknown-preset", "bad-value"])
-def test_each_kind_of_bad_config_is_one_line_exit_2_and_leaves_no_directory(tmp_path, capfd, monkeypatch, override,
+def test_each_kind_of_bad_config_is_one_line_exit_2_and_leaves_no_directory(tmp_path, command_main, override,
                                                                              expected):
-    line = refused_in_one_line(call(tmp_path, capfd, monkeypatch, override, f"model.cache_dir={tmp_path / 'cache'}"),
+    line = refused_in_one_line(command_main(tmp_path, "train", override, f"model.cache_dir={tmp_path / 'cache'}"),
                                tmp_path)
     for text in expected:
         assert text in line
@@ -92,8 +78,8 @@ def test_a_refusal_keeps_the_directories_that_were_there(tmp_path):
     (["-m", "algo.clip_low=0.1,abc"], "algo.clip_low=abc: Value 'abc' of type 'str' could not be converted"),
     (["algo.clip_low=0.1,0.2"], "Ambiguous value for argument 'algo.clip_low=0.1,0.2'"),
 ], ids=["swept-type", "sweep-without-multirun"])
-def test_a_sweep_is_refused_in_one_line_with_no_sweep_directory_left(tmp_path, capfd, monkeypatch, args, expected):
-    line = refused_in_one_line(call(tmp_path, capfd, monkeypatch, *args, f"model.cache_dir={tmp_path / 'cache'}"),
+def test_a_sweep_is_refused_in_one_line_with_no_sweep_directory_left(tmp_path, command_main, args, expected):
+    line = refused_in_one_line(command_main(tmp_path, "train", *args, f"model.cache_dir={tmp_path / 'cache'}"),
                                tmp_path)
     assert expected in line
 
@@ -105,12 +91,12 @@ def test_a_value_refused_inside_a_sweeps_first_job_leaves_no_sweep_directory(tmp
     assert "algo.clip_low must be in [0, 1), got -1.0" in line
 
 
-def test_the_package_command_refuses_as_the_script_does(tmp_path, capfd, monkeypatch):
+def test_the_package_command_refuses_as_the_script_does(tmp_path, command_main):
     for command, override, expected in (
             ("train", "trainer.max_stepz=1", "trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),
             ("evaluate", "k=many", "k=many: Value 'many' of type 'str' could not be converted to Integer; k takes int"),
             ("simulate", "pruning=nope", "pruning=nope: no such preset; pruning has arrol, arrol_eq2, arrol_gated")):
-        line = refused_in_one_line(call(tmp_path, capfd, monkeypatch, command, override, command="package"), tmp_path)
+        line = refused_in_one_line(command_main(tmp_path, command, override), tmp_path)
         assert expected in line
 
 
@@ -134,12 +120,12 @@ def test_help_lists_the_presets_a_user_picks_and_every_key_with_its_meaning(tmp_
     assert hydra.returncode == 0 and "Hydra (" in hydra.stdout and "--multirun" in hydra.stdout
 
 
-def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path, capfd, monkeypatch):
-    out = call(tmp_path, capfd, monkeypatch, "--help", command="package")
+def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path, command_main):
+    out = command_main(tmp_path, "--help")
     assert out.returncode == 0
     for command in ("train", "evaluate", "head-quality", "grad-probe", "simulate", "plan"):
         assert f"\n  {command} " in out.stdout
-    out = call(tmp_path, capfd, monkeypatch, "fit", command="package")
+    out = command_main(tmp_path, "fit")
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         "python -m arrol_pl: no command 'fit'; the commands are train, evaluate, head-quality, grad-probe, simulate, "
         "plan (python -m arrol_pl --help)"]

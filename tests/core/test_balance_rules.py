@@ -2,7 +2,6 @@
 scorer AUCs, and the kept positive share of the paper's Eq. 2 as docs/algorithm.md derives it."""
 
 import dataclasses
-import functools
 
 import pytest
 import torch
@@ -15,14 +14,13 @@ PASS_RATES = (0.1, 0.3, 0.5, 0.7, 0.9)
 AUCS = (0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-@functools.lru_cache(maxsize=None)
-def grid_row(pass_rate: float) -> dict[float, dict[str, dict[str, float]]]:
-    """The grid's cells at one pass rate, by AUC, computed once a process (a module fixture can be set up twice on
-    an xdist worker, and a row takes seconds)."""
+@pytest.fixture(scope="module")
+def grid() -> dict[tuple[float, float], dict[str, dict[str, float]]]:
     base = PruningConfig()
     rules = {"random": dataclasses.replace(base, policy="random"), "default": base,
              "eq2": dataclasses.replace(base, balance_target="global")}
-    return {auc: balance_cell(rules, pass_rate, auc, num_groups=8192, group_size=8, seed=0) for auc in AUCS}
+    return {(pi, auc): balance_cell(rules, pi, auc, num_groups=8192, group_size=8, seed=0)
+            for pi in PASS_RATES for auc in AUCS}
 
 
 def test_the_default_rule_is_the_anchored_one():
@@ -31,11 +29,11 @@ def test_the_default_rule_is_the_anchored_one():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pass_rate", PASS_RATES)
-def test_default_rule_balances_better_than_random_in_every_cell(pass_rate):
+def test_default_rule_balances_better_than_random_in_every_cell(grid, pass_rate):
     """In every cell the default raises E[ρ̂(1-ρ̂)] and lowers the zero-advantage share against random pruning at the
     same κ, each by more than two standard errors paired by group; Eq. 2's figures are printed beside it."""
     for auc in AUCS:
-        cell = grid_row(pass_rate)[auc]
+        cell = grid[(pass_rate, auc)]
         default, eq2, random = cell["default"], cell["eq2"], cell["random"]
         print(f"π={pass_rate} AUC={auc}: random {random['balance']:.4f}/{random['zero_advantage_fraction']:.3f}, "
               f"default {default['balance_gain']:+.4f}/{default['zero_advantage_change']:+.3f}, "
@@ -46,11 +44,11 @@ def test_default_rule_balances_better_than_random_in_every_cell(pass_rate):
 
 
 @pytest.mark.slow
-def test_eq2_lowers_the_kept_positive_share_on_hard_tasks_and_the_default_raises_it():
+def test_eq2_lowers_the_kept_positive_share_on_hard_tasks_and_the_default_raises_it(grid):
     """Eq. 2 prunes the likely-right first: on a hard task (π = 0.1, 0.3) with a perfect scorer it keeps fewer right
     answers than random pruning, the opposite of the paper's Table 4; the default keeps more."""
     for pi in (0.1, 0.3):
-        cell = grid_row(pi)[1.0]
+        cell = grid[(pi, 1.0)]
         assert cell["eq2"]["positive_ratio"] < cell["random"]["positive_ratio"] - 0.02
         assert cell["default"]["positive_ratio"] > cell["random"]["positive_ratio"] + 0.02
         assert cell["eq2"]["balance_gain"] < 0

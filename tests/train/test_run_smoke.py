@@ -202,19 +202,16 @@ def test_evaluate_writes_consistent_tables(first_run):
     ("k=0", "k must be >= 1"),
     ("+datasets.nope.split=test", "datasets.nope: unknown dataset"),
 ])
-def test_evaluate_bad_input_is_named(tmp_path, capfd, monkeypatch, override, message):
+def test_evaluate_bad_input_is_named(tmp_path, command_main, override, message):
     """Refused before Hydra starts the job, so evaluate's ``main`` runs in this process on the user's arguments."""
-    from arrol_pl.cli.evaluate import main
-
     export = tmp_path / "export"
     export.mkdir()
     (export / "quality_head").mkdir()
     (export / "quality_head" / "config.json").write_text("{}")
     args = [f"checkpoint={export}", override] if not override.startswith("checkpoint=") else [override]
-    monkeypatch.chdir(tmp_path)
-    code = main([*args, f"hydra.run.dir={tmp_path / 'eval'}"], prog="python experiments/evaluate.py")
-    assert code != 0
-    assert message in capfd.readouterr().err
+    out = command_main(tmp_path, "evaluate", *args, f"hydra.run.dir={tmp_path / 'eval'}")
+    assert out.returncode != 0
+    assert message in out.stderr
 
 
 def test_evaluate_refuses_a_bad_prompt_template_inside_its_job(tmp_path):

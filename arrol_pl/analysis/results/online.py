@@ -222,6 +222,11 @@ class RuleVsRandom:
     measures: dict[str, SeedMean]
     heldout: SeedMean | None
 
+    @property
+    def seed_ids(self) -> list[int]:
+        """The seeds compared, in order (every measure has one difference per seed)."""
+        return [seed for seed, _, _ in next(iter(self.measures.values())).per_seed]
+
 
 def rule_vs_random(arm: BalanceArm, seeds: dict[int, dict[str, RunSummary]],
                    stats: dict[tuple[int, str], dict[str, Estimate]]) -> RuleVsRandom:
@@ -317,11 +322,10 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
     versus = [rule_vs_random(arm, seeds, stats) for arm in rules]
     diff_rows = []
     for v in versus:
-        k = next(iter(v.measures.values())).seeds
-        for seed in [s for s, _, _ in next(iter(v.measures.values())).per_seed] + [None]:
+        for seed in [*v.seed_ids, None]:
             cells = [difference_cell(v.measures[key], spec, seed) for key, _, spec in BALANCE_MEASURES]
             cells.append("n/a" if v.heldout is None else difference_cell(v.heldout, ".3f", seed))
-            diff_rows.append([v.arm.title, seed if seed is not None else f"mean of {k}", *cells])
+            diff_rows.append([v.arm.title, seed if seed is not None else f"mean of {len(v.seed_ids)}", *cells])
     lines += ["", "Each rule minus random pruning, seed by seed (the per-step figures' standard errors over steps "
               "combined; held-out after paired by problem where both runs recorded it), then over the seeds: the "
               "mean of the per-seed differences ± the larger of their standard errors combined and their spread over "
@@ -333,7 +337,7 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
         standings = [f"{title} {v.measures[key].estimate.standing(spec)}" for key, title, spec in BALANCE_MEASURES]
         if v.heldout is not None:
             standings.append(f"held-out after {v.heldout.estimate.standing()}")
-        lines.append(f"- {v.arm.title} − random over {next(iter(v.measures.values())).seeds} seed(s): "
+        lines.append(f"- {v.arm.title} − random over {len(v.seed_ids)} seed(s): "
                      + "; ".join(standings) + ".")
     lines += ["", paper_direction(next((v for v in versus if v.arm.key == "anchored"), None))]
     claims = [balance_claim(v, kappa, judged=i == 0) for i, v in enumerate(versus)]
