@@ -14,6 +14,8 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -38,28 +40,59 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+PORT_TAKEN = "EADDRINUSE"
+"""What rank 0's store reports when the free port it was handed was taken before it could listen (another test's
+process opened a socket in between): the group is started again on another port."""
+
+
 def launch(args: list[str], world_size: int, timeout: float, env: dict[str, str] | None = None,
-           check: bool = True) -> list[tuple[int, str]]:
+           check: bool = True, attempts: int = 3) -> list[tuple[int, str]]:
     """Run ``python args…`` as ``world_size`` ranks of one process group on this machine; returns each rank's exit
     status and output. A group that outlives ``timeout`` seconds (a collective waiting for a rank) fails the test,
-    all ranks killed; with ``check``, so does a rank that fails."""
+    all ranks killed; with ``check``, so does a rank that fails. A group whose port was taken before rank 0 could
+    listen on it (:data:`PORT_TAKEN`) starts again on another, up to ``attempts`` times."""
+    for _ in range(attempts):
+        results = launch_once(args, world_size, timeout, env)
+        if not any(code != 0 and PORT_TAKEN in out for code, out in results):
+            break
+    for r, (code, out) in enumerate(results):
+        assert code == 0 or not check, f"rank {r} exited {code}:\n{out[-3000:]}"
+    return results
+
+
+def launch_once(args: list[str], world_size: int, timeout: float,
+                env: dict[str, str] | None) -> list[tuple[int, str]]:
+    """One start of :func:`launch`'s group on a free port. Rank 0 failing ends the group at once: the other ranks
+    would wait for its store until ``timeout``."""
     port = str(free_port())
     base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world_size),
             "OMP_NUM_THREADS": "1", **(env or {})}
-    procs = [subprocess.Popen([sys.executable, *args], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(world_size)]
-    try:
-        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        tails = "\n".join(f"rank {r}:\n{p.communicate()[0][-2000:]}" for r, p in enumerate(procs))
-        pytest.fail(f"{world_size} ranks of {args[0]} did not finish in {timeout} s (a collective hung)\n{tails}")
-    for r, (p, out) in enumerate(zip(procs, outputs)):
-        assert p.returncode == 0 or not check, f"rank {r} exited {p.returncode}:\n{out[-3000:]}"
-    return [(p.returncode, out) for p, out in zip(procs, outputs)]
+    with tempfile.TemporaryDirectory() as logs:
+        files = [open(Path(logs) / f"rank{r}.log", "w+") for r in range(world_size)]
+        procs = [subprocess.Popen([sys.executable, *args], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                                  stdout=f, stderr=subprocess.STDOUT, text=True) for r, f in enumerate(files)]
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in procs) and procs[0].poll() in (None, 0):
+            if time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                    p.wait()
+                tails = "\n".join(f"rank {r}:\n{read(f)[-2000:]}" for r, f in enumerate(files))
+                pytest.fail(f"{world_size} ranks of {args[0]} did not finish in {timeout} s (a collective hung)\n{tails}")
+            time.sleep(0.05)
+        for p in procs:  # rank 0 failed: the others cannot go on without it
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        return [(p.returncode, read(f)) for p, f in zip(procs, files)]
+
+
+def read(file) -> str:
+    file.seek(0)
+    text = file.read()
+    file.close()
+    return text
 
 
 def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
