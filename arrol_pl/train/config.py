@@ -274,6 +274,11 @@ class TrainerConfig:
     """Completions logged as text every ``text_every`` steps."""
     text_every: int = 20
     """Steps between text samples."""
+    logprob_check_every: int = 10
+    """Steps between the engine-vs-trainer log-prob checks (``policy/engine_logprob_diff_*``, from step 0): on those
+    steps the engine also returns each sampled token's log-prob, which costs generation time (vLLM's sampler then
+    takes a log-softmax over the vocabulary for every token: about a quarter of the tiny policy's generation on
+    CPU). 0: never. ``algo.rollout_is_cap`` reads them on every step and turns them on throughout."""
     eval_every: int = 0
     """Steps between held-out evaluations during training (0: before and after only); their seconds are
     left out of ``time/wall``, the x axis of the wall-clock plots."""
@@ -317,7 +322,7 @@ class TrainerConfig:
             raise ConfigError(f"trainer.rank_timeout_minutes must be > 0, got {self.rank_timeout_minutes}")
         if self.eval_chunk is not None and self.eval_chunk < 1:
             raise ConfigError(f"trainer.eval_chunk must be >= 1 (or null), got {self.eval_chunk}")
-        for key in ("eval_every", "sample_texts"):
+        for key in ("eval_every", "sample_texts", "logprob_check_every"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")
         if not 0 <= self.seed < 2**32:

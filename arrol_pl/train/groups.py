@@ -34,6 +34,14 @@ def sampling_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31 - 1)
 
 
+def engine_logprobs(cfg, step: int) -> bool:
+    """Whether ``step``'s rollouts carry the engine's sampled-token log-probs: on every step with
+    ``algo.rollout_is_cap`` (the correction reads them), else every ``trainer.logprob_check_every`` steps from step 0
+    (the engine-vs-trainer check; 0: never)."""
+    every = cfg.trainer.logprob_check_every
+    return cfg.algo.rollout_is_cap is not None or (every > 0 and step % every == 0)
+
+
 class GroupChooser:
     """``choose(step, drawn, params, timer, ranks) -> StepGroups`` (see the module's docstring).
 
@@ -54,14 +62,15 @@ class GroupChooser:
         if cfg.pruning.screen.prompt_stage and prompt_scorer is None:
             raise ValueError("pruning.screen with a prompt stage needs its PromptScorer: GroupChooser(prompt_scorer=...)")
 
-    def rollout_round(self, timer: PhaseTimer) -> RolloutRound:
-        """A step's round: the engine's, scored at L_detect by ``pruning.scorer``, or the oracle's."""
+    def rollout_round(self, timer: PhaseTimer, step: int) -> RolloutRound:
+        """``step``'s round: the engine's, scored at L_detect by ``pruning.scorer``, or the oracle's."""
         cfg = self.cfg
         args = (self.engine, self.reward, self.sampling, cfg.algo.group_size, cfg.engine.detect_length, timer)
+        logprobs = engine_logprobs(cfg, step)
         if cfg.pruning.scorer == "oracle":
             return OracleRound(*args, auc=cfg.pruning.oracle_auc, slots=cfg.engine.max_num_seqs,
-                               detect_first=cfg.engine.detect_first)
-        return RolloutRound(*args, scorer_for=prefix_scorers(cfg.pruning.scorer, cfg.data.name))
+                               detect_first=cfg.engine.detect_first, logprobs=logprobs)
+        return RolloutRound(*args, scorer_for=prefix_scorers(cfg.pruning.scorer, cfg.data.name), logprobs=logprobs)
 
     def choose(self, step: int, drawn: Sequence, params: PrunerParams, timer: PhaseTimer,
                ranks: distributed.RankSync = distributed.ONE_RANK) -> StepGroups:
@@ -70,7 +79,7 @@ class GroupChooser:
         cfg = self.cfg
         prompts = distributed.shard_prompts(drawn, ranks.rank, ranks.world_size)
         self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * ranks.world_size + ranks.rank))
-        rollout = self.rollout_round(timer)
+        rollout = self.rollout_round(timer, step)
         if cfg.pruning.screen.stages != "none":
             return screened(cfg, step, prompts, rollout, params, self.prompt_scorer)
         groups = rollout(prompts, params)

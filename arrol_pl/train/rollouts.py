@@ -70,13 +70,16 @@ def prefix_scorers(scorer: str, task: str) -> Callable[[Sequence], PrefixScorer 
 class RolloutRound:
     """``round(problems, params, screen=None) -> StepGroups``: generate (timed as ``generation``), drop the
     pruned rollouts, reward the survivors (``reward``). ``sampling``: vLLM sampling keywords; ``scorer_for``: the
-    prefix scorer of a round's problems (:func:`prefix_scorers`; None: the head)."""
+    prefix scorer of a round's problems (:func:`prefix_scorers`; None: the head); ``logprobs``: the rollouts carry
+    the engine's log-prob of each sampled token (``Rollout.sampled_logprobs``; they cost generation time)."""
 
     def __init__(self, engine: RolloutEngine, reward, sampling: dict, group_size: int, detect_length: int | None,
-                 timer: PhaseTimer, scorer_for: Callable[[Sequence], PrefixScorer | None] | None = None) -> None:
+                 timer: PhaseTimer, scorer_for: Callable[[Sequence], PrefixScorer | None] | None = None,
+                 logprobs: bool = True) -> None:
         self.engine, self.reward, self.sampling = engine, reward, sampling
         self.group_size, self.detect_length, self.timer = group_size, detect_length, timer
         self.scorer_for = scorer_for or (lambda problems: None)
+        self.logprobs_topk = 0 if logprobs else None  # 0: the sampled token's alone
 
     def __call__(self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None) -> StepGroups:
         gen = self.generate(problems, params, screen)
@@ -90,7 +93,7 @@ class RolloutRound:
         extra = {} if scorer is None else {"scorer": scorer}  # an engine without prefix scorers still serves the head
         with self.timer("generation"):
             return self.engine.generate([p.prompt for p in problems], self.group_size, self.sampling,
-                                        self.detect_length, params, logprobs_topk=0,  # the sampled token's
+                                        self.detect_length, params, logprobs_topk=self.logprobs_topk,
                                         screen=screen, **extra)
 
     def rewarded(self, problems: Sequence, gen: GenerationResult) -> StepGroups:

@@ -153,14 +153,27 @@ def test_decisions_are_a_function_of_seed_prompt_and_scores(engine):
 
 
 def test_hooks_do_not_change_what_is_generated(engine):
-    """The benchmark's stock baseline and the hooked engine at κ = 1 produce the same rollouts."""
+    """The benchmark's stock baseline (nothing read from the hidden states) and the engine scoring at κ = 1 produce
+    the same rollouts, and both count the requests each step advanced."""
     sampling = dict(max_tokens=8, temperature=1.0, seed=13, ignore_eos=True)
     stock = engine.generate(PROMPTS, 3, sampling, features=False)
     hooked = engine.generate(PROMPTS, 3, sampling, detect_length=2, pruner=PrunerParams(keep_ratio=1.0))
     assert [r.response_token_ids for r in stock.rollouts] == [r.response_token_ids for r in hooked.rollouts]
     assert stock.generated_tokens == hooked.generated_tokens == 8 * 3 * len(PROMPTS)
     assert all(r.feature is None and r.score is None for r in stock.rollouts)
-    assert engine.tap.runner.execute_model == engine.tap._execute_model, "tap reinstalled after stock run"
+    assert sum(stock.step_requests) == sum(hooked.step_requests) == stock.generated_tokens
+    assert engine.tap.runner.execute_model == engine.tap._execute_model, "the tap stays in place"
+
+
+def test_the_bare_loop_is_stock_vllm_on_the_same_requests(engine):
+    """The benchmarks' reference: the same per-rollout seeds give the same tokens through vLLM's own loop (the
+    tap out, one final output per request), and the tap is back afterwards."""
+    sampling = dict(max_tokens=6, temperature=0.0, ignore_eos=True)
+    wall, tokens, steps = engine.generate_bare(PROMPTS, 2, sampling, logprobs_topk=0)
+    ours = engine.generate(PROMPTS, 2, sampling, logprobs_topk=0)
+    assert tokens == ours.generated_tokens == 6 * 2 * len(PROMPTS) and steps == ours.steps and wall > 0
+    assert engine.tap.runner.execute_model == engine.tap._execute_model, "tap reinstalled after the bare run"
+    assert not engine.llm.has_unfinished_requests()
 
 
 @pytest.mark.parametrize("policy", ["random", "arrol"])
