@@ -7,7 +7,8 @@ sampling settings, from the project's configuration (``conf/config.yaml`` + ``--
 transformers, and with vLLM where the installed TRL supports the installed vLLM (the script says why when not).
 Arms run in ``--rounds`` rounds of alternating order; the first ``--warmup`` steps of each arm and round are not
 measured (ARRoL's cold start). Per arm it prints the median seconds per step with its range, generated tokens per
-second and the generation share, then the ratios to TRL's best backend.
+second and the generation share, then the ratios to TRL's best backend; last, GRPO's generation call against vLLM as
+shipped on the same requests and weights (``--bare-pairs`` alternating pairs).
 
     python experiments/bench_peers.py                          # the default task (tiny policy, 16 × 8, 48 tokens)
     python experiments/bench_peers.py --preset bench_phases    # the long-answer task
@@ -45,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="unmeasured first steps per arm and round")
     p.add_argument("--steps", type=int, default=10, help="measured steps per arm and round")
     p.add_argument("--rounds", type=int, default=2, help="rounds over the arms, in alternating order")
+    p.add_argument("--bare-pairs", type=int, default=6,
+                   help="alternating pairs of GRPO's generation and bare vLLM's on the same requests")
     p.add_argument("--trl", choices=["auto", "off"], default="auto",
                    help="auto: TRL's arms when trl is installed; off: the project's arms alone")
     p.add_argument("--out", type=Path, default=None, help="output dir (default outputs/bench/peers-<time>)")
@@ -52,8 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0.0 < args.kappa < 1.0:
         p.error(f"--kappa must lie in (0, 1), got {args.kappa}")
-    if args.warmup < 0 or args.steps < 1 or args.rounds < 1:
-        p.error(f"need --warmup >= 0, --steps >= 1 and --rounds >= 1, got {args.warmup}, {args.steps}, {args.rounds}")
+    if args.warmup < 0 or args.steps < 1 or args.rounds < 1 or args.bare_pairs < 1:
+        p.error(f"need --warmup >= 0, --steps >= 1, --rounds >= 1 and --bare-pairs >= 1, got {args.warmup}, "
+                f"{args.steps}, {args.rounds}, {args.bare_pairs}")
     return args
 
 
@@ -173,6 +177,34 @@ def trl_rows(run, policy_dir: Path, train: list, backend: str, out: Path, warmup
     return steps[warmup:]
 
 
+def generation_vs_bare(engine, run, train: list, repeats: int) -> dict[str, float]:
+    """GRPO's generation call (as a training step makes it: the tap reading rows to L_detect, nothing pruned) against
+    vLLM as shipped (:meth:`ArrolEngine.generate_bare`) on the same requests and weights, alternating, each run from
+    the same reseed; medians of ``repeats`` pairs after one warm-up pair."""
+    from arrol_pl.core.pruning import PrunerParams
+
+    a = run.algo
+    prompts = [p.prompt for p in train[:a.prompts_per_step]]
+    sampling = {"temperature": a.temperature, "top_p": a.top_p, "max_tokens": a.max_response_tokens,
+                **run.data.prompt_format().sampling()}
+    walls: dict[str, list[float]] = {"grpo": [], "bare": []}
+    tokens: dict[str, int] = {}
+    for r in range(repeats + 1):
+        for name in ("grpo", "bare") if r % 2 else ("bare", "grpo"):
+            engine.seed_sampling(run.trainer.seed)
+            if name == "bare":
+                wall, tokens[name], _ = engine.generate_bare(prompts, a.group_size, sampling)
+            else:
+                res = engine.generate(prompts, a.group_size, sampling, run.engine.detect_length,
+                                      PrunerParams(policy="none", keep_ratio=1.0))
+                wall, tokens[name] = res.wall_seconds, res.generated_tokens
+            if r:
+                walls[name].append(wall)
+    grpo, bare = statistics.median(walls["grpo"]), statistics.median(walls["bare"])
+    return {"grpo_s": round(grpo, 4), "bare_s": round(bare, 4), "grpo_vs_bare": round(grpo / bare, 3),
+            "tokens_grpo": tokens["grpo"], "tokens_bare": tokens["bare"], "pairs": repeats}
+
+
 def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     step = [r["step"] for r in rows]
     med = statistics.median(step)
@@ -222,6 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
                                     args.warmup)
                 measured[name] += rows
                 print(f"round {r}, {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        bare = generation_vs_bare(engine, base, train, args.bare_pairs)
     finally:
         engine.close()
     table = {n: summarise(rows) for n, rows in measured.items()}
@@ -238,7 +271,8 @@ def main(argv: list[str] | None = None) -> dict:
                           "group_size": base.algo.group_size, "max_response_tokens": base.algo.max_response_tokens,
                           "lr": base.algo.lr, "policy_dir": str(policy_dir), "warmup": args.warmup,
                           "steps": args.steps, "rounds": args.rounds},
-              "versions": versions, "arms": table, "best_trl": best, "speedup_vs_best_trl": ratios, "notes": notes}
+              "versions": versions, "arms": table, "best_trl": best, "speedup_vs_best_trl": ratios,
+              "generation_vs_bare": bare, "notes": notes}
     (out / "peers.json").write_text(json.dumps(result, indent=2))
     print(f"\n{'arm':<18}{'s/step':>9}{'range':>17}{'gen s':>8}{'gen share':>10}{'tok/s':>9}")
     for n, t in table.items():
@@ -247,9 +281,12 @@ def main(argv: list[str] | None = None) -> dict:
               f"{t['tokens_per_s'] or float('nan'):>9.0f}")
     for n, x in ratios.items():
         print(f"{n}: {x:.2f}× {best}'s step")
+    print(f"GRPO's generation ÷ bare vLLM on the same requests: {bare['grpo_vs_bare']:.3f} (goal ≤ 1.05; "
+          f"{bare['grpo_s']:.3f} s against {bare['bare_s']:.3f} s, medians of {bare['pairs']} pairs)")
     for line in notes:
         print(line)
-    print(json.dumps({"peers_json": str(out / "peers.json"), **{f"speedup_{k}": v for k, v in ratios.items()}}))
+    print(json.dumps({"peers_json": str(out / "peers.json"), "grpo_generation_vs_bare": bare["grpo_vs_bare"],
+                      **{f"speedup_{k}": v for k, v in ratios.items()}}))
     return result
 
 

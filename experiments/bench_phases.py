@@ -73,7 +73,7 @@ def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str
         "data.num_heldout=0"]  # timing only: no held-out evaluation before and after each arm
     arms = {}
     for kappa in args.kappas:
-        extra = ["pruning=none"] if kappa == 1.0 else ["pruning=arrol", f"pruning.keep_ratio={kappa}"]  # Eq. 2
+        extra = ["pruning=none"] if kappa == 1.0 else ["pruning=arrol", f"pruning.keep_ratio={kappa}"]
         overrides = common + extra
         arms[kappa] = (load_run_config(compose("config", overrides)), overrides)
     return arms

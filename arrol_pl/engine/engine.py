@@ -344,8 +344,8 @@ class ArrolEngine:
                 sample_topk = max(sample_topk or 0, scorer.topk)
         if detect_first is None:  # it shortens only waits for a slot, which need more rollouts than slots
             detect_first = self.config.detect_first and len(prompt_ids) * group_size > self.config.max_num_seqs
-        prunes = pruner is not None and pruner.active and (pruner.keep_ratio < 1.0 or (screen is not None
-                                                                                     and screen.keep is not None))
+        prunes = pruner is not None and pruner.active and ((pruner.policy != "none" and pruner.keep_ratio < 1.0)
+                                                           or (screen is not None and screen.keep is not None))
         two_part = detect_first and features and prunes and detect_length is not None and adapter.continuable(base)
         # Each step's tokens are read only where a decision aborts requests mid-flight (pruning or a screen in one
         # request per rollout); elsewhere every request's output is read once, when it ends (as vllm.LLM.generate):
