@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> dict:
     policy_dir = policy_directory(base)
     tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     train = render_problems(load_splits(base)[0], tokenizer, base.data.prompt_format())
+    runs = out / time.strftime("runs-%Y-%m-%d_%H-%M-%S")  # each call's own: a run directory is never reused
     names = list(arms) + [f"TRL ({b})" for b in backends]
     measured: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     engine = build_engine(base, policy_dir, tokenizer, train)
@@ -247,10 +248,10 @@ def main(argv: list[str] | None = None) -> dict:
                 t0 = time.perf_counter()
                 if name in arms:
                     run, overrides = arms[name]
-                    rows = project_rows(run, overrides, out / name.split()[0] / f"round-{r}", engine, args.warmup)
+                    rows = project_rows(run, overrides, runs / name.split()[0] / f"round-{r}", engine, args.warmup)
                 else:
                     backend = name[5:-1]
-                    rows = trl_rows(base, policy_dir, train, backend, out / f"trl-{backend}" / f"round-{r}",
+                    rows = trl_rows(base, policy_dir, train, backend, runs / f"trl-{backend}" / f"round-{r}",
                                     args.warmup)
                 measured[name] += rows
                 print(f"round {r}, {name}: {time.perf_counter() - t0:.0f} s", flush=True)

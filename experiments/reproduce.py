@@ -37,6 +37,9 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, several hours);
 - ``grad_probe`` experiments/grad_probe.py on the tiny policy, then on SmolLM2: on identical rollouts, what choosing
   which of a group's rollouts to train on does to the policy update (beyond the paper; opt-in, about 35 min);
+- ``peers``     experiments/bench_peers.py on the default task and on the long-answer task: the project's GRPO and
+  ARRoL steps beside TRL's GRPOTrainer (when trl is installed) and GRPO's generation against vLLM as shipped (beyond
+  the paper; opt-in, about 15 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -60,16 +63,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
-         "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe", "page")
+         "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe", "peers",
+         "page")
 PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "wallclock"), "balance": ("balance",),
                  "head": ("head",), "voting": ("voting",), "wallclock": ("wallclock",), "pretrained": ("pretrained",),
                  "pretrained_seeds": ("pretrained",), "votes32": ("pretrained",), "online": ("online",),
                  "seeds": ("seeds",), "online_balance": ("online_balance",), "online_spread": ("online_spread",),
-                 "screen": ("screen",), "pruning_pays": ("pruning_pays",), "grad_probe": ("grad_probe",)}
+                 "screen": ("screen",), "pruning_pays": ("pruning_pays",), "grad_probe": ("grad_probe",),
+                 "peers": ("peers",)}
 """The sections of the page each part's outputs feed: ``--only <parts> page`` rebuilds those sections and keeps
 the rest of the page as it is (parts measured earlier, or on another machine)."""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen",
-          "pruning_pays", "grad_probe")
+          "pruning_pays", "grad_probe", "peers")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to several hours on 2 cores."""
 ONE_CORE = ["OMP_NUM_THREADS=1", "VLLM_CPU_OMP_THREADS_BIND=0"]
 """An equal-time sweep's runs on one core, one thread: with two, OpenMP's spin-waits make step times 3-10x longer
@@ -145,6 +150,8 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, f"hydra.run.dir={out / 'votes32'}"],
         "grad_probe": [[py, "experiments/grad_probe.py", *overrides, f"hydra.run.dir={out / 'grad_probe' / policy}"]
                        for policy, overrides in GRAD_PROBES.items()],
+        "peers": [[py, "experiments/bench_peers.py", *preset, "--out", str(out / "peers" / task)]
+                  for task, preset in (("default", []), ("long", ["--preset", "bench_phases"]))],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
         "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],

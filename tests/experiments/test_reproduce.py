@@ -53,7 +53,7 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     assert sorted(sections) == list(range(1, len(SECTION_KEYS) + 1))
     # the parts left out and the opt-in ones were not asked for: their sections say so, and how to run them
     unrun = {SECTION_KEYS[n - 1] for n, body in sections.items() if "Not run" in body}
-    opt_in = {"online", "seeds", "online_balance", "online_spread", "screen", "grad_probe"}
+    opt_in = {"online", "seeds", "online_balance", "online_spread", "screen", "grad_probe", "peers"}
     assert unrun == {"balance", "voting"} | opt_in
     assert all(f"--only {part} page" in sections[SECTION_KEYS.index(part) + 1] for part in opt_in)
     # the opening table: a row per claim and policy, the rows of the parts not run say so

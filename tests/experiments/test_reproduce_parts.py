@@ -71,3 +71,12 @@ def test_the_gradient_probe_is_one_opt_in_part_of_a_command_per_policy(reproduce
     page.write_text("# Results\n")
     args = reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "grad_probe", "page"])
     assert reproduce.page_sections(args) == ["--sections", "grad_probe"]
+
+
+def test_the_peer_benchmark_is_one_opt_in_part_of_a_command_per_task(reproduce, tmp_path: Path):
+    assert "peers" in reproduce.OPT_IN and reproduce.PART_SECTIONS["peers"] == ("peers",)
+    argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["peers"]
+    assert [argv[1] for argv in argvs] == ["experiments/bench_peers.py"] * 2
+    # section 15 reads peers/<task>/peers.json
+    assert [argv[-2:] for argv in argvs] == [["--out", str(tmp_path / "peers" / task)] for task in ("default", "long")]
+    assert argvs[1][2:4] == ["--preset", "bench_phases"]

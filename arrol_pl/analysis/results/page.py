@@ -14,6 +14,7 @@ from arrol_pl.analysis.results.default_task import (section_balance, section_hea
 from arrol_pl.analysis.results.grad_probe import section_grad_probe
 from arrol_pl.analysis.results.headline import headline_table
 from arrol_pl.analysis.results.online import section_online, section_online_balance, section_online_spread
+from arrol_pl.analysis.results.peers import section_peers
 from arrol_pl.analysis.results.pretrained import section_pretrained
 from arrol_pl.analysis.results.pruning_pays import section_pruning_pays
 from arrol_pl.analysis.results.screen import section_screen
@@ -37,7 +38,7 @@ def reading(kappa_runs: list[RunSummary]) -> list[str]:
 
 
 SECTION_KEYS = ("phases", "balance", "head", "kappa", "voting", "wallclock", "pretrained", "online", "seeds",
-                "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe")
+                "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe", "peers")
 """The page's sections in order (section n is ``SECTION_KEYS[n - 1]``), named as ``write_results.py --sections``
 takes them."""
 
@@ -127,6 +128,7 @@ def build_page(root: Path, page: Path, only: Sequence[str] | None = None) -> str
         lambda: section_seeds(root, figures, page.parent), lambda: section_online_balance(root),
         lambda: section_online_spread(root), lambda: section_screen(root),
         lambda: section_pruning_pays(root, figures, page.parent), lambda: section_grad_probe(root),
+        lambda: section_peers(root),
     ]
     bodies: list[str] = []
     claims: dict[int, list[Claim]] = {}
