@@ -169,3 +169,9 @@ def test_a_missing_sweep_says_how_to_run_it(tmp_path: Path):
     assert "`python experiments/reproduce.py --only online_balance page`" in lines[2]
     write_arm(tmp_path, "random", 0, 0.0)  # random pruning alone compares nothing
     assert section_online_balance(tmp_path)[0][2].startswith("Not run")
+
+
+def test_a_run_without_a_held_out_set_shows_n_a_not_a_bare_plus_minus():
+    from arrol_pl.analysis.results.online import with_se
+
+    assert with_se(None, None) == "n/a" and with_se(0.25, 0.03) == "0.250 ± 0.030"

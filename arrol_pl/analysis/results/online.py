@@ -271,6 +271,11 @@ def paper_direction(default: RuleVsRandom | None) -> str:
             f"{b.mean:+.4f} over {r.seeds} seed(s): {direction} ({strength}).")
 
 
+def with_se(value: float | None, se: float | None) -> str:
+    """``value ± se``, or ``n/a`` for a figure the run did not record (no held-out set)."""
+    return "n/a" if value is None else f"{fmt(value)} ± {fmt(se)}"
+
+
 def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
     """Online Table 4 on SmolLM2-135M (``+exp=smollm2_balance``): whichever of ARRoL's survival rules the sweep ran
     (:data:`BALANCE_ARMS`) against random pruning at the same κ, seed by seed and over the seeds (each rule's
@@ -305,8 +310,8 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
                          fmt(run.keep_ratio_mean),
                          *(f"{e.mean:.3f} ± {e.se:.3f}" for e in stats[seed, arm.key].values()),
                          fmt(run.head_auc_after_cold_start), fmt(run.head_within_auc_after_cold_start),
-                         f"{fmt(run.heldout_accuracy_before)} ± {fmt(run.heldout_accuracy_se_before)}",
-                         f"{fmt(run.heldout_accuracy_after)} ± {fmt(run.heldout_accuracy_se_after)}"])
+                         with_se(run.heldout_accuracy_before, run.heldout_accuracy_se_before),
+                         with_se(run.heldout_accuracy_after, run.heldout_accuracy_se_after)])
     kappa = first.config["pruning"].get("keep_ratio")
     lines += [
         f"`experiments/run.py +exp=smollm2_balance`: as section 8 (bf16, top 2 decoder blocks trained), but each arm "
