@@ -3,7 +3,7 @@
 One process, one engine, the same prompts and sampling seeds for every configuration:
 
 - ``bare``: vLLM as shipped: the same requests through the stock ``LLMEngine`` loop, the tap removed and each
-  request's output read once, when it finishes (``ArrolEngine.generate_bare``, what ``vllm.LLM.generate`` runs);
+  request's output read once, when it finishes (``arrol_pl.engine.bare``, what ``vllm.LLM.generate`` runs);
 - ``stock``: this project's generate loop reading nothing from the hidden states (``features=False``);
 - ``kappa=1.0 / 0.5 / 0.25``: ArrolEngine with the ARRoL policy (uncalibrated: q = 0.5, so p = κ) at
   ``L_detect = max_tokens / 4``, ``ignore_eos`` so that every unpruned rollout runs to ``max_tokens``.
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from arrol_pl.core.pruning import PrunerParams
     from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.engine.bare import generate_bare
     from arrol_pl.models import build_tiny_model, build_tokenizer
 
     model = args.model
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     def run(name: str) -> tuple[int, float, float, int]:
         engine.seed_sampling(args.seed)
         if name == "bare":
-            wall, tokens, steps = engine.generate_bare(prompts, args.group_size, sampling, args.logprobs)
+            wall, tokens, steps = generate_bare(engine, prompts, args.group_size, sampling, args.logprobs)
             return tokens, wall, 1.0, steps
         if name == "stock":
             res = engine.generate(prompts, args.group_size, sampling, features=False, logprobs_topk=args.logprobs)

