@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"command": "python experiments/bench_peers.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "setting": {"preset": args.preset or "default", "prompts_per_step": base.algo.prompts_per_step,
                           "group_size": base.algo.group_size, "max_response_tokens": base.algo.max_response_tokens,
-                          "lr": base.algo.lr, "policy_dir": str(policy_dir), "warmup": args.warmup,
+                          "lr": base.algo.lr, "max_num_seqs": base.engine.max_num_seqs,
+                          "policy_dir": str(policy_dir), "warmup": args.warmup,
                           "steps": args.steps, "rounds": args.rounds},
               "versions": versions, "arms": table, "best_trl": best, "speedup_vs_best_trl": ratios,
               "generation_vs_bare": bare, "notes": notes}

@@ -37,9 +37,10 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, several hours);
 - ``grad_probe`` experiments/grad_probe.py on the tiny policy, then on SmolLM2: on identical rollouts, what choosing
   which of a group's rollouts to train on does to the policy update (beyond the paper; opt-in, about 35 min);
-- ``peers``     experiments/bench_peers.py on the default task and on the long-answer task: the project's GRPO and
+- ``peers``     experiments/bench_peers.py on the default task and on the long-answer task (as its preset caps vLLM's
+  slots, and with every rollout in flight, as TRL's transformers generation decodes): the project's GRPO and
   ARRoL steps beside TRL's GRPOTrainer (when trl is installed) and GRPO's generation against vLLM as shipped (beyond
-  the paper; opt-in, about 15 min);
+  the paper; opt-in, about 25 min);
 - ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
 
 The default set is every part but the opt-in ones (``--all`` adds them).
@@ -132,6 +133,8 @@ def find_run(sweep_dir: Path, **pruning) -> Path:
 def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]:
     """Part → argv (or several, run one after another), resolved lazily by the caller (later parts read earlier
     parts' outputs)."""
+    from arrol_pl.analysis.results.peers import TASKS as PEER_TASKS
+
     py, out, ov = sys.executable, args.out, list(args.overrides)
     quick_train = ["trainer.max_steps=4", "trainer.eval_every=2", "pruning.cold_start_steps=1", "data.num_heldout=8"] if args.quick else []
     phases = [py, "experiments/bench_phases.py", "--out", str(out / "phases")]
@@ -150,8 +153,8 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, f"hydra.run.dir={out / 'votes32'}"],
         "grad_probe": [[py, "experiments/grad_probe.py", *overrides, f"hydra.run.dir={out / 'grad_probe' / policy}"]
                        for policy, overrides in GRAD_PROBES.items()],
-        "peers": [[py, "experiments/bench_peers.py", *preset, "--out", str(out / "peers" / task)]
-                  for task, preset in (("default", []), ("long", ["--preset", "bench_phases"]))],
+        "peers": [[py, "experiments/bench_peers.py", *arguments, "--out", str(out / "peers" / task)]
+                  for task, _, arguments in PEER_TASKS],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
         "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],

@@ -8,12 +8,17 @@ from typing import Any
 
 from arrol_pl.analysis.results.common import Claim, load_json
 
-TASKS = (("default", "The default task (tiny policy, `conf/config.yaml`)", ""),
-         ("long", "The long-answer task (`+exp=bench_phases`)", " --preset bench_phases"))
-"""(directory under ``peers/``, title, bench_peers.py arguments)."""
+TASKS = (("default", "The default task (tiny policy, `conf/config.yaml`)", []),
+         ("long", "The long-answer task (`+exp=bench_phases`: its vLLM slots capped at a quarter of the batch, the "
+          "KV-limited regime it models)", ["--preset", "bench_phases"]),
+         ("long_all_slots", "The long-answer task with every rollout in flight at once (`engine.max_num_seqs=128`, "
+          "as TRL's transformers generation decodes the whole batch)",
+          ["--preset", "bench_phases", "engine.max_num_seqs=128"]))
+"""(directory under ``peers/``, title, bench_peers.py arguments): ``experiments/reproduce.py``'s part ``peers``."""
 GENERATION_GOAL = 1.05
 """GRPO's generation at most 5 % above vLLM's as shipped on the same requests."""
-STEP_GOALS = {"default": {"GRPO": 1.0}, "long": {"GRPO": 1.0, "ARRoL": 1.6}}
+STEP_GOALS = {"default": {"GRPO": 1.0}, "long": {"GRPO": 1.0, "ARRoL": 1.6},
+              "long_all_slots": {"GRPO": 1.0, "ARRoL": 1.6}}
 """Per task, TRL's best step ÷ the arm's (the arm named by its first word) the project asks for."""
 
 
@@ -38,15 +43,18 @@ def goal_lines(task: str, data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def task_part(root: Path, task: str, title: str, extra: str) -> list[str]:
+def task_part(root: Path, task: str, title: str, extra: list[str]) -> list[str]:
     data = load_json(root / "peers" / task / "peers.json")
     if data is None:
-        return [f"### {title}", "", f"Not run: `python experiments/bench_peers.py{extra} --out <results>/peers/{task}` "
+        command = " ".join(["python experiments/bench_peers.py", *extra, "--out", f"<results>/peers/{task}"])
+        return [f"### {title}", "", f"Not run: `{command}` "
                 f"(or `experiments/reproduce.py --only peers page`).", ""]
     s = data["setting"]
+    slots = f", {s['max_num_seqs']} vLLM slots" if s.get("max_num_seqs") else ""
     lines = [f"### {title}", "",
              f"`{data['command']}`: B = {s['prompts_per_step']} × G = {s['group_size']}, responses up to "
-             f"{s['max_response_tokens']} tokens, lr {s['lr']:g}; {s['rounds']} rounds of {s['steps']} measured steps "
+             f"{s['max_response_tokens']} tokens, lr {s['lr']:g}{slots}; {s['rounds']} rounds of {s['steps']} "
+             "measured steps "
              f"per arm after {s['warmup']} unmeasured, in alternating order. Versions: "
              + ", ".join(f"{k} {v}" for k, v in data["versions"].items()) + ".", "",
              "| arm | s / step (median) | range | generation s | generation share | tokens / s |",
