@@ -29,8 +29,9 @@ class Run:
     def __init__(self, tmp: Path, cache: Path, *overrides: str) -> None:
         self.dir = tmp / "run"
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.cache_dir={cache}", "algo.prompts_per_step=4",
-             "algo.group_size=4", "pruning.cold_start_steps=1", f"hydra.run.dir={self.dir}", *overrides],
+            [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.cache_dir={cache}",
+             "algo.prompts_per_step=4", "algo.group_size=4", "pruning.cold_start_steps=1", f"hydra.run.dir={self.dir}",
+             *overrides],
             cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.text = ""
         threading.Thread(target=self._read, daemon=True).start()
