@@ -48,7 +48,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=48, help="longest response")
     parser.add_argument("--lr", type=float, default=3e-4, help="the policy's learning rate")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", default="outputs/cache", help="where the tiny policy is built and cached")
+    parser.add_argument("--cache-dir", default=None,
+                        help="where the tiny policy is built and cached (default: the user's model cache)")
     parser.add_argument("--warm-start-steps", type=int, default=1000,
                         help="the tiny policy's supervised warm start (0: untrained, every reward 0)")
     parser.add_argument("--reward-workers", type=int, default=None, help="math-verify processes (0: in this one)")

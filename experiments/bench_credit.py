@@ -15,7 +15,7 @@ column says how many decisions agree). Each concurrency runs with all rollouts d
 (``max_num_seqs`` ≥ B×G) and KV-limited (B×G / 4 slots). Target: the credited time within 10 % of the real one
 (median over ``--repeats`` rounds after one warm-up round).
 
-    python experiments/bench_credit.py --model outputs/cache/warm-<key>   # a warm-started long-task policy
+    python experiments/bench_credit.py --model ~/.cache/arrol-pl/warm-<key>   # a warm-started long-task policy
     python experiments/bench_credit.py                                     # a random tiny policy (varied lengths)
 
 Prints a table and, last, one JSON line.

@@ -1,7 +1,7 @@
 """Test-session settings: never reach a model or dataset hub (a hub name would stall ~23 s first); the session's
 tiny Qwen3 policies, built once for the model and engine tests; one model cache for every test that runs the
-default policy through a script, so its warm start (about a minute) is built once a session; how the tests are
-shared among pytest-xdist workers."""
+default policy through a script, so its warm start (about a minute) is built once a session (also the default
+cache, ``$ARROL_CACHE``: no test writes to the user's); how the tests are shared among pytest-xdist workers."""
 
 import json
 import os
@@ -45,6 +45,15 @@ def policy_cache(tmp_path_factory):
     shared = tmp_path_factory.getbasetemp().parent / "policy-cache"
     shared.mkdir(exist_ok=True)
     return shared
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_model_cache(policy_cache):
+    """The tests' model cache (``$ARROL_CACHE``, inherited by the scripts they start): a run given no
+    ``model.cache_dir`` builds into the session's policy cache, never into the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ARROL_CACHE", str(policy_cache))
+        yield policy_cache
 
 
 @pytest.fixture

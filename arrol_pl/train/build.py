@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from arrol_pl.train.config import RunConfig
 
@@ -103,10 +104,13 @@ class RunParts:
 
 
 def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | None,
-                history: list[dict[str, float]]) -> tuple[list, list]:
+                history: list[dict[str, float]],
+                stoppable: Callable[[str], ContextManager] = lambda phase: nullcontext()) -> tuple[list, list]:
     """Fill ``parts``: the policy's directory (rank 0 first), the tokenizer, the engine unless given, the reward,
     the held-out result before training, and the Lightning module with its collaborators. Returns the training and
-    held-out problems rendered with the tokenizer's prompt format."""
+    held-out problems rendered with the tokenizer's prompt format. ``stoppable(phase)`` marks the phases a signal
+    stops at once (:meth:`~arrol_pl.train.callbacks.RunCheckpoints.stoppable`): the policy's preparation and every
+    held-out evaluation."""
     import lightning as L
     import torch
     from transformers import AutoTokenizer
@@ -123,7 +127,9 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     from arrol_pl.train.console import weight_bars_off
 
     t, a = run.trainer, run.algo
-    policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
+    tiny = run.model.path is None and run.model.pretrained is None
+    with stoppable("the warm start" if tiny and run.model.warm_start.steps else "the policy's preparation"):
+        policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
     check_trainable_layers(run, policy_dir)
     parts.tokenizer = tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     fmt = run.data.prompt_format()
@@ -142,9 +148,11 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     # itself does not depend on whether the cache existed. The evaluation samples from a stream of its own.
     L.seed_everything(t.seed, workers=True, verbose=False)
     if heldout:  # every rank's engine evaluates its chunks
-        parts.evaluate = lambda: evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature,
-                                                  a.max_response_tokens, fmt.stop, seed=t.eval_seed,
-                                                  ranks=RankSync(), chunk=t.eval_chunk)
+        def evaluate() -> HeldoutResult:
+            with stoppable("the held-out evaluation"):
+                return evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature, a.max_response_tokens,
+                                        fmt.stop, seed=t.eval_seed, ranks=RankSync(), chunk=t.eval_chunk)
+        parts.evaluate = evaluate
     saved_before = resume["arrol"].get("heldout_before") if resume else None
     parts.before = HeldoutResult(**saved_before) if saved_before else parts.evaluate()
     # the quality head before the prompt head: both draw their initial weights from the seeded stream

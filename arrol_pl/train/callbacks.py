@@ -9,12 +9,15 @@ Decisions:
   writer it saved ``last-v1.ckpt`` whenever a ``last.ckpt`` it had not written itself existed (a resumed run
   whose only save was an off-interval last step, a stop before its first interval), and its state grew by
   one path per checkpoint. Step files are overwritten, never versioned.
-- **Signals.** The first SIGINT or SIGTERM lets the step in flight finish (its update is consistent),
-  then saves a checkpoint (``step<k>.ckpt`` and ``last.ckpt``) and stops training; the caller writes the
-  history and a summary marked ``interrupted`` and exits ``128 + signal``. A second signal abandons
-  the step in flight (``KeyboardInterrupt``): its half-applied update is not saved, the newest checkpoint
-  stays the one to resume from. A step can take minutes on a large model; a scheduler's grace period
-  may be shorter, hence the second signal.
+- **Signals.** The first SIGINT or SIGTERM during a training step lets the step finish (its update is
+  consistent), then saves a checkpoint (``step<k>.ckpt`` and ``last.ckpt``) and stops training; the caller writes
+  the history and a summary marked ``interrupted`` and exits ``128 + signal``. In a phase that keeps nothing half
+  made (:meth:`RunCheckpoints.stoppable`: the run's preparation with the tiny policy's warm start, every held-out
+  evaluation) the first signal stops it at once (:class:`StopRequested`): a half-built cache entry is removed
+  (:func:`~arrol_pl.models.cache.cache_entry`), an evaluation is dropped (the step it follows still ends with its
+  checkpoint). A second signal abandons the step in flight (``KeyboardInterrupt``): its half-applied update is
+  not saved, the newest checkpoint stays the one to resume from. A step can take minutes on a large model; a
+  scheduler's grace period may be shorter, hence the second signal.
 - **History as it goes.** :class:`HistoryFile` appends each finished step's row to ``history.jsonl`` and
   flushes it when the step ends, before that step's checkpoint is written: a crash loses at most the step
   in flight, and every checkpoint's steps are on disk. At train start it rewrites the file to the rows the
@@ -33,8 +36,9 @@ import json
 import logging
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
@@ -44,6 +48,16 @@ from arrol_pl.train.rundir import step_checkpoints, write_rows
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequested(KeyboardInterrupt):
+    """A first SIGINT / SIGTERM in a phase that stops at once (:meth:`RunCheckpoints.stoppable`); ``phase`` names
+    it."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(f"stopped in {phase}")
+        self.phase = phase
+
 
 class HistoryFile(L.Callback):
     """Appends each finished step's history row to ``path`` (see the module docstring)."""
@@ -87,6 +101,10 @@ class RunCheckpoints(L.Callback):
         self.out_of_time = False
         self.signum: int | None = None
         """The first signal received (None: none)."""
+        self.phase: str | None = None
+        """The phase a first signal stops at once (:meth:`stoppable`); None: a training step, which finishes."""
+        self.stopped_in: str | None = None
+        """The phase the first signal stopped (None: none, or a training step)."""
         self._previous: dict[int, Any] = {}
 
     @property
@@ -108,8 +126,32 @@ class RunCheckpoints(L.Callback):
         if self.signum is not None:
             raise KeyboardInterrupt(f"second {name}: abandoning the step in flight")
         self.signum = signum
+        if self.phase is not None:
+            self.stopped_in = self.phase
+            logger.warning("%s received: stopping %s", name, self.phase)
+            raise StopRequested(self.phase)
         logger.warning("%s received: finishing the step in flight, then saving a checkpoint and stopping "
                        "(send it again to abandon the step)", name)
+
+    @contextmanager
+    def stoppable(self, phase: str) -> Iterator[None]:
+        """Inside, a first signal stops ``phase`` at once with :class:`StopRequested` (one received before starts
+        none of it); any error the phase raises once stopped (the engine aborting its requests) is reported as the
+        stop."""
+        outer = self.phase
+        self.phase = phase
+        try:
+            if self.requested:
+                raise StopRequested(phase)
+            yield
+        except StopRequested:
+            raise
+        except Exception as exc:
+            if not self.requested:
+                raise
+            raise StopRequested(phase) from exc
+        finally:
+            self.phase = outer
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.requested:
@@ -165,8 +207,13 @@ class FinalEvaluation(L.Callback):
         if self.done or self.stopped():
             return
         start = time.perf_counter()
-        self.done, self.result = True, self.evaluate()
-        self.seconds = time.perf_counter() - start
+        self.done = True
+        try:
+            self.result = self.evaluate()
+        except StopRequested:  # dropped: the last checkpoint is written, and a stopped run exports nothing
+            return
+        finally:
+            self.seconds = time.perf_counter() - start
         if self.result is not None and pl_module.history:
             pl_module.record_heldout(self.result)
 
@@ -201,7 +248,7 @@ class HeldoutEvaluation(L.Callback):
 
     ``evaluate()`` runs on the engine's weights, which the step has just synced. Its seconds are added to
     the module's ``paused_seconds`` so ``time/wall`` stays training time. The last step is left to the
-    caller's final evaluation.
+    caller's final evaluation. A signal during it drops it (:class:`StopRequested`, see the module docstring).
     """
 
     def __init__(self, every: int, evaluate) -> None:
@@ -213,6 +260,10 @@ class HeldoutEvaluation(L.Callback):
         if step % self.every or step >= trainer.max_steps or not pl_module.history:
             return
         start = time.perf_counter()
-        result = self.evaluate()
-        pl_module.paused_seconds += time.perf_counter() - start
+        try:
+            result = self.evaluate()
+        except StopRequested:  # dropped: the step it follows ends with its checkpoint
+            return
+        finally:
+            pl_module.paused_seconds += time.perf_counter() - start
         pl_module.record_heldout(result)

@@ -5,9 +5,10 @@ summary and the export).
 ``run_experiment`` is what ``experiments/run.py`` calls (and what the tests call): it writes TensorBoard events,
 checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` into the output directory. SIGINT /
 SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
-(:class:`~arrol_pl.train.finish.RunInterrupted`); a checkpoint that cannot be written stops the run the same way,
-naming the last good one (:class:`~arrol_pl.train.checkpoint.CheckpointWriteError`); any other crash writes the
-history and a summary marked ``failed``, then propagates.
+(:class:`~arrol_pl.train.finish.RunInterrupted`); they stop the warm start or a held-out evaluation at once, keeping
+nothing of it (:class:`~arrol_pl.train.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
+the same way, naming the last good one (:class:`~arrol_pl.train.checkpoint.CheckpointWriteError`); any other crash
+writes the history and a summary marked ``failed``, then propagates.
 
 Decisions:
 - **The history lives in the run directory.** Each step's row is appended to ``history.jsonl`` as the step
@@ -90,7 +91,8 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     parts, outcome = RunParts(engine=engine, owns_engine=engine is None), Outcome()
     try:
         with stop:
-            train, heldout = build_parts(parts, run, train, heldout, resume, history)
+            with stop.stoppable("the run's preparation"):  # nothing of it is kept: a signal stops it at once
+                train, heldout = build_parts(parts, run, train, heldout, resume, history, stop.stoppable)
             resume = None  # the trainer reads the checkpoint itself; drop the memory map
             fit(parts, run, out_dir, train, bool(heldout), stop, io, resumed_step, outcome)
     except ConfigError:
@@ -121,7 +123,7 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     if outcome.failure is not None:
         raise outcome.failure
     if stop.requested:
-        raise RunInterrupted(stop.signum, summary)
+        raise RunInterrupted(stop.signum, summary, stop.stopped_in)
     return summary
 
 

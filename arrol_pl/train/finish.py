@@ -183,11 +183,12 @@ The run's whole configuration is in its `summary.json` and `.hydra/config.yaml`.
 class RunInterrupted(Exception):
     """Training stopped on a signal; the checkpoint, history and summary (``status: interrupted``) are written."""
 
-    def __init__(self, signum: int, summary: RunSummary) -> None:
+    def __init__(self, signum: int, summary: RunSummary, phase: str | None = None) -> None:
         self.signum, self.summary = signum, summary
         ckpt = summary.checkpoint
         resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
-        super().__init__(f"{signal.Signals(signum).name}: stopped after {summary.steps} steps; {resume}")
+        where = f" in {phase}" if phase else ""  # a phase stopped at once, keeping nothing of it
+        super().__init__(f"{signal.Signals(signum).name}: stopped{where} after {summary.steps} steps; {resume}")
 
 
 def write_outcome(run: RunConfig, out_dir: Path, summary: RunSummary, history: list[dict[str, float]],

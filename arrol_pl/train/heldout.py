@@ -15,6 +15,9 @@ Decisions:
   of the same avg@k. Both hold up to the engine's own scheduling: a prompt prefix that an earlier chunk left in
   a rank's prefix cache shortens a prefill, which can change which rollouts share a sampling step, and float
   rounding differs between batch compositions.
+- **Progress on the console**: each generation call draws the engine's bar of finished rollouts (``held-out
+  greedy``, then ``held-out avg@k``), on rank 0 only, as the warm start and training draw theirs: an evaluation
+  takes tens of seconds on CPU.
 - **A random stream of its own**: the engine samples from torch's global generators (no per-request seeds); the
   evaluation forks them (the CPU's and, once CUDA is initialised, the current device's), so the same weights give
   the same figure wherever the evaluation falls, and training's stream continues as if no evaluation had run.
@@ -62,24 +65,27 @@ def rng_devices() -> list[int]:
 
 def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int,
                      stop: Sequence[str] = (), seed: int | None = None, ranks: RankSync = ONE_RANK,
-                     chunk: int | None = None) -> HeldoutResult:
+                     chunk: int | None = None, progress: str | None = "held-out") -> HeldoutResult:
     """Held-out accuracy of the engine's current weights: greedy, and avg@k at the RL temperature.
 
     With ``seed``, sampling draws from a random stream of its own (see the module docstring). ``ranks``: the
     ranks that share the evaluation (every one of them calls this at the same point, each with its own engine);
     ``chunk``: problems per chunk of a split evaluation (None: one chunk on one rank, :data:`SPLIT_CHUNK` on
-    several). Every rank returns the same result.
+    several). Every rank returns the same result. ``progress``: the description of rank 0's progress bars (None:
+    silent).
     """
     base = {"max_tokens": max_tokens, **({"stop": list(stop)} if stop else {})}
+    progress = progress if ranks.rank == 0 else None
     with torch.random.fork_rng(devices=rng_devices(), enabled=seed is not None):
         if chunk is None and ranks.alone:
-            greedy, per_problem = score_problems(engine, reward, problems, samples, temperature, base, seed)
+            greedy, per_problem = score_problems(engine, reward, problems, samples, temperature, base, seed, progress)
         else:
             chunk = chunk or SPLIT_CHUNK
             mine = {}
             for c in range(ranks.rank, -(-len(problems) // chunk), ranks.world_size):
                 mine[c] = score_problems(engine, reward, problems[c * chunk:(c + 1) * chunk], samples, temperature,
-                                         base, None if seed is None else chunk_seed(seed, c))
+                                         base, None if seed is None else chunk_seed(seed, c),
+                                         progress and f"{progress} {c + 1}/{-(-len(problems) // chunk)}")
             with rank_wait("the other ranks' held-out chunks"):
                 every = {c: scored for part in ranks.gather(mine) for c, scored in part.items()}
             greedy = np.concatenate([every[c][0] for c in sorted(every)])
@@ -90,15 +96,17 @@ def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperatu
 
 
 def score_problems(engine, reward, problems: Sequence, samples: int, temperature: float, base: dict,
-                   seed: int | None) -> tuple[np.ndarray, torch.Tensor]:
-    """One generation call per decoding over ``problems`` (seeded with ``seed`` unless None), scored: whether each
-    greedy completion is right ``(n,)`` bool, and each problem's avg@``samples`` ``(n,)`` float64."""
+                   seed: int | None, progress: str | None = None) -> tuple[np.ndarray, torch.Tensor]:
+    """One generation call per decoding over ``problems`` (seeded with ``seed`` unless None; each with a progress bar
+    described by ``progress`` unless None), scored: whether each greedy completion is right ``(n,)`` bool, and each
+    problem's avg@``samples`` ``(n,)`` float64."""
     prompts = [p.prompt for p in problems]
     golds = [p.answer for p in problems]
     if seed is not None:
         torch.manual_seed(seed)
-    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base})
-    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base})
+    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base}, progress=progress and f"{progress} greedy")
+    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base},
+                              progress=progress and f"{progress} avg@{samples}")
     # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
     greedy_correct = reward.score([r.text for r in greedy.rollouts], golds, prompts=prompts,
                                   lengths=[len(r.response_token_ids) for r in greedy.rollouts]).correct

@@ -88,8 +88,10 @@ class ModelConfig:
     """The frozen reference's dtype (it exists when ``algo.kl_coef > 0``): float32 (exact on CPU) | bfloat16 |
     float16. With several ranks FSDP2 shards it over them like the policy; bfloat16 halves it again (verl keeps its
     reference in bf16), what the paper's runs need on 80 GB GPUs (``experiments/plan.py``)."""
-    cache_dir: str = "outputs/cache"
-    """Where built tokenizers, tiny models and warm starts are cached."""
+    cache_dir: str | None = None
+    """Where built tokenizers, tiny models, warm starts and converted pretrained policies are cached; None: the user's
+    model cache, shared by every run from any directory (``$ARROL_CACHE``, else ``$XDG_CACHE_HOME/arrol-pl``, else
+    ``~/.cache/arrol-pl``)."""
 
     def __post_init__(self) -> None:
         if self.reference_dtype not in REFERENCE_DTYPES:

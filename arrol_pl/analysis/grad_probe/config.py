@@ -48,8 +48,9 @@ class GradProbeConfig:
     """``tiny`` (the default experiment's warm-started tiny Qwen3, built into ``cache_dir`` for ``data``),
     ``smollm2`` (the packaged SmolLM2-135M-Instruct, converted into ``cache_dir``) or a transformers model
     directory (a run's ``export/``)."""
-    cache_dir: str = ModelConfig.cache_dir
-    """Where ``tiny`` and ``smollm2`` are built and cached (the trainer's ``model.cache_dir``)."""
+    cache_dir: str | None = ModelConfig.cache_dir
+    """Where ``tiny`` and ``smollm2`` are built and cached (the trainer's ``model.cache_dir``; None: the user's model
+    cache)."""
     group_size: int = AlgoConfig.group_size
     """G: the group the survival rules choose from (the trainer's ``algo.group_size``)."""
     keep_ratio: float = SurvivalSettings.keep_ratio

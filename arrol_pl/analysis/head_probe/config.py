@@ -47,8 +47,9 @@ class ProbeConfig:
     policy: str = MISSING
     """A transformers model directory with its tokenizer (a run's ``export/``: the head it trained is scored too),
     or ``smollm2`` (the packaged SmolLM2-135M-Instruct, converted into ``cache_dir`` on first use)."""
-    cache_dir: str = ModelConfig.cache_dir
-    """Where ``policy=smollm2`` is converted and cached (the trainer's ``model.cache_dir``)."""
+    cache_dir: str | None = ModelConfig.cache_dir
+    """Where ``policy=smollm2`` is converted and cached (the trainer's ``model.cache_dir``; None: the user's model
+    cache)."""
     samples: int = AlgoConfig.group_size
     """Rollouts per problem. A group of the pruning replay: the trainer's G, ``algo.group_size``."""
     max_tokens: int = AlgoConfig.max_response_tokens

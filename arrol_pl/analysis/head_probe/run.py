@@ -42,7 +42,8 @@ class ProbeJob:
     policy: Path
     """A transformers model directory with its tokenizer (a run's ``export/``: its head is scored too), or
     ``smollm2`` (the packaged SmolLM2-135M-Instruct, converted into ``cache_dir`` on first use)."""
-    cache_dir: Path
+    cache_dir: str | None
+    """Where ``smollm2`` is converted (None: the user's model cache)."""
     out: Path
     command: str
     """The command line recorded in ``head_quality.json``."""

@@ -1,0 +1,112 @@
+"""The user's model cache (arrol_pl.models.cache): where it is, an entry published whole when two processes build it
+at once, a stopped build's temporary directory removed, a killed build's removed at the next start, and
+``model.cache_dir`` overriding it for a real tiny policy's build."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from arrol_pl.models.cache import (STALE_SECONDS, cache_entry, default_cache_dir, remove_stale,
+                                   resolve_cache_dir)
+
+
+def test_the_default_cache_is_arrol_cache_then_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ARROL_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "arrol-pl"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "arrol-pl"
+    monkeypatch.setenv("ARROL_CACHE", str(tmp_path / "mine"))
+    assert default_cache_dir() == tmp_path / "mine"
+    assert resolve_cache_dir(None) == tmp_path / "mine"
+    assert resolve_cache_dir(str(tmp_path / "given")) == tmp_path / "given"  # model.cache_dir wins
+    monkeypatch.setenv("ARROL_CACHE", "")  # set but empty: as unset
+    assert default_cache_dir() == tmp_path / "xdg" / "arrol-pl"
+
+
+def test_a_tiny_policy_goes_to_the_user_cache_unless_model_cache_dir_is_set(monkeypatch, tmp_path):
+    from arrol_pl.train.config import DataConfig
+    from arrol_pl.train.model_config import ModelConfig, WarmStartConfig
+    from arrol_pl.train.warmstart import prepare_tiny_policy
+
+    monkeypatch.setenv("ARROL_CACHE", str(tmp_path / "user"))
+    monkeypatch.chdir(tmp_path)
+    assert ModelConfig().cache_dir is None
+    no_warm = WarmStartConfig(steps=0)
+    built = prepare_tiny_policy(ModelConfig(warm_start=no_warm), DataConfig(), 16)
+    assert built.parent == tmp_path / "user" and (built / "done").exists()
+    given = prepare_tiny_policy(ModelConfig(cache_dir=str(tmp_path / "given"), warm_start=no_warm), DataConfig(), 16)
+    assert given.parent == tmp_path / "given" and given.name == built.name
+    assert not (tmp_path / "outputs").exists()  # nothing relative to the working directory
+    assert sorted(p.name for p in (tmp_path / "user").iterdir() if p.name.startswith(".")) == []
+
+
+def dead_pid() -> int:
+    child = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+    child.start()
+    child.join()
+    return child.pid
+
+
+def test_stale_temporary_directories_are_removed_and_live_ones_kept(tmp_path):
+    host = socket.gethostname()
+    old = time.time() - STALE_SECONDS - 60
+    made = {
+        f".warm-{dead_pid()}@{host}-abcd1234": True,  # its owner is gone
+        f".warm-{os.getpid()}@{host}-abcd1234": False,  # its owner runs (this process)
+        ".qwen3-1@another-host-abcd1234": False,  # another host's, recent: cannot be checked
+        ".tok-old12345": True,  # an earlier version's name, untouched for longer than STALE_SECONDS
+        ".model-new12345": False,  # the same, recent
+        ".vscode-server": False,  # not a build's, however old
+        "warm-0123456789abcdef": False,  # a published entry
+    }
+    for name in made:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(b"x")
+    for name in (".tok-old12345", ".vscode-server", "warm-0123456789abcdef"):
+        os.utime(tmp_path / name, (old, old))
+    removed = remove_stale(tmp_path)
+    assert sorted(p.name for p in removed) == sorted(n for n, stale in made.items() if stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for n, stale in made.items() if not stale)
+
+
+def test_a_stopped_build_leaves_nothing(tmp_path):
+    final = tmp_path / "warm-0123456789abcdef"
+    with pytest.raises(KeyboardInterrupt):
+        with cache_entry(final, marker="warm_start.json") as tmp:
+            (tmp / "model.safetensors").write_bytes(b"half")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError, match="wrote no warm_start.json"):  # a build that forgot its marker
+        with cache_entry(final, marker="warm_start.json") as tmp:
+            (tmp / "model.safetensors").write_bytes(b"whole")
+    assert list(tmp_path.iterdir()) == []
+
+
+def build(final: Path, tag: str, barrier) -> None:
+    with cache_entry(final) as tmp:
+        (tmp / "weights").write_text(tag * 10_000)
+        barrier.wait(timeout=30)  # both builds are made before either is published
+        (tmp / "done").write_text(tag)
+
+
+def test_two_concurrent_builds_of_one_entry_end_with_one_whole_entry(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    final = tmp_path / "qwen3-tiny-0123456789abcdef"
+    barrier = ctx.Barrier(2)
+    builders = [ctx.Process(target=build, args=(final, tag, barrier)) for tag in "ab"]
+    for p in builders:
+        p.start()
+    for p in builders:
+        p.join(timeout=60)
+    assert [p.exitcode for p in builders] == [0, 0]
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]  # the loser's copy is gone
+    tag = (final / "done").read_text()
+    assert tag in "ab" and (final / "weights").read_text() == tag * 10_000  # one build's, whole
