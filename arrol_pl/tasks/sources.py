@@ -166,8 +166,9 @@ def _parquet(path: Path, key: str):
     try:
         pyarrow.parquet.read_metadata(path)
     except (pyarrow.ArrowException, OSError) as e:
-        raise DatasetUnavailableError(f"{key}={str(path)!r} is not a readable parquet file ({' '.join(str(e).split())}); "
-                                      "expected a parquet table of rows, or a .json / .jsonl file") from None
+        reason = " ".join(str(e).split())
+        raise DatasetUnavailableError(f"{key}={str(path)!r} is not a readable parquet file ({reason}); expected a "
+                                      "parquet table of rows, or a .json / .jsonl file") from None
     return datasets.load_dataset("parquet", data_files=str(path), split="train")
 
 

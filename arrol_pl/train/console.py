@@ -8,12 +8,13 @@ Decisions:
 - **Each load reported once.** One run reads its training file up to three times (the prompts, the tiny policy's
   tokenizer corpus, the held-out set when it is the same file); a repeated report of a load is dropped
   (:class:`Once`).
-- **Notices filtered where they arise, by their text.** Lightning's tips to install litlogger and its lines on the
-  accelerators it found (logged at INFO by its rank-zero logger), torch's deprecation of ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code
-  triggers, and the ``torch.distributed.reduce_op`` deprecation vLLM's Triton dispatcher triggers at import: each by
-  its own message (and category or logger), so any other warning of the same kind still shows. vLLM's notes on
-  which Triton backend it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to
-  ERROR on their one logger.
+- **Notices filtered where they arise, by their text.** Lightning's tips to install litlogger, its lines on the
+  accelerators it found and its notice that the fit reached ``max_steps`` (logged at INFO by its rank-zero logger),
+  torch's deprecation of ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code triggers, and the
+  ``torch.distributed.reduce_op`` deprecation vLLM's Triton dispatcher triggers at import: each by its own message
+  (and category or logger), so any other warning of the same kind still shows. vLLM's notes on which Triton backend
+  it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to ERROR on their one
+  logger (``arrol evaluate`` quiets its console too, before it imports vLLM).
 - **No progress bar for milliseconds of work.** Loading and saving the policy's weights from and to local
   directories (transformers' "Loading weights" and "Writing model shards"; vLLM's "Loading safetensors checkpoint
   shards", off in the engine) drew bars between the run's own lines: :func:`weight_bars_off` turns transformers'
