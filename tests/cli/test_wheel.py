@@ -76,7 +76,7 @@ def test_the_installed_command_trains_from_anywhere_on_the_packaged_presets(inst
     presets = Path(where.stdout.strip()).parent / "conf"  # the installed package's, a path the user can open
     assert f"Presets (in {presets}, the defaults in config.yaml there)" in " ".join(help_out.stdout.split())
     assert (presets / "config.yaml").is_file() and "model=tiny (default)" in help_out.stdout
-    assert "experiments/" not in help_out.stdout.split("Keys (")[0]  # no checkout script before the keys
+    assert "experiments/" not in help_out.stdout.split("Presets (")[0]  # the opening names no checkout script
     commands = subprocess.run([str(installed / "python"), "-m", "arrol_pl", "--help"], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120, env=outside_env())
     assert commands.returncode == 0 and "\n  train " in commands.stdout
