@@ -33,13 +33,13 @@ def gain_text(s: RunSummary) -> str:
     return f"{g[0]:+.3f} ± {fmt(g[1])} ({paired}): {verdict}"
 
 
-def print_summary(s: RunSummary, out_dir: Path) -> None:
-    rows = [
-        (f"held-out accuracy (avg@{s.heldout_samples}, T=1)",
-         f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}"),
-        ("held-out gain (± its standard error)", gain_text(s)),
-        ("held-out accuracy (greedy)", f"{fmt(s.heldout_greedy_accuracy_before)} → {fmt(s.heldout_greedy_accuracy_after)}"),
-        ("train accuracy (first step → last 10)", f"{fmt(s.train_accuracy_first)} → {fmt(s.train_accuracy_last10)}"),
+def after_cold_start_rows(s: RunSummary) -> list[tuple[str, str]]:
+    """The figures over the steps after the cold start; one row saying there are none when the run never left it
+    (its summary holds None for them, not the cold start's figures)."""
+    cold = s.config.get("pruning", {}).get("cold_start_steps", 0)
+    if 0 < cold >= s.steps:
+        return [("after the cold start", f"no steps after the cold start ({s.steps} of its {cold} steps ran)")]
+    return [
         ("keep ratio after cold start (target)", f"{fmt(s.keep_ratio_mean)} ({fmt(s.keep_ratio_target, '.2f')})"),
         *([("steps the gate let prune after cold start", fmt(s.pruning_active_fraction, ".2f"))]
           if s.config.get("pruning", {}).get("gate_auc") is not None else []),
@@ -51,6 +51,17 @@ def print_summary(s: RunSummary, out_dir: Path) -> None:
         *([("refill: batches per step, steps short of B",
             f"{fmt(s.refill.get('rounds'), '.2f')}, {fmt(s.refill.get('short'), '.2f')}")] if s.refill else []),
         ("seconds per step (after cold start)", fmt(s.seconds_per_step, ".2f")),
+    ]
+
+
+def print_summary(s: RunSummary, out_dir: Path) -> None:
+    rows = [
+        (f"held-out accuracy (avg@{s.heldout_samples}, T=1)",
+         f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}"),
+        ("held-out gain (± its standard error)", gain_text(s)),
+        ("held-out accuracy (greedy)", f"{fmt(s.heldout_greedy_accuracy_before)} → {fmt(s.heldout_greedy_accuracy_after)}"),
+        ("train accuracy (first step → last 10)", f"{fmt(s.train_accuracy_first)} → {fmt(s.train_accuracy_last10)}"),
+        *after_cold_start_rows(s),
         ("wall seconds (whole run)", fmt(s.wall_seconds, ".1f")),
     ]
     width = max(len(k) for k, _ in rows)
@@ -58,5 +69,6 @@ def print_summary(s: RunSummary, out_dir: Path) -> None:
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     phases = ", ".join(f"{k} {v:.2f}" for k, v in s.seconds_per_phase.items() if v is not None)
-    print(f"  {'seconds per phase':<{width}}  {phases}")
+    if phases:
+        print(f"  {'seconds per phase':<{width}}  {phases}")
     print(f"  outputs: {out_dir} (summary.json, tb/, checkpoints/, export/)")

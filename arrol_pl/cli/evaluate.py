@@ -10,7 +10,6 @@ every metric can be recomputed. ``checkpoint`` is a run's ``export/`` or any tra
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -23,7 +22,6 @@ from arrol_pl.cli import hydra_app
 from arrol_pl.train.config_loader import ConfigError
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-logger = logging.getLogger("evaluate")
 
 
 def check(cfg) -> None:
@@ -113,6 +111,9 @@ def task(raw: DictConfig) -> None:
 
 def evaluate(cfg, out_dir: Path) -> None:
     """Sample, score and write ``metrics.json``, ``results.md`` and ``records.jsonl`` into ``out_dir``."""
+    from arrol_pl.train.console import quiet_console
+
+    quiet_console()  # before vLLM is imported: its notes on Triton, and each message once
     from transformers import AutoTokenizer
 
     from arrol_pl.engine import ArrolEngine
@@ -151,11 +152,9 @@ def evaluate(cfg, out_dir: Path) -> None:
             "reward": cfg.reward.function,
             "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
             "config": dataclasses.asdict(cfg)}
-    metrics = write_report(out_dir, records, meta)
+    write_report(out_dir, records, meta)
     print((out_dir / "results.md").read_text())
     print(f"outputs: {out_dir} (metrics.json, results.md, records.jsonl)")
-    for name, m in metrics.items():
-        logger.info("%s: %s", name, m)
 
 
 JOB = hydra_app.HydraJob(config_name="evaluate", task=task, schema=EvalConfig, check=load_eval_config,

@@ -32,9 +32,10 @@ def plain(text: str) -> str:
 
 
 def wrapped(text: str, width: int, indent: int, hang: int) -> list[str]:
-    """``text`` as plain text (:func:`plain`) wrapped to ``width``, indented, later lines by ``hang`` more."""
+    """``text`` as plain text (:func:`plain`) wrapped to ``width``, indented, later lines by ``hang`` more; a word
+    longer than a line (a path) kept whole."""
     return textwrap.wrap(plain(text), width, initial_indent=" " * indent, subsequent_indent=" " * (indent + hang),
-                         break_on_hyphens=False) or [""]
+                         break_on_hyphens=False, break_long_words=False) or [""]
 
 
 def paragraphs(text: str, width: int) -> list[str]:
@@ -49,16 +50,17 @@ def paragraphs(text: str, width: int) -> list[str]:
     return out
 
 
-def help_text(job: HydraJob, prog: str, conf: Path, source: str) -> str:
-    """The help of ``job`` run as ``prog``, its presets read from ``conf`` (Hydra's search path entry ``source``)."""
+def help_text(job: HydraJob, prog: str, conf: Path) -> str:
+    """The help of ``job`` run as ``prog``, its presets read from ``conf``, the directory the help names (an
+    installed package's own, so a user of the wheel finds them)."""
     width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 120))
     out = [f"usage: {prog} [KEY=VALUE ...] [GROUP=PRESET ...] [--multirun] [--cfg job] [--hydra-help]", ""]
     out += paragraphs(job.about, width)
     groups = {group: presets for group, presets in preset_groups(conf, job.config_name).items()
               if job.groups is None or group in job.groups}
     if groups:
-        out += wrapped(f"Presets (from {source}): GROUP=PRESET picks one; +GROUP=PRESET adds one of a group the "
-                       "default picks none of.", width, 0, 0)
+        out += wrapped(f"Presets (in {conf}, the defaults in {job.config_name}.yaml there): GROUP=PRESET picks one; "
+                       "+GROUP=PRESET adds one of a group the default picks none of.", width, 0, 0)
         for group, presets in groups.items():
             out.append(f"  {group}:")
             for name, meaning in presets:

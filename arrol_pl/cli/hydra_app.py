@@ -11,8 +11,10 @@ Decisions:
   with them, while the jobs' typed checks stay in the jobs (a value may be valid only beside the sweep's others).
   Every refusal, Hydra's included (a key no dataclass has, a value of the wrong type, a preset that does not exist,
   an override it cannot parse), is one line on stderr naming the key and what is allowed, ``config error: ...``,
-  exit 2, before Hydra creates a directory or any model loads. ``--config-path`` / ``--config-dir`` point Hydra at
-  other presets; then Hydra alone composes, and reports in its own words.
+  exit 2, before Hydra creates a directory or any model loads. ``--cfg job`` / ``--cfg all`` check as a run does
+  before Hydra prints the config. ``--config-dir`` adds presets: they are composed here too (on Hydra's search path,
+  where Hydra puts them), unless they compose only as Hydra composes them; ``--config-path`` replaces the presets:
+  then Hydra alone composes, and reports in its own words.
 - **A refusal leaves no directory.** What needs the run directory or the data (a directory holding another run, a
   training set smaller than a step) is checked inside the job, after Hydra created the run directory:
   :func:`refuse` removes it, and the parents Hydra created for it (``outputs/runs/``), known from the composed
@@ -133,15 +135,18 @@ def task_part(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def precheck(job: HydraJob, args: Any) -> Path:
+def precheck(job: HydraJob, args: Any) -> Path | None:
     """Compose the command line (Hydra's parsed ``args``) as Hydra will, and load a run's typed config (module
-    docstring); raises :class:`ConfigError`. Returns the deepest existing directory of the run's (sweep's) path."""
+    docstring); raises :class:`ConfigError`. Returns the deepest existing directory of the run's (sweep's) path
+    (None: ``--config-dir`` presets that only Hydra composes)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import OverrideParseException
     from hydra.types import RunMode
 
     name = args.config_name or job.config_name
+    extra = args.config_dir and Path(args.config_dir).is_dir()
+    search = [f"hydra.searchpath=['file://{Path(args.config_dir).absolute()}']"] if extra else []
     parser = OverridesParser.create()
     parsed = []
     for line in args.overrides:
@@ -150,18 +155,23 @@ def precheck(job: HydraJob, args: Any) -> Path:
         except OverrideParseException as exc:
             raise ConfigError(f"{line}: not an override ({str(exc).splitlines()[0]}); an override reads key=value, "
                               "group=preset, +key=value (add) or ~key (remove)") from None
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-    cfg = compose(name, fixed, with_hydra=True)
-    if args.multirun or cfg.hydra.mode == RunMode.MULTIRUN:
-        for o in parsed:
-            if o.is_discrete_sweep() and o.value_type != ValueType.GLOB_CHOICE_SWEEP:
-                for value in o.sweep_string_iterator():
-                    compose(name, [*fixed, f"{o.get_key_element()}={value}"])
-        return deepest_existing(cfg.hydra.sweep.dir)
-    if len(fixed) < len(parsed):
-        compose(name, args.overrides)  # Hydra's refusal of a sweep outside --multirun
+    fixed = [*search, *(o.input_line for o in parsed if not o.is_sweep_override())]
+    try:
+        cfg = compose(name, fixed, with_hydra=True)
+        if args.multirun or cfg.hydra.mode == RunMode.MULTIRUN:
+            for o in parsed:
+                if o.is_discrete_sweep() and o.value_type != ValueType.GLOB_CHOICE_SWEEP:
+                    for value in o.sweep_string_iterator():
+                        compose(name, [*fixed, f"{o.get_key_element()}={value}"])
+            return deepest_existing(cfg.hydra.sweep.dir)
+        if len(fixed) < len(search) + len(parsed):
+            compose(name, [*search, *args.overrides])  # Hydra's refusal of a sweep outside --multirun
+    except ConfigError:
+        if extra:
+            return None  # presets from --config-dir that compose only as Hydra composes them: Hydra's words
+        raise
     existed = deepest_existing(cfg.hydra.run.dir)
-    if not (args.cfg or args.info):
+    if args.cfg in (None, "job", "all") and not args.info:
         job.check(task_part(cfg))
     return existed
 
@@ -178,11 +188,11 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or Path(sys.argv[0]).name
     if "-h" in argv or "--help" in argv:
-        print(help_text(job, prog, conf_dir(), config_source()))
+        print(help_text(job, prog, conf_dir()))
         return 0
     args = get_args_parser().parse_args(argv)
     INVOCATION.prog, INVOCATION.argv = prog, argv
-    if not (args.hydra_help or args.shell_completion or args.config_path or args.config_dir):
+    if not (args.hydra_help or args.shell_completion or args.config_path):
         try:
             INVOCATION.existed = precheck(job, args)
         except ConfigError as exc:

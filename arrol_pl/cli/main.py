@@ -16,7 +16,8 @@ import sys
 from arrol_pl import __version__
 
 COMMANDS = {
-    "train": ("arrol_pl.cli.train", "train with ARRoL: Hydra overrides of conf/config.yaml (experiments/run.py)"),
+    "train": ("arrol_pl.cli.train", "train with ARRoL: Hydra overrides of its presets, listed by train --help "
+                                       "(experiments/run.py)"),
     "evaluate": ("arrol_pl.cli.evaluate", "test-time evaluation of a run's export or checkpoint: avg@k, pass@k, "
                                           "votes (experiments/evaluate.py)"),
     "head-quality": ("arrol_pl.cli.head_quality", "the quality head against DeepConf at several detection "

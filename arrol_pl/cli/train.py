@@ -2,9 +2,10 @@
 ``conf/config.yaml`` (the package's, when installed).
 
 With no arguments: ARRoL-GRPO on the built-in arithmetic task with a tiny local Qwen3 policy on CPU.
-``+exp=ablation_kappa`` and the other ``conf/exp`` presets run multirun sweeps and write one table.
-The configuration is validated before any model loads; a bad key, type, preset or value fails in one line naming
-its key (exit 2, no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a checkpoint,
+``+exp=ablation_kappa`` and the other ``exp`` presets run multirun sweeps and write one table.
+The configuration and the data are validated before any model loads; a bad key, type, preset or value, or a data
+file that is missing, empty, unreadable or without the fields looked for, fails in one line naming its key (exit 2,
+no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a checkpoint,
 the history and a summary marked interrupted (exit 128 + signal); a checkpoint that cannot be written stops the
 run naming the last good one (exit 1). ``trainer.devices > 1`` on one node starts the ranks under torchrun.
 """
@@ -23,6 +24,7 @@ from omegaconf import DictConfig
 from arrol_pl.cli import hydra_app
 from arrol_pl.train.config import RunConfig, load_run_config
 from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.prelaunch import check_run_config
 from arrol_pl.train.rundir import OWNER_ENV, claim_output_dir, save_hydra_record
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
@@ -80,7 +82,7 @@ def train(cfg: DictConfig) -> None:
         print_summary(summary, out_dir)
 
 
-JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=load_run_config,
+JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=check_run_config,
                          about=__doc__.split("\n", 2)[2])
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import os
 from typing import Any
 
-from arrol_pl.tasks.problem import ProblemSet
+from arrol_pl.tasks.problem import DatasetUnavailableError, ProblemSet
 from arrol_pl.tasks.rows import compile_answer_pattern, load_spec
 
 ADAPTERS: dict[str, str] = {
@@ -155,23 +156,49 @@ def load_problems(name: str, path: str | os.PathLike | None = None, split: str |
                      answer_of=getattr(module, "answer_of", None), **kwargs)
 
 
+PROBE_ROWS = 64
+"""Rows :func:`check_sources` reads of each source: enough to find a wrong field name, few enough to take no time."""
+
+
+def check_sources(data) -> None:
+    """DatasetUnavailableError naming the key and the file when a run's training or held-out source cannot give a
+    problem (a missing, empty or unreadable file, rows without the fields looked for, a hub dataset while offline);
+    reads the first :data:`PROBE_ROWS` rows of each, quietly (the run's load reports them), and reads on only when
+    none of those is usable."""
+    loads = [] if is_generated(data.name) else [load_train]
+    heldout = data.heldout_name or data.name
+    if data.num_heldout and (data.heldout_name or data.heldout_path) and not is_generated(heldout):
+        loads.append(load_heldout)
+    rows = logging.getLogger("arrol_pl.tasks.rows")
+    was, rows.disabled = rows.disabled, True
+    try:
+        for load in loads:
+            try:
+                load(data, limit=PROBE_ROWS)
+            except DatasetUnavailableError:
+                load(data)  # the whole source: a usable row may come later
+    finally:
+        rows.disabled = was
+
+
 def load_data(data) -> tuple[ProblemSet, ProblemSet]:
     """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.DataConfig`)."""
     return load_train(data), load_heldout(data)
 
 
-def load_train(data) -> ProblemSet:
-    """The training problems of a run's data config."""
+def load_train(data, limit: int | None = None) -> ProblemSet:
+    """The training problems of a run's data config (``limit``: of its first rows only; not of a generated task)."""
     return load_problems(data.name, path=data.path, split=data.split,
-                         **_row_kwargs(data.name, "data.path", _fields(data)), **data.options)
+                         **_row_kwargs(data.name, "data.path", _fields(data), limit), **data.options)
 
 
-def load_heldout(data) -> ProblemSet:
+def load_heldout(data, limit: int | None = None) -> ProblemSet:
     """The held-out problems of a run's data config, at most ``num_heldout``; empty without a held-out source.
 
     The held-out set is ``data.heldout_name`` (default: ``data.name``) read from ``data.heldout_path``
     (or its hub id) with ``data.heldout_fields``; read by the training adapter it also takes the training
-    fields and options and defaults to split ``test``. Arithmetic holds out its own hash bucket.
+    fields and options and defaults to split ``test``. Arithmetic holds out its own hash bucket. ``limit``: of
+    the first rows only (not of a generated task).
     """
     if data.num_heldout == 0 or (data.heldout_name is None and data.heldout_path is None and not is_generated(data.name)):
         return ProblemSet(name=data.heldout_name or data.name, source="none", problems=[])
@@ -183,7 +210,8 @@ def load_heldout(data) -> ProblemSet:
         split = data.heldout_split or ("test" if same else None)
         own = {k: v for k, v in data.heldout_fields.items() if v is not None}
         heldout = load_problems(name, path=data.heldout_path, split=split,
-                                **_row_kwargs(name, "data.heldout_path", {**(_fields(data) if same else {}), **own}),
+                                **_row_kwargs(name, "data.heldout_path", {**(_fields(data) if same else {}), **own},
+                                              limit),
                                 **(data.options if same else {}))
     return dataclasses.replace(heldout, problems=heldout.problems[: data.num_heldout])
 
@@ -192,5 +220,7 @@ def _fields(data) -> dict[str, Any]:
     return {k: getattr(data, k) for k in ROW_FIELDS if getattr(data, k) is not None}
 
 
-def _row_kwargs(name: str, key: str, fields: dict[str, Any]) -> dict[str, Any]:
-    return {} if is_generated(name) else {"key": key, **fields}
+def _row_kwargs(name: str, key: str, fields: dict[str, Any], limit: int | None = None) -> dict[str, Any]:
+    if is_generated(name):
+        return {}
+    return {"key": key, **fields, **({} if limit is None else {"limit": limit})}

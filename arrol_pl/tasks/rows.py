@@ -191,6 +191,15 @@ def to_problem_set(
     return result
 
 
+def first_record(rows: Iterable[Row], seen: list) -> Iterable[Row]:
+    """``rows`` as they are, the first that is a record appended to ``seen``: the fields a source with no usable
+    row does have, for its error."""
+    for where, row in rows:
+        if not seen and isinstance(row, Mapping):
+            seen.append(row)
+        yield where, row
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """Where a public dataset lives and which of its fields hold the id, question and gold answer."""
@@ -244,6 +253,8 @@ def load_spec(
     source, rows = load_rows(spec.name, spec.hub_id, split or spec.split, path, spec.hub_config, key)
     if limit is not None:
         rows = itertools.islice(rows, limit)
+    seen: list[Mapping[str, Any]] = []
+    rows = first_record(rows, seen)
 
     def convert(row: Mapping[str, Any], index: int) -> Problem:
         if question_of is not None:
@@ -271,8 +282,11 @@ def load_spec(
         if pattern is not None:
             looked += f" matching {pattern.pattern!r}"
         counts = ", ".join(f"{k} {v}" for k, v in problems.skip_counts().items()) or "the source is empty"
+        fields = "data.heldout_fields.prompt_field / answer_field" if "heldout" in key else \
+            "data.prompt_field / data.answer_field"
+        has = f"; its rows have the fields {', '.join(map(str, seen[0]))}: set {fields}" if seen else ""
         raise DatasetUnavailableError(
             f"{spec.name}: no usable problem in {source} ({key}): {problems.rows} rows, looked for {looked}; "
-            f"skipped: {counts}"
+            f"skipped: {counts}{has}"
         )
     return problems

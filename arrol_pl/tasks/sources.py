@@ -84,10 +84,10 @@ def load_rows(
 
             return str(p), _dataset_rows(_pick_split(name, datasets.load_from_disk(str(p)), split, key), str(p))
         files = data_files(name, p, split, key)
-        return str(p), itertools.chain.from_iterable(_file_rows(f, f.relative_to(p).as_posix()) for f in files)
+        return str(p), itertools.chain.from_iterable(_file_rows(f, f.relative_to(p).as_posix(), key) for f in files)
     if p.suffix.lower() not in DATA_SUFFIXES:
         raise DatasetUnavailableError(f"{name}: {key}={str(p)!r} must be a .json, .jsonl or .parquet file or a directory")
-    return str(p), _file_rows(p, p.name)
+    return str(p), _file_rows(p, p.name, key)
 
 
 def data_files(name: str, folder: Path, split: str, key: str) -> list[Path]:
@@ -122,16 +122,14 @@ def data_files(name: str, folder: Path, split: str, key: str) -> list[Path]:
     return files
 
 
-def _file_rows(path: Path, label: str) -> Iterator[Row]:
+def _file_rows(path: Path, label: str, key: str = "data.path") -> Iterator[Row]:
     if DATA_SUFFIXES[path.suffix.lower()] == "parquet":
-        import datasets
-
-        yield from _dataset_rows(datasets.load_dataset("parquet", data_files=str(path), split="train"), label)
+        yield from _dataset_rows(_parquet(path, key), label)
         return
     with open(path, "rb") as f:
         head = f.read(4096).lstrip()
     if path.suffix.lower() == ".json" and head.startswith(b"["):
-        yield from _json_array_rows(path, label)
+        yield from _json_array_rows(path, label, key)
     else:
         yield from _json_lines(path, label)
 
@@ -158,14 +156,30 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
             )
 
 
-def _json_array_rows(path: Path, label: str) -> Iterator[Row]:
+def _parquet(path: Path, key: str):
+    """A parquet file as a ``datasets.Dataset``; one pyarrow cannot read is an error naming ``key`` and the file
+    (its footer is read first, so ``datasets`` never logs a failure of its own)."""
+    import datasets
+    import pyarrow
+    import pyarrow.parquet
+
+    try:
+        pyarrow.parquet.read_metadata(path)
+    except (pyarrow.ArrowException, OSError) as e:
+        reason = " ".join(str(e).split())
+        raise DatasetUnavailableError(f"{key}={str(path)!r} is not a readable parquet file ({reason}); expected a "
+                                      "parquet table of rows, or a .json / .jsonl file") from None
+    return datasets.load_dataset("parquet", data_files=str(path), split="train")
+
+
+def _json_array_rows(path: Path, label: str, key: str = "data.path") -> Iterator[Row]:
     """A file holding one JSON array: unlike JSON lines, one broken byte breaks the whole file."""
     try:
         rows = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DatasetUnavailableError(
-            f"{path}: not a readable JSON array ({e}); write the rows as JSON lines (.jsonl) so a broken row "
-            f"costs that row only"
+            f"{key}: {path}: not a readable JSON array ({e}); write the rows as JSON lines (.jsonl) so a "
+            f"broken row costs that row only"
         ) from None
     for i, row in enumerate(rows):
         where = f"{label}[{i}]"

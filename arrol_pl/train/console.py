@@ -5,12 +5,16 @@ Decisions:
   propagate too, so under an application that configured logging (Hydra: timestamped lines on stdout and in
   ``run.log``) every Lightning message printed twice. When the root logger has handlers, Lightning's own is
   removed (:func:`quiet_console`); without them (a script that configured nothing) it stays, the only one.
-- **Notices filtered where they arise, by their text.** Lightning's tips to install litlogger (logged at INFO by
-  its rank-zero logger), torch's deprecation of ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code
-  triggers, and the ``torch.distributed.reduce_op`` deprecation vLLM's Triton dispatcher triggers at import: each by
-  its own message (and category or logger), so any other warning of the same kind still shows. vLLM's notes on
-  which Triton backend it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to
-  ERROR on their one logger.
+- **Each load reported once.** One run reads its training file up to three times (the prompts, the tiny policy's
+  tokenizer corpus, the held-out set when it is the same file); a repeated report of a load is dropped
+  (:class:`Once`).
+- **Notices filtered where they arise, by their text.** Lightning's tips to install litlogger, its lines on the
+  accelerators it found and its notice that the fit reached ``max_steps`` (logged at INFO by its rank-zero logger),
+  torch's deprecation of ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code triggers, and the
+  ``torch.distributed.reduce_op`` deprecation vLLM's Triton dispatcher triggers at import: each by its own message
+  (and category or logger), so any other warning of the same kind still shows. vLLM's notes on which Triton backend
+  it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to ERROR on their one
+  logger (``arrol evaluate`` quiets its console too, before it imports vLLM).
 - **No progress bar for milliseconds of work.** Loading and saving the policy's weights from and to local
   directories (transformers' "Loading weights" and "Writing model shards"; vLLM's "Loading safetensors checkpoint
   shards", off in the engine) drew bars between the run's own lines: :func:`weight_bars_off` turns transformers'
@@ -24,8 +28,14 @@ import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
-NOTICES = ("💡 Tip: For seamless cloud",)
-"""Openings of Lightning's INFO messages that advertise its cloud products."""
+NOTICES = ("💡 Tip: For seamless cloud", "GPU available: ", "TPU available: ", "HPU available: ",
+           "`Trainer.fit` stopped: `max_steps=")
+"""Openings of Lightning's INFO messages a user has no use for: the tip advertising its cloud products, the
+accelerators it found (the run's config names the one it uses) and the fit's end at ``max_steps`` (the progress bar
+says so; printed after the bar's last update, it made the bar print its final line twice)."""
+
+LOADERS = "arrol_pl.tasks.rows"
+"""The logger of every dataset load (``<name>: <n> problems from <source>``, the rows it skipped)."""
 
 
 class DropNotices(logging.Filter):
@@ -35,8 +45,26 @@ class DropNotices(logging.Filter):
         return not str(record.msg).startswith(NOTICES)
 
 
+class Once(logging.Filter):
+    """Drops a record whose message was already logged through it: a run reads its training file for the prompts,
+    again for the tiny policy's tokenizer and again as its held-out set when that is the same file, and each read
+    reports the same load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
 def quiet_console() -> None:
-    """Each Lightning message once, and the third-party notices of the module docstring filtered; idempotent."""
+    """Each Lightning message once, each dataset load reported once per run, and the third-party notices of the
+    module docstring filtered; idempotent but for the loads, whose record starts afresh (a sweep's next job)."""
     if logging.getLogger().hasHandlers():
         lightning = logging.getLogger("lightning")
         for handler in list(lightning.handlers):
@@ -44,6 +72,10 @@ def quiet_console() -> None:
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(f, DropNotices) for f in rank_zero.filters):
         rank_zero.addFilter(DropNotices())
+    loads = logging.getLogger(LOADERS)
+    for old in [f for f in loads.filters if isinstance(f, Once)]:
+        loads.removeFilter(old)
+    loads.addFilter(Once())
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
                             category=FutureWarning)
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning)

@@ -57,7 +57,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
               **outcome: Any) -> RunSummary:
     """The run's :class:`RunSummary` from its history and held-out results; ``outcome``: the remaining fields
     (status, checkpoint, directories, ...)."""
-    start = min(run.pruning.cold_start_steps, max(len(history) - 1, 0))
+    start = run.pruning.cold_start_steps  # a run that never left its cold start has no figures after it: None
     return RunSummary(
         name=run.name,
         heldout_accuracy_before=before.accuracy if before else None,

@@ -262,7 +262,7 @@ class ArrolModule(L.LightningModule):
         if "time/credit" in metrics:  # the oracle's modelled saving, apart from the measured clock
             credited = metrics["time/credit"] + sum(row.get("time/credit", 0.0) for row in self.history)
             metrics["time/wall_credited"] = metrics["time/wall"] - credited
-        self.history.append({"step": float(step), **metrics})
+        self.history.append({"step": int(step), **metrics})
         self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=batch_size)
         if "reward/accuracy" in metrics:
             self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)

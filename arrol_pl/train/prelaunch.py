@@ -1,9 +1,11 @@
 """Checks before launch: everything about a run that can be wrong is found before its output directory or any
 model exists.
 
-Faults (docs/guide.md, "When things go wrong"): every key, the data sizes, the checkpoint to resume, a GPU run's
-memory plan and the output directory are checked by :func:`preflight`; such a run fails with one
-:class:`~arrol_pl.train.config_loader.ConfigError` naming what is wrong.
+Faults (docs/guide.md, "When things go wrong"): every key and the data sources (a file missing, empty, unreadable
+or without the fields looked for; a hub dataset while offline) are checked before Hydra starts the job
+(:func:`check_run_config`); the data sizes, the checkpoint to resume, a GPU run's memory plan and the output directory
+by :func:`preflight`; such a run fails with one :class:`~arrol_pl.train.config_loader.ConfigError` naming what is
+wrong.
 
 Decisions:
 - **One run per directory.** A directory that holds a run's files (:func:`~arrol_pl.train.rundir.run_files`) takes
@@ -21,19 +23,46 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
-from arrol_pl.train.config import RunConfig, prompts_drawn_per_step
+from arrol_pl.train.config import RunConfig, load_run_config, prompts_drawn_per_step
 from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.rundir import check_output_dir
 
 logger = logging.getLogger(__name__)
 
 
+def data_error(exc: Exception) -> ConfigError:
+    """A source that gives no problem (:class:`~arrol_pl.tasks.problem.DatasetUnavailableError`, whose message names
+    the key and the file) as the one-line error every refused config is."""
+    return ConfigError(" ".join(str(exc).splitlines()))
+
+
+def check_run_config(cfg: Any) -> RunConfig:
+    """A training command line's checks before Hydra starts the job (``arrol train``'s, ``--cfg job``'s): the typed
+    config (:func:`~arrol_pl.train.config.load_run_config`) and its data sources, read briefly
+    (:func:`~arrol_pl.tasks.registry.check_sources`); raises :class:`ConfigError` naming the key."""
+    from arrol_pl.tasks.problem import DatasetUnavailableError
+    from arrol_pl.tasks.registry import check_sources
+
+    run = load_run_config(cfg)
+    try:
+        check_sources(run.data)
+    except DatasetUnavailableError as exc:
+        raise data_error(exc) from None
+    return run
+
+
 def load_splits(run: RunConfig) -> tuple:
-    """Training and held-out ProblemSets; bad rows are skipped, counted and logged with their ids by the adapters."""
+    """Training and held-out ProblemSets; bad rows are skipped, counted and logged with their ids by the adapters.
+    A source that gives no problem is a :class:`ConfigError` naming its key."""
+    from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import load_data
 
-    return load_data(run.data)
+    try:
+        return load_data(run.data)
+    except DatasetUnavailableError as exc:
+        raise data_error(exc) from None
 
 
 def check_trainable_layers(run: RunConfig, policy_dir: Path) -> None:

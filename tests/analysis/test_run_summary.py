@@ -100,3 +100,24 @@ def test_the_summary_records_the_scorers_auc_within_groups_beside_its_pooled_one
     assert s.scorer_within_auc_after_cold_start == pytest.approx(0.525)
     assert RunSummary.from_json(s.to_json()).scorer_within_auc_after_cold_start == pytest.approx(0.525)
     assert RunSummary.from_json({"name": "old"}).scorer_within_auc_after_cold_start is None  # written before it
+
+
+def test_a_run_that_never_left_its_cold_start_reports_no_figures_after_it(tmp_path, capsys):
+    """Two steps of a ten-step cold start: the figures "after the cold start" are None in summary.json (not the
+    cold start's, under that name), and the printout says there were no such steps."""
+    from arrol_pl.analysis.report import print_summary
+    from arrol_pl.train.config import RunConfig
+    from arrol_pl.train.finish import summarise
+
+    history = [{"step": i, "pruning/keep_ratio": 1.0, "head/accuracy": 1.0, "reward/accuracy": 0.0,
+                "time/step": 2.0, "balance/zero_advantage_fraction": 1.0} for i in range(2)]
+    s = summarise(RunConfig(), history, None, None, wall=5.0)
+    assert s.config["pruning"]["cold_start_steps"] == 10 and s.steps == 2
+    for key in ("keep_ratio_mean", "head_accuracy_after_cold_start", "head_majority_after_cold_start",
+                "zero_advantage_fraction", "seconds_per_step"):
+        assert getattr(s, key) is None, key
+    assert s.train_accuracy_first == 0.0  # the figures over every step stay
+    print_summary(RunSummary.from_json(json.loads(json.dumps(s.to_json()))), tmp_path)
+    out = capsys.readouterr().out
+    assert "no steps after the cold start (2 of its 10 steps ran)" in out
+    assert "after cold start" not in out and "keep ratio" not in out

@@ -131,6 +131,13 @@ def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path, com
         "plan (python -m arrol_pl --help)"]
 
 
+def test_help_names_the_directory_the_presets_are_in(tmp_path, command_main):
+    out = command_main(tmp_path, "train", "--help")
+    assert out.returncode == 0
+    assert f"Presets (in {ROOT / 'conf'}, the defaults in config.yaml there)" in " ".join(out.stdout.split())
+    assert "conf/" not in out.stdout.split("Presets (")[0]  # the opening names no checkout path
+
+
 def test_a_checkout_reads_its_own_presets():
     assert conf_dir() == CHECKOUT_CONF == ROOT / "conf" and config_source() == str(ROOT / "conf")
 

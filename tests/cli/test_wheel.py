@@ -73,7 +73,10 @@ def test_the_installed_command_trains_from_anywhere_on_the_packaged_presets(inst
                               capture_output=True, text=True, timeout=300, env=outside_env())
     assert help_out.returncode == 0, help_out.stderr[-3000:]
     assert help_out.stdout.startswith("usage: python -m arrol_pl train ")
-    assert "Presets (from pkg://arrol_pl.conf)" in help_out.stdout and "model=tiny (default)" in help_out.stdout
+    presets = Path(where.stdout.strip()).parent / "conf"  # the installed package's, a path the user can open
+    assert f"Presets (in {presets}, the defaults in config.yaml there)" in " ".join(help_out.stdout.split())
+    assert (presets / "config.yaml").is_file() and "model=tiny (default)" in help_out.stdout
+    assert "experiments/" not in help_out.stdout.split("Presets (")[0]  # the opening names no checkout script
     commands = subprocess.run([str(installed / "python"), "-m", "arrol_pl", "--help"], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120, env=outside_env())
     assert commands.returncode == 0 and "\n  train " in commands.stdout

@@ -1,8 +1,11 @@
-"""A default run's console reads cleanly: each message once (Lightning's own handler beside Hydra's printed every
-one twice), no tip or deprecation a user cannot act on, no progress bar for loading or saving local weights. The
-same one-step run, with two loggers, checks what a run leaves for the loggers and the hub: the whole config in the
-CSV logger's hparams.yaml, the head on the hub's terms and the run's card in export/."""
+"""A run's console reads cleanly: each message once (Lightning's own handler beside Hydra's printed every one twice;
+the training file read as prompts, tokenizer corpus and held-out set reported its load three times), no tip,
+accelerator line or deprecation a user cannot act on, the progress bar's last line once, no progress bar for loading
+or saving local weights, and a summary that says a two-step run never left its cold start. The same two-step run on a
+JSONL file, with two loggers, checks what a run leaves for the loggers and the hub: the whole config in the CSV
+logger's hparams.yaml, the head on the hub's terms and the run's card in export/, and integer steps in its history."""
 
+import json
 import re
 import subprocess
 import sys
@@ -15,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 UNWANTED = ("litlogger", "💡", "LeafSpec", "reduce_op", "Triton", "Loading safetensors checkpoint shards",
-            "Loading weights", "Writing model shards")
+            "Loading weights", "Writing model shards", "GPU available", "TPU available", "`Trainer.fit` stopped")
 HYDRA_PREFIX = re.compile(r"^\[[^]]+\]\[[^]]+\]\[[A-Z]+\] - ")
 LEVEL_PREFIX = re.compile(r"^(INFO|WARNING|ERROR): ")
 
@@ -23,18 +26,28 @@ LEVEL_PREFIX = re.compile(r"^(INFO|WARNING|ERROR): ")
 @pytest.fixture(scope="module")
 def one_step(tmp_path_factory, policy_cache):
     tmp = tmp_path_factory.mktemp("console")
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "trainer.max_steps=1", "model.warm_start.steps=0",
-           f"model.cache_dir={policy_cache}", "data.num_heldout=4", "algo.prompts_per_step=4", "algo.group_size=4",
-           "trainer.logger=[tensorboard,csv]", f"hydra.run.dir={tmp / 'run'}"]
-    out = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+    (tmp / "sums.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Add {i} and {i + 3}.",
+                                                        "answer": str(2 * i + 3)}) + "\n" for i in range(20)))
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "trainer.max_steps=2", "model.warm_start.steps=0",
+           "data=jsonl", "data.path=sums.jsonl", "data.heldout_path=sums.jsonl", "algo.max_response_tokens=16",
+           "engine.detect_length=4", f"model.cache_dir={policy_cache}", "data.num_heldout=4",
+           "algo.prompts_per_step=4", "algo.group_size=4", "trainer.logger=[tensorboard,csv]",
+           f"hydra.run.dir={tmp / 'run'}"]
+    out = subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=600)
+    # decoded here: text mode would turn the bars' carriage returns into line ends
+    out.stdout, out.stderr = out.stdout.decode(), out.stderr.decode()
     assert out.returncode == 0, out.stderr[-4000:]
     return tmp / "run", out
 
 
+def shown(text: str) -> list[str]:
+    """The lines a terminal shows of ``text``: a carriage return (a progress bar's redraw) overwrites its line."""
+    return [line.split("\r")[-1] for line in text.split("\n")]
+
+
 def messages(text: str) -> list[str]:
-    """Each line's message without Hydra's or Lightning's prefix; progress bars (carriage returns) left out."""
-    return [LEVEL_PREFIX.sub("", HYDRA_PREFIX.sub("", line)).strip() for line in text.splitlines()
-            if line.strip() and "\r" not in line and "it/s]" not in line]
+    """Each shown line's message without Hydra's or Lightning's prefix."""
+    return [LEVEL_PREFIX.sub("", HYDRA_PREFIX.sub("", line)).strip() for line in shown(text) if line.strip()]
 
 
 def test_each_message_prints_once_and_no_notice_a_user_cannot_act_on(one_step):
@@ -45,9 +58,25 @@ def test_each_message_prints_once_and_no_notice_a_user_cannot_act_on(one_step):
     logged = [m for m in messages(console) if not m.startswith(("arrol-grpo:", "outputs:")) and "  " not in m[:2]]
     repeated = sorted({m for m in logged if logged.count(m) > 1})
     assert not repeated, repeated
-    assert out.stdout.count("`Trainer.fit` stopped: `max_steps=1` reached.") == 1  # (it ends the bar's line)
-    assert messages(out.stdout).count("GPU available: False, used: False") == 1
-    assert "GPU available" not in out.stderr  # Lightning's own stderr handler is gone
+    assert messages(out.stdout).count("jsonl: 20 problems from sums.jsonl") == 1  # prompts, corpus, held-out set
+    lines = shown(console)
+    assert len([line for line in lines if line.startswith("steps: 100%|")]) == 1, lines  # the bar's last line once
+    assert not [line for line in lines if line.startswith(("Training:", "Epoch 0:"))], lines
+
+
+def test_a_run_that_never_left_its_cold_start_says_so(one_step):
+    run, out = one_step
+    assert "no steps after the cold start (2 of its 10 steps ran)" in out.stdout
+    assert "after cold start" not in out.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["keep_ratio_mean"] is None and summary["seconds_per_step"] is None
+    assert summary["train_accuracy_first"] is not None  # the figures over every step stay
+
+
+def test_the_history_counts_steps_in_integers(one_step):
+    run, _ = one_step
+    rows = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1] and all(type(row["step"]) is int for row in rows)
 
 
 def test_every_logger_gets_the_whole_config(one_step):
@@ -75,5 +104,5 @@ def test_the_export_holds_the_head_on_the_hubs_terms_and_a_card(one_step):
     assert torch.equal(head(features), same(features))  # the head the run trained, as its last checkpoint holds it
     assert len(head.calibrator) > 0 and not list(export.glob("*.pt"))
     card = (export / "README.md").read_text()
-    assert "(1 steps," in card
+    assert "(2 steps," in card
     assert "Held-out accuracy (avg@4" in card and "quality_head/" in card

@@ -101,6 +101,9 @@ def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_o
         [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run/checkpoints/last.ckpt'}",
          "k=2", "limit=4", f"hydra.run.dir={eval_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
+    # the results once (results.md, not again as logged dicts), and none of vLLM's notes on Triton
+    assert "Triton" not in out.stdout + out.stderr and "arithmetic: {" not in out.stdout
+    assert out.stdout.count("outputs: ") == 1
     records = [json.loads(line) for line in (eval_dir / "records.jsonl").read_text().splitlines()]
     assert len(records) == 4 and all(len(r["head_scores"]) == 2 for r in records)
     assert json.loads((eval_dir / "metrics.json").read_text())["metrics"]["arithmetic"]["problems"] == 4

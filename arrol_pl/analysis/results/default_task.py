@@ -127,6 +127,8 @@ def section_balance(root: Path, kappa_runs: list[RunSummary]) -> tuple[list[str]
     for name, s in rows[2:]:
         if s is None:
             continue
+        if None in (s.positive_ratio_mean, random.positive_ratio_mean):
+            continue  # a run that never left its cold start has no balance after it
         closer = abs(s.positive_ratio_mean - 0.5) < abs(random.positive_ratio_mean - 0.5)
         more_signal = s.rho_1_minus_rho_mean > random.rho_1_minus_rho_mean
         fewer_flat = s.zero_advantage_fraction < random.zero_advantage_fraction
@@ -224,7 +226,8 @@ def section_kappa(runs: list[RunSummary]) -> tuple[list[str], list[Claim]]:
     speedups, rows = {}, []
     for s in sorted(runs, key=lambda s: s.config["pruning"]["keep_ratio"]):
         k = s.config["pruning"]["keep_ratio"]
-        speedups[k] = base.seconds_per_step / s.seconds_per_step
+        speedups[k] = (base.seconds_per_step / s.seconds_per_step  # None: a run that never left its cold start
+                       if base.seconds_per_step and s.seconds_per_step else float("nan"))
         pa, ps = PAPER_TABLE6.get(k, (None, None))
         rows.append([f"{k:g}", f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}",
                      fmt(s.heldout_greedy_accuracy_after), fmt(s.keep_ratio_mean, ".2f"), fmt(s.seconds_per_step),
