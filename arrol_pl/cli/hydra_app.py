@@ -198,6 +198,14 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
         except ConfigError as exc:
             print(f"config error: {exc}", file=sys.stderr)
             return 2
+    if args.cfg is None and not (args.info or args.hydra_help or args.shell_completion):
+        from arrol_pl.engine.companions import BrokenCompanionError, check_companions
+
+        try:  # before any model loads: a torch extension that cannot load ends Lightning's or vLLM's import
+            check_companions()
+        except BrokenCompanionError as exc:
+            print(f"environment error: {exc}", file=sys.stderr)
+            return 1
     saved, sys.argv = sys.argv, [prog, *argv]
     try:
         hydra_main(version_base=None, config_path=config_source(), config_name=job.config_name)(job.task)()

