@@ -1,5 +1,5 @@
 """Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
-kill -9 and resume in the run's own directory, SIGINT / SIGTERM, a checkpoint write that fails, configs and a
+kill -9 and resume in the run's own directory (by its checkpoint, its directory, or auto), SIGINT / SIGTERM, a checkpoint write that fails, configs and a
 reused run directory that must fail before any model loads, a pruning config whose steps can lose every
 rollout, a directory another live run holds, and a checkpoint that names a policy directory that is gone.
 (Evaluating an unfinished run from its checkpoint alone: test_run_smoke.py's bf16 stats-head run.)
@@ -11,6 +11,7 @@ except the ``time/*`` keys (wall-clock measurements).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import signal
@@ -144,6 +145,45 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
     events = EventAccumulator(str(run_dir / "tb")).Reload()  # the resumed session purges the killed one's later steps
     assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(STEPS))
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
+
+
+def assert_continued_in_place(reference: Path, run_dir: Path, out: subprocess.CompletedProcess) -> None:
+    """The run in ``run_dir`` finished there as the uninterrupted one did: each step's row once, in order."""
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert [r["step"] for r in history(run_dir)] == list(map(float, range(STEPS)))
+    assert without_times(history(run_dir)) == without_times(history(reference))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == STEPS
+    assert summary["checkpoint"] == str(run_dir / "checkpoints" / "last.ckpt")
+    assert (run_dir / "export" / "config.json").is_file() and not (run_dir / CLAIM_FILE).exists()
+
+
+@pytest.mark.subprocess
+def test_kill_9_then_resume_by_run_directory_and_by_auto_continue_it_in_place(reference, killed, policy_cache):
+    """``trainer.resume=<run directory>`` and ``trainer.resume=auto`` continue a killed run in its own directory, not
+    in the one Hydra would make for the new command (which is never created): the history, TensorBoard and summary
+    continue there, each step once, exactly as the uninterrupted run. auto takes the run of the same name whose
+    last.ckpt was written last."""
+    runs = reference.parent / "runs"
+    target = runs / "2026-01-01_10-00-00_arrol-grpo"
+    shutil.copytree(killed, target)
+    fresh = runs / "2026-01-01_11-00-00_arrol-grpo"
+    assert_continued_in_place(reference, target, run(policy_cache, fresh, f"trainer.resume={target}"))
+    assert not fresh.exists(), "the resume wrote into a new directory"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(target / "tb")).Reload()
+    assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(STEPS))
+
+    runs = reference.parent / "runs-auto"
+    older, target = runs / "2026-01-01_09-00-00_arrol-grpo", runs / "2026-01-01_10-00-00_arrol-grpo"
+    shutil.copytree(killed, older)
+    shutil.copytree(killed, target)
+    last = older / "checkpoints" / "last.ckpt"
+    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns - 10**12))  # checkpointed before target
+    fresh = runs / "2026-01-01_11-00-00_arrol-grpo"
+    assert_continued_in_place(reference, target, run(policy_cache, fresh, "trainer.resume=auto"))
+    assert not fresh.exists() and not (older / "summary.json").exists(), "auto continued another run"
 
 
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):
