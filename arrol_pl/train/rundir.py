@@ -15,7 +15,7 @@ Decisions:
   run) is taken over, so its resume is not blocked. One run claims once: its launcher when it starts the ranks
   itself (:data:`OWNER_ENV` tells its ranks whose claim it is), else rank 0.
 - **Resuming a run continues its directory.** ``trainer.resume=<run directory>`` continues that run in that
-  directory from its ``checkpoints/last.ckpt``; ``trainer.resume=auto`` continues the run's own directory if it holds
+  directory from its newest checkpoint (``checkpoints/last.ckpt``); ``trainer.resume=auto`` continues the run's own directory if it holds
   a checkpoint, else the most recent run of the same name (:func:`latest_run`); a ``.ckpt`` path resumes into the
   run's directory as given. No checkpoint found: the run starts fresh, and says so (:func:`resolve_resume`).
 - **The history file is the record.** ``history.jsonl`` holds one JSON row per finished step; whole-file writes go
@@ -104,7 +104,7 @@ def check_output_dir(out_dir: Path, resume: str | None, ckpt: dict | None) -> No
     later = [k for k in step_checkpoints(checkpoints) if k > step]
     if later:
         raise ConfigError(f"trainer.resume={resume}: {out_dir} holds this run's later checkpoint "
-                          f"step{max(later):05d}.ckpt; continue the run with trainer.resume={last}, or branch from "
+                          f"step{max(later):05d}.ckpt; continue the run with trainer.resume={out_dir}, or branch from "
                           f"step {step} into a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)")
 
 
@@ -115,15 +115,18 @@ RUN_STAMP = r"\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_"
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
-    """``run_dir/checkpoints/last.ckpt`` if it exists."""
-    last = Path(run_dir) / "checkpoints" / "last.ckpt"
-    return last if last.is_file() else None
+    """The newest checkpoint in ``run_dir/checkpoints/``: ``last.ckpt``, unless a ``kill -9`` fell between a step's
+    two writes (``step<k>.ckpt``, then ``last.ckpt``), leaving that step file the one written last. None: none."""
+    folder = Path(run_dir) / "checkpoints"
+    files = [p for p in (folder / "last.ckpt", *step_checkpoints(folder).values()) if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_mtime_ns, default=None)
 
 
 def latest_run(runs_root: Path, name: str) -> Path | None:
     """The most recent run named ``name`` under ``runs_root``: of the directories there named ``name`` or
-    ``<date>_<time>_<name>`` (Hydra's default) that hold ``checkpoints/last.ckpt``, the one whose ``last.ckpt`` was
-    written last (so a resumed older run is the most recent once it checkpoints). None: no such directory."""
+    ``<date>_<time>_<name>`` (Hydra's default) that hold a checkpoint, the one whose newest checkpoint
+    (:func:`last_checkpoint`) was written last (a resumed older run is the most recent once it checkpoints). None: no
+    such directory."""
     pattern = re.compile(f"({RUN_STAMP})?{re.escape(name)}")
     runs = [(last.stat().st_mtime_ns, d) for d in (Path(runs_root).iterdir() if Path(runs_root).is_dir() else ())
             if pattern.fullmatch(d.name) and (last := last_checkpoint(d)) is not None]

@@ -147,43 +147,53 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
 
 
-def assert_continued_in_place(reference: Path, run_dir: Path, out: subprocess.CompletedProcess) -> None:
-    """The run in ``run_dir`` finished there as the uninterrupted one did: each step's row once, in order."""
-    assert out.returncode == 0, out.stderr[-4000:]
-    assert [r["step"] for r in history(run_dir)] == list(map(float, range(STEPS)))
-    assert without_times(history(run_dir)) == without_times(history(reference))
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["steps"] == STEPS
-    assert summary["checkpoint"] == str(run_dir / "checkpoints" / "last.ckpt")
-    assert (run_dir / "export" / "config.json").is_file() and not (run_dir / CLAIM_FILE).exists()
+FAST = ("model.warm_start.steps=0", "data.num_heldout=0", "trainer.checkpoint_every=1", "trainer.max_steps=8")
+"""An untrained tiny policy, no held-out set, a checkpoint every step: a resume by run needs nothing more."""
+
+
+def kill_after(run_dir: Path, proc: subprocess.Popen, step: int) -> None:
+    """SIGKILL ``proc`` once ``run_dir``'s checkpoint of ``step`` is on disk and the run is still going."""
+    wait_for(run_dir / "checkpoints" / f"step{step:05d}.ckpt", proc)
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
 
 
 @pytest.mark.subprocess
-def test_kill_9_then_resume_by_run_directory_and_by_auto_continue_it_in_place(reference, killed, policy_cache):
-    """``trainer.resume=<run directory>`` and ``trainer.resume=auto`` continue a killed run in its own directory, not
-    in the one Hydra would make for the new command (which is never created): the history, TensorBoard and summary
-    continue there, each step once, exactly as the uninterrupted run. auto takes the run of the same name whose
-    last.ckpt was written last."""
-    runs = reference.parent / "runs"
+def test_kill_9_then_resume_by_run_directory_and_by_auto_continue_it_in_place(tmp_path, policy_cache):
+    """A run killed with SIGKILL, resumed with ``trainer.resume=<its directory>``, killed again, resumed with
+    ``trainer.resume=auto``: both continue in the run's own directory, never in the one Hydra would make for the new
+    command (which is not created); its history ends with every step once and in order, TensorBoard too. auto takes
+    the run of the same name whose last.ckpt was written last (a copy of an earlier state with an older one is
+    passed by)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
     target = runs / "2026-01-01_10-00-00_arrol-grpo"
-    shutil.copytree(killed, target)
-    fresh = runs / "2026-01-01_11-00-00_arrol-grpo"
-    assert_continued_in_place(reference, target, run(policy_cache, fresh, f"trainer.resume={target}"))
-    assert not fresh.exists(), "the resume wrote into a new directory"
+    kill_after(target, start(policy_cache, target, *FAST), 2)
+    older = runs / "2026-01-01_09-00-00_arrol-grpo"
+    shutil.copytree(target, older)
+    last = older / "checkpoints" / "last.ckpt"
+    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns - 10**12))
+
+    by_dir = runs / "2026-01-01_11-00-00_arrol-grpo"
+    kill_after(target, start(policy_cache, by_dir, *FAST, f"trainer.resume={target}"), 5)
+    assert not by_dir.exists(), "the resume wrote into a new directory"
+    by_auto = runs / "2026-01-01_12-00-00_arrol-grpo"
+    out = run(policy_cache, by_auto, *FAST, "trainer.resume=auto")
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert not by_auto.exists() and not (older / "summary.json").exists(), "auto continued another run"
+
+    assert [r["step"] for r in history(target)] == list(map(float, range(8)))
+    summary = json.loads((target / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 8
+    assert summary["checkpoint"] == str(target / "checkpoints" / "last.ckpt")
+    assert load(target / "checkpoints" / "last.ckpt")["global_step"] == 8
+    assert (target / "export" / "config.json").is_file() and not (target / CLAIM_FILE).exists()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    assert len(list((target / "tb").glob("events.out.tfevents.*"))) == 3  # one per session
     events = EventAccumulator(str(target / "tb")).Reload()
-    assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(STEPS))
-
-    runs = reference.parent / "runs-auto"
-    older, target = runs / "2026-01-01_09-00-00_arrol-grpo", runs / "2026-01-01_10-00-00_arrol-grpo"
-    shutil.copytree(killed, older)
-    shutil.copytree(killed, target)
-    last = older / "checkpoints" / "last.ckpt"
-    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns - 10**12))  # checkpointed before target
-    fresh = runs / "2026-01-01_11-00-00_arrol-grpo"
-    assert_continued_in_place(reference, target, run(policy_cache, fresh, "trainer.resume=auto"))
-    assert not fresh.exists() and not (older / "summary.json").exists(), "auto continued another run"
+    assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(8))
 
 
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):

@@ -66,7 +66,7 @@ def test_a_directory_holding_a_run_is_refused_and_left_as_it_was(tmp_path):
     check_output_dir(run, str(last), {"global_step": 4})
     check_output_dir(run, str(run / "checkpoints" / "step00004.ckpt"), {"global_step": 4})
     with pytest.raises(ConfigError, match=r"trainer.resume=.*step00002.ckpt: .* holds this run's later checkpoint "
-                                          r"step00004.ckpt; continue the run with trainer.resume=.*last.ckpt, or "
+                                          r"step00004.ckpt; continue the run with trainer.resume=.*run, or "
                                           r"branch from step 2 into a new directory"):
         check_output_dir(run, str(run / "checkpoints" / "step00002.ckpt"), {"global_step": 2})
     assert snapshot(run) == before
@@ -128,6 +128,12 @@ def test_a_resume_starts_from_the_rows_before_its_checkpoint(tmp_path, caplog):
         history_before(run / "checkpoints" / "last.ckpt", {"global_step": 3, "arrol": {}})
 
 
+def checkpointed(run: Path, ns: int) -> None:
+    """Date ``run``'s checkpoints as written at ``ns``: its step files just before its last.ckpt."""
+    for path in (run / "checkpoints").glob("*.ckpt"):
+        os.utime(path, ns=(ns - (path.name != "last.ckpt"),) * 2)
+
+
 def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_path):
     """``trainer.resume``: a run directory continues that run in it; ``auto`` continues the run's own directory,
     else the run of the same name whose last.ckpt was written last; no checkpoint: a fresh start, said in one line."""
@@ -137,12 +143,11 @@ def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_p
     a_run(runs / "2026-01-01_12-00-00_arrol-grpo-2")
     (runs / "2026-01-01_13-00-00_arrol-grpo" / "checkpoints").mkdir(parents=True)  # killed before a checkpoint
     for i, d in enumerate(sorted(runs.iterdir())):
-        if (d / "checkpoints" / "last.ckpt").exists():
-            os.utime(d / "checkpoints" / "last.ckpt", ns=(10**18 + i * 10**9,) * 2)
+        checkpointed(d, 10**18 + i * 10**9)
     fresh = runs / "2026-01-02_08-00-00_arrol-grpo"  # the directory Hydra would make now
     assert latest_run(runs, "arrol-grpo") == new and latest_run(tmp_path / "nowhere", "arrol-grpo") is None
     assert resolve_resume("auto", "arrol-grpo", fresh, pinned=False) == (new / "checkpoints" / "last.ckpt", new, None)
-    os.utime(old / "checkpoints" / "last.ckpt", ns=(2 * 10**18,) * 2)  # the older run was resumed since
+    checkpointed(old, 2 * 10**18)  # the older run was resumed since
     assert resolve_resume("auto", "arrol-grpo", fresh, pinned=False)[:2] == (old / "checkpoints" / "last.ckpt", old)
     # the run's own directory first, and only it when trainer.output_dir pins it
     assert resolve_resume("auto", "arrol-grpo", new, pinned=True)[:2] == (new / "checkpoints" / "last.ckpt", new)
@@ -170,6 +175,9 @@ def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_p
     assert resumed_run_dir(run, fresh) == old
     pinned = load_run_config({"trainer": {"resume": "auto", "output_dir": str(new)}})
     assert resumed_run_dir(pinned, fresh) == fresh  # trainer.output_dir is the run's directory, not Hydra's
+    # killed between a step's two writes: its step file is newer than last.ckpt, and is the one to continue from
+    os.utime(new / "checkpoints" / "step00004.ckpt", ns=(3 * 10**18,) * 2)
+    assert resolve_resume(str(new), "x", fresh, pinned=False)[0] == new / "checkpoints" / "step00004.ckpt"
 
 
 def test_a_run_that_finds_nothing_to_resume_starts_fresh_and_says_so(tmp_path, caplog):
