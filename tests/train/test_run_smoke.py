@@ -66,23 +66,6 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [2]  # the final evaluation, on the last step
 
 
-def test_the_export_is_what_a_hub_push_uploads(first_run):
-    """A real run's export/ holds what ``trainer.push_to_hub`` pushes (finish.HUB_FILES; the push itself:
-    test_export_push.py), every file at its path in the repository, and its root loads as the causal LM and tokenizer
-    that ``from_pretrained(repo id)`` reads."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from arrol_pl.train.finish import HUB_FILES, hub_files
-
-    export = first_run.run / "export"
-    files = hub_files(export)
-    assert files == {p.relative_to(export).as_posix(): p for p in export.rglob("*") if p.is_file()}
-    assert set(HUB_FILES) <= set(files) and {"prompt_format.json", "quality_head/README.md"} <= set(files)
-    assert files["README.md"].read_text().startswith("---\nlibrary_name: transformers\n")
-    policy, tokenizer = AutoModelForCausalLM.from_pretrained(export), AutoTokenizer.from_pretrained(export)
-    assert policy.config.vocab_size >= len(tokenizer)
-
-
 def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_of_an_unfinished_run(tmp_path,
                                                                                                    policy_cache):
     """One run, three things no other test runs end to end:
