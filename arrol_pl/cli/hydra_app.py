@@ -106,6 +106,9 @@ class HydraJob:
     """What the command does, ``--help``'s first lines."""
     groups: tuple[str, ...] | None = None
     """The preset groups ``--help`` lists; None: every group (training's)."""
+    run_dir: Callable[[Any, Path], Path] | None = None
+    """Where the job runs, from its typed config and the directory Hydra would make (training: a resumed run's own
+    directory); None: Hydra's."""
 
 
 @dataclasses.dataclass
@@ -117,6 +120,8 @@ class Invocation:
     prog: str = ""
     argv: list[str] = dataclasses.field(default_factory=list)
     existed: Path | None = None
+    run_dir: Path | None = None
+    """The job's run directory when it is not the one Hydra would make (:attr:`HydraJob.run_dir`)."""
 
 
 INVOCATION = Invocation()
@@ -126,6 +131,11 @@ def deepest_existing(path: str | Path) -> Path:
     """The deepest directory of ``path`` (relative: to the working directory, as Hydra reads it) that exists."""
     path = Path(path).absolute()
     return next(p for p in (path, *path.parents) if p.exists())
+
+
+def quoted(path: Path) -> str:
+    """``path`` as a quoted override value: a path may hold characters the override grammar reads (``=``, ``,``)."""
+    return "'" + str(path).replace("'", "\\'") + "'"
 
 
 def task_part(cfg: DictConfig) -> DictConfig:
@@ -170,9 +180,12 @@ def precheck(job: HydraJob, args: Any) -> Path | None:
         if extra:
             return None  # presets from --config-dir that compose only as Hydra composes them: Hydra's words
         raise
-    existed = deepest_existing(cfg.hydra.run.dir)
+    hydra_dir = Path(cfg.hydra.run.dir)
+    existed = deepest_existing(hydra_dir)
     if args.cfg in (None, "job", "all") and not args.info:
-        job.check(task_part(cfg))
+        checked = job.check(task_part(cfg))
+        if args.cfg is None and job.run_dir is not None and (run_dir := job.run_dir(checked, hydra_dir)) != hydra_dir:
+            INVOCATION.run_dir, existed = run_dir, deepest_existing(run_dir)
     return existed
 
 
@@ -191,7 +204,7 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
         print(help_text(job, prog, conf_dir()))
         return 0
     args = get_args_parser().parse_args(argv)
-    INVOCATION.prog, INVOCATION.argv = prog, argv
+    INVOCATION.prog, INVOCATION.argv, INVOCATION.run_dir = prog, argv, None
     if not (args.hydra_help or args.shell_completion or args.config_path):
         try:
             INVOCATION.existed = precheck(job, args)
@@ -206,7 +219,8 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
         except BrokenCompanionError as exc:
             print(f"environment error: {exc}", file=sys.stderr)
             return 1
-    saved, sys.argv = sys.argv, [prog, *argv]
+    moved = [] if INVOCATION.run_dir is None else [f"hydra.run.dir={quoted(INVOCATION.run_dir)}"]
+    saved, sys.argv = sys.argv, [prog, *argv, *moved]
     try:
         hydra_main(version_base=None, config_path=config_source(), config_name=job.config_name)(job.task)()
     finally:

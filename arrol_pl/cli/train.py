@@ -25,7 +25,7 @@ from arrol_pl.cli import hydra_app
 from arrol_pl.train.config import RunConfig, load_run_config
 from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.prelaunch import check_run_config
-from arrol_pl.train.rundir import OWNER_ENV, claim_output_dir, save_hydra_record
+from arrol_pl.train.rundir import OWNER_ENV, claim_output_dir, resumed_run_dir, save_hydra_record
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -36,12 +36,13 @@ def launch_ranks(run: Any, hydra_dir: Path) -> int:
     under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
     policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
     from arrol_pl.train.build import policy_directory
+    from arrol_pl.train.experiment import continued_run
     from arrol_pl.train.prelaunch import preflight
 
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
                           "(docs/distributed.md); arrol train launches the ranks of one node only")
-    out_dir = Path(run.trainer.output_dir or hydra_dir)
+    run, out_dir = continued_run(run, Path(run.trainer.output_dir or hydra_dir))  # the checkpoint to check
     with claim_output_dir(out_dir):  # the run's claim, held here for its ranks (rundir)
         preflight(run, out_dir)
         policy_directory(run)
@@ -83,7 +84,7 @@ def train(cfg: DictConfig) -> None:
 
 
 JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=check_run_config,
-                         about=__doc__.split("\n", 2)[2])
+                         about=__doc__.split("\n", 2)[2], run_dir=resumed_run_dir)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -116,14 +116,10 @@ def check_push_target(repo_id: str) -> None:
                          "HF_HUB_OFFLINE=0 and a token (huggingface-cli login)")
 
 
-def save_head(head: QualityHead, calibrator: BinnedCalibrator, directory: Path | str,
-              push_to: str | None = None) -> Path:
+def save_head(head: QualityHead, calibrator: BinnedCalibrator, directory: Path | str) -> Path:
     """Write ``head`` and ``calibrator`` as a :class:`CalibratedHead` into ``directory`` (``config.json``,
-    ``model.safetensors``, ``README.md``), and push that folder to the hub repository ``push_to`` when set."""
-    hub = CalibratedHead.from_run(head, calibrator)
-    hub.save_pretrained(directory)
-    if push_to is not None:
-        hub.push_to_hub(push_to, commit_message="ARRoL quality head and calibrator")
+    ``model.safetensors``, ``README.md``); a run pushes it with its policy (``trainer.push_to_hub``)."""
+    CalibratedHead.from_run(head, calibrator).save_pretrained(directory)
     return Path(directory)
 
 

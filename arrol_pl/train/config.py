@@ -296,11 +296,11 @@ class TrainerConfig:
     deleted once a newer one is written. ``last.ckpt`` (the newest, what ``trainer.resume`` takes) is always kept;
     0 keeps ``last.ckpt`` alone (no step files are written); None keeps every one."""
     resume: str | None = None
-    """A Lightning checkpoint to resume from."""
+    """What to continue: ``auto`` (this run's directory, else the newest run of this name), a run directory, a .ckpt."""
     output_dir: str | None = None
     """Run directory; None uses Hydra's."""
     push_to_hub: str | None = None
-    """A hub repository id (``user/name``) the exported quality head and calibrator (``export/quality_head/``) are
+    """A hub model repository id (``user/name``) the run's ``export/`` (policy, tokenizer, card, ``quality_head/``) is
     pushed to after the run; needs the network (``HF_HUB_OFFLINE=0``) and a token. None: nothing leaves the machine."""
 
     @property
@@ -339,10 +339,10 @@ class TrainerConfig:
                               "ranks: several ranks train with trainer.strategy=fsdp")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"trainer.precision={self.precision!r}; choose one of {list(PRECISIONS)}")
-        # Only whether it is a file: the contents are read (weights_only) once the data is known, see
-        # arrol_pl.train.prelaunch.preflight, still before any model loads.
-        if self.resume is not None and not Path(self.resume).is_file():
-            raise ConfigError(f"trainer.resume={self.resume!r}: no such file")
+        # Only whether it exists: a checkpoint is read (weights_only) in arrol_pl.train.prelaunch.preflight
+        # once the data is known, still before any model loads; arrol_pl.train.rundir.resolve_resume finds it.
+        if self.resume not in (None, "auto") and not Path(self.resume).exists():
+            raise ConfigError(f"trainer.resume={self.resume!r}: no such file or directory (a run's, a .ckpt, or auto)")
         if self.push_to_hub is not None:
             from arrol_pl.models.head import check_push_target
 

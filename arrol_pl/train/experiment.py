@@ -18,12 +18,16 @@ Decisions:
   resume into its own directory repeats them once. TensorBoard continues in ``tb/``: the resumed session's event
   file starts with a purge at the checkpoint's step, so TensorBoard hides the earlier session's events from that
   step on (no step twice).
+- **A resume by run writes where that run did.** ``trainer.resume=auto`` or a run directory is resolved into the
+  checkpoint and the directory it continues (:func:`~arrol_pl.train.rundir.resolve_resume`, :func:`continued_run`)
+  before anything else; finding no checkpoint, the run starts fresh and says so in one line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import signal
 import time
 import warnings
@@ -34,10 +38,12 @@ from typing import Callable
 from arrol_pl.train.build import RunParts, build_parts, join_world, lightning_strategy
 from arrol_pl.train.config import RunConfig, prompts_drawn_per_step
 from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.finish import RunInterrupted, export_policy, summarise, write_outcome, write_run_card
+from arrol_pl.train.finish import RunInterrupted, export_policy, push_export, summarise, write_outcome, write_run_card
 from arrol_pl.train.prelaunch import effective_keep_ratio, preflight
-from arrol_pl.train.rundir import claim_output_dir, history_before
+from arrol_pl.train.rundir import claim_output_dir, history_before, resolve_resume
 from arrol_pl.train.summary import RunSummary
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -62,8 +68,23 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     :class:`~arrol_pl.train.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
     the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
     """
+    run, out_dir = continued_run(run, Path(out_dir))
     with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
         return _experiment(run, out_dir, engine, overrides, accepted)
+
+
+def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
+    """``run`` with ``trainer.resume`` the checkpoint it continues (None: a fresh start, said in one line), and the
+    directory it writes (:func:`~arrol_pl.train.rundir.resolve_resume`; ``out_dir`` is pinned by
+    ``trainer.output_dir``)."""
+    t = run.trainer
+    checkpoint, out_dir, note = resolve_resume(t.resume, run.name, out_dir, pinned=t.output_dir is not None)
+    if note is not None:
+        logger.warning(note)
+    resume = None if checkpoint is None else str(checkpoint)
+    if resume != t.resume:
+        run = dataclasses.replace(run, trainer=dataclasses.replace(t, resume=resume))
+    return run, out_dir
 
 
 def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | None,
@@ -163,7 +184,8 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     if not stop.requested:
         final.run(module)  # done in on_train_end unless the fit had no step left to run
         outcome.after = final.result  # the last point of the held-out curve
-        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format(),
-                                           push_to=t.push_to_hub)
+        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format())
         if module.ranks.rank == 0:
             write_run_card(outcome.export_dir, run, len(module.history), parts.before, outcome.after)
+            if t.push_to_hub is not None:  # the export whole: policy, tokenizer, card, quality_head/ (finish)
+                logger.info("pushed %s to %s", outcome.export_dir, push_export(outcome.export_dir, t.push_to_hub))

@@ -1,6 +1,13 @@
 """Finishing a run: the summary's arithmetic over the history (:func:`summarise`), the exported policy with its
-head and calibrator (:func:`export_policy`) and its model card (:func:`write_run_card`), and the exception a stopped
-run ends with (:class:`RunInterrupted`)."""
+head and calibrator (:func:`export_policy`), its model card (:func:`write_run_card`) and its push to the hub
+(:func:`push_export`), and the exception a stopped run ends with (:class:`RunInterrupted`).
+
+Decisions:
+- **The hub repository is the export.** ``trainer.push_to_hub`` pushes ``export/`` whole, in one commit, as a model
+  repository: the policy and tokenizer at its root (``AutoModelForCausalLM.from_pretrained(repo id)``), the head in
+  ``quality_head/``, the run's card as ``README.md``. What the push expects is checked first (:func:`hub_files`);
+  a push that fails keeps the export and names the command that pushes it again.
+"""
 
 from __future__ import annotations
 
@@ -101,11 +108,11 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
     )
 
 
-def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, push_to: str | None = None) -> Path:
+def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
     """A transformers directory plus the head and the calibrator, and the prompt format the policy was trained in
     (``prompt_format.json``: evaluation uses it unless a dataset sets its own). The head and calibrator go on the
     hub's terms into ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config JSON and a
-    card; pushed to the hub repository ``push_to`` when set), which the evaluation and the probe read
+    card), which the evaluation and the probe read
     (:func:`~arrol_pl.models.head.load_head`). Several ranks: the sharded policy is gathered tensor
     by tensor into rank 0's host memory (the other ranks hold one tensor at a time on their device, not the whole
     policy), and rank 0 writes."""
@@ -126,14 +133,64 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, push_to:
     if prompt_format is not None:
         prompt_format.save(out_dir)
     tokenizer.save_pretrained(out_dir)
-    save_head(module.head, module.calibrator, out_dir / HEAD_FOLDER, push_to)
+    save_head(module.head, module.calibrator, out_dir / HEAD_FOLDER)
     return out_dir
+
+
+HUB_FILES = {
+    "config.json": "the policy's config",
+    "model.safetensors": "the policy's weights (or model.safetensors.index.json and its shards)",
+    "tokenizer_config.json": "the tokenizer",
+    "README.md": "the run's card",
+    f"{HEAD_FOLDER}/config.json": "the quality head's config and calibrator",
+    f"{HEAD_FOLDER}/model.safetensors": "the quality head's weights",
+}
+"""What a pushed export must hold, by its path in the model repository (the same as in ``export/``)."""
+
+
+def hub_files(export_dir: Path) -> dict[str, Path]:
+    """Every file of ``export_dir`` (hidden ones aside) by its path in the model repository; ValueError naming what
+    of :data:`HUB_FILES` is missing (sharded weights stand for ``model.safetensors``)."""
+    export_dir = Path(export_dir)
+    files = {p.relative_to(export_dir).as_posix(): p for p in sorted(export_dir.rglob("*"))
+             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(export_dir).parts)}
+    sharded = "model.safetensors.index.json" in files
+    missing = [f"{name} ({what})" for name, what in HUB_FILES.items()
+               if name not in files and not (sharded and name == "model.safetensors")]
+    if missing:
+        raise ValueError(f"{export_dir} is not a whole export: it lacks {', '.join(missing)}")
+    return files
+
+
+def push_export(export_dir: Path, repo_id: str, api=None) -> str:
+    """Push ``export_dir`` to the hub model repository ``repo_id`` in one commit (created if missing), with ``api``
+    (an ``huggingface_hub.HfApi``; the default one, logged in with the user's token); returns the repository's URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    files = hub_files(export_dir)
+    api = HfApi() if api is None else api
+    try:
+        url = api.create_repo(repo_id, repo_type="model", exist_ok=True)
+        api.create_commit(repo_id, [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path))
+                                    for name, path in files.items()],
+                          commit_message="arrol-pl: the trained policy, its quality head and the run's card",
+                          repo_type="model")
+    except Exception as exc:  # network, token, permissions: the export stays, and how to push it again is named
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise RuntimeError(f"trainer.push_to_hub={repo_id}: the push failed ({reason}); the export is kept in "
+                           f"{export_dir}: push it with `hf upload {repo_id} {export_dir} .`") from exc
+    return str(url)
 
 
 def write_run_card(export_dir: Path, run: RunConfig, steps: int, before, after) -> Path:
     """``export/README.md``: the model card of the exported policy and head: what trained it, the held-out accuracy
-    before and after (``before``, ``after``: held-out results or None), the files and how to load them."""
+    before and after (``before``, ``after``: held-out results or None), the files and how to load them (from the
+    hub repository ``trainer.push_to_hub`` when set)."""
     p, a = run.pruning, run.algo
+    repo = run.trainer.push_to_hub  # pushed: the policy loads from the repository, the head from its download
+    policy_at, head_at, fetch = ('"export"', f'"export/{HEAD_FOLDER}"', "") if repo is None else (
+        f'"{repo}"', f'f"{{local}}/{HEAD_FOLDER}"',
+        f'from huggingface_hub import snapshot_download\n\nlocal = snapshot_download("{repo}")\n')
     policy = run.model.path or run.model.pretrained or "the tiny local policy (arrol-pl's default)"
     accuracy = ("" if before is None or after is None else
                 f"\nHeld-out accuracy (avg@{after.samples}, T = {a.temperature}, {after.problems} problems): "
@@ -160,17 +217,17 @@ G = {a.group_size} rollouts, data {run.data.name}, reward {run.reward.function})
 - the policy: a transformers directory (`config.json`, `model.safetensors`, the tokenizer) and `prompt_format.json`,
   the prompt format it was trained in;
 - `{HEAD_FOLDER}/`: the quality head and its calibrator (safetensors, `config.json`, a card of its own), which
-  `arrol evaluate checkpoint=export` scores each completion with.
+  `arrol evaluate checkpoint=<the export>` scores each completion with.
 
 ## Load
 
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from arrol_pl.models.head import CalibratedHead
-
-policy = AutoModelForCausalLM.from_pretrained("export")
-tokenizer = AutoTokenizer.from_pretrained("export")
-head = CalibratedHead.from_pretrained("export/{HEAD_FOLDER}")   # head(features) logits, head.posterior(features)
+{fetch}
+policy = AutoModelForCausalLM.from_pretrained({policy_at})
+tokenizer = AutoTokenizer.from_pretrained({policy_at})
+head = CalibratedHead.from_pretrained({head_at})   # head(features) logits, head.posterior(features)
 ```
 
 The run's whole configuration is in its `summary.json` and `.hydra/config.yaml`.

@@ -14,6 +14,10 @@ Decisions:
   finds the claim and is refused while the holder is alive; a claim left by a process that is gone (a killed
   run) is taken over, so its resume is not blocked. One run claims once: its launcher when it starts the ranks
   itself (:data:`OWNER_ENV` tells its ranks whose claim it is), else rank 0.
+- **Resuming a run continues its directory.** ``trainer.resume=<run directory>`` continues that run in that
+  directory from its newest checkpoint (``checkpoints/last.ckpt``); ``trainer.resume=auto`` continues the run's own directory if it holds
+  a checkpoint, else the most recent run of the same name (:func:`latest_run`); a ``.ckpt`` path resumes into the
+  run's directory as given. No checkpoint found: the run starts fresh, and says so (:func:`resolve_resume`).
 - **The history file is the record.** ``history.jsonl`` holds one JSON row per finished step; whole-file writes go
   to a temporary file renamed over it, and a last line cut short by a crash is left out when read. A resumed run
   starts from the rows before its checkpoint's step, read from the file of the run that wrote the checkpoint.
@@ -100,8 +104,70 @@ def check_output_dir(out_dir: Path, resume: str | None, ckpt: dict | None) -> No
     later = [k for k in step_checkpoints(checkpoints) if k > step]
     if later:
         raise ConfigError(f"trainer.resume={resume}: {out_dir} holds this run's later checkpoint "
-                          f"step{max(later):05d}.ckpt; continue the run with trainer.resume={last}, or branch from "
+                          f"step{max(later):05d}.ckpt; continue the run with trainer.resume={out_dir}, or branch from "
                           f"step {step} into a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)")
+
+
+RESUME_AUTO = "auto"
+"""``trainer.resume``'s value that finds the run to continue (:func:`resolve_resume`)."""
+RUN_STAMP = r"\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_"
+"""What Hydra's default run directory (``outputs/runs/<date>_<time>_<name>``) puts before the run's name."""
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoint in ``run_dir/checkpoints/``: ``last.ckpt``, unless a ``kill -9`` fell between a step's
+    two writes (``step<k>.ckpt``, then ``last.ckpt``), leaving that step file the one written last. None: none."""
+    folder = Path(run_dir) / "checkpoints"
+    files = [p for p in (folder / "last.ckpt", *step_checkpoints(folder).values()) if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_mtime_ns, default=None)
+
+
+def latest_run(runs_root: Path, name: str) -> Path | None:
+    """The most recent run named ``name`` under ``runs_root``: of the directories there named ``name`` or
+    ``<date>_<time>_<name>`` (Hydra's default) that hold a checkpoint, the one whose newest checkpoint
+    (:func:`last_checkpoint`) was written last (a resumed older run is the most recent once it checkpoints). None: no
+    such directory."""
+    pattern = re.compile(f"({RUN_STAMP})?{re.escape(name)}")
+    runs = [(last.stat().st_mtime_ns, d) for d in (Path(runs_root).iterdir() if Path(runs_root).is_dir() else ())
+            if pattern.fullmatch(d.name) and (last := last_checkpoint(d)) is not None]
+    return max(runs, default=(0, None))[1]
+
+
+def resolve_resume(resume: str | None, name: str, run_dir: Path, pinned: bool) -> tuple[Path | None, Path, str | None]:
+    """What ``trainer.resume`` continues, for a run named ``name`` whose directory would be ``run_dir`` (``pinned``:
+    set by ``trainer.output_dir``, not Hydra's fresh one): ``(checkpoint, run directory, note)``, the checkpoint None
+    for a fresh start, which the note (one line) says. ``auto``: ``run_dir`` if it holds a checkpoint, else (unless
+    pinned) :func:`latest_run` under ``run_dir``'s parent; a directory: that run, in it (its ``checkpoints/`` too);
+    a file: that checkpoint, into ``run_dir``. A directory that is not ``run_dir`` when pinned: ConfigError."""
+    run_dir = Path(run_dir)
+    if resume is None:
+        return None, run_dir, None
+    if resume == RESUME_AUTO:
+        found = run_dir if last_checkpoint(run_dir) or pinned else latest_run(run_dir.parent, name)
+        if found is not None and (last := last_checkpoint(found)) is not None:
+            return last, found, None
+        where = f"in {run_dir}" if pinned else f"named {name} under {run_dir.parent}"
+        return None, run_dir, f"trainer.resume=auto: no run {where} holds a checkpoint; starting a fresh run in {run_dir}"
+    target = Path(resume)
+    if not target.is_dir():
+        return target, run_dir, None
+    if target.name == "checkpoints" and (target / "last.ckpt").is_file():
+        target = target.parent
+    if pinned and target.resolve() != run_dir.resolve():
+        raise ConfigError(f"trainer.resume={resume} continues that run in its own directory, and trainer.output_dir="
+                          f"{run_dir} names another: drop one (a .ckpt path resumes into another directory)")
+    last = last_checkpoint(target)
+    note = None if last else f"trainer.resume={resume}: no checkpoints/last.ckpt there; starting a fresh run in it"
+    return last, target, note
+
+
+def resumed_run_dir(run: Any, hydra_dir: Path) -> Path:
+    """The directory a run (a ``RunConfig``) writes, given the one Hydra would make: the run ``trainer.resume``
+    continues (``auto``, a run directory), else ``hydra_dir``; ``trainer.output_dir``, when set, is checked in the
+    run (:func:`resolve_resume`). Read before Hydra starts the job, so Hydra's log goes there too."""
+    if run.trainer.output_dir is not None:
+        return Path(hydra_dir)
+    return resolve_resume(run.trainer.resume, run.name, Path(hydra_dir), pinned=False)[1]
 
 
 CLAIM_FILE = ".arrol-run.claim"

@@ -1,7 +1,6 @@
 """The exported quality head on the hub's terms (arrol_pl.models.head): saved as safetensors plus a config JSON
-and a card, loaded back with one call to the same logits, input moments and calibrator, strictly; a push happens
-only when asked (no network here: the push itself is recorded, not made); the run's card; the push target checked
-before a run starts."""
+and a card, loaded back with one call to the same logits, input moments and calibrator, strictly; the run's card;
+the push target checked before a run starts (the push of a run's export: tests/train/test_export_push.py)."""
 
 import json
 from pathlib import Path
@@ -57,17 +56,6 @@ def test_loading_is_strict(tmp_path: Path):
         CalibratedHead.from_pretrained(directory)
 
 
-def test_a_push_happens_only_when_asked(tmp_path: Path, monkeypatch):
-    pushed = []
-    monkeypatch.setattr(CalibratedHead, "push_to_hub", lambda self, repo_id, **kw: pushed.append((repo_id, self)))
-    head, calibrator = a_run_head()
-    save_head(head, calibrator, tmp_path / "kept")
-    assert pushed == []
-    save_head(head, calibrator, tmp_path / "shared", push_to="someone/arrol-head")
-    [(repo, hub)] = pushed
-    assert repo == "someone/arrol-head" and torch.equal(hub.head.fc1.weight, head.fc1.weight)
-
-
 def test_the_push_target_is_checked_before_the_run(monkeypatch):
     from huggingface_hub import constants
 
@@ -84,8 +72,12 @@ def test_the_push_target_is_checked_before_the_run(monkeypatch):
     assert TrainerConfig(push_to_hub="someone/head").push_to_hub == "someone/head"
 
 
-def test_the_runs_card(tmp_path: Path):
-    from arrol_pl.train.config import RunConfig
+def test_the_runs_card(tmp_path: Path, monkeypatch):
+    import dataclasses
+
+    from huggingface_hub import constants
+
+    from arrol_pl.train.config import RunConfig, TrainerConfig
     from arrol_pl.train.finish import write_run_card
 
     before = SimpleNamespace(accuracy=0.25, greedy_accuracy=0.5, samples=4, problems=128)
@@ -95,3 +87,9 @@ def test_the_runs_card(tmp_path: Path):
     assert "pruning.policy=arrol" in card and "300 steps" in card and "reward math_verify" in card
     assert "0.250 before training, 0.375 after" in card and 'CalibratedHead.from_pretrained("export/quality_head")' in card
     assert "before training" not in write_run_card(tmp_path, RunConfig(), 3, None, None).read_text()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # a push target is checked at once
+    # pushed: the card loads the policy from the repository and the head from its download
+    pushed = dataclasses.replace(RunConfig(), trainer=dataclasses.replace(TrainerConfig(), push_to_hub="me/policy"))
+    card = write_run_card(tmp_path, pushed, 3, None, None).read_text()
+    assert 'AutoModelForCausalLM.from_pretrained("me/policy")' in card and 'snapshot_download("me/policy")' in card
+    assert 'CalibratedHead.from_pretrained(f"{local}/quality_head")' in card

@@ -1,5 +1,5 @@
 """Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
-kill -9 and resume in the run's own directory, SIGINT / SIGTERM, a checkpoint write that fails, configs and a
+kill -9 and resume in the run's own directory (by its checkpoint, its directory, or auto), SIGINT / SIGTERM, a checkpoint write that fails, configs and a
 reused run directory that must fail before any model loads, a pruning config whose steps can lose every
 rollout, a directory another live run holds, and a checkpoint that names a policy directory that is gone.
 (Evaluating an unfinished run from its checkpoint alone: test_run_smoke.py's bf16 stats-head run.)
@@ -11,6 +11,7 @@ except the ``time/*`` keys (wall-clock measurements).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from arrol_pl.train.finish import HUB_FILES, hub_files
 from arrol_pl.train.rundir import CLAIM_FILE, claim_holder, run_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,6 +146,60 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
     events = EventAccumulator(str(run_dir / "tb")).Reload()  # the resumed session purges the killed one's later steps
     assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(STEPS))
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
+
+
+FAST = ("model.warm_start.steps=0", "data.num_heldout=0", "trainer.checkpoint_every=1", "trainer.max_steps=8")
+"""An untrained tiny policy, no held-out set, a checkpoint every step: a resume by run needs nothing more."""
+
+
+def kill_after(run_dir: Path, proc: subprocess.Popen, step: int) -> None:
+    """SIGKILL ``proc`` once ``run_dir``'s checkpoint of ``step`` is on disk and the run is still going."""
+    wait_for(run_dir / "checkpoints" / f"step{step:05d}.ckpt", proc)
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+
+
+@pytest.mark.subprocess
+def test_kill_9_then_resume_by_run_directory_and_by_auto_continue_it_in_place(tmp_path, policy_cache):
+    """A run killed with SIGKILL, resumed with ``trainer.resume=<its directory>``, killed again, resumed with
+    ``trainer.resume=auto``: both continue in the run's own directory, never in the one Hydra would make for the new
+    command (which is not created); its history ends with every step once and in order, TensorBoard too. auto takes
+    the run of the same name whose last.ckpt was written last (a copy of an earlier state with an older one is
+    passed by)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    target = runs / "2026-01-01_10-00-00_arrol-grpo"
+    kill_after(target, start(policy_cache, target, *FAST), 2)
+    older = runs / "2026-01-01_09-00-00_arrol-grpo"
+    shutil.copytree(target, older)
+    last = older / "checkpoints" / "last.ckpt"
+    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns - 10**12))
+
+    by_dir = runs / "2026-01-01_11-00-00_arrol-grpo"
+    kill_after(target, start(policy_cache, by_dir, *FAST, f"trainer.resume={target}"), 5)
+    assert not by_dir.exists(), "the resume wrote into a new directory"
+    by_auto = runs / "2026-01-01_12-00-00_arrol-grpo"
+    out = run(policy_cache, by_auto, *FAST, "trainer.resume=auto")
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert not by_auto.exists() and not (older / "summary.json").exists(), "auto continued another run"
+
+    assert [r["step"] for r in history(target)] == list(map(float, range(8)))
+    summary = json.loads((target / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 8
+    assert summary["checkpoint"] == str(target / "checkpoints" / "last.ckpt")
+    assert load(target / "checkpoints" / "last.ckpt")["global_step"] == 8
+    assert not (target / CLAIM_FILE).exists()
+    # the export a push uploads (test_export_push.py), as this real run wrote it: every file at its repository path
+    files = hub_files(target / "export")
+    assert set(HUB_FILES) <= set(files) and {"prompt_format.json", "quality_head/README.md"} <= set(files)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert len(list((target / "tb").glob("events.out.tfevents.*"))) == 3  # one per session
+    steps = [e.step for e in EventAccumulator(str(target / "tb")).Reload().Scalars("reward/accuracy")]
+    # each step at most once, in order, the last session's all there (a kill -9 loses events TensorBoard had not
+    # flushed yet: the history file, written as each step ends, is the record)
+    assert steps == sorted(set(steps)) and {5, 6, 7} <= set(steps), steps
 
 
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):

@@ -6,6 +6,7 @@ directory refused, a killed run resumed in its own directory, retention) are in 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -17,8 +18,8 @@ import pytest
 
 from arrol_pl.train.callbacks import HistoryFile, RunCheckpoints
 from arrol_pl.train.rundir import (CLAIM_FILE, OWNER_ENV, check_output_dir, claim_holder, claim_output_dir,
-                                   history_before, read_rows, remove_if_only_hydra, run_files, step_checkpoints,
-                                   write_rows)
+                                   history_before, latest_run, read_rows, remove_if_only_hydra, resolve_resume,
+                                   resumed_run_dir, run_files, step_checkpoints, write_rows)
 from arrol_pl.train.config import load_run_config
 from arrol_pl.train.config_loader import ConfigError
 
@@ -65,7 +66,7 @@ def test_a_directory_holding_a_run_is_refused_and_left_as_it_was(tmp_path):
     check_output_dir(run, str(last), {"global_step": 4})
     check_output_dir(run, str(run / "checkpoints" / "step00004.ckpt"), {"global_step": 4})
     with pytest.raises(ConfigError, match=r"trainer.resume=.*step00002.ckpt: .* holds this run's later checkpoint "
-                                          r"step00004.ckpt; continue the run with trainer.resume=.*last.ckpt, or "
+                                          r"step00004.ckpt; continue the run with trainer.resume=.*run, or "
                                           r"branch from step 2 into a new directory"):
         check_output_dir(run, str(run / "checkpoints" / "step00002.ckpt"), {"global_step": 2})
     assert snapshot(run) == before
@@ -125,6 +126,81 @@ def test_a_resume_starts_from_the_rows_before_its_checkpoint(tmp_path, caplog):
     (run / "history.jsonl").write_text('{"step": 0.0}\nnot json\n{"step": 1.0}\n')
     with pytest.raises(ConfigError, match=r"^trainer.resume=.*last.ckpt: .*history.jsonl: line 2 is not JSON"):
         history_before(run / "checkpoints" / "last.ckpt", {"global_step": 3, "arrol": {}})
+
+
+def checkpointed(run: Path, ns: int) -> None:
+    """Date ``run``'s checkpoints as written at ``ns``: its step files just before its last.ckpt."""
+    for path in (run / "checkpoints").glob("*.ckpt"):
+        os.utime(path, ns=(ns - (path.name != "last.ckpt"),) * 2)
+
+
+def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_path):
+    """``trainer.resume``: a run directory continues that run in it; ``auto`` continues the run's own directory,
+    else the run of the same name whose last.ckpt was written last; no checkpoint: a fresh start, said in one line."""
+    runs = tmp_path / "outputs" / "runs"
+    old, new = a_run(runs / "2026-01-01_09-00-00_arrol-grpo"), a_run(runs / "2026-01-01_10-00-00_arrol-grpo")
+    a_run(runs / "2026-01-01_11-00-00_other-arrol-grpo")  # another name, its checkpoint written last
+    a_run(runs / "2026-01-01_12-00-00_arrol-grpo-2")
+    (runs / "2026-01-01_13-00-00_arrol-grpo" / "checkpoints").mkdir(parents=True)  # killed before a checkpoint
+    for i, d in enumerate(sorted(runs.iterdir())):
+        checkpointed(d, 10**18 + i * 10**9)
+    fresh = runs / "2026-01-02_08-00-00_arrol-grpo"  # the directory Hydra would make now
+    assert latest_run(runs, "arrol-grpo") == new and latest_run(tmp_path / "nowhere", "arrol-grpo") is None
+    assert resolve_resume("auto", "arrol-grpo", fresh, pinned=False) == (new / "checkpoints" / "last.ckpt", new, None)
+    checkpointed(old, 2 * 10**18)  # the older run was resumed since
+    assert resolve_resume("auto", "arrol-grpo", fresh, pinned=False)[:2] == (old / "checkpoints" / "last.ckpt", old)
+    # the run's own directory first, and only it when trainer.output_dir pins it
+    assert resolve_resume("auto", "arrol-grpo", new, pinned=True)[:2] == (new / "checkpoints" / "last.ckpt", new)
+    checkpoint, where, note = resolve_resume("auto", "arrol-grpo", fresh, pinned=True)
+    assert (checkpoint, where) == (None, fresh)
+    assert note == f"trainer.resume=auto: no run in {fresh} holds a checkpoint; starting a fresh run in {fresh}"
+    checkpoint, where, note = resolve_resume("auto", "gsm8k-run", fresh, pinned=False)
+    assert (checkpoint, where) == (None, fresh) and "\n" not in note
+    assert note.startswith(f"trainer.resume=auto: no run named gsm8k-run under {runs} holds a checkpoint; starting")
+    # a run directory (or its checkpoints/): that run, in it; without a checkpoint a fresh start there
+    for given in (new, new / "checkpoints"):
+        assert resolve_resume(str(given), "x", fresh, pinned=False) == (new / "checkpoints" / "last.ckpt", new, None)
+    empty = runs / "2026-01-01_13-00-00_arrol-grpo"
+    checkpoint, where, note = resolve_resume(str(empty), "x", fresh, pinned=False)
+    assert (checkpoint, where) == (None, empty) and "no checkpoints/last.ckpt there; starting a fresh run in it" in note
+    with pytest.raises(ConfigError, match=r"trainer.resume=.* continues that run in its own directory, and "
+                                          r"trainer.output_dir=.* names another: drop one"):
+        resolve_resume(str(new), "x", fresh, pinned=True)
+    # a .ckpt path resumes into the directory given, as it always has; no resume: nothing found
+    ckpt = str(old / "checkpoints" / "step00002.ckpt")
+    assert resolve_resume(ckpt, "x", fresh, pinned=False) == (Path(ckpt), fresh, None)
+    assert resolve_resume(None, "x", fresh, pinned=False) == (None, fresh, None)
+    # what the command line hands Hydra as the run's directory
+    run = load_run_config({"name": "arrol-grpo", "trainer": {"resume": "auto"}})
+    assert resumed_run_dir(run, fresh) == old
+    pinned = load_run_config({"trainer": {"resume": "auto", "output_dir": str(new)}})
+    assert resumed_run_dir(pinned, fresh) == fresh  # trainer.output_dir is the run's directory, not Hydra's
+    # killed between a step's two writes: its step file is newer than last.ckpt, and is the one to continue from
+    os.utime(new / "checkpoints" / "step00004.ckpt", ns=(3 * 10**18,) * 2)
+    assert resolve_resume(str(new), "x", fresh, pinned=False)[0] == new / "checkpoints" / "step00004.ckpt"
+
+
+def test_a_run_that_finds_nothing_to_resume_starts_fresh_and_says_so(tmp_path, caplog):
+    from arrol_pl.train.experiment import continued_run
+
+    run = load_run_config({"trainer": {"resume": "auto"}})
+    with caplog.at_level(logging.WARNING):
+        fresh, where = continued_run(run, tmp_path / "runs" / "new")
+    assert fresh.trainer.resume is None and where == tmp_path / "runs" / "new"
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("trainer.resume=auto: no run named arrol-grpo under") and line.endswith(
+        f"starting a fresh run in {tmp_path / 'runs' / 'new'}")
+    found = a_run(tmp_path / "runs" / "arrol-grpo")
+    resumed, where = continued_run(run, tmp_path / "runs" / "new")
+    assert resumed.trainer.resume == str(found / "checkpoints" / "last.ckpt") and where == found
+
+
+def test_a_resume_that_does_not_exist_is_refused_in_one_line_before_hydra_starts(tmp_path, command_main):
+    out = command_main(tmp_path, "train", f"trainer.resume={tmp_path / 'no-such-run'}")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"config error: trainer.resume='{tmp_path / 'no-such-run'}': no such file or "
+                                  "directory (a run's, a .ckpt, or auto)")
+    assert list(tmp_path.iterdir()) == [], "a refused resume left a directory behind"
 
 
 class Trainer(SimpleNamespace):

@@ -1,0 +1,104 @@
+"""``trainer.push_to_hub``: a run's ``export/`` (written by the real export_policy and write_run_card from a tiny
+policy) is pushed whole as a model repository, the policy and tokenizer at its root, the head in quality_head/, the
+card as README.md. No hub is reachable here, so the push goes to a recording stand-in for ``HfApi`` whose calls are
+bound to the real ``HfApi`` methods' signatures; the operations are huggingface_hub's own. (The layout of a real
+run's export: test_run_smoke.py.)"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from arrol_pl.train.finish import HUB_FILES, export_policy, hub_files, push_export, write_run_card
+
+
+class RecordingHub:
+    """The ``HfApi`` calls a push makes, checked against the real methods' signatures and recorded."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.fail = fail
+
+    def _record(self, name: str, *args, **kwargs) -> dict:
+        from huggingface_hub import HfApi
+
+        bound = inspect.signature(getattr(HfApi, name)).bind(None, *args, **kwargs)  # TypeError if HfApi would refuse
+        self.calls.append((name, dict(bound.arguments)))
+        return bound.arguments
+
+    def create_repo(self, *args, **kwargs) -> str:
+        return f"https://huggingface.co/{self._record('create_repo', *args, **kwargs)['repo_id']}"
+
+    def create_commit(self, *args, **kwargs) -> None:
+        self._record("create_commit", *args, **kwargs)
+        if self.fail is not None:
+            raise self.fail
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory, tiny_model_dirs) -> Path:
+    """A run's export/ as export_policy and write_run_card write it, from the tiny policy and a fresh head."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arrol_pl.core.calibration import BinnedCalibrator
+    from arrol_pl.core.quality_head import QualityHead
+    from arrol_pl.train.config import RunConfig
+
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["policy"])
+    module = SimpleNamespace(ranks=SimpleNamespace(alone=True, rank=0), policy=policy, head=QualityHead(128, 8),
+                             calibrator=BinnedCalibrator())
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dirs["policy"])
+    out = export_policy(module, tokenizer, tmp_path_factory.mktemp("run") / "export", RunConfig().data.prompt_format())
+    write_run_card(out, RunConfig(), 3, None, None)
+    return out
+
+
+def test_the_export_is_pushed_whole_as_a_model_repository(export):
+    from huggingface_hub import CommitOperationAdd
+    from transformers import AutoModelForCausalLM
+
+    hub = RecordingHub()
+    assert push_export(export, "someone/arrol-policy", api=hub) == "https://huggingface.co/someone/arrol-policy"
+    (create, repo), (commit, args) = hub.calls
+    assert create == "create_repo" and repo["repo_id"] == "someone/arrol-policy"
+    assert repo["repo_type"] == "model" and repo["exist_ok"] is True
+    assert commit == "create_commit" and args["repo_id"] == "someone/arrol-policy" and args["repo_type"] == "model"
+    ops = args["operations"]
+    assert all(isinstance(op, CommitOperationAdd) for op in ops)
+    uploaded = {op.path_in_repo: Path(op.path_or_fileobj) for op in ops}
+    on_disk = {p.relative_to(export).as_posix(): p for p in export.rglob("*") if p.is_file()}
+    assert uploaded == on_disk, "every file of export/, each at its own path, nothing else"
+    assert set(HUB_FILES) <= set(uploaded) and "prompt_format.json" in uploaded
+    assert {"quality_head/config.json", "quality_head/model.safetensors", "quality_head/README.md"} <= set(uploaded)
+    assert uploaded["README.md"].read_text().startswith("---\nlibrary_name: transformers\n")
+    # the repository's root is what AutoModelForCausalLM.from_pretrained(repo id) loads: the export's own root
+    model = AutoModelForCausalLM.from_pretrained(export)
+    assert model.config.model_type == "qwen3" and torch.isfinite(next(model.parameters())).all()
+
+
+def test_a_partial_export_is_refused_before_anything_is_pushed(export, tmp_path):
+    partial = tmp_path / "export"
+    shutil.copytree(export, partial)
+    (partial / "quality_head" / "model.safetensors").unlink()
+    (partial / "README.md").unlink()
+    hub = RecordingHub()
+    with pytest.raises(ValueError, match=r"is not a whole export: it lacks README.md \(the run's card\), "
+                                         r"quality_head/model.safetensors \(the quality head's weights\)"):
+        push_export(partial, "someone/arrol-policy", api=hub)
+    assert hub.calls == []
+
+
+def test_a_failed_push_keeps_the_export_and_names_how_to_push_it_again(export):
+    before = hub_files(export)
+    hub = RecordingHub(fail=ConnectionError("Max retries exceeded with url: /api/repos/create\nmore"))
+    with pytest.raises(RuntimeError) as err:
+        push_export(export, "someone/arrol-policy", api=hub)
+    message = str(err.value)
+    assert "\n" not in message and "trainer.push_to_hub=someone/arrol-policy: the push failed (Max retries" in message
+    assert f"push it with `hf upload someone/arrol-policy {export} .`" in message
+    assert hub_files(export) == before
