@@ -41,7 +41,7 @@ SMOKE_OVERRIDES = (
 
 CUDA_OVERRIDES = ("trainer.precision=bf16-mixed", "engine.enable_sleep_mode=true", "model.reference_dtype=bfloat16")
 
-PHASES = ("generation", "reward", "old_logprob", "ref_logprob", "update", "optimizer", "head", "sync")
+PHASES = ("generation", "reward", "advantage", "old_logprob", "ref_logprob", "update", "optimizer", "head", "sync")
 
 
 class DeviceMemory:

@@ -5,11 +5,11 @@ Holds the policy (a transformers causal LM), an optional frozen reference (only 
 kept out of the checkpoint and the optimizer) and the pruning state (:class:`~arrol_pl.core.online.OnlinePruning`:
 the quality head, the online calibrator, the replay window and the head's optimizer). Its collaborators come in
 through the constructor: the :class:`~.groups.GroupChooser` that chooses, generates and rewards each step's groups,
-and the rollout engine (:class:`~arrol_pl.engine.protocol.RolloutEngine`), which it puts to sleep for the update
-and syncs after it. Manual optimisation: Lightning's optimizer holds the policy and takes the last PPO mini-batch
-step of each training step (the earlier ones step the wrapped optimizer), so ``global_step`` counts training
-steps; the head's optimizer is stepped several times per training step on the replay window, and saved with the
-checkpoint.
+and the rollout engine (:class:`~arrol_pl.engine.protocol.RolloutEngine`), which sleeps through the update and
+wakes with its weights (:func:`.phases.engine_asleep`). Manual optimisation: Lightning's optimizer holds the policy
+and takes the last PPO mini-batch step of each training step (the earlier ones step the wrapped optimizer), so
+``global_step`` counts training steps; the head's optimizer is stepped several times per training step on the
+replay window, and saved with the checkpoint.
 
 Exact resume: everything a step draws from is either restored from the checkpoint (weights, both
 optimizers, calibrator, replay window, the head's minibatch generator, the prompt stream's position)
@@ -36,10 +36,10 @@ from typing import Any
 import lightning as L
 import torch
 
-from arrol_pl.core.head_training import head_quality
 from arrol_pl.core.online import OnlinePruning
+from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.engine.protocol import RolloutEngine
-from arrol_pl.train import distributed, phases
+from arrol_pl.train import distributed, phases, step_metrics
 from arrol_pl.train import policy as policy_parts
 from arrol_pl.train.config import RunConfig
 from arrol_pl.train.groups import GroupChooser
@@ -128,7 +128,7 @@ class ArrolModule(L.LightningModule):
         if self._reference:
             self._reference[0].to(self.device)
         # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
-        self.engine.sync_weights(policy_parts.engine_weights(self.policy, self.engine.dtype), self.head.state_dict())
+        self.engine.sync_weights(*self._new_weights())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["arrol"] = {
@@ -164,33 +164,32 @@ class ArrolModule(L.LightningModule):
 
     # ---------------------------------------------------------------- one step of Algorithm 1
     def training_step(self, batch, batch_idx: int) -> None:
-        """Algorithm 1, one call per phase: h_t; the groups, generated with pruning and rewarded (with the screen
-        and refill when configured); the survivors' advantages; log-probs; the update; the head and calibrator;
-        the weights into the engine."""
+        """Algorithm 1, one call per phase, each timing itself: h_t; the groups, generated with pruning and rewarded
+        (with the screen and refill when configured); the survivors' advantages; with the engine asleep, log-probs,
+        the update and the head and calibrator; the weights into the engine as it wakes."""
         step, algo, timer = self.global_step, self.cfg.algo, phases.PhaseTimer()
         step_start = time.perf_counter()
-        params = self.pruning.params_for(step, self.ranks.rank, self.ranks.world_size)
-        groups = self.groups.choose(step, batch, params, timer, self.ranks)
+        pruner = self.pruning.params_for(step, self.ranks.rank, self.ranks.world_size)
+        groups = self.groups.choose(step, batch, pruner, timer, self.ranks)
         if self.ranks.max(int(groups.survivors is None)) == 1:  # a rank without survivors: all ranks skip
-            return self._skip_step(step, "no_survivors", groups, params, timer, step_start)
-        surv = groups.survivors
+            return self._skip_step(step, "no_survivors", groups, pruner, timer, step_start)
+        survivors = groups.survivors
         rewards = torch.as_tensor(groups.scored.rewards, dtype=torch.float32)
         labels = torch.as_tensor(groups.scored.correct, dtype=torch.float32)
-        advantages, rows = phases.step_advantages(rewards, surv.group_ids, algo)
-        # GPU with engine.enable_sleep_mode: the engine frees its KV cache and weights for the update, as verl and
-        # TRL do. A sync of every weight follows, so they are discarded (level 2, no host copy); a partial sync
-        # (model.trainable_layers) needs the others back, so they wait in host memory (level 1). CPU: a no-op.
-        asleep = self.engine.sleep(level=2 if self.cfg.model.trainable_layers is None else 1)
+        advantages, train_mask = phases.step_advantages(rewards, survivors.group_ids, algo, timer)
         reference = self._reference[0] if self._reference else None
-        logps = phases.logprob_phase(self.policy, reference, surv, rows, algo, self.pad_id, timer, self.ranks)
-        stats = phases.policy_update(self.policy, surv, advantages, rows, logps, algo, self.pad_id,
-                                     self.ranks.scaled(self.manual_backward), self._optimizer_step(), timer,
-                                     self.ranks)
-        head_metrics, gathered = self._learn_pruning(groups, labels, rewards, timer)
-        with timer("sync"):
-            phases.sync_engine(self.engine, policy_parts.engine_weights(self.policy, self.engine.dtype),
-                               self.head.state_dict(), asleep)
-        self._finish_step(step, groups, params, gathered, head_metrics, stats, timer, step_start)
+        with phases.engine_asleep(self.engine, timer, self._new_weights, self.cfg.model.trainable_layers is None):
+            logps = phases.logprob_phase(self.policy, reference, survivors, train_mask, algo, self.pad_id, timer,
+                                         self.ranks)
+            update = phases.UpdateInputs(survivors, advantages, train_mask, logps,
+                                         self.ranks.scaled(self.manual_backward), self._optimizer_step())
+            stats = phases.policy_update(self.policy, update, algo, self.pad_id, timer, self.ranks)
+            learned = self._learn_pruning(groups, labels, rewards, timer)
+        self._finish_step(step, groups, pruner, learned, stats, timer, step_start)
+
+    def _new_weights(self):
+        """The policy's weights in the engine's dtype and the head's state: what a sync sends the engine."""
+        return policy_parts.engine_weights(self.policy, self.engine.dtype), self.head.state_dict()
 
     def _optimizer_step(self):
         """The update's optimizer step: ``optimizer_step(last) -> grad norm``. Lightning counts every
@@ -207,14 +206,16 @@ class ArrolModule(L.LightningModule):
 
         return optimizer_step
 
-    def _learn_pruning(self, groups: StepGroups, labels: torch.Tensor, rewards: torch.Tensor, timer):
-        """Algorithm 1 line 10, the head's part: the calibrator and the head learn from every rank's survivors (one pruning
-        state), weighted 1/p with importance weighting, and the prompt head from this step's prompts. Returns the
-        head's metrics and the gathered ``(group ids, scores, labels, rewards)``."""
-        surv = groups.survivors
-        weights = 1.0 / surv.survival if self.cfg.pruning.importance_weighting else torch.ones_like(surv.survival)
+    def _learn_pruning(self, groups: StepGroups, labels: torch.Tensor, rewards: torch.Tensor,
+                       timer: phases.PhaseTimer) -> step_metrics.PruningUpdate:
+        """Algorithm 1 line 10, the head's part (timed as ``head``): the calibrator and the head learn from every
+        rank's survivors (one pruning state), weighted 1/p with importance weighting, and the prompt head from this
+        step's prompts."""
+        survivors = groups.survivors
+        weights = (1.0 / survivors.survival if self.cfg.pruning.importance_weighting
+                   else torch.ones_like(survivors.survival))
         group_ids, scores, labels, weights, features, rewards = self.ranks.gather_survivors(
-            surv.group_ids, surv.scores, labels, weights, surv.features, rewards)
+            survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards)
         head_scores = None
         if self.cfg.pruning.scorer != "head":  # the head the step started with (the engine's), on the same rows
             with torch.no_grad():
@@ -223,30 +224,23 @@ class ArrolModule(L.LightningModule):
             loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids))
             prompt_rows = groups.prompt_rows(labels, weights)
             prompt = {} if prompt_rows is None else self.prompt_scorer.learn(*prompt_rows)
-        return {"loss": loss, **{f"screen/prompt_head_{k}": v for k, v in prompt.items()}}, \
-            (group_ids, scores, labels, rewards, head_scores)
+        return step_metrics.PruningUpdate(
+            loss, prompt, step_metrics.AllSurvivors(group_ids, scores, labels, rewards, head_scores))
 
-    def _finish_step(self, step: int, groups: StepGroups, params, gathered, head: dict, stats: dict, timer,
-                     step_start: float) -> None:
+    def _finish_step(self, step: int, groups: StepGroups, pruner: PrunerParams, learned: step_metrics.PruningUpdate,
+                     stats: dict, timer, step_start: float) -> None:
         """The step's history row, logged; every rank's metrics reduced, and sample texts every ``text_every``."""
-        group_ids, scores, labels, rewards, head_scores = gathered
-        head_loss = head.pop("loss")
-        posteriors = params.posterior(scores) if len(self.calibrator) else None
-        quality = head_quality(scores, posteriors, labels, group_ids)  # the scorer's: what the decisions read
-        if head_scores is not None:
-            quality = head_quality(head_scores, None, labels, group_ids)
-        metrics = {**phases.step_metrics(groups.scored, groups.generation, params, self.cfg.pruning.keep_ratio,
-                                         rewards, labels, group_ids, quality, head_loss, stats),
-                   **phases.scorer_metrics(scores, labels, group_ids), **head, **groups.metrics}
+        metrics = step_metrics.trained(groups, pruner, learned, stats, self.cfg.pruning.keep_ratio,
+                                       len(self.calibrator) > 0)
         if not self.ranks.alone:
             metrics["ranks/pruning_state_identical"] = float(self.ranks.identical(
                 self.calibrator.state_dict(), self.head.state_dict(), self.pruning.replay.state_dict()))
         self.ranks.reduce_step_metrics(metrics)
         self._record(step, metrics, timer, step_start, len(groups.problems))
-        t, surv = self.cfg.trainer, groups.survivors
+        t, survivors = self.cfg.trainer, groups.survivors
         if t.sample_texts and step % t.text_every == 0 and self.loggers:
-            lines = [f"**reward {groups.scored.rewards[i]:.0f}**, gold `{surv.golds[i]}`\n\n```\n{surv.texts[i]}\n```"
-                     for i in range(min(t.sample_texts, len(surv.texts)))]
+            lines = [f"**reward {groups.scored.rewards[i]:.0f}**, gold `{survivors.golds[i]}`\n\n```\n"
+                     f"{survivors.texts[i]}\n```" for i in range(min(t.sample_texts, len(survivors.texts)))]
             for run_logger in self.loggers:
                 log_text(run_logger, "samples", "\n\n".join(lines), step)
 
@@ -268,18 +262,24 @@ class ArrolModule(L.LightningModule):
             self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
         self.log("keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
 
-    def _skip_step(self, step: int, reason: str, groups: StepGroups, params, timer, step_start: float) -> None:
+    def _skip_step(self, step: int, reason: str, groups: StepGroups, pruner: PrunerParams, timer,
+                   step_start: float) -> None:
         """A step that trains nothing: no reward, update, head or calibrator change. The optimizer still
         steps (every parameter's gradient is None, so AdamW leaves weights and moments alone) because
         Lightning counts steps by optimizer steps, and the prompt stream's position is the step count."""
         self.skipped[reason] += 1
-        logger.warning("step %d skipped (%s): all %d rollouts were pruned; %d steps skipped so far",
-                       step, reason, len(groups.generation.rollouts), sum(self.skipped.values()))
+        if groups.survivors is None:  # this rank's rollouts were all pruned (the others skip with it, silently)
+            logger.warning(skip_warning(step, reason, len(groups.generation.rollouts), self.ranks,
+                                        sum(self.skipped.values())))
         opt = self.optimizers()
         opt.zero_grad(set_to_none=True)
         opt.step()
-        metrics = {**phases.generation_metrics(groups.generation, self.cfg.pruning.keep_ratio, params.active),
-                   "pruning/delta": params.delta}
+        metrics = step_metrics.skipped(groups, pruner, self.cfg.pruning.keep_ratio)
         self.ranks.reduce_step_metrics(metrics)
         self._record(step, metrics, timer, step_start, len(groups.problems))
 
+
+def skip_warning(step: int, reason: str, rollouts: int, ranks: distributed.RankSync, skipped: int) -> str:
+    """The warning of the rank whose ``rollouts`` were all pruned at ``step``; with several ranks it names the rank."""
+    whose = f"all {rollouts} rollouts" + ("" if ranks.alone else f" of rank {ranks.rank}")
+    return f"step {step} skipped ({reason}): {whose} were pruned; {skipped} steps skipped so far"

@@ -13,6 +13,9 @@ Decisions:
 - The head is trained (:mod:`arrol_pl.core.head_training`) with BCE on the detached detect-time features
   the engine returned, labelled by final correctness; with importance weighting each survivor counts 1/p.
 - Policy weights go to the engine as (HF name, full tensor) pairs; under FSDP the caller gathers them.
+- Each phase times itself on the step's :class:`PhaseTimer`, under the name its ``time/<name>`` metric carries
+  (generation, reward and screen in the rounds, :mod:`.rollouts`; the others here and in the module's head
+  phase), so the step itself times nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -30,14 +33,14 @@ from torch import nn
 
 from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
-from arrol_pl.core.metrics import balance_stats, binary_auc, within_group_auc
 from arrol_pl.train.config import AlgoConfig
 from arrol_pl.train.distributed import ONE_RANK, RankSync, micro_batch_count
 from arrol_pl.train.logprobs import MicroBatch, gather_rows, make_micro_batches, response_log_probs, score_rows
 
 
 class PhaseTimer:
-    """Accumulates wall seconds per named phase (Table 5's decomposition)."""
+    """Accumulates wall seconds per named phase (Table 5's decomposition): ``with timer("update"): ...`` inside
+    the phase; a phase run several times in a step (refill's rounds, PPO mini-batches) adds up."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
@@ -110,11 +113,15 @@ def sum_norm(algo: AlgoConfig, width: int, n_seq: int) -> dict[str, int | float]
     return {"norm_length": algo.loss_scale_factor or algo.max_response_tokens, "total_seqs": n_seq}
 
 
-def step_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, algo: AlgoConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """Group advantages over survivors and the rows that train (all, or DAPO's dynamic-sampling filter)."""
-    adv = compute_advantages(algo.advantage, rewards, group_ids, lone="verl" if algo.verl_parity else "zero")
-    train_rows = dynamic_sampling_mask(rewards, group_ids) if algo.dynamic_sampling else torch.ones_like(rewards, dtype=torch.bool)
-    return adv, train_rows
+def step_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, algo: AlgoConfig,
+                    timer: PhaseTimer) -> tuple[torch.Tensor, torch.Tensor]:
+    """The advantage phase (timed as ``advantage``): group advantages ``(N,)`` over survivors and ``train_mask``
+    ``(N,)``, the survivors that train (all, or DAPO's dynamic-sampling filter)."""
+    with timer("advantage"):
+        adv = compute_advantages(algo.advantage, rewards, group_ids, lone="verl" if algo.verl_parity else "zero")
+        train_mask = (dynamic_sampling_mask(rewards, group_ids) if algo.dynamic_sampling
+                      else torch.ones_like(rewards, dtype=torch.bool))
+    return adv, train_mask
 
 
 @dataclass
@@ -150,12 +157,12 @@ def logprob_mismatch(old: Sequence[torch.Tensor], rollout: Sequence[torch.Tensor
     return out
 
 
-def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Survivors, rows: torch.Tensor,
+def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Survivors, train_mask: torch.Tensor,
                   algo: AlgoConfig, pad_id: int, timer: PhaseTimer, ranks: RankSync = ONE_RANK) -> StepLogProbs:
-    """Old log-probs of the training rows under the current policy and, with a KL term, the reference's
-    (Table 5's log-prob phase), each once per step, without gradient, in length buckets. ``ranks``: the ranks a
-    sharded policy spans (:mod:`.distributed`), which this one matches forward for forward."""
-    idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
+    """Old log-probs of the survivors in ``train_mask`` under the current policy and, with a KL term, the
+    reference's (Table 5's log-prob phase), each once per step, without gradient, in length buckets. ``ranks``: the
+    ranks a sharded policy spans (:mod:`.distributed`), which this one matches forward for forward."""
+    idx = torch.nonzero(train_mask, as_tuple=True)[0].tolist()
     prompts = [survivors.prompt_ids[i] for i in idx]
     responses = [survivors.response_ids[i] for i in idx]
     if survivors.rollout_log_probs is None and algo.rollout_is_cap is not None:
@@ -292,35 +299,41 @@ def old_log_probs(logps: StepLogProbs, algo: AlgoConfig, reused: _ReusedOld) -> 
     return this_forward
 
 
-def policy_update(
-    policy: nn.Module,
-    survivors: Survivors,
-    advantages: torch.Tensor,
-    rows: torch.Tensor,
-    logps: StepLogProbs,
-    algo: AlgoConfig,
-    pad_id: int,
-    backward: Callable[[torch.Tensor], None],
-    optimizer_step: Callable[[bool], float],
-    timer: PhaseTimer,
-    ranks: RankSync = ONE_RANK,
-) -> dict[str, float]:
-    """``algo.ppo_epochs`` passes over :func:`ppo_mini_batches` of the training rows: per mini-batch, its rows
-    re-batched into length buckets, the PPO loss against ``logps.old`` accumulated over the buckets with the
-    mini-batch's own normaliser (so bucketing does not change the loss), then one optimizer step.
+@dataclass
+class UpdateInputs:
+    """What one step's update trains on and how its losses reach the optimizer (:func:`policy_update`)."""
 
-    ``backward(loss)`` is the caller's (Lightning's ``manual_backward``); ``optimizer_step(last)`` clips,
-    steps, zeroes the gradients and returns the gradient norm before clipping (``last``: the step's final
-    one). With no training row it is still called once, on no gradient: the trainer counts training steps
-    by optimizer steps. Returns the step's loss statistics.
+    survivors: Survivors
+    advantages: torch.Tensor
+    """``(N,)``, one per survivor (:func:`step_advantages`)."""
+    train_mask: torch.Tensor
+    """``(N,)`` bool: the survivors that train."""
+    logps: StepLogProbs
+    """The log-prob phase's output on the survivors in ``train_mask``."""
+    backward: Callable[[torch.Tensor], None]
+    """``backward(loss)``: the caller's (Lightning's ``manual_backward``; with several ranks ``ranks.scaled(...)``)."""
+    optimizer_step: Callable[[bool], float]
+    """``optimizer_step(last)``: clips, steps, zeroes the gradients and returns the gradient norm before clipping
+    (``last``: the step's final one)."""
+
+
+def policy_update(policy: nn.Module, inputs: UpdateInputs, algo: AlgoConfig, pad_id: int, timer: PhaseTimer,
+                  ranks: RankSync = ONE_RANK) -> dict[str, float]:
+    """``algo.ppo_epochs`` passes over :func:`ppo_mini_batches` of the training rows: per mini-batch, its rows
+    re-batched into length buckets, the PPO loss against ``inputs.logps.old`` accumulated over the buckets with the
+    mini-batch's own normaliser (so bucketing does not change the loss), then one optimizer step (timed as
+    ``update`` and ``optimizer``). With no training row ``inputs.optimizer_step`` is still called once, on no
+    gradient: the trainer counts training steps by optimizer steps. Returns the step's loss statistics.
 
     ``ranks`` (:mod:`.distributed`): the normaliser of each mini-batch is its count over all ranks, and this
     rank runs as many mini-batches and micro-batches as the busiest rank (idle ones add nothing); ``backward``
     must be ``ranks.scaled(...)``. The statistics stay this rank's. One rank alone: all of this is the identity.
     """
+    survivors, advantages, logps = inputs.survivors, inputs.advantages, inputs.logps
+    backward, optimizer_step = inputs.backward, inputs.optimizer_step
     reused = _ReusedOld()
     old_of = old_log_probs(logps, algo, reused)
-    idx = torch.nonzero(rows, as_tuple=True)[0].tolist()
+    idx = torch.nonzero(inputs.train_mask, as_tuple=True)[0].tolist()
     minis = ppo_mini_batches(survivors.group_ids, idx, algo.num_mini_batches)
     minis += [[] for _ in range(ranks.max(len(minis)) - len(minis))]
     stats = _LossStats()
@@ -369,62 +382,25 @@ def policy_update(
             "trained_rollouts": float(len(idx)), **logps.metrics, **reused.metrics(algo.rollout_is_cap)}
 
 
-def step_metrics(scored, gen, params, keep_ratio_target: float, rewards: torch.Tensor, labels: torch.Tensor,
-                 group_ids: torch.Tensor, head: dict[str, float], head_loss: float,
-                 policy: dict[str, float]) -> dict[str, float]:
-    """A trained step's history row (before its times): rewards, generation and pruning, balance, the head's quality
-    (``head``, from :func:`~arrol_pl.core.head_training.head_quality`) and loss, and the update's ``policy`` stats.
-    ``rewards``, ``labels``, ``group_ids``: every rank's survivors, gathered."""
-    metrics = {
-        "reward/mean": float(rewards.mean()),
-        "reward/accuracy": float(labels.mean()),
-        **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
-        **generation_metrics(gen, keep_ratio_target, params.active),
-        **balance_metrics(labels, group_ids),
-        # undefined (one class, no posteriors yet): left out of the history
-        **{f"head/{k}": v for k, v in head.items() if not math.isnan(v)},
-        "head/loss": head_loss,
-        **{f"policy/{k}": v for k, v in policy.items()},
-        "pruning/delta": params.delta,
-    }
-    for key in ("window_auc", "window_within_auc"):  # undefined until the window holds both outcomes
-        if math.isfinite(getattr(params, key)):      # (NaN breaks equality)
-            metrics[f"pruning/{key}"] = getattr(params, key)
-    return metrics
+@contextmanager
+def engine_asleep(engine, timer: PhaseTimer, new_weights: Callable[[], tuple[Iterable, Mapping[str, torch.Tensor]]],
+                  every_weight: bool = True) -> Iterator[None]:
+    """The engine asleep through the block (log-probs, update and head) and awake after it, holding the updated
+    policy and head (Algorithm 1 l. 14; timed as ``sync``). ``new_weights() -> (policy weights, head state)`` is
+    called once the block is done.
 
-
-def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
-    """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect) against the
-    survivors' outcomes, over the batch and within groups; undefined ones (one class) left out."""
-    out = {"scorer/auc": binary_auc(scores, labels), "scorer/within_auc": within_group_auc(scores, labels, group_ids)}
-    return {k: v for k, v in out.items() if not math.isnan(v)}
-
-
-def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -> dict[str, float]:
-    rollouts = result.rollouts
-    eligible = [r for r in rollouts if r.eligible]
-    return {
-        "pruning/keep_ratio": result.keep_ratio,
-        "pruning/keep_ratio_target": keep_ratio_target if pruning_active else 1.0,
-        "pruning/eligible_fraction": len(eligible) / max(len(rollouts), 1),
-        "pruning/active": float(pruning_active),
-        "tokens/generated": float(result.generated_tokens),
-        "tokens/kept": float(sum(len(r.response_token_ids) for r in rollouts if not r.pruned)),
-    }
-
-
-def balance_metrics(rewards: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
-    stats = balance_stats(rewards, group_ids)
-    return {"balance/positive_ratio": stats["positive_ratio"], "balance/rho_1_minus_rho": stats["balance"],
-            "balance/zero_advantage_fraction": stats["zero_advantage_fraction"]}
-
-
-def sync_engine(engine, weights, head_state, asleep: bool) -> None:
-    """Algorithm 1 l. 14: the updated policy and head into the engine. An engine that slept through the update
-    (:meth:`~arrol_pl.engine.protocol.RolloutEngine.sleep`) wakes its weights first, takes the sync, then wakes its
-    KV cache: the cache is never allocated while the sync's gathered tensors are."""
-    if asleep:
-        engine.wake_up(["weights"])
-    engine.sync_weights(weights, head_state)
-    if asleep:
-        engine.wake_up(["kv_cache"])
+    GPU with ``engine.enable_sleep_mode``: the engine frees its KV cache and weights for the update, as verl and TRL
+    do (:meth:`~arrol_pl.engine.protocol.RolloutEngine.sleep`). A sync of every weight follows, so they are
+    discarded (level 2, no host copy); a partial sync (``every_weight`` False: ``model.trainable_layers``) needs the
+    others back, so they wait in host memory (level 1). Waking, the weights come back first, take the sync, then
+    the KV cache: it is never allocated while the sync's gathered tensors are. CPU: sleep is a no-op and this is
+    the sync alone. A block that raises leaves the engine asleep: the step failed, and an engine woken without
+    the sync would generate with weights it discarded."""
+    asleep = engine.sleep(level=2 if every_weight else 1)
+    yield
+    with timer("sync"):
+        if asleep:
+            engine.wake_up(["weights"])
+        engine.sync_weights(*new_weights())
+        if asleep:
+            engine.wake_up(["kv_cache"])

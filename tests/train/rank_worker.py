@@ -25,8 +25,8 @@ from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config import AlgoConfig
 from arrol_pl.train.distributed import RankSync, full_value, full_weights, shard_policy, shard_prompts
 from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
-from arrol_pl.train.phases import (PhaseTimer, Survivors, balance_metrics, logprob_phase, policy_update,
-                                   step_advantages)
+from arrol_pl.train.phases import PhaseTimer, Survivors, UpdateInputs, logprob_phase, policy_update, step_advantages
+from arrol_pl.train.step_metrics import balance_metrics
 
 GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
 """Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""
@@ -99,7 +99,8 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
         shard_policy(policy, mesh)
         shard_policy(reference, mesh)  # as the trainer does: a forward gathers one block at a time
     surv, rewards = rank_share(*step_rollouts(), rank, world_size)
-    advantages, rows = step_advantages(rewards, surv.group_ids, ALGO)
+    timer = PhaseTimer()
+    advantages, train_mask = step_advantages(rewards, surv.group_ids, ALGO, timer)
     optimizer = torch.optim.SGD(policy.parameters(), lr=LR)
     norms: list[float] = []
 
@@ -110,10 +111,10 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
         norms.append(float(full_value(norm)))
         return norms[-1]
 
-    timer = PhaseTimer()
-    logps = logprob_phase(policy, reference, surv, rows, ALGO, 0, timer, ranks)
+    logps = logprob_phase(policy, reference, surv, train_mask, ALGO, 0, timer, ranks)
     backward = ranks.scaled(lambda loss: loss.backward())
-    policy_update(policy, surv, advantages, rows, logps, ALGO, 0, backward, optimizer_step, timer, ranks)
+    policy_update(policy, UpdateInputs(surv, advantages, train_mask, logps, backward, optimizer_step), ALGO, 0, timer,
+                  ranks)
     return {k: v.detach().cpu().clone() for k, v in full_weights(iter(policy.state_dict().items()))}, norms
 
 

