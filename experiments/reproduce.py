@@ -133,7 +133,7 @@ def find_run(sweep_dir: Path, **pruning) -> Path:
 def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]:
     """Part → argv (or several, run one after another), resolved lazily by the caller (later parts read earlier
     parts' outputs)."""
-    from arrol_pl.analysis.results.peers import TASKS as PEER_TASKS
+    from results_page.peers import TASKS as PEER_TASKS
 
     py, out, ov = sys.executable, args.out, list(args.overrides)
     quick_train = ["trainer.max_steps=4", "trainer.eval_every=2", "pruning.cold_start_steps=1", "data.num_heldout=8"] if args.quick else []

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> None:
-    from arrol_pl.analysis.results.page import SECTION_KEYS, build_page
+    from results_page.page import SECTION_KEYS, build_page
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("results", type=Path, help="a directory written by experiments/reproduce.py")
@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     print(text.split("\n### Every claim")[0])
     print(f"wrote {args.output}")
     if args.output.resolve() == (ROOT / "docs" / "results.md").resolve():
-        from arrol_pl.analysis.results.headline import update_readme
-        from arrol_pl.analysis.results.page import page_headline
+        from results_page.headline import update_readme
+        from results_page.page import page_headline
 
         if update_readme(ROOT / "README.md", page_headline(args.output)):
             print("wrote README.md's results table")

@@ -1,6 +1,7 @@
 """The gradient probe (arrol_pl.analysis.grad_probe): its measures on hand-built cases, the subsets' parts, the
 survival rules on a constructed group, the gradients against training's own loss on a tiny real policy, and the whole
-command on that policy with the real engine, its JSON rendered as the results page's section."""
+command on that policy with the real engine (the results page renders its JSON in
+tests/experiments/test_results_grad_probe.py)."""
 
 import json
 import math
@@ -15,9 +16,7 @@ from arrol_pl.analysis.grad_probe.config import load_grad_probe_config
 from arrol_pl.analysis.grad_probe.gradients import after_step, prompt_log_probs, subset_gradient
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference
 from arrol_pl.analysis.grad_probe.subsets import Parts, balance, compared_rules, pruner_params, subset_rows, survivors
-from arrol_pl.analysis.grad_probe.tables import subset_title
 from arrol_pl.analysis.head_probe.fit import fit_calibrator
-from arrol_pl.analysis.results.grad_probe import section_grad_probe
 from arrol_pl.core.advantages import grpo_advantages
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.core.pruning import BALANCE_TARGETS
@@ -26,6 +25,8 @@ from arrol_pl.train.config_loader import ConfigError
 from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
 
 ROOT = Path(__file__).resolve().parents[2]
+PROBE_FIXTURE = ROOT / "tests" / "fixtures" / "grad_probe.json"
+"""A real run's JSON that the results page's test renders (tests/experiments/test_results_grad_probe.py)."""
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
 RESPONSES = [[20, 21, 22], [23, 24, 25, 26, 27], [28], [30, 31, 32, 33], [34, 35], [36, 37, 38]]
 GROUPS = [0, 0, 0, 1, 1, 1]
@@ -213,11 +214,13 @@ def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
     assert result["subsets"]["fresh"]["kept_share"]["mean"] == pytest.approx(0.5)
     assert math.isfinite(result["margin"]["base"]) and result["margin"]["problems"] >= 1
     assert "| subset | cosine to reference ± SE |" in run.stdout
-    results = tmp_path / "results" / "grad_probe" / "tiny"
-    results.mkdir(parents=True)
-    (results / "grad_probe.json").write_text(json.dumps(result))
-    lines, claims = section_grad_probe(tmp_path / "results")
-    text = "\n".join(lines)
-    assert lines[0].startswith("## ") and "### tiny" in text and claims == []
-    assert text.count(f"| tiny | {subset_title(result, f'{rules[0]}/oracle_1')} |") == 3  # one row per measure
-    assert "Not run" in section_grad_probe(tmp_path / "nothing")[0][2]
+    fixture = json.loads(PROBE_FIXTURE.read_text())
+    assert key_paths(result) == key_paths(fixture), (
+        f"the probe's JSON changed shape: rewrite {PROBE_FIXTURE} (the results page's test renders it) from this run")
+
+
+def key_paths(value, prefix: str = "") -> set[str]:
+    """Every key path of nested dicts (``subsets/all/cosine/mean``): a JSON's shape apart from its numbers."""
+    if not isinstance(value, dict):
+        return set()
+    return {path for key, item in value.items() for path in {f"{prefix}{key}"} | key_paths(item, f"{prefix}{key}/")}

@@ -46,7 +46,7 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     assert parity["head_input"] == "last+stats" and parity["stats_max_abs_diff"] < 1e-6
     assert pretrained["votes"]["problems"]["k"] == 2
 
-    from arrol_pl.analysis.results.page import SECTION_KEYS, split_page
+    from results_page.page import SECTION_KEYS, split_page
 
     text = page.read_text()
     sections = split_page(text)

@@ -46,7 +46,7 @@ def test_a_part_of_several_commands_runs_them_in_order_into_one_log(reproduce, t
 
 
 def test_a_page_after_some_parts_rebuilds_only_their_sections(reproduce, tmp_path: Path):
-    from arrol_pl.analysis.results.page import SECTION_KEYS
+    from results_page.page import SECTION_KEYS
 
     page = tmp_path / "results.md"
     args = reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "seeds", "kappa", "page"])
@@ -76,7 +76,9 @@ def test_the_gradient_probe_is_one_opt_in_part_of_a_command_per_policy(reproduce
 def test_the_peer_benchmark_is_one_opt_in_part_of_a_command_per_task(reproduce, tmp_path: Path):
     assert "peers" in reproduce.OPT_IN and reproduce.PART_SECTIONS["peers"] == ("peers",)
     argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["peers"]
-    assert [argv[1] for argv in argvs] == ["experiments/bench_peers.py"] * 2
+    assert [argv[1] for argv in argvs] == ["experiments/bench_peers.py"] * 3
     # section 15 reads peers/<task>/peers.json
-    assert [argv[-2:] for argv in argvs] == [["--out", str(tmp_path / "peers" / task)] for task in ("default", "long")]
+    assert [argv[-2:] for argv in argvs] == [["--out", str(tmp_path / "peers" / task)]
+                                             for task in ("default", "long", "long_all_slots")]
     assert argvs[1][2:4] == ["--preset", "bench_phases"]
+    assert argvs[2][2:5] == ["--preset", "bench_phases", "engine.max_num_seqs=128"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arrol_pl.analysis.results.common import Claim, load_json
+from .common import Claim, load_json
 
 TASKS = (("default", "The default task (tiny policy, `conf/config.yaml`)", []),
          ("long", "The long-answer task (`+exp=bench_phases`: its vLLM slots capped at a quarter of the batch, the "

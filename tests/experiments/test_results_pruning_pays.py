@@ -1,4 +1,4 @@
-"""The results page's section 13 (arrol_pl.analysis.results.pruning_pays) from synthetic runs of +exp=pruning_pays:
+"""The results page's section 13 (results_page.pruning_pays) from synthetic runs of +exp=pruning_pays:
 arms by their overrides, paired with GRPO G = 8 by seed and by problem, the break-even AUC of the oracle ladder on
 the AUC within groups, the time to GRPO's final accuracy (a share of GRPO's own time to it) on the oracle's credited
 clock, the figures and the verdicts, each judged on its 95 % t interval over the seeds."""
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.analysis.results.page import SECTION_KEYS, build_page
-from arrol_pl.analysis.results.pruning_pays import (Arm, break_even, named, oracle_ladders, point_label, reach_shares,
-                                                    scorer_points, section_pruning_pays, study_arms, versus)
 from arrol_pl.analysis.runs import sweep_runs
 from arrol_pl.train.summary import RunSummary
+
+from results_page.page import SECTION_KEYS, build_page
+from results_page.pruning_pays import (Arm, break_even, named, oracle_ladders, point_label, reach_shares, scorer_points,
+                                       section_pruning_pays, study_arms, versus)
 
 ROOT = Path(__file__).resolve().parents[2]
 GRPO_AFTER = 0.40

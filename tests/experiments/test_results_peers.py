@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from arrol_pl.analysis.results.page import SECTION_KEYS
-from arrol_pl.analysis.results.peers import section_peers
+from results_page.page import SECTION_KEYS
+from results_page.peers import section_peers
 
 
 def peers_json(root: Path, task: str, grpo_vs_bare: float, speedups: dict[str, float], slots: int = 256) -> None:

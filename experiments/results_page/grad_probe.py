@@ -17,8 +17,9 @@ from typing import Any
 from arrol_pl.analysis.formatting import table_lines
 from arrol_pl.analysis.grad_probe.tables import (MEASURES, beyond_noise, estimate, margin_spec, subset_table,
                                                  subset_title)
-from arrol_pl.analysis.results.common import Claim, load_json
 from arrol_pl.core.metrics import t_quantile
+
+from .common import Claim, load_json
 
 HEADING = "## 14. Does choosing the survivors improve the update? The gradient probe (beyond the paper)"
 RUN_HINT = ("`python experiments/reproduce.py --only grad_probe page` (the tiny policy and SmolLM2, about 35 min on 2 "

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.analysis.paper import PAPER_TABLE4
-from arrol_pl.analysis.results.common import Claim
-from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE
-from arrol_pl.analysis.results.ladder import LEGACY_RULE
 from arrol_pl.analysis.runs import (comparable, paired_difference, pairs_by_seed, per_step_after_cold_start,
                                     sweep_runs)
 from arrol_pl.analysis.significance import INTERVAL, Estimate, SeedMean, seed_mean
 from arrol_pl.train.summary import RunSummary
+
+from .common import NOT_DISTINGUISHABLE, Claim
+from .ladder import LEGACY_RULE
+from .paper import PAPER_TABLE4
 
 
 ONLINE_HEAD_TARGET = "online head: accuracy ≥ majority + 5 points, AUC ≥ 0.75"

@@ -1,5 +1,5 @@
 """The results page itself: the header, the summary of what reproduced, how to read it, then every section
-(:mod:`arrol_pl.analysis.results`)."""
+(:mod:`results_page`)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,19 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from arrol_pl.analysis.results.common import Claim, load_json
-from arrol_pl.analysis.results.default_task import (section_balance, section_head, section_kappa, section_phases,
-                                                    section_seeds, section_voting, section_wallclock)
-from arrol_pl.analysis.results.grad_probe import section_grad_probe
-from arrol_pl.analysis.results.headline import headline_table
-from arrol_pl.analysis.results.online import section_online, section_online_balance, section_online_spread
-from arrol_pl.analysis.results.peers import section_peers
-from arrol_pl.analysis.results.pretrained import section_pretrained
-from arrol_pl.analysis.results.pruning_pays import section_pruning_pays
-from arrol_pl.analysis.results.screen import section_screen
 from arrol_pl.analysis.runs import pick, sweep_runs
 from arrol_pl.train.summary import RunSummary
+
+from .common import Claim, load_json
+from .default_task import (section_balance, section_head, section_kappa, section_phases, section_seeds, section_voting,
+                           section_wallclock)
+from .grad_probe import section_grad_probe
+from .headline import headline_table
+from .online import section_online, section_online_balance, section_online_spread
+from .peers import section_peers
+from .pretrained import section_pretrained
+from .pruning_pays import section_pruning_pays
+from .screen import section_screen
 
 
 def reading(kappa_runs: list[RunSummary]) -> list[str]:

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.analysis.results.common import Claim
-from arrol_pl.analysis.results.online import equal_time_section
 from arrol_pl.analysis.runs import comparable, paired_difference, pairs_by_seed, pick_config, sweep_runs
 from arrol_pl.analysis.significance import INTERVAL
 from arrol_pl.core.screening import AuditCounts
 from arrol_pl.train.summary import RunSummary
+
+from .common import Claim
+from .online import equal_time_section
 
 
 def _arm(algo: str, policy: str, stages: str = "none", **algo_values: Any) -> dict[str, Any]:

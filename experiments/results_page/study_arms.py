@@ -1,6 +1,6 @@
 """The arms of the pruning study (``+exp=pruning_pays``) read from its sweep: each arm's runs by seed, the AUC it stands
 at on the break-even axis, its difference to GRPO G = 8 and its time to GRPO's final accuracy. Section 13
-(:mod:`arrol_pl.analysis.results.pruning_pays`) states the decisions; this module reads the runs by them.
+(:mod:`.pruning_pays`) states the decisions; this module reads the runs by them.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Sequence
 
 from arrol_pl.analysis.history import read_history
-from arrol_pl.analysis.results.ladder import LEGACY_RULE, rule_name
 from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_difference
 from arrol_pl.analysis.sweep import SEED_OVERRIDE
 from arrol_pl.core.metrics import reach_share
 from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
 from arrol_pl.train.summary import RunSummary
+
+from .ladder import LEGACY_RULE, rule_name
 
 BASELINE, CONTROL = "grpo", "grpo_g4"
 SCORERS = {"arrol": "the learned head", "arrol_confidence": "DeepConf", "arrol_checker": "the checker",

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.analysis.results.common import Claim
-from arrol_pl.analysis.results.headline import (HEADLINE, headline_table, readme_block, row_targets, row_verdict,
-                                                update_readme)
-from arrol_pl.analysis.results.page import build_page, page_headline
+from results_page.common import Claim
+from results_page.headline import HEADLINE, headline_table, readme_block, row_targets, row_verdict, update_readme
+from results_page.page import build_page, page_headline
 
 ROOT = Path(__file__).resolve().parents[2]
 

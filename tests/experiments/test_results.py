@@ -1,4 +1,4 @@
-"""docs/results.md generation (arrol_pl.analysis.results): numbers come from the outputs, verdicts from criteria."""
+"""docs/results.md generation (experiments/results_page): numbers come from the outputs, verdicts from criteria."""
 
 import json
 import shutil
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.analysis.results.page import build_page
 from arrol_pl.core.metrics import time_to_reach
+
+from results_page.page import build_page
 
 
 def write_run(job: Path, pruning: dict, summary: dict, history: list[dict]) -> None:
@@ -598,7 +599,7 @@ def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(res
 
 
 def test_the_gradient_probe_is_the_pages_fourteenth_section_and_says_how_to_run_it(results_dir: Path, tmp_path: Path):
-    from arrol_pl.analysis.results.page import SECTION_KEYS
+    from results_page.page import SECTION_KEYS
 
     assert SECTION_KEYS.index("grad_probe") == 13
     page = tmp_path / "page.md"

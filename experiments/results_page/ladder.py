@@ -1,4 +1,4 @@
-"""Reading an oracle ladder of section 13 (:mod:`arrol_pl.analysis.results.pruning_pays`): the points
+"""Reading an oracle ladder of section 13 (:mod:`.pruning_pays`): the points
 ``(AUC within groups, difference to GRPO G = 8)`` of one survival rule, where they cross 0 going up (the break-even
 AUC), whether that crossing is more than noise, how the difference moves with the AUC (the slope within seeds), the
 break-even figure and the headline's words.

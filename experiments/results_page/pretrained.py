@@ -10,9 +10,10 @@ from typing import Any, Sequence
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.head_probe.replay import VOTE_RULES
 from arrol_pl.analysis.head_probe.tables import BALANCE_TITLES, votes_table
-from arrol_pl.analysis.results.common import Claim, load_json, parity, verdict
-from arrol_pl.analysis.results.default_task import share_of
 from arrol_pl.analysis.runs import comparable
+
+from .common import Claim, load_json, parity, verdict
+from .default_task import share_of
 
 BALANCE_ARMS_SHOWN = tuple(BALANCE_TITLES.items())
 ARROL_BALANCE_ARMS = tuple((arm, title) for arm, title in BALANCE_ARMS_SHOWN if arm.startswith("arrol"))

@@ -1,4 +1,4 @@
-"""The results page's section 10 (arrol_pl.analysis.results.online.section_online_balance) from synthetic sweeps of
+"""The results page's section 10 (results_page.online.section_online_balance) from synthetic sweeps of
 +exp=smollm2_balance: whichever of ARRoL's survival rules ran, each against random pruning seed by seed and over the
 seeds on its 95 % t interval with seeds − 1 degrees of freedom, the direction against the paper's Table 4, and the
 claim the headline row reads (the default rule's)."""
@@ -8,10 +8,9 @@ import math
 import shutil
 from pathlib import Path
 
+from results_page.online import section_online_balance
+from results_page.page import anchor, build_page
 from test_results import write_run
-
-from arrol_pl.analysis.results.online import section_online_balance
-from arrol_pl.analysis.results.page import anchor, build_page
 
 RULES = {"anchored": {"balance_target": "anchored"}, "global": {"balance_target": "global"},
          "spread": {"balance_target": "spread"}, "random": {"policy": "random"}}
@@ -172,6 +171,6 @@ def test_a_missing_sweep_says_how_to_run_it(tmp_path: Path):
 
 
 def test_a_run_without_a_held_out_set_shows_n_a_not_a_bare_plus_minus():
-    from arrol_pl.analysis.results.online import with_se
+    from results_page.online import with_se
 
     assert with_se(None, None) == "n/a" and with_se(0.25, 0.03) == "0.250 ± 0.030"

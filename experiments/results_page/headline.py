@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Sequence
 
 from arrol_pl.analysis.formatting import table_lines
-from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE, Claim
+
+from .common import NOT_DISTINGUISHABLE, Claim
 
 
 @dataclass(frozen=True)

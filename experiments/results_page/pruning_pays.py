@@ -44,18 +44,17 @@ from pathlib import Path
 from typing import Sequence
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.analysis.results.common import NOT_DISTINGUISHABLE, Claim
-from arrol_pl.analysis.results.ladder import (at_or_above, break_even, distinguished, headline_text, ladder_name,
-                                              plot_break_even, slope_text)
-from arrol_pl.analysis.results.study_arms import (BASELINE, CONTROL, POOLED, SCORERS, Arm, AucReading, credited_share,
-                                                  curve, median_share, named, reach_shares, share_text, study_arms,
-                                                  versus)
 from arrol_pl.analysis.runs import PairedDifference, sweep_runs
 from arrol_pl.analysis.significance import INTERVAL, detectable_span
 from arrol_pl.analysis.wallclock import plot_wallclock
 from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
 from arrol_pl.train.summary import RunSummary
+
+from .common import NOT_DISTINGUISHABLE, Claim
+from .ladder import at_or_above, break_even, distinguished, headline_text, ladder_name, plot_break_even, slope_text
+from .study_arms import (BASELINE, CONTROL, POOLED, SCORERS, Arm, AucReading, credited_share, curve, median_share,
+                         named, reach_shares, share_text, study_arms, versus)
 
 HEADING = ("## 13. When does pruning pay? Scorers at L_detect, the oracle ladder and the cost-matched control "
            "(beyond the paper)")

@@ -24,13 +24,14 @@ from pathlib import Path
 
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.history import read_history
-from arrol_pl.analysis.paper import PAPER_TABLE3, PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6
-from arrol_pl.analysis.results.common import Claim, load_json, parity, verdict
 from arrol_pl.analysis.runs import comparable, heldout_curve, pairs_by_seed, pick, sweep_runs
 from arrol_pl.analysis.significance import INTERVAL, Estimate
 from arrol_pl.analysis.sweep import seed_table
 from arrol_pl.core.metrics import mean_sd_se, reach_share, time_to_reach
 from arrol_pl.train.summary import RunSummary
+
+from .common import Claim, load_json, parity, verdict
+from .paper import PAPER_TABLE3, PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6
 
 
 def section_phases(root: Path) -> tuple[list[str], list[Claim]]:
