@@ -79,6 +79,8 @@ def quiet_console() -> None:
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
                             category=FutureWarning)
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning)
+    # the prompt stream is a seeded function of the step, so a resume mid-"epoch" is exact (checkpoint.py)
+    warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
     logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
 
 

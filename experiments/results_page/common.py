@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,9 @@ detected (:mod:`arrol_pl.analysis.significance`), never as a tie."""
 PAPER_VERDICTS = ("reproduced", "partly reproduced", NOT_DISTINGUISHABLE, "not reproduced")
 """What the page can say of a claim of the paper."""
 FORMER_VERDICTS = {"tied within noise": NOT_DISTINGUISHABLE}
+FORMER_CRITERION = "two standard errors"
+"""The cutoff kept claims were once judged by; :meth:`Claim.from_json` judges them again from their own figures."""
+SEED_FIGURES = re.compile(r"([+-]?\d+\.\d+) ± (\d+\.\d+) over (\d+) seed")
 """Verdicts a page's claims (``docs/results.json``) were written with before, and what they read as now."""
 
 
@@ -61,8 +65,27 @@ class Claim:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Claim":
         paper = data.get("paper")
-        return cls(**{**data, "paper": FORMER_VERDICTS.get(paper, paper),
-                      "targets": tuple((what, bool(met)) for what, met in data.get("targets", ()))})
+        claim = cls(**{**data, "paper": FORMER_VERDICTS.get(paper, paper),
+                       "targets": tuple((what, bool(met)) for what, met in data.get("targets", ()))})
+        return claim.restated()
+
+    def restated(self) -> "Claim":
+        """A claim kept from a page that judged a difference over seeds by two standard errors, judged again as the
+        page judges now (:class:`~arrol_pl.analysis.significance.Estimate`: its 95 % t interval on seeds − 1
+        degrees of freedom) from the mean ± SE and seed count its text records; any other claim as it is."""
+        found = SEED_FIGURES.search(self.text)
+        stale = FORMER_CRITERION in self.detail or any(FORMER_CRITERION in what for what, _ in self.targets)
+        if not stale or found is None or int(found.group(3)) < 2:
+            return self
+        from arrol_pl.analysis.significance import INTERVAL, Estimate
+
+        e = Estimate(float(found.group(1)), float(found.group(2)), int(found.group(3)) - 1)
+        paper = (None if self.paper is None else "reproduced" if e.ahead else
+                 NOT_DISTINGUISHABLE if e.mean >= 0 else "not reproduced")
+        targets = tuple((re.sub(r"by more than two standard errors", f"beyond {INTERVAL}", what), e.ahead)
+                        if FORMER_CRITERION in what else (what, met) for what, met in self.targets)
+        return Claim(self.row, self.text, paper, targets, f": {e.standing()} (judged again from the figures over "
+                     f"the seeds; the runs predate the page's t intervals)", self.here)
 
 
 def parity(data: dict) -> str:

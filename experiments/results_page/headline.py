@@ -82,24 +82,29 @@ def row_targets(claims: Sequence[Claim]) -> str:
     return "; ".join(cells)
 
 
-def headline_table(claims: Sequence[Claim], anchors: dict[str, str] | None = None) -> list[str]:
+def headline_table(claims: Sequence[Claim], anchors: dict[str, str] | None = None, brief: bool = False) -> list[str]:
     """The opening table's lines from every claim on the page. ``anchors``: row key → a link target to put on the
-    row's verdict (the page's first section that judges it)."""
+    row's verdict (the page's first section that judges it). ``brief`` (the README's copy): no column of the
+    project's own targets (they stay on the page), and of a row's measurements the first, with how many more the
+    page gives."""
     unknown = sorted({c.row for c in claims} - set(ROWS))
     if unknown:
         raise ValueError(f"claims name unknown headline rows {unknown}; the rows are {list(ROWS)}")
     rows = []
     for row in HEADLINE:
         mine = [c for c in claims if c.row == row.key]
-        here = "; ".join(c.here for c in mine if c.here) or ("—" if mine else "not run")
+        shown = [c.here for c in mine if c.here]
+        if brief and len(shown) > 1:
+            shown = [f"{shown[0]} (+{len(shown) - 1} more on the page)"]
+        here = "; ".join(shown) or ("—" if mine else "not run")
         verdict = row_verdict(mine)
         if verdict not in ("—", "not run"):
             verdict = f"**{verdict}**"
         if anchors and row.key in anchors:
             verdict = f"{verdict} ([§]({anchors[row.key]}))"
-        rows.append([row.claim, row.policy, row.paper, here, verdict, row_targets(mine) or "—"])
-    return table_lines(["claim", "policy", "paper", "here", "verdict on the paper's claim", "project's own target"],
-                       rows)
+        rows.append([row.claim, row.policy, row.paper, here, verdict] + ([] if brief else [row_targets(mine) or "—"]))
+    full = ["claim", "policy", "paper", "here", "verdict on the paper's claim", "project's own target"]
+    return table_lines(["claim", "policy", "paper", "here", "verdict"] if brief else full, rows)
 
 
 def update_readme(readme: Path, table: Sequence[str]) -> bool:

@@ -71,20 +71,21 @@ def read_claims(page: Path) -> dict[int, list[Claim]]:
     return claims
 
 
-def headline(claims: dict[int, list[Claim]], anchors: dict[int, str]) -> list[str]:
-    """The headline table's lines, each row's verdict linked to the first section that judges it."""
+def headline(claims: dict[int, list[Claim]], anchors: dict[int, str], brief: bool = False) -> list[str]:
+    """The headline table's lines, each row's verdict linked to the first section that judges it (``brief``: the
+    README's, :func:`~.headline.headline_table`)."""
     first: dict[str, str] = {}
     for number in sorted(claims):
         for claim in claims[number]:
             first.setdefault(claim.row, f"#{anchors[number]}")
-    return headline_table([c for n in sorted(claims) for c in claims[n]], first)
+    return headline_table([c for n in sorted(claims) for c in claims[n]], first, brief)
 
 
-def page_headline(page: Path) -> list[str]:
-    """The headline table of a built page, from its claims file and its section headings (what the README
-    carries)."""
+def page_headline(page: Path, brief: bool = True) -> list[str]:
+    """The headline table of a built page, from its claims file and its section headings (by default the brief
+    one the README carries)."""
     anchors = {n: anchor(body.split("\n", 1)[0]) for n, body in split_page(page.read_text()).items()}
-    return headline(read_claims(page), anchors)
+    return headline(read_claims(page), anchors, brief)
 
 
 def opening(claims: dict[int, list[Claim]], anchors: dict[int, str]) -> list[str]:

@@ -83,3 +83,13 @@ def test_the_readme_is_a_short_front_door():
     assert len(text.splitlines()) <= 200 and len(text.split()) <= 2000
     for link in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (ROOT / link).is_file(), f"README links to {link}, which does not exist"
+
+
+def test_the_readmes_table_is_brief_and_the_pages_keeps_the_targets():
+    claims = [Claim("kappa", "t", paper="reproduced", here="2.67×", targets=(("≥ 2×", True),)),
+              Claim("kappa", "u", paper="reproduced", here="2.39× on long answers")]
+    brief, full = headline_table(claims, brief=True), headline_table(claims)
+    assert brief[0] == "| claim | policy | paper | here | verdict |"
+    row = next(line for line in brief if "2.67×" in line)
+    assert "2.67× (+1 more on the page)" in row and "2.39×" not in row and "≥ 2×" not in row
+    assert full[0].endswith("| project's own target |") and "2.67×; 2.39× on long answers" in "\n".join(full)

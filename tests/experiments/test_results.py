@@ -632,3 +632,18 @@ def test_the_pages_seeds_section_reports_the_arms_and_seeds_the_sweep_runs():
     rows = [line.split("|")[1:3] for line in section.splitlines() if re.match(r"\| pruning=", line)]
     assert {arm.strip() for arm, _ in rows} == arms
     assert all(int(n) == seeds for _, n in rows), f"every arm over the sweep's {seeds} seeds"
+
+
+def test_a_kept_claim_judged_by_two_standard_errors_is_judged_again_by_its_t_interval():
+    from results_page.common import Claim
+
+    old = {"row": "time_smollm2", "text": "Fig. 4: ARRoL minus GRPO's, +0.030 ± 0.012 over 3 seed(s)",
+           "paper": "reproduced", "detail": " (reproduced means ahead by more than two standard errors)",
+           "targets": [["ahead of GRPO by more than two standard errors", True]], "here": "x"}
+    claim = Claim.from_json(old)  # 2.5 SE: beyond two standard errors, inside t(2 df) = 4.30
+    assert claim.paper == "not distinguishable" and claim.targets == (
+        ("ahead of GRPO beyond its 95 % t interval", False),)
+    assert claim.detail.startswith(": not distinguishable from 0 (95 % t interval ±0.052, 2 df)")
+    assert "two standard errors" not in claim.line()
+    kept = {**old, "detail": ": measured", "targets": []}
+    assert Claim.from_json(kept) == Claim.from_json(kept).restated() and Claim.from_json(kept).paper == "reproduced"
