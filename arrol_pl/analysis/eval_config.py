@@ -22,11 +22,11 @@ from typing import Any
 from omegaconf import MISSING, DictConfig
 
 from arrol_pl.analysis.evaluation import DeepConfSettings
+from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.models.head import HEAD_FOLDER, has_head
 from arrol_pl.train.config import AlgoConfig, DataConfig
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.reward_config import AsTrainedRewardConfig
 
 SCHEMA = "eval_schema"
 """The name ``conf/evaluate.yaml`` selects first in its defaults list."""

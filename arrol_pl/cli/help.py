@@ -15,12 +15,8 @@ import re
 import shutil
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from arrol_pl.train.config_reference import keys, preset_groups, value_text
-
-if TYPE_CHECKING:
-    from arrol_pl.cli.hydra_app import HydraJob
 
 
 ROLE = re.compile(r":\w+:`~?([^`]+)`")
@@ -50,25 +46,27 @@ def paragraphs(text: str, width: int) -> list[str]:
     return out
 
 
-def help_text(job: HydraJob, prog: str, conf: Path) -> str:
-    """The help of ``job`` run as ``prog``, its presets read from ``conf``, the directory the help names (an
-    installed package's own, so a user of the wheel finds them)."""
+def help_text(prog: str, conf: Path, config_name: str, schema: type, about: str,
+              groups: tuple[str, ...] | None) -> str:
+    """The help of the command ``prog`` that composes ``config_name`` onto ``schema``: ``about`` first, then the
+    presets of ``groups`` (None: every group) read from ``conf``, the directory the help names (an installed
+    package's own, so a user of the wheel finds them), then the keys of ``schema``."""
     width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 120))
     out = [f"usage: {prog} [KEY=VALUE ...] [GROUP=PRESET ...] [--multirun] [--cfg job] [--hydra-help]", ""]
-    out += paragraphs(job.about, width)
-    groups = {group: presets for group, presets in preset_groups(conf, job.config_name).items()
-              if job.groups is None or group in job.groups}
-    if groups:
-        out += wrapped(f"Presets (in {conf}, the defaults in {job.config_name}.yaml there): GROUP=PRESET picks one; "
+    out += paragraphs(about, width)
+    listed = {group: presets for group, presets in preset_groups(conf, config_name).items()
+              if groups is None or group in groups}
+    if listed:
+        out += wrapped(f"Presets (in {conf}, the defaults in {config_name}.yaml there): GROUP=PRESET picks one; "
                        "+GROUP=PRESET adds one of a group the default picks none of.", width, 0, 0)
-        for group, presets in groups.items():
+        for group, presets in listed.items():
             out.append(f"  {group}:")
             for name, meaning in presets:
                 out += wrapped(f"{name}: {meaning}", width, 4, 4)
         out.append("")
-    out += wrapped(f"Keys (KEY=VALUE; the fields of {job.schema.__name__} and the dataclasses it holds): type, "
+    out += wrapped(f"Keys (KEY=VALUE; the fields of {schema.__name__} and the dataclasses it holds): type, "
                    "default, meaning.", width, 0, 0)
-    for key, kind, default, meaning in keys(job.schema):
+    for key, kind, default, meaning in keys(schema):
         out += wrapped(f"{key} ({kind}, default {value_text(default)}): {meaning}", width, 2, 4)
     out += ["", *wrapped("A sweep: --multirun (-m) with KEY=A,B. The composed configuration: --cfg job. Hydra's own "
                          "flags: --hydra-help. A bad key or value is refused in one line, exit 2, before anything "

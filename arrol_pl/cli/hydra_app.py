@@ -201,7 +201,7 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or Path(sys.argv[0]).name
     if "-h" in argv or "--help" in argv:
-        print(help_text(job, prog, conf_dir()))
+        print(help_text(prog, conf_dir(), job.config_name, job.schema, job.about, job.groups))
         return 0
     args = get_args_parser().parse_args(argv)
     INVOCATION.prog, INVOCATION.argv, INVOCATION.run_dir = prog, argv, None

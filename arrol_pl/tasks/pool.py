@@ -8,7 +8,7 @@ stall training, and nothing fails silently: every item carries a status. Items s
 same worker, whose gold-parse cache then serves them.
 
 The same workers run a reward function of the user's own (``reward.function``,
-:mod:`arrol_pl.tasks.reward_function`): each worker imports it by its path when it starts, so a function that
+:mod:`arrol_pl.tasks.user_function`): each worker imports it by its path when it starts, so a function that
 cannot be imported there fails the pool's start with the worker's message, and the same time limits hold.
 Every item's outcome is ``(value, status, note)``: math-verify's ``correct`` or the function's reward, the status,
 and what went wrong when the function raised (empty otherwise).
@@ -43,7 +43,7 @@ def item_scorer(function: str | None, search_dir: str | None, parse_timeout_s: i
     if function is None:
         score_answer("1", "1", parse_timeout_s, verify_timeout_s)  # import and warm math-verify/sympy
         return lambda answer, gold: (*score_answer(answer, gold, parse_timeout_s, verify_timeout_s), "")
-    from arrol_pl.tasks.reward_function import call_reward, resolve_reward_function
+    from arrol_pl.tasks.user_function import call_reward, resolve_reward_function
 
     fn = resolve_reward_function(function, search_dir)
     return lambda prompt, completion, answer: call_reward(fn, prompt, completion, answer)
@@ -98,7 +98,7 @@ class RewardPool:
         search_dir: str | None = None,
     ) -> None:
         """``function``: a reward function's import path (None: math-verify); ``search_dir``: a directory the
-        workers import it from besides ``sys.path`` (:func:`~arrol_pl.tasks.reward_function.resolve_reward_function`)."""
+        workers import it from besides ``sys.path`` (:func:`~arrol_pl.tasks.user_function.resolve_reward_function`)."""
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if start_method == "fork":

@@ -29,11 +29,16 @@ from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from arrol_pl.train.config_reference import type_name
-
 
 class ConfigError(ValueError):
     """A bad configuration value; the message names the key."""
+
+
+def type_name(hint: Any) -> str:
+    """A field's type as a user reads it (``int | None``, ``list[str]``): in refusals and in the reference."""
+    text = getattr(hint, "__name__", None) if not typing.get_args(hint) else None
+    text = text or str(hint).replace("typing.", "")
+    return text.replace("NoneType", "None")
 
 
 def unknown_keys(node: Any, cls: type, prefix: str = "") -> list[tuple[str, type]]:

@@ -31,6 +31,8 @@ from typing import Any, Iterator, Sequence
 
 import yaml
 
+from arrol_pl.train.config_loader import type_name
+
 MARKER = "<!-- Generated below by experiments/write_config_reference.py from the typed configs; do not edit. -->"
 """The line of ``docs/configuration.md`` after which the page is generated."""
 
@@ -67,12 +69,6 @@ def first_sentence(text: str) -> str:
         if head.count("(") == head.count(")") and head.count("[") == head.count("]"):
             return head + "."
     return text
-
-
-def type_name(hint: Any) -> str:
-    text = getattr(hint, "__name__", None) if not typing.get_args(hint) else None
-    text = text or str(hint).replace("typing.", "")
-    return text.replace("NoneType", "None")
 
 
 def default_of(f: dataclasses.Field) -> Any:

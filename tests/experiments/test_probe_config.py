@@ -34,7 +34,7 @@ def test_the_preset_is_the_typed_defaults_and_takes_the_trainers_data_presets(po
     cfg = compose_probe(f"policy={policy}")
     # the preset holds no values; data.options come filled from the task's own typed options (data_options)
     # the reward is filled in from what trained the policy (a bare model directory: math-verify)
-    from arrol_pl.train.reward_config import AsTrainedRewardConfig
+    from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 
     expected = ProbeConfig(policy=str(policy), reward=AsTrainedRewardConfig(function="math_verify"))
     assert dataclasses.replace(cfg, data=DataConfig(num_heldout=256)) == expected

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from arrol_pl.tasks.reward import MathReward, RewardConfig
-from arrol_pl.tasks.reward_function import (CORRECT_ABOVE, FunctionReward, call_reward, make_reward,
-                                            resolve_reward_function)
+from arrol_pl.tasks.reward_function import CORRECT_ABOVE, FunctionReward, make_reward
+from arrol_pl.tasks.user_function import call_reward, resolve_reward_function
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "examples.rewards:json_answer_match"
@@ -171,7 +171,7 @@ def test_a_trained_policy_is_scored_with_the_function_that_trained_it(functions_
     import torch
 
     from arrol_pl.train.config_loader import ConfigError
-    from arrol_pl.train.reward_config import AsTrainedRewardConfig
+    from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 
     export = functions_dir / "run" / "export"
     export.mkdir(parents=True)

@@ -22,15 +22,15 @@ from omegaconf import MISSING, DictConfig
 
 from arrol_pl.analysis.head_probe.config import check_policy
 from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings
+from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.losses import LOSS_AGG_MODES
 from arrol_pl.core.pruning import BALANCE_TARGETS, SurvivalSettings
 from arrol_pl.engine.config import EngineConfig
-from arrol_pl.tasks.reward_function import MATH_VERIFY
+from arrol_pl.tasks.user_function import MATH_VERIFY
 from arrol_pl.train.config import AlgoConfig, DataConfig
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
 from arrol_pl.train.model_config import ModelConfig
-from arrol_pl.train.reward_config import AsTrainedRewardConfig
 
 SCHEMA = "grad_probe_schema"
 """The name ``conf/grad_probe.yaml`` selects first in its defaults list."""

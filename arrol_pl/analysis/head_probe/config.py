@@ -28,11 +28,11 @@ from omegaconf import MISSING, DictConfig
 from arrol_pl.analysis.evaluation import DeepConfSettings
 from arrol_pl.analysis.head_probe.features import FEATURE_KINDS, detect_lengths
 from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings
+from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.train.config import AlgoConfig, DataConfig
 from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
 from arrol_pl.train.model_config import ModelConfig
-from arrol_pl.train.reward_config import AsTrainedRewardConfig
 
 SCHEMA = "probe_schema"
 """The name ``conf/probe.yaml`` selects first in its defaults list."""
