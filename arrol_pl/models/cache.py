@@ -49,7 +49,8 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
     return Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
 
 
-def _owner_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host with ``pid`` still runs (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -65,7 +66,7 @@ def is_stale(path: Path, now: float | None = None) -> bool:
     if match is None:
         return False
     if match["pid"] is not None and match["host"] == socket.gethostname():
-        return not _owner_alive(int(match["pid"]))
+        return not process_alive(int(match["pid"]))
     try:
         age = (time.time() if now is None else now) - path.stat().st_mtime
     except FileNotFoundError:  # its owner published or removed it meanwhile

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from arrol_pl.models.cache import process_alive
 from arrol_pl.train.config_loader import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -183,16 +184,6 @@ def claim_holder(claim: Path) -> dict[str, Any] | None:
         return holder if isinstance(holder, dict) and isinstance(holder.get("pid"), int) else None
     except (OSError, ValueError):
         return None
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _refuse_claim(out_dir: Path, claim: Path, holder: dict[str, Any] | None) -> ConfigError:
