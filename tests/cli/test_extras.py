@@ -6,7 +6,6 @@ nothing (``--dry-run --ignore-installed --report``), picks the locked engine and
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -68,25 +67,12 @@ def test_the_core_dependencies_and_every_extra_admit_the_tested_lock(stack):
     assert checked >= 10, f"only {checked} locked packages were compared: is the lock's format still read?"
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    """A copy of what the build reads, so that resolving the project leaves no build files in the checkout."""
-    copy = tmp_path_factory.mktemp("extras") / "source"
-    copy.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "arrol_pl", "conf"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, copy / name)
-    return copy
-
-
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_pip_resolves_each_engine_extra_from_nothing_to_the_locked_engine_and_torch(source, tmp_path):
+def test_pip_resolves_each_engine_extra_from_nothing_to_the_locked_engine_and_torch(build_source, tmp_path):
     runs = {extra: subprocess.Popen([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
                                      "--no-build-isolation", "--quiet", "--report", str(tmp_path / f"{extra}.json"),
-                                     f"{source}[{extra}]"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     f"{build_source}[{extra}]"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True) for extra in ENGINE}  # side by side: each waits on the index
     for extra, run in runs.items():
         _, err = run.communicate(timeout=900)

@@ -8,7 +8,6 @@ reading the presets the wheel ships (``pkg://arrol_pl.conf``)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -17,19 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "arrol_pl", "conf")
-"""What the build reads: a copy of these keeps the build's files (build/, *.egg-info) out of the checkout."""
-
 
 DOCUMENTED_INDEX = "https://download.pytorch.org/whl/cpu"
 """docs/development.md's second index for the CPU stack (unreachable here, where the +cpu torch is installed)."""
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, str]:
+def installed(tmp_path_factory, build_source) -> tuple[Path, str]:
     """The ``bin/`` of a fresh virtual environment holding the wheel, installed with docs/development.md's command
     (``pip install "<wheel>[cpu]" --extra-index-url <PyTorch's CPU index>``), and what that environment's first
     ``arrol train`` printed before the documented ``pip uninstall -y torchvision torchaudio``.
@@ -39,15 +33,8 @@ def installed(tmp_path_factory) -> tuple[Path, str]:
     wheel goes in first on its own (``--no-deps --ignore-installed``: the reused packages hold the checkout's
     editable install of the same version, which pip would otherwise take as the wheel already there)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"
-    source.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "-w", str(tmp / "dist"), str(source)], check=True, capture_output=True, timeout=300)
+                    "-w", str(tmp / "dist"), str(build_source)], check=True, capture_output=True, timeout=300)
     wheel, = (tmp / "dist").glob("arrol_pl-*.whl")
     env = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
