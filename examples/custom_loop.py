@@ -59,9 +59,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def tiny_policy(args: argparse.Namespace) -> Path:
     """The tiny local policy's directory (built, warm-started and cached on first use)."""
-    from arrol_pl.train.config import DataConfig
-    from arrol_pl.train.model_config import ModelConfig, WarmStartConfig
-    from arrol_pl.train.warmstart import prepare_tiny_policy
+    from arrol_pl.train.config.model import ModelConfig, WarmStartConfig
+    from arrol_pl.train.config.run import DataConfig
+    from arrol_pl.train.run.warmstart import prepare_tiny_policy
 
     model = ModelConfig(cache_dir=args.cache_dir, warm_start=WarmStartConfig(steps=args.warm_start_steps))
     return prepare_tiny_policy(model, DataConfig(), args.max_tokens, args.seed)

@@ -117,7 +117,7 @@ def trl_vllm_range() -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
 def project_rows(run, overrides: list[str], run_dir: Path, engine, warmup: int) -> list[dict[str, float]]:
     """One of the project's arms: its measured steps (after ``warmup``) as {step, generation, tokens} seconds."""
     from arrol_pl.analysis import history
-    from arrol_pl.train.experiment import run_experiment
+    from arrol_pl.train.run.experiment import run_experiment
 
     run_experiment(run, run_dir, engine=engine, overrides=overrides)
     return [{"step": r["time/step"], "generation": r["time/generation"], "tokens": r["tokens/generated"]}
@@ -181,7 +181,7 @@ def generation_vs_bare(engine, run, train: list, repeats: int) -> dict[str, floa
     run from the same reseed; medians of ``repeats`` pairs after one warm-up pair."""
     from arrol_pl.core.pruning import PrunerParams
     from arrol_pl.engine.bare import generate_bare
-    from arrol_pl.train.groups import rollout_sampling
+    from arrol_pl.train.step.groups import rollout_sampling
 
     a = run.algo
     prompts = [p.prompt for p in train[:a.prompts_per_step]]
@@ -232,7 +232,7 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from arrol_pl.train.config_loader import ConfigError
+    from arrol_pl.train.config.loader import ConfigError
 
     args = parse_args(argv)
     try:
@@ -247,8 +247,8 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoTokenizer
 
     from arrol_pl.tasks.prompts import render_problems
-    from arrol_pl.train.build import build_engine, policy_directory
-    from arrol_pl.train.prelaunch import load_splits
+    from arrol_pl.train.run.build import build_engine, policy_directory
+    from arrol_pl.train.run.prelaunch import load_splits
 
     base = arms["GRPO"][0]
     policy_dir = policy_directory(base)

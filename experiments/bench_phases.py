@@ -66,7 +66,7 @@ def arm_name(kappa: float) -> str:
 def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str]]]:
     """κ → (validated RunConfig, its overrides); fails naming the bad key before any model loads."""
     from arrol_pl.cli.hydra_app import compose
-    from arrol_pl.train.config import load_run_config
+    from arrol_pl.train.config.run import load_run_config
 
     common = ([f"+exp={args.preset}"] if args.preset else []) + list(args.overrides) + [
         f"pruning.cold_start_steps={args.warmup}", f"trainer.max_steps={args.warmup + args.steps}",
@@ -80,7 +80,7 @@ def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from arrol_pl.train.config_loader import ConfigError
+    from arrol_pl.train.config.loader import ConfigError
 
     args = parse_args(argv)
     try:
@@ -93,11 +93,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     from transformers import AutoTokenizer
 
-    from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.analysis import history
-    from arrol_pl.train.build import build_engine, policy_directory
-    from arrol_pl.train.experiment import run_experiment
-    from arrol_pl.train.prelaunch import load_splits
+    from arrol_pl.tasks.prompts import render_problems
+    from arrol_pl.train.run.build import build_engine, policy_directory
+    from arrol_pl.train.run.experiment import run_experiment
+    from arrol_pl.train.run.prelaunch import load_splits
 
     base_run = arms[1.0][0]
     policy_dir = policy_directory(base_run)

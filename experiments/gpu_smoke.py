@@ -8,7 +8,7 @@ for 2 pruned ARRoL steps on one device through the project's own engine and trai
   compilation and CUDA-graph modes and dtype;
 - each phase's seconds per step (generation, log-probs, update, head, sync);
 - measured against planned peak memory: the device memory in use sampled through the run, and torch's peak
-  allocation, beside the plan of experiments/plan.py for the same run (arrol_pl/train/memory_plan.py).
+  allocation, beside the plan of experiments/plan.py for the same run (arrol_pl/train/memory/plan.py).
 
 `--torch-only` needs no vLLM (a GPU image with torch and transformers alone): one update micro-batch of the shape, with
 its full vocabulary, under the run's precision (bf16 autocast on CUDA), its measured peak against the plan's bytes.
@@ -88,7 +88,7 @@ def shaped_model(config_json: Path, layers: int | None, cache: Path) -> Path:
 
 def compose(overrides: list[str]):
     from arrol_pl.cli.hydra_app import compose as compose_config
-    from arrol_pl.train.config import load_run_config
+    from arrol_pl.train.config.run import load_run_config
 
     return load_run_config(compose_config("config", overrides))
 
@@ -99,7 +99,7 @@ def gib(n: float) -> str:
 
 def torch_only(args, cuda: bool) -> int:
     """One update micro-batch at the shape's full vocabulary: measured peak against the plan."""
-    from arrol_pl.train.update_peak import measure_update_peak, planned_update_peak
+    from arrol_pl.train.policy.update_peak import measure_update_peak, planned_update_peak
 
     config = json.loads(args.config_json.read_text())
     if args.layers:
@@ -145,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     import arrol_pl.engine  # noqa: F401  (the environment the engine needs, before vLLM loads)
     from transformers import AutoTokenizer
 
-    from arrol_pl.train.config_loader import ConfigError
-    from arrol_pl.train.build import build_engine
-    from arrol_pl.train.experiment import run_experiment
-    from arrol_pl.train.memory_plan import plan_memory
-    from arrol_pl.train.model_shape import ModelShape
+    from arrol_pl.train.config.loader import ConfigError
+    from arrol_pl.train.memory.plan import plan_memory
+    from arrol_pl.train.memory.shape import ModelShape
+    from arrol_pl.train.run.build import build_engine
+    from arrol_pl.train.run.experiment import run_experiment
 
     out = args.out or ROOT / "outputs" / "smoke" / time.strftime("%Y-%m-%d_%H-%M-%S")
     start = time.perf_counter()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arrol_pl.analysis.eval_config import EvalConfig
 from arrol_pl.analysis.head_probe.config import ProbeConfig
-from arrol_pl.train.config_reference import guide, page
+from arrol_pl.train.config.reference import guide, page
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = (

@@ -1,4 +1,5 @@
-"""No import circles inside ``arrol_pl``: the package's modules form a layered graph.
+"""No import circles inside ``arrol_pl``, and no import from a layer above its own (:data:`LAYERS`): the package's
+modules form a layered graph.
 
 Every module under ``arrol_pl/`` is parsed with :mod:`ast` (nothing is imported), and each ``arrol_pl.*``
 import becomes an edge, wherever it is written: at module level, inside a function, or under
@@ -150,3 +151,68 @@ def test_no_import_circles():
     graph = import_graph()
     found = circles(graph)
     assert not found, "import circles in arrol_pl:\n" + "\n".join(_describe(c, graph) for c in found)
+
+
+LAYERS = (
+    ("core",),
+    ("engine", "models", "tasks"),
+    ("train.config",),
+    ("train.memory",),
+    ("train.policy", "train.records"),
+    ("train.step",),
+    ("train.run",),
+    ("analysis",),
+    ("cli",),
+    ("__main__",),
+)
+"""The package's layers, lowest first. A module imports from its own unit and from units of lower layers only:
+never from a layer above, and never from another unit of its own layer (peers stay independent)."""
+
+DOC_ONLY = ("arrol_pl", "arrol_pl.train")
+"""Packages whose ``__init__`` is a docstring, in no layer: they import nothing."""
+
+
+def unit_of(module: str) -> str:
+    """The layer unit of ``module``: ``train.<sub-package>`` inside ``arrol_pl.train``, else the top-level name."""
+    parts = module.split(".")[1:]
+    return ".".join(parts[:2]) if parts[0] == "train" else parts[0]
+
+
+def layer_of(unit: str) -> int:
+    for level, units in enumerate(LAYERS):
+        if unit in units:
+            return level
+    raise AssertionError(f"{unit} is in no layer of LAYERS: place it there")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of ``graph`` that goes to a layer above its module's, or sideways to a peer unit."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        if module in DOC_ONLY:
+            found += [f"{module} -> {t} (a docstring-only package imports nothing)" for t in sorted(targets)]
+            continue
+        unit = unit_of(module)
+        for target in sorted(targets):
+            other = unit_of(target)
+            if other != unit and layer_of(other) >= layer_of(unit):
+                found.append(f"{module} ({unit}) -> {target} ({other})")
+    return found
+
+
+def test_layer_check_finds_an_upward_and_a_sideways_import():
+    graph = {"arrol_pl.core.a": {"arrol_pl.train.step.module"}, "arrol_pl.engine.x": {"arrol_pl.tasks.y"},
+             "arrol_pl.train.run.build": {"arrol_pl.train.step.module", "arrol_pl.core.a"}}
+    assert upward_imports(graph) == ["arrol_pl.core.a (core) -> arrol_pl.train.step.module (train.step)",
+                                     "arrol_pl.engine.x (engine) -> arrol_pl.tasks.y (tasks)"]
+
+
+def test_every_module_is_in_a_layer():
+    for module in import_graph():
+        if module not in DOC_ONLY:
+            layer_of(unit_of(module))
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    found = upward_imports(import_graph())
+    assert not found, "imports against the layers (LAYERS, lowest first):\n" + "\n".join(found)

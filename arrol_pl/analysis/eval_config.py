@@ -10,7 +10,7 @@ Decisions:
   size (``data.num_heldout``), the run config's own fields: a checkpoint is sampled as it was trained unless an
   override says otherwise.
 - **Checked before any model loads**, by :func:`load_eval_config` as ``experiments/run.py`` checks a run
-  (:func:`~arrol_pl.train.config_loader.load_typed`): a bad value is one line naming its key, exit 2.
+  (:func:`~arrol_pl.train.config.loader.load_typed`): a bad value is one line naming its key, exit 2.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from arrol_pl.analysis.evaluation import DeepConfSettings
 from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.models.head import HEAD_FOLDER, has_head
-from arrol_pl.train.config import AlgoConfig, DataConfig
-from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.config.run import AlgoConfig, DataConfig
 
 SCHEMA = "eval_schema"
 """The name ``conf/evaluate.yaml`` selects first in its defaults list."""

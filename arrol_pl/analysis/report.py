@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from arrol_pl.analysis.formatting import fmt
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 
 def screen_rows(s: RunSummary) -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from arrol_pl.analysis.history import history_curve, read_history
 from arrol_pl.analysis.significance import Estimate, SeedMean, problems_df, seed_mean
 from arrol_pl.core.metrics import mean_sd_se
-from arrol_pl.train.summary import RunSummary, values_from
+from arrol_pl.train.records.summary import RunSummary, values_from
 
 
 def sweep_runs(sweep_dir: Path) -> list[RunSummary]:

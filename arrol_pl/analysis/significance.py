@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from arrol_pl.core.metrics import mean_of_estimates, mean_sd_se, min_detectable_effect, t_quantile
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 INTERVAL = "its 95 % t interval"
 """What "ahead" and "behind" are judged against (module docstring)."""
@@ -134,7 +134,7 @@ def problems_df(problems: int) -> float:
 
 
 def gain_estimate(run: RunSummary) -> Estimate | None:
-    """A run's held-out gain over its before figure (:meth:`~arrol_pl.train.summary.RunSummary.heldout_gain`) on
+    """A run's held-out gain over its before figure (:meth:`~arrol_pl.train.records.summary.RunSummary.heldout_gain`) on
     problems − 1 degrees of freedom (paired by problem: the pairs'; unpaired: the evaluation's problems, a lower
     bound of Welch's for two evaluations of that many); None without both evaluations."""
     gain = run.heldout_gain()

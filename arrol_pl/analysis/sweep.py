@@ -14,7 +14,7 @@ from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.runs import sweep_runs
 from arrol_pl.analysis.significance import gain_estimate
 from arrol_pl.core.metrics import mean_sd_se
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 logger = logging.getLogger(__name__)
 

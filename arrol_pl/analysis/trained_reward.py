@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arrol_pl.tasks.user_function import MATH_VERIFY, resolve_reward_function
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.reward_config import RunRewardConfig
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.reward import RunRewardConfig
 
 
 @dataclass
@@ -43,7 +43,7 @@ class AsTrainedRewardConfig(RunRewardConfig):
 def trained_reward(path: Path) -> str | None:
     """The ``reward.function`` that trained ``path`` (an export directory: its run's ``summary.json``, one directory
     up; a training checkpoint: its own record); None when neither says."""
-    from arrol_pl.train.checkpoint import read_checkpoint  # torch and Lightning, for a checkpoint only
+    from arrol_pl.train.records.checkpoint import read_checkpoint  # torch and Lightning, for a checkpoint only
 
     if path.is_dir():
         summary = path.parent / "summary.json"

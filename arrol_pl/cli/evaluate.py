@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from arrol_pl.analysis.eval_config import EvalConfig, load_eval_config  # registers eval_schema (conf/evaluate.yaml)
 from arrol_pl.cli import hydra_app
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
@@ -59,7 +59,7 @@ def checkpoint_policy_dir(path: Path) -> Path:
 
     Every checkpoint records it (``arrol.policy_dir``), so a checkpoint of an unfinished run evaluates too.
     """
-    from arrol_pl.train.checkpoint import read_checkpoint
+    from arrol_pl.train.records.checkpoint import read_checkpoint
 
     state = read_checkpoint(path, "checkpoint", {"state_dict": "the weights", "arrol": "the run's records"})["arrol"]
     if "policy_dir" not in state:
@@ -111,17 +111,17 @@ def task(raw: DictConfig) -> None:
 
 def evaluate(cfg, out_dir: Path) -> None:
     """Sample, score and write ``metrics.json``, ``results.md`` and ``records.jsonl`` into ``out_dir``."""
-    from arrol_pl.train.console import quiet_console
+    from arrol_pl.train.run.console import quiet_console
 
     quiet_console()  # before vLLM is imported: its notes on Triton, and each message once
     from transformers import AutoTokenizer
 
+    from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
     from arrol_pl.engine import ArrolEngine
     from arrol_pl.tasks.prompts import PromptFormat, render_problems
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward_function import make_reward
-    from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
-    from arrol_pl.train.build import context_length
+    from arrol_pl.train.run.build import context_length
 
     problems = {}
     for name, spec in cfg.datasets.items():

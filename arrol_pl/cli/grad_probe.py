@@ -39,7 +39,7 @@ from omegaconf import DictConfig  # noqa: E402
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig, load_grad_probe_config  # noqa: E402
 from arrol_pl.cli import hydra_app  # noqa: E402
 from arrol_pl.cli.head_quality import heldout_problems  # noqa: E402
-from arrol_pl.train.config_loader import ConfigError  # noqa: E402
+from arrol_pl.train.config.loader import ConfigError  # noqa: E402
 
 
 def training_problems(cfg: GradProbeConfig) -> tuple[list, list]:

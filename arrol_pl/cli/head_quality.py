@@ -44,7 +44,7 @@ from omegaconf import DictConfig  # noqa: E402
 from arrol_pl.analysis.head_probe.config import ProbeConfig, load_probe_config  # noqa: E402  (registers probe_schema)
 from arrol_pl.cli import hydra_app  # noqa: E402
 from arrol_pl.tasks.user_function import MATH_VERIFY  # noqa: E402
-from arrol_pl.train.config_loader import ConfigError  # noqa: E402
+from arrol_pl.train.config.loader import ConfigError  # noqa: E402
 
 
 def heldout_problems(cfg) -> list:

@@ -2,7 +2,7 @@
 picks, with each preset's meaning, then every key of the command's typed config with its type, default and meaning.
 
 Decisions:
-- **Generated from what the reference is generated from** (:mod:`arrol_pl.train.config_reference`): the presets'
+- **Generated from what the reference is generated from** (:mod:`arrol_pl.train.config.reference`): the presets'
   opening comments and the dataclass fields' docstrings, so the help cannot drift from ``docs/configuration.md``.
 - **The groups a user picks**: those the command's config selects (``model=``, ``data=`` ...), and for training
   the ones added with ``+`` (``+exp=``, ``+arm=``); not the internal ``data_options`` group, which the data presets
@@ -16,7 +16,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from arrol_pl.train.config_reference import keys, preset_groups, value_text
+from arrol_pl.train.config.reference import keys, preset_groups, value_text
 
 
 ROLE = re.compile(r":\w+:`~?([^`]+)`")

@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from omegaconf import DictConfig, open_dict, read_write
 
-from arrol_pl.train.config_loader import ConfigError, from_hydra
-from arrol_pl.train.rundir import remove_if_only_hydra
+from arrol_pl.train.config.loader import ConfigError, from_hydra
+from arrol_pl.train.records.rundir import remove_if_only_hydra
 
 PACKAGE = Path(__file__).resolve().parents[1]
 PACKAGED_CONF = PACKAGE / "conf"

@@ -1,5 +1,5 @@
 """``arrol plan [overrides] [--gpu-gib 80] [--config-json FILE]`` (= ``python experiments/plan.py ...``): the run's
-GPU memory per rank before launch, from the policy's config.json alone (arrol_pl/train/memory_plan.py states how
+GPU memory per rank before launch, from the policy's config.json alone (arrol_pl/train/memory/plan.py states how
 each figure is counted).
 
 The overrides are ``arrol train``'s (Hydra, conf/config.yaml): e.g. ``+exp=paper_grpo model=qwen3_8b``. The
@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 from arrol_pl.cli.hydra_app import compose
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.memory_plan import GIB, PROMPT_TOKENS, plan_memory
-from arrol_pl.train.model_shape import ModelShape
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
+from arrol_pl.train.memory.plan import GIB, PROMPT_TOKENS, plan_memory
+from arrol_pl.train.memory.shape import ModelShape
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS,
                         help=f"longest prompt when engine.max_model_len is unset (default {PROMPT_TOKENS})")
     args, overrides = parser.parse_known_args(argv)
-    from arrol_pl.train.memory_check import policy_config
+    from arrol_pl.train.memory.check import policy_config
 
     try:
         run = load_run_config(compose("config", overrides))

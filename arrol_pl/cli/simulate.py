@@ -21,8 +21,8 @@ from omegaconf import DictConfig
 from arrol_pl.cli import hydra_app
 from arrol_pl.core.pruning import BALANCE_TARGETS, PruningConfig
 from arrol_pl.core.simulation import run_pruning_simulation
-from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.config.run import AlgoConfig
 
 
 @dataclasses.dataclass

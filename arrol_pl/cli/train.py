@@ -22,10 +22,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from arrol_pl.cli import hydra_app
-from arrol_pl.train.config import RunConfig, load_run_config
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.prelaunch import check_run_config
-from arrol_pl.train.rundir import OWNER_ENV, claim_output_dir, resumed_run_dir, save_hydra_record
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import RunConfig, load_run_config
+from arrol_pl.train.records.rundir import OWNER_ENV, claim_output_dir, resumed_run_dir, save_hydra_record
+from arrol_pl.train.run.prelaunch import check_run_config
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -35,9 +35,9 @@ def launch_ranks(run: Any, hydra_dir: Path) -> int:
     """``trainer.devices > 1`` on one node, not started by a launcher: run this command as that many ranks
     under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
     policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
-    from arrol_pl.train.build import policy_directory
-    from arrol_pl.train.experiment import continued_run
-    from arrol_pl.train.prelaunch import preflight
+    from arrol_pl.train.run.build import policy_directory
+    from arrol_pl.train.run.experiment import continued_run
+    from arrol_pl.train.run.prelaunch import preflight
 
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
@@ -55,9 +55,9 @@ def launch_ranks(run: Any, hydra_dir: Path) -> int:
 def train(cfg: DictConfig) -> None:
     """Hydra's task: one run (a sweep's job) from the composed config."""
     from arrol_pl.analysis.report import print_summary
-    from arrol_pl.train.checkpoint import CheckpointWriteError
-    from arrol_pl.train.experiment import run_experiment
-    from arrol_pl.train.finish import RunInterrupted
+    from arrol_pl.train.records.checkpoint import CheckpointWriteError
+    from arrol_pl.train.run.experiment import run_experiment
+    from arrol_pl.train.run.finish import RunInterrupted
 
     hydra_cfg = HydraConfig.get()
     hydra_dir = Path(hydra_cfg.runtime.output_dir)

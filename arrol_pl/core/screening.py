@@ -211,7 +211,7 @@ class AuditCounts:
 
 
 class PromptHead(Protocol):
-    """The prompt stage's learned scorer (:class:`arrol_pl.train.screening.PromptScorer`)."""
+    """The prompt stage's learned scorer (:class:`arrol_pl.train.step.screening.PromptScorer`)."""
 
     def scores(self, features: torch.Tensor) -> torch.Tensor: ...
 

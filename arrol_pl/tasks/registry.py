@@ -182,7 +182,7 @@ def check_sources(data) -> None:
 
 
 def load_data(data) -> tuple[ProblemSet, ProblemSet]:
-    """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.DataConfig`)."""
+    """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.run.DataConfig`)."""
     return load_train(data), load_heldout(data)
 
 

@@ -28,7 +28,7 @@ from arrol_pl.analysis.runs import comparable, heldout_curve, pairs_by_seed, pic
 from arrol_pl.analysis.significance import INTERVAL, Estimate
 from arrol_pl.analysis.sweep import seed_table
 from arrol_pl.core.metrics import mean_sd_se, reach_share, time_to_reach
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from .common import Claim, load_json, parity, verdict
 from .paper import PAPER_TABLE3, PAPER_TABLE4, PAPER_TABLE5, PAPER_TABLE6

@@ -26,7 +26,7 @@ from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.runs import (comparable, paired_difference, pairs_by_seed, per_step_after_cold_start,
                                     sweep_runs)
 from arrol_pl.analysis.significance import INTERVAL, Estimate, SeedMean, seed_mean
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from .common import NOT_DISTINGUISHABLE, Claim
 from .ladder import LEGACY_RULE

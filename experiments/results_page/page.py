@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from arrol_pl.analysis.runs import pick, sweep_runs
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from .common import Claim, load_json
 from .default_task import (section_balance, section_head, section_kappa, section_phases, section_seeds, section_voting,

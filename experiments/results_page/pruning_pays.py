@@ -49,7 +49,7 @@ from arrol_pl.analysis.significance import INTERVAL, detectable_span
 from arrol_pl.analysis.wallclock import plot_wallclock
 from arrol_pl.core.metrics import mean_sd_se
 from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from .common import NOT_DISTINGUISHABLE, Claim
 from .ladder import at_or_above, break_even, distinguished, headline_text, ladder_name, plot_break_even, slope_text

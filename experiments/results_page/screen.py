@@ -16,7 +16,7 @@ from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.runs import comparable, paired_difference, pairs_by_seed, pick_config, sweep_runs
 from arrol_pl.analysis.significance import INTERVAL
 from arrol_pl.core.screening import AuditCounts
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from .common import Claim
 from .online import equal_time_section

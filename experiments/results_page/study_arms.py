@@ -16,7 +16,7 @@ from arrol_pl.analysis.runs import PairedDifference, heldout_curve, paired_diffe
 from arrol_pl.analysis.sweep import SEED_OVERRIDE
 from arrol_pl.core.metrics import reach_share
 from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from .ladder import LEGACY_RULE, rule_name
 

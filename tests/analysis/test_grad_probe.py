@@ -21,8 +21,8 @@ from arrol_pl.core.advantages import grpo_advantages
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.core.pruning import BALANCE_TARGETS
 from arrol_pl.core.scorers import oracle_scores
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_FIXTURE = ROOT / "tests" / "fixtures" / "grad_probe.json"

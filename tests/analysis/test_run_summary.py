@@ -6,7 +6,7 @@ import pytest
 
 from arrol_pl.analysis import sweep
 from arrol_pl.analysis.runs import sweep_runs
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 
 def test_the_file_keeps_its_keys_and_old_runs_load(tmp_path):
@@ -88,8 +88,8 @@ def test_the_summary_records_the_scorers_auc_within_groups_beside_its_pooled_one
     """The results page places each scorer by its AUC within groups (``scorer/within_auc``, logged every step):
     the summary keeps its mean after the cold start as it keeps the pooled ``scorer/auc``'s."""
     from arrol_pl.core.pruning import PruningConfig
-    from arrol_pl.train.config import RunConfig
-    from arrol_pl.train.finish import summarise
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.run.finish import summarise
 
     # two cold-start steps, left out; then a head that orders prompts (pooled 0.8) and not a group's rollouts (0.5)
     history = [{"scorer/auc": 0.99, "scorer/within_auc": 0.99}] * 2
@@ -106,8 +106,8 @@ def test_a_run_that_never_left_its_cold_start_reports_no_figures_after_it(tmp_pa
     """Two steps of a ten-step cold start: the figures "after the cold start" are None in summary.json (not the
     cold start's, under that name), and the printout says there were no such steps."""
     from arrol_pl.analysis.report import print_summary
-    from arrol_pl.train.config import RunConfig
-    from arrol_pl.train.finish import summarise
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.run.finish import summarise
 
     history = [{"step": i, "pruning/keep_ratio": 1.0, "head/accuracy": 1.0, "reward/accuracy": 0.0,
                 "time/step": 2.0, "balance/zero_advantage_fraction": 1.0} for i in range(2)]

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from arrol_pl.analysis.significance import Estimate, detectable_span, gain_estimate, seed_mean
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 
 def test_an_estimate_is_ahead_only_beyond_its_t_interval():

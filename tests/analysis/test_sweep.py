@@ -5,7 +5,7 @@ import math
 import pytest
 
 from arrol_pl.analysis.sweep import seed_table
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 
 def row(arm: str, seed: int, before: float, after: float) -> RunSummary:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from arrol_pl.cli.hydra_app import CHECKOUT_CONF, compose, conf_dir, config_source
-from arrol_pl.train.config import RunConfig, load_run_config
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.config_reference import keys
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.reference import keys
+from arrol_pl.train.config.run import RunConfig, load_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ", ".join(sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml")))
@@ -40,7 +40,7 @@ def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
 @pytest.mark.parametrize("override,expected", [
     # a key no dataclass has: the closest key and every key of its section
     ("algo.clip_lo=0.3", ["algo.clip_lo: no such key (did you mean algo.clip_low?); algo takes name, advantage, "
-                          "clip_low, clip_high", "group_size", "(AlgoConfig in arrol_pl/train/config.py)"]),
+                          "clip_low, clip_high", "group_size", "(AlgoConfig in arrol_pl/train/config/run.py)"]),
     # a value of the wrong type: the override and the type the key takes
     ("algo.clip_low=abc", ["algo.clip_low=abc: Value 'abc' of type 'str' could not be converted to Float; "
                            "algo.clip_low takes float"]),

@@ -298,7 +298,7 @@ def test_heldout_evaluation_has_a_random_stream_of_its_own(engine):
 
     from arrol_pl.tasks.problem import Problem
     from arrol_pl.tasks.reward import MathReward, RewardConfig
-    from arrol_pl.train.heldout import evaluate_heldout
+    from arrol_pl.train.run.heldout import evaluate_heldout
 
     problems = [Problem(f"p{i}", f"Compute {i} + 1.", str(i + 1)) for i in range(6)]
     reward = MathReward(RewardConfig(num_workers=0))
@@ -335,7 +335,7 @@ def test_partial_weight_sync_of_the_trained_top_layer(engine, tiny_model_dirs, h
 
     from transformers import AutoModelForCausalLM
 
-    from arrol_pl.train.policy import freeze_lower_layers, policy_weights
+    from arrol_pl.train.policy.weights import freeze_lower_layers, policy_weights
 
     updated = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["updated"], dtype=torch.float32).eval()
     mixed = copy.deepcopy(hf_policy)

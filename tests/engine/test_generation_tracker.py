@@ -86,7 +86,7 @@ def test_bad_use_is_refused():
 
 @pytest.mark.subprocess
 def test_the_engine_boundary_imports_without_vllm():
-    code = ("import sys; import arrol_pl.engine.protocol, arrol_pl.engine.tracking, arrol_pl.train.module; "
+    code = ("import sys; import arrol_pl.engine.protocol, arrol_pl.engine.tracking, arrol_pl.train.step.module; "
             "assert 'vllm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('vllm'))[:3]")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from arrol_pl.train.logprobs import score_rows
-from arrol_pl.train.phases import collect_survivors, logprob_mismatch
+from arrol_pl.train.policy.logprobs import score_rows
+from arrol_pl.train.step.phases import collect_survivors, logprob_mismatch
 
 pytestmark = pytest.mark.engine
 

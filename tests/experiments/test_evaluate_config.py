@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from arrol_pl.analysis.eval_config import EvalConfig, load_eval_config
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from arrol_pl.analysis.runs import sweep_runs
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 from results_page.page import SECTION_KEYS, build_page
 from results_page.pruning_pays import (Arm, break_even, named, oracle_ladders, point_label, reach_shares, scorer_points,

@@ -59,8 +59,8 @@ def test_loading_is_strict(tmp_path: Path):
 def test_the_push_target_is_checked_before_the_run(monkeypatch):
     from huggingface_hub import constants
 
-    from arrol_pl.train.config import TrainerConfig
-    from arrol_pl.train.config_loader import ConfigError
+    from arrol_pl.train.config.loader import ConfigError
+    from arrol_pl.train.config.run import TrainerConfig
 
     assert TrainerConfig().push_to_hub is None
     with pytest.raises(ConfigError, match="trainer.push_to_hub=not a repo!: not a hub repository id"):
@@ -77,8 +77,8 @@ def test_the_runs_card(tmp_path: Path, monkeypatch):
 
     from huggingface_hub import constants
 
-    from arrol_pl.train.config import RunConfig, TrainerConfig
-    from arrol_pl.train.finish import write_run_card
+    from arrol_pl.train.config.run import RunConfig, TrainerConfig
+    from arrol_pl.train.run.finish import write_run_card
 
     before = SimpleNamespace(accuracy=0.25, greedy_accuracy=0.5, samples=4, problems=128)
     after = SimpleNamespace(accuracy=0.375, greedy_accuracy=0.625, samples=4, problems=128)

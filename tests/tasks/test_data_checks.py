@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 from arrol_pl.cli.hydra_app import compose
 from arrol_pl.tasks.problem import DatasetUnavailableError
 from arrol_pl.tasks.registry import PROBE_ROWS, check_sources
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.prelaunch import check_run_config, load_splits
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
+from arrol_pl.train.run.prelaunch import check_run_config, load_splits
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_WARM = "model.warm_start.steps=0"

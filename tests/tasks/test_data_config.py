@@ -8,8 +8,8 @@ from hydra import compose, initialize_config_dir
 
 from arrol_pl.tasks.problem import DatasetUnavailableError
 from arrol_pl.tasks.registry import load_data
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf")
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.train.config import DataConfig
-from arrol_pl.train.model_config import ModelConfig, TinyModelConfig, WarmStartConfig
+from arrol_pl.train.config.model import ModelConfig, TinyModelConfig, WarmStartConfig
+from arrol_pl.train.config.run import DataConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "datasets"
@@ -20,7 +20,7 @@ def test_tiny_policy_warm_starts_on_the_datasets_solutions(tmp_path):
     from transformers import AutoTokenizer
 
     from arrol_pl.tasks.registry import load_problems
-    from arrol_pl.train.warmstart import prepare_tiny_policy
+    from arrol_pl.train.run.warmstart import prepare_tiny_policy
 
     model = ModelConfig(cache_dir=str(tmp_path), warm_start=WarmStartConfig(steps=2, batch_size=2, check_every=2))
     policy = prepare_tiny_policy(model, DataConfig(name="gsm8k", path=str(MAIN)), max_new_tokens=8)

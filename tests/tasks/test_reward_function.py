@@ -170,8 +170,8 @@ def test_a_trained_policy_is_scored_with_the_function_that_trained_it(functions_
     one that no longer imports is refused naming the key; one set by the user is kept."""
     import torch
 
-    from arrol_pl.train.config_loader import ConfigError
     from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
+    from arrol_pl.train.config.loader import ConfigError
 
     export = functions_dir / "run" / "export"
     export.mkdir(parents=True)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
+from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,9 +70,9 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
 
 
 def test_the_module_turns_it_on_per_decoder_block():
-    from arrol_pl.train.config import RunConfig
-    from arrol_pl.train.model_config import ModelConfig
-    from arrol_pl.train.module import ArrolModule
+    from arrol_pl.train.config.model import ModelConfig
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.step.module import ArrolModule
 
     for flag in (False, True):
         policy = tiny_policy()
@@ -86,7 +86,7 @@ RANK = textwrap.dedent("""
     from torch.distributed.device_mesh import init_device_mesh
     sys.path.insert(0, sys.argv[2])
     from test_activation_checkpointing import loss_and_grads, tiny_policy
-    from arrol_pl.train.distributed import full_value, shard_policy
+    from arrol_pl.train.policy.distributed import full_value, shard_policy
     dist.init_process_group("gloo")
     policy = shard_policy(tiny_policy(), init_device_mesh("cpu", (2,)))
     loss, grads = loss_and_grads(policy, True)

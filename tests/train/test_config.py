@@ -11,8 +11,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from arrol_pl.train.config import RunConfig, load_run_config
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import RunConfig, load_run_config
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf")
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF) / "exp").glob("*.yaml"))
@@ -209,7 +209,7 @@ def test_two_ranks_compose():
 
 def test_several_ranks_need_their_launcher(monkeypatch):
     """The ranks come from torchrun (experiments/run.py starts it on one node): a mismatch is named."""
-    from arrol_pl.train.distributed import init_launcher_world
+    from arrol_pl.train.policy.distributed import init_launcher_world
 
     run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu", "pruning=arrol")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
@@ -332,7 +332,7 @@ def test_the_default_experiment_is_the_typed_defaults_and_the_gate():
 
 @pytest.mark.subprocess
 def test_the_loader_imports_without_torch():
-    code = ("import sys, arrol_pl.train.config_loader\n"
+    code = ("import sys, arrol_pl.train.config.loader\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning', 'vllm'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"the loader pulled in heavy modules: {out.stdout}"

@@ -1,5 +1,5 @@
 """docs/configuration.md's reference and docs/guide.md's preset tables are generated from the typed configs and
-the files in conf/ (arrol_pl.train.config_reference): both must be current, every key must say what it means and
+the files in conf/ (arrol_pl.train.config.reference): both must be current, every key must say what it means and
 every preset what it is."""
 
 import dataclasses
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.train.config_reference import (MARKER, PRESETS_END, PRESETS_START, SKIP_GROUPS, first_sentence, guide,
+from arrol_pl.train.config.reference import (MARKER, PRESETS_END, PRESETS_START, SKIP_GROUPS, first_sentence, guide,
                                              keys, page, preset_changes)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def test_the_page_is_current():
 
 
 def test_every_key_is_listed_with_its_meaning_and_the_presets_that_set_it():
-    from arrol_pl.train.config import RunConfig
+    from arrol_pl.train.config.run import RunConfig
 
     rows = {key: (kind, default, meaning) for key, kind, default, meaning in keys(RunConfig)}
     assert rows["pruning.keep_ratio"] == ("float", 0.5, "κ: target fraction of rollouts that survive L_detect (paper 0.5).")

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from arrol_pl.train.config import TrainerConfig
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.groups import engine_logprobs
-from arrol_pl.train.rollouts import RolloutRound
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.step.groups import engine_logprobs
+from arrol_pl.train.step.rollouts import RolloutRound
 
 
 def config(every: int, cap: float | None = None) -> SimpleNamespace:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from arrol_pl.train.finish import HUB_FILES, export_policy, hub_files, push_export, write_run_card
+from arrol_pl.train.run.finish import HUB_FILES, export_policy, hub_files, push_export, write_run_card
 
 
 class RecordingHub:
@@ -47,7 +47,7 @@ def export(tmp_path_factory, tiny_model_dirs) -> Path:
 
     from arrol_pl.core.calibration import BinnedCalibrator
     from arrol_pl.core.quality_head import QualityHead
-    from arrol_pl.train.config import RunConfig
+    from arrol_pl.train.config.run import RunConfig
 
     policy = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["policy"])
     module = SimpleNamespace(ranks=SimpleNamespace(alone=True, rank=0), policy=policy, head=QualityHead(128, 8),

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from arrol_pl.train.finish import HUB_FILES, hub_files
-from arrol_pl.train.rundir import CLAIM_FILE, claim_holder, run_files
+from arrol_pl.train.records.rundir import CLAIM_FILE, claim_holder, run_files
+from arrol_pl.train.run.finish import HUB_FILES, hub_files
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -27,9 +27,9 @@ import torch
 
 from arrol_pl.engine import ArrolEngine, EngineConfig
 from arrol_pl.tasks.problem import Problem
-from arrol_pl.train.config import TrainerConfig
-from arrol_pl.train.distributed import ONE_RANK, RankSync, init_launcher_world, leave_world
-from arrol_pl.train.heldout import evaluate_heldout
+from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.policy.distributed import ONE_RANK, RankSync, init_launcher_world, leave_world
+from arrol_pl.train.run.heldout import evaluate_heldout
 
 
 class EvenLength:
@@ -101,7 +101,7 @@ class EvenLength:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_evaluation_neither_sees_nor_moves_the_cuda_generator():
     from arrol_pl.tasks.problem import Problem
-    from arrol_pl.train.heldout import evaluate_heldout
+    from arrol_pl.train.run.heldout import evaluate_heldout
 
     problems = [Problem(f"p{i}", f"q{i}", "1") for i in range(6)]
     torch.cuda.manual_seed(99)

@@ -1,4 +1,4 @@
-"""trainer.logger (arrol_pl.train.loggers): Lightning's own loggers; a missing optional one is a config error
+"""trainer.logger (arrol_pl.train.records.loggers): Lightning's own loggers; a missing optional one is a config error
 naming the install command, before any model loads."""
 
 import csv
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.train.config import TrainerConfig
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.loggers import LOGGERS, make_logger
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.loggers import LOGGERS
+from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.records.loggers import make_logger
 
 
 def test_the_csv_logger_writes_the_scalars_under_the_run(tmp_path: Path):
@@ -44,7 +45,7 @@ def a_config() -> dict:
     import dataclasses
     import json
 
-    from arrol_pl.train.config import RunConfig
+    from arrol_pl.train.config.run import RunConfig
 
     return json.loads(json.dumps(dataclasses.asdict(RunConfig())))
 
@@ -53,7 +54,7 @@ def test_several_loggers_at_once_each_get_the_whole_config(tmp_path: Path):
     import yaml
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from arrol_pl.train.loggers import log_hyperparams, make_loggers
+    from arrol_pl.train.records.loggers import log_hyperparams, make_loggers
 
     loggers = make_loggers(["tensorboard", "csv"], tmp_path, "a-run")
     config = a_config()
@@ -96,7 +97,8 @@ def test_the_command_line_takes_a_list_and_the_wandb_settings():
 
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="wandb is an extra the set-up does not install")
 def test_wandb_offline_takes_project_entity_tags_and_the_config(tmp_path: Path, monkeypatch):
-    from arrol_pl.train.loggers import WandbConfig, log_hyperparams, make_loggers
+    from arrol_pl.train.config.loggers import WandbConfig
+    from arrol_pl.train.records.loggers import log_hyperparams, make_loggers
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

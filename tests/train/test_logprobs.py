@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from arrol_pl.train.logprobs import length_buckets, make_micro_batches, response_log_probs
+from arrol_pl.train.policy.logprobs import length_buckets, make_micro_batches, response_log_probs
 
 
 def test_length_buckets_respect_budget_and_cover_everything():

@@ -1,4 +1,4 @@
-"""The memory plan (arrol_pl/train/memory_plan.py) against what PyTorch allocates and autograd keeps on CPU, on the
+"""The memory plan (arrol_pl/train/memory/plan.py) against what PyTorch allocates and autograd keeps on CPU, on the
 paper's models' real shapes (tests/fixtures/model_configs), and the refusal of a GPU run that cannot fit."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.memory_plan import GIB, plan_memory
-from arrol_pl.train.model_shape import ModelShape, layer_activation_bytes, precision_bytes
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
+from arrol_pl.train.memory.plan import GIB, plan_memory
+from arrol_pl.train.memory.shape import ModelShape, layer_activation_bytes, precision_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")
@@ -187,7 +187,8 @@ def test_without_kl_the_8b_dapo_run_fits_and_one_rank_shards_nothing():
 
 
 def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, monkeypatch):
-    from arrol_pl.train import memory_check, prelaunch
+    from arrol_pl.train.memory import check as memory_check
+    from arrol_pl.train.run import prelaunch
 
     model_dir = tmp_path / "Qwen3-8B-Base"
     model_dir.mkdir()
@@ -243,6 +244,6 @@ def test_the_plan_needs_no_torch():
     import subprocess
     import sys
 
-    code = "import sys, arrol_pl.train.memory_plan; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'vllm'}))"
+    code = "import sys, arrol_pl.train.memory.plan; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'vllm'}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"

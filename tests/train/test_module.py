@@ -1,5 +1,5 @@
-from arrol_pl.train.distributed import ONE_RANK, RankSync
-from arrol_pl.train.module import skip_warning
+from arrol_pl.train.policy.distributed import ONE_RANK, RankSync
+from arrol_pl.train.step.module import skip_warning
 
 
 def test_the_skip_warning_names_the_rank_whose_rollouts_were_all_pruned():

@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from arrol_pl.analysis.eval_config import load_eval_config
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")

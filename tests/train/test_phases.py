@@ -7,10 +7,10 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.engine.protocol import sampled_token_log_probs
-from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.logprobs import make_micro_batches, response_log_probs
-from arrol_pl.train.phases import (
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
+from arrol_pl.train.step.phases import (
     PhaseTimer,
     Survivors,
     UpdateInputs,
@@ -235,7 +235,7 @@ def test_verl_parity_sums_the_sequences_over_the_padded_width():
     """seq-mean-token-sum-norm: this project Σ S_i / (N_seq · max_response_tokens); verl Σ S_i / L with L its
     loss_scale_factor or the micro-batch's padded width."""
     from arrol_pl.core.losses import aggregate_loss
-    from arrol_pl.train.phases import sum_norm
+    from arrol_pl.train.step.phases import sum_norm
 
     loss = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
@@ -273,7 +273,7 @@ class SleepRecorder:
 
 @pytest.mark.parametrize("sleeps", [True, False])
 def test_the_engine_sleeps_through_the_update_and_wakes_its_weights_before_the_sync_and_its_kv_cache_after(sleeps):
-    from arrol_pl.train.phases import engine_asleep
+    from arrol_pl.train.step.phases import engine_asleep
 
     engine, timer = SleepRecorder(sleeps), PhaseTimer()
     with engine_asleep(engine, timer, lambda: ("w", "h")):
@@ -288,7 +288,7 @@ def test_the_engine_sleeps_through_the_update_and_wakes_its_weights_before_the_s
 
 
 def test_a_failed_update_leaves_the_engine_asleep_without_a_sync():
-    from arrol_pl.train.phases import engine_asleep
+    from arrol_pl.train.step.phases import engine_asleep
 
     engine, timer = SleepRecorder(), PhaseTimer()
     with pytest.raises(RuntimeError, match="update failed"):

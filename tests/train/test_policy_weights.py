@@ -21,7 +21,7 @@ import torch
 from test_distributed import launch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from arrol_pl.train.policy import engine_weights, freeze_lower_layers, policy_weights
+from arrol_pl.train.policy.weights import engine_weights, freeze_lower_layers, policy_weights
 
 REPO = Path(__file__).parents[2]
 
@@ -81,8 +81,8 @@ import sys
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from arrol_pl.train.distributed import full_weights, load_on_rank0, shard_from_rank0
-from arrol_pl.train.policy import engine_weights
+from arrol_pl.train.policy.distributed import full_weights, load_on_rank0, shard_from_rank0
+from arrol_pl.train.policy.weights import engine_weights
 
 path, out = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo")
@@ -128,7 +128,7 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM
 from arrol_pl.engine import ArrolEngine, EngineConfig, adapter
-from arrol_pl.train.policy import engine_weights
+from arrol_pl.train.policy.weights import engine_weights
 
 start, updated_dir = sys.argv[1], sys.argv[2]
 engine = ArrolEngine(start, EngineConfig(dtype="bfloat16", max_model_len=128))

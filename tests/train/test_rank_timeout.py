@@ -13,8 +13,8 @@ import datetime
 import pytest
 from test_distributed import launch
 
-from arrol_pl.train.config import TrainerConfig
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import TrainerConfig
 
 TIMEOUT_MINUTES = 0.1
 """6 s: beyond the start-up skew of two processes on a loaded machine, short enough for a test."""
@@ -23,8 +23,8 @@ RANK = """
 import sys
 import time
 
-from arrol_pl.train.config import TrainerConfig
-from arrol_pl.train.distributed import init_launcher_world, rank_zero_first
+from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.policy.distributed import init_launcher_world, rank_zero_first
 
 seconds, minutes = float(sys.argv[1]), float(sys.argv[2])
 rank = init_launcher_world(TrainerConfig(devices=2, strategy="fsdp", accelerator="cpu", rank_timeout_minutes=minutes))
@@ -53,7 +53,7 @@ def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
 
 
 def test_lightning_strategy_gets_the_timeout_too():
-    from arrol_pl.train.build import lightning_strategy
+    from arrol_pl.train.run.build import lightning_strategy
 
     strategy = lightning_strategy(TrainerConfig(devices=2, strategy="fsdp", accelerator="cpu",
                                                 rank_timeout_minutes=90))

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from arrol_pl.train.config import AlgoConfig
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.refill import generate_with_refill, informative_groups, refill_indices
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.step.refill import generate_with_refill, informative_groups, refill_indices
 
 
 @dataclass

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from arrol_pl.train.checkpoint import REQUIRED_ENTRIES, AtomicCheckpointIO, CheckpointWriteError, read_checkpoint
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
-from arrol_pl.train.data import PromptDataModule, PromptStream, check_stream, stream_identity
-from arrol_pl.train.prelaunch import effective_keep_ratio, report_pruning_floor
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
+from arrol_pl.train.records.checkpoint import REQUIRED_ENTRIES, AtomicCheckpointIO, CheckpointWriteError, read_checkpoint
+from arrol_pl.train.run.data import PromptDataModule, PromptStream, check_stream, stream_identity
+from arrol_pl.train.run.prelaunch import effective_keep_ratio, report_pruning_floor
 
 
 def checkpoint() -> dict:
@@ -129,7 +129,7 @@ def test_trainer_and_engine_keys_are_checked(overrides, message):
 
 
 def test_time_budget_stops_after_the_step_that_reaches_it_and_checkpoints_it(tmp_path):
-    from arrol_pl.train.callbacks import RunCheckpoints
+    from arrol_pl.train.run.callbacks import RunCheckpoints
 
     saved = []
     trainer = SimpleNamespace(global_step=0, max_steps=300, should_stop=False,

@@ -16,12 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from arrol_pl.train.callbacks import HistoryFile, RunCheckpoints
-from arrol_pl.train.rundir import (CLAIM_FILE, OWNER_ENV, check_output_dir, claim_holder, claim_output_dir,
+from arrol_pl.train.run.callbacks import HistoryFile, RunCheckpoints
+from arrol_pl.train.records.rundir import (CLAIM_FILE, OWNER_ENV, check_output_dir, claim_holder, claim_output_dir,
                                    history_before, latest_run, read_rows, remove_if_only_hydra, resolve_resume,
                                    resumed_run_dir, run_files, step_checkpoints, write_rows)
-from arrol_pl.train.config import load_run_config
-from arrol_pl.train.config_loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import load_run_config
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
@@ -181,7 +181,7 @@ def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_p
 
 
 def test_a_run_that_finds_nothing_to_resume_starts_fresh_and_says_so(tmp_path, caplog):
-    from arrol_pl.train.experiment import continued_run
+    from arrol_pl.train.run.experiment import continued_run
 
     run = load_run_config({"trainer": {"resume": "auto"}})
     with caplog.at_level(logging.WARNING):
@@ -263,8 +263,8 @@ def test_a_crash_writes_a_failed_summary_and_propagates(tmp_path, monkeypatch):
     naming the error, then propagates with its own traceback; the policy never gets built here."""
     import json
 
-    import arrol_pl.train.build as build
-    import arrol_pl.train.experiment as experiment
+    import arrol_pl.train.run.build as build
+    import arrol_pl.train.run.experiment as experiment
 
     def crash(run):
         raise RuntimeError("injected: the node went away")
@@ -284,7 +284,7 @@ def test_a_crash_writes_a_failed_summary_and_propagates(tmp_path, monkeypatch):
 def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
     from omegaconf import OmegaConf
 
-    from arrol_pl.train.rundir import save_hydra_record
+    from arrol_pl.train.records.rundir import save_hydra_record
 
     save_hydra_record(tmp_path, OmegaConf.create({"name": "x", "trainer": {"seed": 1}}),
                       OmegaConf.create({"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}), ["trainer.seed=1"])
@@ -296,7 +296,7 @@ def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
 
 def hold_claim(directory: Path) -> subprocess.Popen:
     """Another process holding the claim on ``directory`` until its stdin closes."""
-    code = ("import sys; from pathlib import Path; from arrol_pl.train.rundir import claim_output_dir\n"
+    code = ("import sys; from pathlib import Path; from arrol_pl.train.records.rundir import claim_output_dir\n"
             "with claim_output_dir(Path(sys.argv[1])):\n    print('held', flush=True); sys.stdin.read()")
     proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env={k: v for k, v in os.environ.items() if k not in ("RANK", OWNER_ENV)})

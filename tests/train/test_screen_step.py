@@ -11,7 +11,7 @@ import torch
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.pruning import PruningConfig
 from arrol_pl.core.screening import ScreenConfig, ScreenStep, audit_totals
-from arrol_pl.train.screening import PromptScorer
+from arrol_pl.train.step.screening import PromptScorer
 
 
 @dataclass

@@ -10,7 +10,7 @@ Decisions:
 - **Rows with zero advantage are not run**: their loss and gradient are exactly 0; they still count in the
   denominators, as they do in training.
 - **The prompt runs once per prompt** (its KV cache repeated over the prompt's rollouts, the gradient flowing back
-  into it), not once per rollout: the log-probs are :func:`~arrol_pl.train.logprobs.response_log_probs`'s (a test
+  into it), not once per rollout: the log-probs are :func:`~arrol_pl.train.policy.logprobs.response_log_probs`'s (a test
   checks), at a fraction of the cost where the prompt is the longer part (few-shot prompts).
 - **A step is undone once measured**: :func:`after_step` runs a fresh optimizer's first step on the given gradient
   (plain SGD; AdamW, whose first update is lr·g / (|g| + ε) ≈ lr·sign(g) per parameter), measures, and puts the

@@ -54,9 +54,9 @@ def policy_directory(config: GradProbeConfig) -> Path:
 
         return prepare_smollm2(config.cache_dir)
     if config.policy == "tiny":
-        from arrol_pl.train.config import TrainerConfig
-        from arrol_pl.train.model_config import ModelConfig
-        from arrol_pl.train.warmstart import prepare_tiny_policy
+        from arrol_pl.train.config.model import ModelConfig
+        from arrol_pl.train.config.run import TrainerConfig
+        from arrol_pl.train.run.warmstart import prepare_tiny_policy
 
         return prepare_tiny_policy(ModelConfig(cache_dir=config.cache_dir), config.data, config.max_tokens,
                                    TrainerConfig.seed)
@@ -86,7 +86,7 @@ def sample_rollouts(policy: Path, problem_sets: Sequence[list[Problem]], samples
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
     from arrol_pl.tasks.reward_function import make_reward
-    from arrol_pl.train.build import context_length
+    from arrol_pl.train.run.build import context_length
 
     tokenizer = AutoTokenizer.from_pretrained(policy)
     sets = [render_problems(problems, tokenizer, prompt_format) for problems in problem_sets]

@@ -35,7 +35,7 @@ from arrol_pl.analysis.grad_probe.tables import difference_table, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat
-from arrol_pl.train.config import AlgoConfig
+from arrol_pl.train.config.run import AlgoConfig
 
 BASELINES = ("random", "fresh")
 """The subsets every other is compared with, paired by batch."""
@@ -133,7 +133,7 @@ def run_grad_probe(job: GradProbeJob) -> dict[str, Any]:
     and print the tables; returns what the JSON holds."""
     from transformers import AutoModelForCausalLM
 
-    from arrol_pl.train.policy import freeze_lower_layers
+    from arrol_pl.train.policy.weights import freeze_lower_layers
 
     cfg = job.config
     parts = Parts(cfg.group_size, cfg.fresh_size, cfg.reference_rollouts)

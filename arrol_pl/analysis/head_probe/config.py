@@ -2,7 +2,7 @@
 ``probe_schema``: the one home of the probe's defaults; ``conf/probe.yaml`` states only what it changes.
 
 Decisions:
-- **Sections reused, not copied.** ``data`` is the trainer's own :class:`~arrol_pl.train.config.DataConfig`
+- **Sections reused, not copied.** ``data`` is the trainer's own :class:`~arrol_pl.train.config.run.DataConfig`
   (the same ``data=`` presets: task options, prompt format, stop strings; the probe reads its held-out problems,
   ``data.num_heldout`` of them) and ``head`` the trainer's :class:`~arrol_pl.core.head_training.HeadConfig` (the
   probe head's width and training recipe; its ``input`` is unused: ``features`` names what is probed).
@@ -12,7 +12,7 @@ Decisions:
   :class:`~arrol_pl.analysis.head_probe.fit.ProbeSettings`' and ``deepconf_mode`` is
   :class:`~arrol_pl.analysis.evaluation.DeepConfSettings`' ``mode``: each default has one home.
 - **Checked before any model loads** (:func:`load_probe_config`, through
-  :func:`~arrol_pl.train.config_loader.load_typed` as every script's config): a bad value is one line naming its key,
+  :func:`~arrol_pl.train.config.loader.load_typed` as every script's config): a bad value is one line naming its key,
   exit 2; so are a policy that is not a model directory and a detection length that does not fit.
 """
 
@@ -30,9 +30,9 @@ from arrol_pl.analysis.head_probe.features import FEATURE_KINDS, detect_lengths
 from arrol_pl.analysis.head_probe.fit import PROBE_TRAINING, ProbeSettings
 from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.core.head_training import HeadConfig
-from arrol_pl.train.config import AlgoConfig, DataConfig
-from arrol_pl.train.config_loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.model_config import ModelConfig
+from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
+from arrol_pl.train.config.model import ModelConfig
+from arrol_pl.train.config.run import AlgoConfig, DataConfig
 
 SCHEMA = "probe_schema"
 """The name ``conf/probe.yaml`` selects first in its defaults list."""

@@ -27,7 +27,7 @@ import torch
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.head_training import FeatureReplay, HeadConfig, head_quality, head_update
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.summary import RunSummary
+from arrol_pl.train.records.summary import RunSummary
 
 
 PROBE_TRAINING = HeadConfig(steps=300, replay=None)

@@ -31,7 +31,7 @@ from arrol_pl.analysis.head_probe.replay import replay_votes
 from arrol_pl.analysis.head_probe.tables import balance_table, inputs_table, markdown_table, votes_table
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat, render_problems
-from arrol_pl.train.reward_config import RunRewardConfig
+from arrol_pl.train.config.reward import RunRewardConfig
 
 
 @dataclass(kw_only=True)
@@ -80,7 +80,7 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
     from arrol_pl.tasks.reward_function import make_reward
-    from arrol_pl.train.build import context_length
+    from arrol_pl.train.run.build import context_length
 
     policy = cfg.policy
     if str(policy) == "smollm2":

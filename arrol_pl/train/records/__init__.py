@@ -1,0 +1,1 @@
+"""What a run writes and reads back: its directory, checkpoints, summary and loggers."""

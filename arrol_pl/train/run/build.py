@@ -1,0 +1,168 @@
+"""Building a run's parts from its config: the process group, the policy's directory (built, converted or fetched
+on first use), the rollout engine, the reward, the held-out evaluation and the Lightning module with its
+collaborators (:func:`build_parts`), and Lightning's strategy. Each part is a function of the
+:class:`~arrol_pl.train.config.run.RunConfig`, so a script can build one alone (the benchmarks, the GPU smoke command,
+the evaluation's context length)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ContextManager
+
+from arrol_pl.train.config.run import RunConfig
+
+
+def policy_directory(run: RunConfig) -> Path:
+    if run.model.pretrained == "smollm2":
+        from arrol_pl.models.smollm2 import prepare_smollm2
+
+        return prepare_smollm2(run.model.cache_dir)
+    if run.model.path is not None:
+        from arrol_pl.models import hub
+
+        path = hub.snapshot(run.model.path) if hub.is_hub_id(run.model.path) else Path(run.model.path)
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no config.json)")
+        return path
+    from arrol_pl.train.run.console import weight_bars_off
+    from arrol_pl.train.run.warmstart import prepare_tiny_policy
+
+    with weight_bars_off():
+        return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
+
+
+def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
+    longest = max(len(tokenizer.encode(p.prompt, add_special_tokens=False)) for p in problems)
+    return int(math.ceil((longest + max_response_tokens + 1) / 64) * 64)
+
+
+def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
+    """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``. With several
+    ranks it joins their world (every rank builds its own, at the same point)."""
+    from arrol_pl.engine import ArrolEngine
+
+    e = run.engine
+    return ArrolEngine(
+        str(policy_dir),
+        dataclasses.replace(e, max_model_len=e.max_model_len or context_length(tokenizer, problems,
+                                                                             run.algo.max_response_tokens)),
+        seed=run.trainer.seed, head_input=run.head.input, head_hidden_dim=run.head.hidden_dim,
+        logprobs_mode="processed_logprobs",  # what the trainer compares its own against: T-scaled log-probs
+        join_launcher_world=run.trainer.ranks > 1,
+    )
+
+
+def lightning_strategy(t):
+    """``trainer.strategy`` as Lightning's: with several ranks ``fsdp`` is FSDP2, ``ModelParallelStrategy`` (CPU
+    and CUDA; ``FSDPStrategy`` refuses a CPU accelerator), checkpointing full state dicts from rank 0."""
+    if t.ranks == 1:
+        return t.strategy
+    from lightning.pytorch.strategies import ModelParallelStrategy
+
+    from arrol_pl.train.policy.distributed import rank_timeout
+
+    # The timeout counts where Lightning creates the group itself; it reuses the one init_launcher_world made.
+    return ModelParallelStrategy(data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False,
+                                 timeout=rank_timeout(t))
+
+
+def join_world(run: RunConfig) -> int:
+    """This process's rank: several ranks initialise their process group here, before any engine joins it
+    (docs/distributed.md); one rank is rank 0 without a group."""
+    if run.trainer.ranks == 1:
+        return 0
+    from arrol_pl.train.policy.distributed import init_launcher_world
+
+    return init_launcher_world(run.trainer)
+
+
+@dataclass
+class RunParts:
+    """What a run builds, filled in as it is built, so that a failure part-way closes what exists."""
+
+    engine: Any = None
+    owns_engine: bool = True
+    """False when the caller passed the engine (a test's shared one): the caller closes it."""
+    reward: Any = None
+    tokenizer: Any = None
+    module: Any = None
+    evaluate: Callable[[], Any] = lambda: None
+    """The held-out evaluation on the engine's current weights (None without held-out problems)."""
+    before: Any = None
+    """The held-out result before training (the checkpoint's, on a resume)."""
+
+    def close(self) -> None:
+        """The reward workers, and the engine if the run started it (before a next multirun job starts its own)."""
+        if self.reward is not None:
+            self.reward.close()
+        if self.owns_engine and self.engine is not None:
+            self.engine.close()
+
+
+def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | None,
+                history: list[dict[str, float]],
+                stoppable: Callable[[str], ContextManager] = lambda phase: nullcontext()) -> tuple[list, list]:
+    """Fill ``parts``: the policy's directory (rank 0 first), the tokenizer, the engine unless given, the reward,
+    the held-out result before training, and the Lightning module with its collaborators. Returns the training and
+    held-out problems rendered with the tokenizer's prompt format. ``stoppable(phase)`` marks the phases a signal
+    stops at once (:meth:`~arrol_pl.train.run.callbacks.RunCheckpoints.stoppable`): the policy's preparation and every
+    held-out evaluation."""
+    import lightning as L
+    import torch
+    from transformers import AutoTokenizer
+
+    from arrol_pl.core.online import OnlinePruning
+    from arrol_pl.tasks.prompts import render_problems
+    from arrol_pl.tasks.reward_function import make_reward
+    from arrol_pl.train.policy.distributed import RankSync, load_on_rank0, rank_zero_first
+    from arrol_pl.train.run.console import weight_bars_off
+    from arrol_pl.train.run.heldout import HeldoutResult, evaluate_heldout
+    from arrol_pl.train.run.prelaunch import check_trainable_layers
+    from arrol_pl.train.step.groups import GroupChooser
+    from arrol_pl.train.step.module import ArrolModule
+    from arrol_pl.train.step.screening import PromptScorer
+
+    t, a = run.trainer, run.algo
+    tiny = run.model.path is None and run.model.pretrained is None
+    with stoppable("the warm start" if tiny and run.model.warm_start.steps else "the policy's preparation"):
+        policy_dir = rank_zero_first(lambda: policy_directory(run))  # several ranks: built once
+    check_trainable_layers(run, policy_dir)
+    parts.tokenizer = tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+    fmt = run.data.prompt_format()
+    train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)
+    if parts.engine is None:
+        parts.engine = build_engine(run, policy_dir, tokenizer, train + heldout)
+    engine = parts.engine
+    # several ranks: rank 0 loads, the others start on the meta device (ArrolModule.configure_model)
+    with weight_bars_off():
+        policy = load_on_rank0(policy_dir, torch.float32)
+        reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
+    parts.reward = reward = make_reward(run.reward.function, run.reward.pool_config(
+        overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
+        overlong_cache_length=a.overlong_cache_length))
+    # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so the run
+    # itself does not depend on whether the cache existed. The evaluation samples from a stream of its own.
+    L.seed_everything(t.seed, workers=True, verbose=False)
+    if heldout:  # every rank's engine evaluates its chunks
+        def evaluate() -> HeldoutResult:
+            with stoppable("the held-out evaluation"):
+                return evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature, a.max_response_tokens,
+                                        fmt.stop, seed=t.eval_seed, ranks=RankSync(), chunk=t.eval_chunk)
+        parts.evaluate = evaluate
+    saved_before = resume["arrol"].get("heldout_before") if resume else None
+    parts.before = HeldoutResult(**saved_before) if saved_before else parts.evaluate()
+    # the quality head before the prompt head: both draw their initial weights from the seeded stream
+    pruning = OnlinePruning(run.pruning, run.head, policy.config.hidden_size, t.seed)
+    scorer = PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed) \
+        if run.pruning.screen.prompt_stage else None
+    groups = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
+    run_info = {"policy_dir": str(Path(policy_dir).resolve()),
+                "heldout_before": dataclasses.asdict(parts.before) if parts.before else None}
+    parts.module = ArrolModule(run, policy, engine, groups, tokenizer.pad_token_id, reference, pruning=pruning,
+                               history=history, run_info=run_info)
+    engine.sync_weights(None, parts.module.head.state_dict())
+    return train, heldout

@@ -1,0 +1,191 @@
+"""One experiment from a validated :class:`RunConfig`, in four parts: the checks before launch
+(:mod:`.prelaunch`), building the parts (:mod:`.build`), the fit (:func:`fit`), and finishing (:mod:`.finish`: the
+summary and the export).
+
+``run_experiment`` is what ``experiments/run.py`` calls (and what the tests call): it writes TensorBoard events,
+checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` into the output directory. SIGINT /
+SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
+(:class:`~arrol_pl.train.run.finish.RunInterrupted`); they stop the warm start or a held-out evaluation at once, keeping
+nothing of it (:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
+the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`); any other crash
+writes the history and a summary marked ``failed``, then propagates.
+
+Decisions:
+- **The history lives in the run directory.** Each step's row is appended to ``history.jsonl`` as the step
+  ends (:class:`~arrol_pl.train.run.callbacks.HistoryFile`), not stored in checkpoints. A resumed run starts from
+  the rows before its checkpoint's step, read from the ``history.jsonl`` of the run that wrote the checkpoint
+  (:func:`~arrol_pl.train.records.rundir.history_before`): rows of steps finished after that checkpoint are dropped, so a
+  resume into its own directory repeats them once. TensorBoard continues in ``tb/``: the resumed session's event
+  file starts with a purge at the checkpoint's step, so TensorBoard hides the earlier session's events from that
+  step on (no step twice).
+- **A resume by run writes where that run did.** ``trainer.resume=auto`` or a run directory is resolved into the
+  checkpoint and the directory it continues (:func:`~arrol_pl.train.records.rundir.resolve_resume`, :func:`continued_run`)
+  before anything else; finding no checkpoint, the run starts fresh and says so in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import RunConfig, prompts_drawn_per_step
+from arrol_pl.train.records.rundir import claim_output_dir, history_before, resolve_resume
+from arrol_pl.train.records.summary import RunSummary
+from arrol_pl.train.run.build import RunParts, build_parts, join_world, lightning_strategy
+from arrol_pl.train.run.finish import RunInterrupted, export_policy, push_export, summarise, write_outcome, write_run_card
+from arrol_pl.train.run.prelaunch import effective_keep_ratio, preflight
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """How the fit ended, as the summary reports it."""
+
+    status: str = "completed"
+    failure: BaseException | None = None
+    after: object = None
+    export_dir: Path | None = None
+    fit_seconds: float = 0.0
+
+
+def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None,
+                   accepted: Callable[[], None] | None = None) -> RunSummary:
+    """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
+    ``overrides`` (the command line's) are recorded so sweep tables can name their rows; ``accepted`` is called
+    once every check has passed, before anything is written (``run.py`` writes Hydra's record then).
+
+    Raises :class:`~arrol_pl.train.config.loader.ConfigError` before anything is written (an ``out_dir`` holding
+    another run's files included), :class:`RunInterrupted` after a signal, and
+    :class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
+    the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
+    """
+    run, out_dir = continued_run(run, Path(out_dir))
+    with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
+        return _experiment(run, out_dir, engine, overrides, accepted)
+
+
+def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
+    """``run`` with ``trainer.resume`` the checkpoint it continues (None: a fresh start, said in one line), and the
+    directory it writes (:func:`~arrol_pl.train.records.rundir.resolve_resume`; ``out_dir`` is pinned by
+    ``trainer.output_dir``)."""
+    t = run.trainer
+    checkpoint, out_dir, note = resolve_resume(t.resume, run.name, out_dir, pinned=t.output_dir is not None)
+    if note is not None:
+        logger.warning(note)
+    resume = None if checkpoint is None else str(checkpoint)
+    if resume != t.resume:
+        run = dataclasses.replace(run, trainer=dataclasses.replace(t, resume=resume))
+    return run, out_dir
+
+
+def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | None,
+                accepted: Callable[[], None] | None) -> RunSummary:
+    import lightning as L
+
+    from arrol_pl.train.records.checkpoint import AtomicCheckpointIO
+    from arrol_pl.train.run.callbacks import RunCheckpoints
+    from arrol_pl.train.run.console import quiet_console
+
+    quiet_console()  # each message once, before vLLM and Lightning speak
+    t0, t = time.perf_counter(), run.trainer
+    L.seed_everything(t.seed, workers=True, verbose=False)
+    train, heldout, resume = preflight(run, out_dir)
+    if accepted is not None:
+        accepted()
+    history = history_before(t.resume, resume) if resume is not None else []
+    resumed_step = int(resume["global_step"]) if resume is not None else None
+    rank = join_world(run)
+    data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
+                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
+    io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
+    parts, outcome = RunParts(engine=engine, owns_engine=engine is None), Outcome()
+    try:
+        with stop:
+            with stop.stoppable("the run's preparation"):  # nothing of it is kept: a signal stops it at once
+                train, heldout = build_parts(parts, run, train, heldout, resume, history, stop.stoppable)
+            resume = None  # the trainer reads the checkpoint itself; drop the memory map
+            fit(parts, run, out_dir, train, bool(heldout), stop, io, resumed_step, outcome)
+    except ConfigError:
+        raise
+    except Exception as exc:  # a failed checkpoint write or a crash: the history and a summary marked failed first
+        outcome.status, outcome.failure = "failed", exc
+    except (KeyboardInterrupt, SystemExit):
+        # Lightning turns the second Ctrl-C into SystemExit, and SIGTERM into one after the step.
+        if not stop.requested:
+            raise
+    finally:
+        parts.close()
+    module = parts.module
+    summary = summarise(
+        run, module.history if module is not None else [], parts.before, outcome.after, time.perf_counter() - t0,
+        status="interrupted" if stop.requested else outcome.status,
+        signal=signal.Signals(stop.signum).name if stop.requested else None,
+        error=str(outcome.failure) if outcome.failure else None,
+        checkpoint=str(io.last_good) if io.last_good else None,
+        skipped_steps=dict(module.skipped) if module is not None else {},
+        keep_ratio_effective=effective_keep_ratio(run), fit_seconds=outcome.fit_seconds,
+        policy_dir=module.run_info.get("policy_dir") if module is not None else None,
+        export_dir=str(outcome.export_dir) if outcome.export_dir else None,
+        checkpoint_dir=str(out_dir / "checkpoints"), tensorboard_dir=str(out_dir / "tb"),
+        overrides=overrides or [], data_rows=data_rows,
+    )
+    write_outcome(run, out_dir, summary, module.history if module is not None else [], rank)
+    if outcome.failure is not None:
+        raise outcome.failure
+    if stop.requested:
+        raise RunInterrupted(stop.signum, summary, stop.stopped_in)
+    return summary
+
+
+def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool, stop, io,
+        resumed_step: int | None, outcome: Outcome) -> None:
+    """Lightning's fit over the run's steps, the held-out evaluations (every ``trainer.eval_every`` steps and after
+    the last), then the exported policy; ``outcome`` records the fit's seconds, the final result and the export."""
+    import lightning as L
+
+    from arrol_pl.train.records.loggers import log_hyperparams, make_loggers
+    from arrol_pl.train.run.callbacks import FinalEvaluation, HeldoutEvaluation, HistoryFile, StepProgressBar
+    from arrol_pl.train.run.data import PromptDataModule
+
+    t, module = run.trainer, parts.module
+    # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
+    warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
+    heldout_every = [HeldoutEvaluation(t.eval_every, parts.evaluate)] if t.eval_every and has_heldout else []
+    final = FinalEvaluation(parts.evaluate, lambda: stop.requested)
+    loggers = make_loggers(t.logger, out_dir, run.name, resumed_step, t.wandb)
+    log_hyperparams(loggers, json.loads(json.dumps(dataclasses.asdict(run))))  # built-in types: tuples as lists
+    trainer = L.Trainer(
+        max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=lightning_strategy(t),
+        num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
+        precision=t.precision,
+        logger=loggers or False,
+        # HistoryFile after the held-out evaluation (it completes the step's row), before the checkpoint
+        callbacks=[*heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final, StepProgressBar()],
+        plugins=[io], enable_checkpointing=False,  # RunCheckpoints writes them all
+        log_every_n_steps=t.log_every, num_sanity_val_steps=0,
+        limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
+    )
+    fit_start = time.perf_counter()
+    if not stop.requested:
+        trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
+                    ckpt_path=t.resume, weights_only=True)
+    outcome.fit_seconds = time.perf_counter() - fit_start - final.seconds
+    if not stop.requested:
+        final.run(module)  # done in on_train_end unless the fit had no step left to run
+        outcome.after = final.result  # the last point of the held-out curve
+        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format())
+        if module.ranks.rank == 0:
+            write_run_card(outcome.export_dir, run, len(module.history), parts.before, outcome.after)
+            if t.push_to_hub is not None:  # the export whole: policy, tokenizer, card, quality_head/ (finish)
+                logger.info("pushed %s to %s", outcome.export_dir, push_export(outcome.export_dir, t.push_to_hub))
