@@ -35,6 +35,13 @@ def test_dynamic_sampling_rows_follow_the_algo_and_the_advantage_phase_times_its
     assert adv[:2].tolist() == [0.0, 0.0]
 
 
+def test_the_timer_times_only_the_steps_phases():
+    timer = PhaseTimer()
+    with pytest.raises(ValueError, match="no step phase is named 'updte'"):
+        with timer("updte"):
+            pass
+    assert not timer.seconds
+
 
 # ---------------------------------------------------------------- log-prob phase and PPO mini-batches
 def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:

@@ -47,7 +47,7 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
     for key in ("heldout_accuracy_before", "heldout_accuracy_after", "keep_ratio_mean", "seconds_per_step",
                 "wall_seconds", "fit_seconds"):
         assert isinstance(summary[key], float) and math.isfinite(summary[key]), key
-    assert summary["seconds_per_phase"]["generation"] > 0
+    assert summary["seconds_per_phase"]["generation"] > 0 and summary["seconds_per_phase"]["advantage"] > 0
     assert summary["config"]["pruning"]["policy"] == "arrol"
     assert (run / "export" / "config.json").exists() and (run / "export" / "quality_head" / "config.json").exists()
     assert "held-out accuracy" in out.stdout

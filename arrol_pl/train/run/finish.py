@@ -23,10 +23,11 @@ from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.train.config.run import RunConfig
 from arrol_pl.train.records.summary import RunSummary, values_from
 from arrol_pl.train.run.console import weight_bars_off
-from arrol_pl.train.step.phases import POLICY_SUMMARY
+from arrol_pl.train.step.phases import POLICY_SUMMARY, PhaseTimer
 
 
-SUMMARY_PHASES = ("screen", "generation", "reward", "old_logprob", "ref_logprob", "update", "head", "optimizer", "sync", "step")
+SUMMARY_PHASES = (*PhaseTimer.PHASES, "step")
+"""The phases ``summary.json``'s ``seconds_per_phase`` holds: every timed phase, then the whole step."""
 
 
 def mean_after(history: list[dict[str, float]], key: str, start: int) -> float | None:

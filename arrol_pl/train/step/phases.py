@@ -40,13 +40,20 @@ from arrol_pl.train.policy.logprobs import MicroBatch, gather_rows, make_micro_b
 
 class PhaseTimer:
     """Accumulates wall seconds per named phase (Table 5's decomposition): ``with timer("update"): ...`` inside
-    the phase; a phase run several times in a step (refill's rounds, PPO mini-batches) adds up."""
+    the phase; a phase run several times in a step (refill's rounds, PPO mini-batches) adds up. Each phase is one
+    of :attr:`PHASES`, the history's ``time/<phase>`` keys."""
+
+    PHASES = ("screen", "generation", "reward", "advantage", "old_logprob", "ref_logprob", "update", "head",
+              "optimizer", "sync")
+    """Every phase a step times, in the order a step runs them."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        if name not in self.PHASES:
+            raise ValueError(f"no step phase is named {name!r}; the phases are {self.PHASES}")
         start = time.perf_counter()
         try:
             yield
