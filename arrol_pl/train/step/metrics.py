@@ -44,9 +44,9 @@ def trained(groups, pruner, learned: PruningUpdate, policy: dict[str, float], ke
     head phase's result and the update's ``policy`` statistics; ``calibrated``: the calibrator holds rows (the head's
     posteriors are defined)."""
     s = learned.all_survivors
-    posteriors = pruner.posterior(s.scores) if calibrated else None
-    quality = head_quality(s.scores, posteriors, s.labels, s.group_ids)  # the scorer's: what the decisions read
-    if s.head_scores is not None:
+    if s.head_scores is None:  # the head is the scorer: its scores are what the decisions read
+        quality = head_quality(s.scores, pruner.posterior(s.scores) if calibrated else None, s.labels, s.group_ids)
+    else:
         quality = head_quality(s.head_scores, None, s.labels, s.group_ids)
     return {**step_metrics(groups.scored, groups.generation, pruner, keep_ratio_target, s.rewards, s.labels,
                            s.group_ids, quality, learned.head_loss, policy),
