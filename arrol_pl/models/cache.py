@@ -31,7 +31,7 @@ STALE_SECONDS = 6 * 3600
 KINDS = ("tokenizer", "qwen3", "warm", "smollm2")
 """The first word of each entry's name: its temporary directory is ``.<kind>-<pid>@<host>-<8 characters>``."""
 
-_TEMP = re.compile(r"^\.(?:tokenizer|qwen3|warm|smollm2|tok|model)-(?:(?P<pid>\d+)@(?P<host>.+)-)?[a-z0-9_]{8}$")
+_TEMP = re.compile(rf"^\.(?:{'|'.join((*KINDS, 'tok', 'model'))})-(?:(?P<pid>\d+)@(?P<host>.+)-)?[a-z0-9_]{{8}}$")
 """A build's temporary directory; ``.tok-``, ``.model-`` and names without an owner are earlier versions'."""
 
 

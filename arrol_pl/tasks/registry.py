@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import logging
 import os
 from typing import Any
 
 from arrol_pl.tasks.problem import DatasetUnavailableError, ProblemSet
 from arrol_pl.tasks.rows import compile_answer_pattern, load_spec
+from arrol_pl.tasks.rows import logger as row_logger
 
 ADAPTERS: dict[str, str] = {
     "arithmetic": "arrol_pl.tasks.arithmetic",
@@ -169,8 +169,7 @@ def check_sources(data) -> None:
     heldout = data.heldout_name or data.name
     if data.num_heldout and (data.heldout_name or data.heldout_path) and not is_generated(heldout):
         loads.append(load_heldout)
-    rows = logging.getLogger("arrol_pl.tasks.rows")
-    was, rows.disabled = rows.disabled, True
+    was, row_logger.disabled = row_logger.disabled, True
     try:
         for load in loads:
             try:
@@ -178,7 +177,7 @@ def check_sources(data) -> None:
             except DatasetUnavailableError:
                 load(data)  # the whole source: a usable row may come later
     finally:
-        rows.disabled = was
+        row_logger.disabled = was
 
 
 def load_data(data) -> tuple[ProblemSet, ProblemSet]:
