@@ -41,8 +41,6 @@ SMOKE_OVERRIDES = (
 
 CUDA_OVERRIDES = ("trainer.precision=bf16-mixed", "engine.enable_sleep_mode=true", "model.reference_dtype=bfloat16")
 
-PHASES = ("generation", "reward", "advantage", "old_logprob", "ref_logprob", "update", "optimizer", "head", "sync")
-
 
 class DeviceMemory:
     """The device memory in use (``total - free``, what nvidia-smi shows), sampled every ``interval`` seconds in a
@@ -148,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     from arrol_pl.train.config.loader import ConfigError
     from arrol_pl.train.memory.plan import plan_memory
     from arrol_pl.train.memory.shape import ModelShape
+    from arrol_pl.train.records.rundir import read_rows
     from arrol_pl.train.run.build import build_engine
     from arrol_pl.train.run.experiment import run_experiment
+    from arrol_pl.train.step.phases import PhaseTimer
 
     out = args.out or ROOT / "outputs" / "smoke" / time.strftime("%Y-%m-%d_%H-%M-%S")
     start = time.perf_counter()
@@ -177,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             run_experiment(run, out, engine=engine)
     finally:
         engine.close()
-    rows = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_rows(out / "history.jsonl")
     for row in rows:
-        seconds = ", ".join(f"{p} {row[f'time/{p}']:.2f}" for p in PHASES if f"time/{p}" in row)
+        seconds = ", ".join(f"{p} {row[f'time/{p}']:.2f}" for p in PhaseTimer.PHASES if f"time/{p}" in row)
         print(f"step {int(row['step'])}: {row['time/step']:.2f} s ({seconds}); keep ratio "
               f"{row.get('pruning/keep_ratio', float('nan')):.2f}")
     if cuda:
