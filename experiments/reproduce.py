@@ -92,12 +92,13 @@ VOTES32_PROBE = [*SMOLLM2_TASK, "data.num_heldout=160", "samples=32", "dtype=bfl
 """The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""
 GRAD_PROBES = {
     "tiny": ["policy=tiny", "batches=32", "head_prompts=256", "data.num_heldout=64", "rules=[group,spread]"],
-    "smollm2": [*SMOLLM2_TASK, "detect_length=4", "trainable_layers=2", "adamw_lr=1e-4", "engine_dtype=bfloat16",
-                "batches=5", "reference_rollouts=16", "head_prompts=64", "data.num_heldout=20"],
+    "smollm2": [*SMOLLM2_TASK, "detect_length=4", "trainable_layers=2", "engine_dtype=bfloat16", "margin=false",
+                "oracle_aucs=[1.0]", "batches=40", "reference_rollouts=16", "head_prompts=64"],
 }
 """The gradient probe per policy (``grad_probe``, one directory each): on the tiny policy 32 batches, with the
 per-group and spread rules beside the default and Eq. 2; on SmolLM2 its few-shot task at L_detect = 4, the gradient
-over the top 2 decoder blocks that the SmolLM2 runs train, 5 batches of about 5 min each on 2 cores."""
+over the top 2 decoder blocks that the SmolLM2 runs train, 40 batches of the cosine alone (no margin, the perfect
+oracle and the head), enough for at least 32 with a reference gradient."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

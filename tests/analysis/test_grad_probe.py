@@ -15,7 +15,8 @@ import torch
 from arrol_pl.analysis.grad_probe.config import load_grad_probe_config
 from arrol_pl.analysis.grad_probe.gradients import after_step, prompt_log_probs, subset_gradient
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference
-from arrol_pl.analysis.grad_probe.subsets import Parts, balance, compared_rules, pruner_params, subset_rows, survivors
+from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, compared_rules, cost_matched_size, decoded_tokens,
+                                                  first_of, fresh_counts, pruner_params, subset_rows, survivors)
 from arrol_pl.analysis.head_probe.fit import fit_calibrator
 from arrol_pl.core.advantages import grpo_advantages
 from arrol_pl.core.losses import ppo_clip_loss
@@ -117,16 +118,36 @@ def test_paired_differences_by_batch():
 
 
 def test_the_parts_are_disjoint_and_cover_every_rollout():
-    parts = Parts(8, 4, 32)
+    parts = Parts(8, 8, 32)
     prompts = [3, 4]
     rows = {name: set(subset_rows(parts, prompts, part, torch.ones(2, part.stop - part.start, dtype=torch.bool)))
             for name, part in (("group", parts.group), ("fresh", parts.fresh), ("reference", parts.reference))}
-    assert (len(rows["group"]), len(rows["fresh"]), len(rows["reference"])) == (16, 8, 64)
+    assert (len(rows["group"]), len(rows["fresh"]), len(rows["reference"])) == (16, 16, 64)
     assert not rows["group"] & rows["fresh"] and not rows["group"] & rows["reference"]
     assert not rows["fresh"] & rows["reference"]
-    assert set.union(*rows.values()) == set(range(3 * 44, 5 * 44))
+    assert set.union(*rows.values()) == set(range(3 * 48, 5 * 48))
     keep = torch.tensor([[True, False, True, False, False, False, False, True]] * 2)
-    assert subset_rows(parts, prompts, parts.group, keep) == [132, 134, 139, 176, 178, 183]
+    assert subset_rows(parts, prompts, parts.group, keep) == [144, 146, 151, 192, 194, 199]
+
+
+def test_the_cost_matched_control_decodes_what_pruning_decodes():
+    lengths = torch.tensor([[40, 40, 40, 40], [10, 30, 50, 70]])
+    eligible = lengths > 8
+    keep = torch.tensor([[True, True, False, False], [True, False, True, False]])
+    # survivors whole, pruned rollouts up to L_detect = 8: 40 + 40 + 8 + 8 and 10 + 8 + 50 + 8
+    assert decoded_tokens(lengths, keep, eligible, 8).tolist() == [96.0, 76.0]
+    # the mean length is 40: G' = 86 / 40, between κG = 2 and G = 4
+    assert cost_matched_size(lengths, keep, eligible, 8) == pytest.approx(86 / 40)
+    # a rollout that finished before L_detect costs its own length, pruned or not
+    short = torch.tensor([[4, 40]])
+    assert decoded_tokens(short, torch.tensor([[False, True]]), short > 8, 8).tolist() == [44.0]
+
+
+def test_fresh_counts_meet_a_fractional_size_on_average():
+    counts = fresh_counts(4000, 5.3, seed=0)
+    assert set(counts.tolist()) == {5, 6} and counts.double().mean() == pytest.approx(5.3, abs=0.03)
+    assert torch.equal(counts, fresh_counts(4000, 5.3, seed=0))
+    assert first_of(torch.tensor([1, 3]), 4).tolist() == [[True, False, False, False], [True, True, True, False]]
 
 
 def test_the_default_rule_reading_a_perfect_oracle_keeps_more_balanced_groups_than_random():
@@ -158,7 +179,7 @@ def compose_probe(*overrides: str):
 
 def test_the_preset_takes_the_trainers_defaults():
     cfg = compose_probe("policy=tiny")
-    assert (cfg.group_size, cfg.fresh_size, cfg.detect_length, cfg.max_tokens) == (8, 4, 12, 48)
+    assert (cfg.group_size, cfg.count_matched_size(cfg.keep_ratio), cfg.detect_length, cfg.max_tokens) == (8, 4, 12, 48)
     assert cfg.reward.function == "math_verify" and cfg.data.num_heldout == 32
     assert cfg.loss_agg_mode == "seq-mean-token-mean" and cfg.rules == []
 
@@ -194,24 +215,30 @@ def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
             "reward.function=coin_reward:coin", "reward.workers=0", "group_size=4", "reference_rollouts=6",
             "batches=2", "prompts_per_batch=2", "head_prompts=8", "head.steps=20", "data.num_heldout=4",
             "heldout_samples=6", "max_tokens=12", "detect_length=4", "oracle_aucs=[0.9,1.0]",
-            f"hydra.run.dir={out}"]
+            "extra_keep_ratios=[0.75]", f"hydra.run.dir={out}"]
     run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((out / "grad_probe.json").read_text())
     rules = compared_rules()
-    keys = ["all", "random", *(f"{r}/{s}" for r in rules for s in ("head", "oracle_0.9", "oracle_1")), "fresh",
-            "reference"]
+    per_kappa = ["random", *(f"{r}/{s}" for r in rules for s in ("head", "oracle_0.9", "oracle_1")), "fresh_count",
+                 "fresh_cost"]
+    keys = ["all", *per_kappa, *(f"{k}@0.75" for k in per_kappa), "reference"]
     assert list(result["subsets"]) == keys and result["default_rule"] == rules[0]
-    assert set(result["differences"]) == {"random", "fresh"}
-    assert set(result["differences"]["random"]) == set(keys) - {"random"}
+    assert set(result["differences"]) == {"random", "fresh_count", "fresh_cost"}
+    assert set(result["differences"]["random"]) == {k for k in keys if not k.startswith(("random", "fresh"))}
     for key, subset in result["subsets"].items():
-        for measure in ("cosine", "margin_sgd", "margin_adamw", "grad_norm", "kept_share", "positive_ratio",
+        for measure in ("cosine", "margin_unit", "margin_adamw", "grad_norm", "cost", "kept_share", "positive_ratio",
                         "zero_advantage"):
             values = subset["per_batch"][measure]
             assert len(values) == 2 and all(isinstance(v, float) and math.isfinite(v) for v in values), (key, measure)
             assert math.isfinite(subset[measure]["mean"]), (key, measure)
     assert result["subsets"]["reference"]["per_batch"]["cosine"] == pytest.approx([1.0, 1.0])
-    assert result["subsets"]["fresh"]["kept_share"]["mean"] == pytest.approx(0.5)
+    assert result["subsets"]["fresh_count"]["kept_share"]["mean"] == pytest.approx(0.5)
+    assert result["subsets"]["fresh_count@0.75"]["kept_share"]["mean"] == pytest.approx(0.75)
+    # the cost-matched control decodes what the default rule decodes, in expectation over its draws
+    costs = result["costs"]["by_kappa"]
+    assert 2 <= costs["0.5"]["cost_matched"] <= 4 and costs["0.5"]["count_matched"] == 2
+    assert result["subsets"]["all"]["cost"]["mean"] == pytest.approx(4.0, rel=0.35)
     assert math.isfinite(result["margin"]["base"]) and result["margin"]["problems"] >= 1
     assert "| subset | cosine to reference ± SE |" in run.stdout
     fixture = json.loads(PROBE_FIXTURE.read_text())

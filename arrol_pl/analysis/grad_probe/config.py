@@ -54,11 +54,17 @@ class GradProbeConfig:
     group_size: int = AlgoConfig.group_size
     """G: the group the survival rules choose from (the trainer's ``algo.group_size``)."""
     keep_ratio: float = SurvivalSettings.keep_ratio
-    """κ: the survival rules' target share, random pruning's survival and the fresh group's size κG."""
+    """κ: the survival rules' target share, random pruning's survival and the count-matched fresh group's size κG."""
+    extra_keep_ratios: list[float] = field(default_factory=list)
+    """Further κ probed on the same rollouts: every subset that depends on κ again, its key ending in ``@<κ>``."""
     reference_rollouts: int = 32
-    """R: further rollouts per prompt, disjoint from the group and the fresh κG, whose gradient is the reference."""
+    """R: further rollouts per prompt, disjoint from the group and the fresh ones, whose gradient is the
+    reference."""
     batches: int = 8
     """Batches of prompts: each a gradient per subset; means and standard errors are over batches."""
+    max_minutes: float | None = None
+    """Stop measuring batches once this many minutes have passed since the first (at least 2 batches are measured;
+    None: every batch)."""
     prompts_per_batch: int = 8
     """Prompts per batch: a subset's gradient is summed over them, as a training step's over its prompts."""
     head_prompts: int = 128
@@ -83,8 +89,12 @@ class GradProbeConfig:
     """Sampling temperature; the log-probs divide the logits by it, as training does."""
     loss_agg_mode: str = AlgoConfig.loss_agg_mode
     """How the GRPO loss is aggregated over a batch's tokens and rollouts (the trainer's ``algo.loss_agg_mode``)."""
-    sgd_lr: float = 0.1
-    """Learning rate of the one plain SGD step whose margin change is measured."""
+    margin: bool = True
+    """Measure the held-out margin after one step of each subset's gradient (two forward passes over the held-out
+    rollouts per subset and batch); false: the cosine and the kept share only."""
+    sgd_step: float = 0.5
+    """Length of the plain SGD step along each subset's unit gradient whose margin change is measured: every subset
+    moves the policy equally far, so the margin compares directions, not gradient norms."""
     adamw_lr: float = AlgoConfig.lr
     """Learning rate of AdamW's first update (≈ lr·sign(g) per parameter; the trainer's ``algo.lr``)."""
     engine_dtype: str = "float32"
@@ -109,12 +119,18 @@ class GradProbeConfig:
                          ("head_prompts", 2), ("heldout_samples", 2), ("max_tokens", 2)):
             if getattr(self, key) < low:
                 raise ConfigError(f"{key} must be >= {low}, got {getattr(self, key)}")
-        if not 0.0 < self.keep_ratio < 1.0:
-            raise ConfigError(f"keep_ratio (κ) must be in (0, 1), got {self.keep_ratio}")
-        fresh = self.keep_ratio * self.group_size
-        if abs(fresh - round(fresh)) > 1e-9 or round(fresh) < 2:
-            raise ConfigError(f"keep_ratio={self.keep_ratio} of group_size={self.group_size} gives κG={fresh:g}: the "
-                              "fresh group needs a whole number of rollouts, at least 2")
+        for key, kappa in (("keep_ratio", self.keep_ratio), *(("extra_keep_ratios", k) for k in self.extra_keep_ratios)):
+            if not 0.0 < kappa < 1.0:
+                raise ConfigError(f"{key} (κ) must be in (0, 1), got {kappa}")
+            fresh = kappa * self.group_size
+            if abs(fresh - round(fresh)) > 1e-9 or round(fresh) < 2:
+                raise ConfigError(f"{key}={kappa} of group_size={self.group_size} gives κG={fresh:g}: the "
+                                  "count-matched fresh group needs a whole number of rollouts, at least 2")
+        if len(set(self.keep_ratios)) < len(self.keep_ratios):
+            raise ConfigError(f"extra_keep_ratios={list(self.extra_keep_ratios)}: each κ once, keep_ratio's "
+                              "included")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ConfigError(f"max_minutes must be > 0 or null, got {self.max_minutes}")
         if not 1 <= self.detect_length < self.max_tokens:
             raise ConfigError(f"detect_length must be >= 1 and < max_tokens={self.max_tokens}, "
                               f"got {self.detect_length}")
@@ -128,7 +144,7 @@ class GradProbeConfig:
         unknown = [rule for rule in self.rules if rule not in BALANCE_TARGETS]
         if unknown:
             raise ConfigError(f"rules={list(self.rules)}: choose among {list(BALANCE_TARGETS)}")
-        for key in ("temperature", "sgd_lr", "adamw_lr"):
+        for key in ("temperature", "sgd_step", "adamw_lr"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{key} must be > 0, got {getattr(self, key)}")
         if self.engine_dtype not in ENGINE_DTYPES:
@@ -144,9 +160,13 @@ class GradProbeConfig:
             raise ConfigError(f"data.num_heldout={self.data.num_heldout}: the margin needs held-out problems (>= 1)")
 
     @property
-    def fresh_size(self) -> int:
-        """κG: the fresh group's rollouts."""
-        return round(self.keep_ratio * self.group_size)
+    def keep_ratios(self) -> list[float]:
+        """Every κ probed: ``keep_ratio`` first."""
+        return [self.keep_ratio, *self.extra_keep_ratios]
+
+    def count_matched_size(self, keep_ratio: float) -> int:
+        """κG: the rollouts of the count-matched fresh group at ``keep_ratio``."""
+        return round(keep_ratio * self.group_size)
 
     @property
     def settings(self) -> ProbeSettings:

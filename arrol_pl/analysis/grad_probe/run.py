@@ -3,13 +3,16 @@ every batch's groups, every subset's gradient and measures per batch; then ``gra
 
 Decisions:
 - **Three sets of prompts, disjoint.** Training problems drawn with the seed: the first ``head_prompts`` (G
-  rollouts each) fit the scorers' calibrators and the head; the next ``batches × prompts_per_batch`` (G + κG + R
-  rollouts each) give the gradients. The first ``data.num_heldout`` held-out problems (``heldout_samples`` rollouts
+  rollouts each) fit the scorers' calibrators and the head; the next ``batches × prompts_per_batch`` (G + G + R
+  rollouts each: the group, the fresh part, the reference) give the gradients. The first ``data.num_heldout`` held-out problems (``heldout_samples`` rollouts
   each) measure the margin.
 - **One policy, unchanged.** Every gradient is taken at the policy that sampled the rollouts; a measured step is
   undone before the next (:func:`~arrol_pl.analysis.grad_probe.gradients.after_step`), and AdamW's weight decay is the
   trainer's (``algo.weight_decay``, 0 by default: the step is the gradient's alone).
 - **The subsets are chosen once**, over all the batches' groups, before any gradient: each batch then reads its rows.
+- **The margin compares directions.** The plain SGD step moves every subset's policy the same distance
+  (``sgd_step``) along its unit gradient, so a subset whose gradient is merely larger does not look better; AdamW's
+  first update (≈ lr·sign(g)) is scale-free already.
 """
 
 from __future__ import annotations
@@ -29,18 +32,19 @@ from arrol_pl.analysis.grad_probe.gradients import after_step, mean_log_probs, s
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference, summary
 from arrol_pl.analysis.grad_probe.rollouts import (Rollouts, fit_scorers, policy_directory, sample_rollouts,
                                                    scorer_quality)
-from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, compared_rules, pruner_params, subset_rows,
-                                                  survivors)
+from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, compared_rules, cost_matched_size, decoded_tokens,
+                                                  first_of, fresh_counts, pruner_params, subset_rows, survivors)
 from arrol_pl.analysis.grad_probe.tables import difference_table, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat
 from arrol_pl.train.config.run import AlgoConfig
 
-BASELINES = ("random", "fresh")
-"""The subsets every other is compared with, paired by batch."""
-COMPARED = ("cosine", "margin_sgd", "margin_adamw", "grad_norm")
-"""The measures of the update compared between subsets (beside them, each subset's kept share and balance)."""
+BASELINES = ("random", "fresh_count", "fresh_cost")
+"""The subsets every other is compared with, paired by batch, at the other's κ: random pruning (survival κ), the
+count-matched fresh κG and the cost-matched fresh G' (:mod:`.subsets`)."""
+MARGINS = ("margin_unit", "margin_adamw")
+"""The held-out margin's changes after a step (measured with ``margin=true``)."""
 
 
 @dataclass(kw_only=True)
@@ -61,18 +65,56 @@ class GradProbeJob:
     """The ``data=`` preset (recorded)."""
 
 
-def choose_subsets(config: GradProbeConfig, scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]],
-                   eligible: torch.Tensor, rules: list[str]) -> dict[str, torch.Tensor]:
-    """``(P, G)`` keep masks of random pruning and of every rule reading every scorer, over all the batches' groups."""
-    indices = list(range(eligible.shape[0]))
+def kappa_key(key: str, kappa: float, config: GradProbeConfig) -> str:
+    """A subset's key at ``kappa``: as it is at ``keep_ratio``, with ``@<κ>`` at any other."""
+    return key if kappa == config.keep_ratio else f"{key}@{kappa:g}"
+
+
+def baseline_of(key: str, kind: str) -> str:
+    """The subset of ``kind`` (:data:`BASELINES`) that ``key`` is compared with: the one at its own κ."""
+    return kind + (key[key.index("@"):] if "@" in key else "")
+
+
+@dataclass
+class Chosen:
+    """Every subset over all the batches' prompts: the part of each prompt's rollouts it chooses from (group,
+    fresh, reference) and its ``(P, n)`` keep mask over that part; and the cost-matched sizes G' by κ."""
+
+    subsets: dict[str, tuple[slice, torch.Tensor]]
+    cost_matched: dict[float, float]
+
+
+def choose_subsets(config: GradProbeConfig, parts: Parts, scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]],
+                   eligible: torch.Tensor, lengths: torch.Tensor, rules: list[str]) -> Chosen:
+    """Random pruning and every rule reading every scorer on the groups, the two fresh controls, all G and the
+    reference, at every κ. ``eligible, lengths: (P, G)`` of the groups; G' is measured on the default rule's
+    decisions reading the head (``rules[0]``)."""
+    prompts = eligible.shape[0]
+    indices = list(range(prompts))
+
+    def whole(part: slice) -> tuple[slice, torch.Tensor]:
+        return part, torch.ones(prompts, part.stop - part.start, dtype=torch.bool)
+
+    subsets = {"all": whole(parts.group)}
+    cost_matched = {}
     calibrator, scores = scorers["head"]
-    chosen = {"random": survivors(pruner_params("random", calibrator, config.keep_ratio, config.seed), scores,
-                                  eligible, indices)}
-    for rule in rules:
-        for name, (calibrator, scores) in scorers.items():
-            params = pruner_params("arrol", calibrator, config.keep_ratio, config.seed, balance_target=rule)
-            chosen[f"{rule}/{name}"] = survivors(params, scores, eligible, indices)
-    return chosen
+    for kappa in config.keep_ratios:
+        subsets[kappa_key("random", kappa, config)] = parts.group, survivors(
+            pruner_params("random", calibrator, kappa, config.seed), scores, eligible, indices)
+        for rule in rules:
+            for name, (calibrator, scores) in scorers.items():
+                params = pruner_params("arrol", calibrator, kappa, config.seed, balance_target=rule)
+                subsets[kappa_key(f"{rule}/{name}", kappa, config)] = parts.group, survivors(params, scores, eligible,
+                                                                                           indices)
+        default = subsets[kappa_key(f"{rules[0]}/head", kappa, config)][1]
+        cost_matched[kappa] = cost_matched_size(lengths, default, eligible, config.detect_length)
+        fresh = parts.fresh.stop - parts.fresh.start
+        count = torch.full((prompts,), config.count_matched_size(kappa))
+        subsets[kappa_key("fresh_count", kappa, config)] = parts.fresh, first_of(count, fresh)
+        subsets[kappa_key("fresh_cost", kappa, config)] = parts.fresh, first_of(
+            fresh_counts(prompts, cost_matched[kappa], config.seed), fresh)
+    subsets["reference"] = whole(parts.reference)
+    return Chosen(subsets, cost_matched)
 
 
 class HeldoutMargin:
@@ -103,101 +145,122 @@ class HeldoutMargin:
         return {"base": self.base, "problems": len(set(self.problem.tolist())), "rollouts": len(self.rows)}
 
 
-def measure_batch(cfg: GradProbeConfig, model, params, probe: Rollouts, parts: Parts, chosen: dict[str, torch.Tensor],
-                  correct: torch.Tensor, batch: list[int], margin: HeldoutMargin) -> dict[str, dict[str, float]]:
-    """Every subset's measures on one batch of prompts (indices into ``chosen``'s rows and ``correct: (P, samples)``):
-    cosine to the reference gradient, gradient norm, the margin after an SGD step and after AdamW's first, and what
-    it kept."""
-    optimizers = {"margin_sgd": partial(torch.optim.SGD, lr=cfg.sgd_lr),
-                  "margin_adamw": partial(torch.optim.AdamW, lr=cfg.adamw_lr, weight_decay=AlgoConfig.weight_decay)}
-    subsets = _batch_subsets(parts, chosen, batch)
+def unit(grad: torch.Tensor) -> torch.Tensor:
+    """``grad`` scaled to norm 1 (a zero gradient stays zero: no step)."""
+    norm = grad.double().norm()
+    return grad / float(norm) if norm > 0 else grad
+
+
+def measure_batch(cfg: GradProbeConfig, model, params, probe: Rollouts, parts: Parts, chosen: Chosen,
+                  lengths: torch.Tensor, correct: torch.Tensor, batch: list[int], margin: HeldoutMargin | None,
+                  mean_length: float) -> dict[str, dict[str, float]]:
+    """Every subset's measures on one batch of prompts (indices into the rows of ``chosen``, ``lengths`` and
+    ``correct: (P, samples)``): cosine to the reference gradient, gradient norm, what it kept and decoded (``cost``:
+    tokens per prompt over ``mean_length``), and with a ``margin`` the margin after a unit SGD step and after
+    AdamW's first."""
+    steps = {"margin_unit": (partial(torch.optim.SGD, lr=cfg.sgd_step), unit),
+             "margin_adamw": (partial(torch.optim.AdamW, lr=cfg.adamw_lr, weight_decay=AlgoConfig.weight_decay),
+                              lambda g: g)}
+    eligible = probe.eligible.view(lengths.shape)
     grads = {}
-    for key, (part, keep) in subsets.items():
-        rows = subset_rows(parts, batch, part, keep)
+    for key, (part, keep) in chosen.subsets.items():
+        rows = subset_rows(parts, batch, part, keep[batch])
         grads[key] = subset_gradient(model, params, [probe.prompt_ids[i] for i in rows],
                                      [probe.response_ids[i] for i in rows], probe.rewards[rows],
                                      probe.problem[rows].tolist(), cfg.temperature, cfg.loss_agg_mode, cfg.max_tokens)
     # a batch whose every reference group has one outcome has no gradient to align with: its cosines are undefined
     aligned = bool(grads["reference"].norm() > 0)
     out = {}
-    for key, (part, keep) in subsets.items():
+    for key, (part, keep) in chosen.subsets.items():
+        tokens = decoded_tokens(lengths[batch][:, part], keep[batch], eligible[batch][:, part], cfg.detect_length)
         out[key] = {"cosine": cosine(grads[key], grads["reference"]) if aligned else math.nan,
                     "grad_norm": float(grads[key].double().norm()),
-                    **{name: margin.change(params, grads[key], optimizer) for name, optimizer in optimizers.items()},
-                    **balance(keep, correct[batch][:, part], cfg.group_size)}
+                    "cost": float(tokens.mean()) / mean_length,
+                    **({name: margin.change(params, step(grads[key]), optimizer)
+                        for name, (optimizer, step) in steps.items()} if margin is not None else {}),
+                    **balance(keep[batch], correct[batch][:, part], cfg.group_size)}
     return out
 
 
 def run_grad_probe(job: GradProbeJob) -> dict[str, Any]:
     """Generate, fit the scorers, measure every subset on every batch, write ``grad_probe.json`` under ``job.out``
     and print the tables; returns what the JSON holds."""
+    cfg = job.config
+    parts = Parts(cfg.group_size, cfg.group_size, cfg.reference_rollouts)
+    policy = policy_directory(cfg)
+    job.out.mkdir(parents=True, exist_ok=True)
+    sets = (job.head_problems, job.batch_problems, *([job.heldout_problems] if cfg.margin else []))
+    fitting, probe, *heldout = sample_rollouts(policy, sets, (cfg.group_size, parts.samples, cfg.heldout_samples),
+                                               cfg, job.prompt_format)
+    result = probe_rollouts(job, policy, parts, fitting, probe, heldout[0] if heldout else None)
+    (job.out / "grad_probe.json").write_text(json.dumps(result, indent=1, allow_nan=False))
+    print_probe(result, job.out)
+    return result
+
+
+def probe_rollouts(job: GradProbeJob, policy: Path, parts: Parts, fitting: Rollouts, probe: Rollouts,
+                   heldout: Rollouts | None) -> dict[str, Any]:
+    """The probe on rollouts already sampled: fit the scorers, choose the subsets, measure every batch (until
+    ``max_minutes``); what ``grad_probe.json`` holds."""
     from transformers import AutoModelForCausalLM
 
     from arrol_pl.train.policy.weights import freeze_lower_layers
 
     cfg = job.config
-    parts = Parts(cfg.group_size, cfg.fresh_size, cfg.reference_rollouts)
-    policy = policy_directory(cfg)
-    job.out.mkdir(parents=True, exist_ok=True)
-    fitting, probe, heldout = sample_rollouts(
-        policy, (job.head_problems, job.batch_problems, job.heldout_problems),
-        (cfg.group_size, parts.samples, cfg.heldout_samples), cfg, job.prompt_format)
     start = time.perf_counter()
     shape = (len(job.batch_problems), parts.samples)
     features, correct = probe.features.view(*shape, -1), probe.correct.view(shape)
+    lengths = torch.tensor([len(r) for r in probe.response_ids]).view(shape)
     scorers = fit_scorers(cfg, fitting, features[:, parts.group], correct[:, parts.group])
     rules = compared_rules(cfg.rules)
-    chosen = choose_subsets(cfg, scorers, probe.eligible.view(shape)[:, parts.group], rules)
+    chosen = choose_subsets(cfg, parts, scorers, probe.eligible.view(shape)[:, parts.group], lengths[:, parts.group],
+                            rules)
+    mean_length = float(lengths[:, parts.group].double().mean())
     seconds = {"scorers": time.perf_counter() - start}
 
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
     if cfg.trainable_layers is not None:
         freeze_lower_layers(model, cfg.trainable_layers)
     params = [p for p in model.parameters() if p.requires_grad]
-    margin = HeldoutMargin(model, heldout, cfg.temperature)
+    margin = HeldoutMargin(model, heldout, cfg.temperature) if heldout is not None else None
     per_batch: dict[str, dict[str, list[float]]] = {}
     start = time.perf_counter()
     for b in range(cfg.batches):
+        if b >= 2 and cfg.max_minutes is not None and time.perf_counter() - start > 60 * cfg.max_minutes:
+            print(f"max_minutes={cfg.max_minutes:g} reached: {b} of {cfg.batches} batches measured", flush=True)
+            break
         batch = list(range(b * cfg.prompts_per_batch, (b + 1) * cfg.prompts_per_batch))
-        for key, measures in measure_batch(cfg, model, params, probe, parts, chosen, correct, batch, margin).items():
+        for key, measures in measure_batch(cfg, model, params, probe, parts, chosen, lengths, correct, batch, margin,
+                                           mean_length).items():
             for name, value in measures.items():
                 per_batch.setdefault(key, {}).setdefault(name, []).append(value)
         print(f"batch {b + 1}/{cfg.batches}: {time.perf_counter() - start:.0f} s", flush=True)
     seconds["batches"] = time.perf_counter() - start
-
-    result = _finite({
+    compared = ("cosine", *(MARGINS if margin is not None else ()), "grad_norm", "cost")
+    return _finite({
         "command": job.command,
         "settings": {**{k: v for k, v in asdict(cfg).items() if k not in ("data", "head", "reward")},
-                     "policy_dir": str(policy), "fresh_size": cfg.fresh_size, "data": job.data,
-                     "dataset": cfg.data.name, "data_options": dict(cfg.data.options), "head": asdict(cfg.head),
-                     "reward": cfg.reward.function, "prompt_format": asdict(job.prompt_format)},
+                     "policy_dir": str(policy), "data": job.data, "dataset": cfg.data.name,
+                     "data_options": dict(cfg.data.options), "head": asdict(cfg.head), "reward": cfg.reward.function,
+                     "prompt_format": asdict(job.prompt_format), "measured_batches": len(per_batch["all"]["cosine"])},
         "default_rule": rules[0],
         "rules": rules,
+        "costs": {"mean_length": mean_length, "detect_length": cfg.detect_length,
+                  "eligible_share": float(probe.eligible.view(shape)[:, parts.group].double().mean()),
+                  "by_kappa": {f"{k:g}": {"count_matched": cfg.count_matched_size(k), "cost_matched": g}
+                               for k, g in chosen.cost_matched.items()}},
         "rollouts": {name: {"rollouts": len(r.response_ids), "accuracy": float(r.correct.mean()),
                             "generation_seconds": r.seconds}
-                     for name, r in (("head", fitting), ("batches", probe), ("heldout", heldout))},
+                     for name, r in (("head", fitting), ("batches", probe), ("heldout", heldout)) if r is not None},
         "scorers": scorer_quality(scorers, correct[:, parts.group]),
-        "margin": margin.record(),
+        "margin": margin.record() if margin is not None else None,
         "subsets": {k: {"per_batch": v, **{m: summary(x) for m, x in v.items()}} for k, v in per_batch.items()},
-        "differences": {base: {k: {m: paired_difference(per_batch[k][m], per_batch[base][m]) for m in COMPARED}
-                               for k in per_batch if k != base}
-                        for base in BASELINES},
+        "differences": {kind: {k: {m: paired_difference(per_batch[k][m], per_batch[baseline_of(k, kind)][m])
+                                   for m in compared}
+                               for k in per_batch if not k.startswith(BASELINES)}
+                        for kind in BASELINES},
         "seconds": seconds,
     })
-    (job.out / "grad_probe.json").write_text(json.dumps(result, indent=1, allow_nan=False))
-    print_probe(result, job.out)
-    return result
-
-
-def _batch_subsets(parts: Parts, chosen: dict[str, torch.Tensor],
-                   batch: list[int]) -> dict[str, tuple[slice, torch.Tensor]]:
-    """Every subset of one batch's prompts: the part of their rollouts it chooses from (group, fresh, reference) and
-    its ``(P, n)`` keep mask over that part."""
-    def whole(part: slice) -> tuple[slice, torch.Tensor]:
-        return part, torch.ones(len(batch), part.stop - part.start, dtype=torch.bool)
-
-    return {"all": whole(parts.group), **{k: (parts.group, keep[batch]) for k, keep in chosen.items()},
-            "fresh": whole(parts.fresh), "reference": whole(parts.reference)}
 
 
 def _finite(value: Any) -> Any:
@@ -210,18 +273,29 @@ def _finite(value: Any) -> Any:
 
 
 def print_probe(result: dict[str, Any], out: Path) -> None:
-    """The probe's account, its subsets' table and the differences to random and fresh pruning."""
-    s, r = result["settings"], result["rollouts"]
-    scorers = ", ".join(f"{name} {q['auc']:.2f} / {q['within_auc']:.2f}" for name, q in result["scorers"].items()
-                        if q["auc"] is not None and q["within_auc"] is not None)
-    margin = result["margin"]
-    print(f"{s['batches']} batches x {s['prompts_per_batch']} prompts x ({s['group_size']} + {s['fresh_size']} + "
-          f"{s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head fit on "
-          f"{r['head']['rollouts']} rollouts; default rule: {result['default_rule']}; scorers' AUC pooled / within "
-          f"groups: {scorers}; margin on {margin['rollouts']} held-out rollouts of {margin['problems']} problems, "
-          f"base {margin['base'] if margin['base'] is None else round(margin['base'], 4)}")
+    """The probe's account, its subsets' table and the differences to each baseline."""
+    print(probe_account(result))
     print(subset_table(result))
     for base in BASELINES:
         print()
         print(difference_table(result, base))
     print(f"outputs: {out / 'grad_probe.json'}")
+
+
+def probe_account(result: dict[str, Any]) -> str:
+    """One paragraph: what the probe measured on, the scorers' AUCs, the costs and the held-out margin."""
+    s, r, c = result["settings"], result["rollouts"], result["costs"]
+    scorers = ", ".join(f"{name} {q['auc']:.2f} / {q['within_auc']:.2f}" for name, q in result["scorers"].items()
+                        if q["auc"] is not None and q["within_auc"] is not None)
+    costs = "; ".join(f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}"
+                      for k, v in c["by_kappa"].items())
+    margin = result["margin"]
+    text = (f"{s['measured_batches']} batches x {s['prompts_per_batch']} prompts x ({s['group_size']} + "
+            f"{s['group_size']} + {s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head "
+            f"fit on {r['head']['rollouts']} rollouts; default rule: {result['default_rule']}; scorers' AUC pooled / "
+            f"within groups (all rollouts): {scorers}; mean length {c['mean_length']:.1f} tokens at L_detect = "
+            f"{c['detect_length']} ({c['eligible_share']:.0%} reach it unfinished); {costs}")
+    if margin is not None:
+        text += (f"; margin on {margin['rollouts']} held-out rollouts of {margin['problems']} problems, base "
+                 f"{margin['base'] if margin['base'] is None else round(margin['base'], 4)}")
+    return text

@@ -1,10 +1,17 @@
-"""Which rollouts each subset trains on: a prompt's G + κG + R rollouts split into its group, a fresh κG and the
-reference, and the group's survivors under each rule, decided by the project's own decision code.
+"""Which rollouts each subset trains on: a prompt's G + G + R rollouts split into its group, a fresh group and the
+reference, the group's survivors under each rule (decided by the project's own decision code), and the two fresh
+controls.
 
 Decisions:
 - **Disjoint parts.** A prompt's rollouts are sampled alike; the first G are its group (the rules choose among
-  them), the next κG the fresh group (the cost-matched control: as many rollouts as κ keeps, none of the group's),
-  the last R the reference. The reference shares no rollout with any subset, so no cosine is raised by a shared one.
+  them), the next G the fresh part (the controls take their rollouts from it, none of the group's), the last R the
+  reference. The reference shares no rollout with any subset, so no cosine is raised by a shared one.
+- **Two controls without pruning.** The *count-matched* fresh κG trains on as many rollouts as κ keeps. The
+  *cost-matched* fresh G' decodes as many tokens as pruning does: pruning at κ decodes its survivors whole and the
+  pruned rollouts up to L_detect, G' = (those tokens per prompt) / L̄ with L̄ the group rollouts' mean length, about
+  G·(κ + (1 − κ)·L_detect / L̄) (:func:`cost_matched_size`, measured on the default rule's own decisions). A
+  fractional G' is met on average: each prompt trains on ⌊G'⌋ or ⌈G'⌉ fresh rollouts, drawn with the seed
+  (:func:`fresh_counts`). Both controls read the same fresh rollouts (the count-matched ones are the first κG).
 - **Training's decisions.** A rule's survivors are :func:`~arrol_pl.core.pruning.decide_group`'s on h_t made by
   :func:`~arrol_pl.core.pruning.build_pruner_params` from the scorer's calibrator (δ solved over its window, as the
   trainer solves it before a step), with the floor of 2 survivors and rollouts that finished before L_detect kept.
@@ -87,6 +94,38 @@ def survivors(params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor
     for row, index in enumerate(prompt_indices):
         keep[row] = decide_group(params, scores[row], eligible[row], params.group_generator(index)).keep
     return keep
+
+
+def decoded_tokens(lengths: torch.Tensor, keep: torch.Tensor, eligible: torch.Tensor,
+                   detect_length: int) -> torch.Tensor:
+    """``(P,)`` tokens each prompt's generation decodes when its group keeps ``keep``: a survivor (or a rollout that
+    finished before L_detect) whole, a pruned one up to L_detect. ``lengths, keep, eligible: (P, n)``."""
+    pruned = ~keep & eligible
+    return torch.where(pruned, lengths.clamp(max=detect_length), lengths).double().sum(1)
+
+
+def cost_matched_size(lengths: torch.Tensor, keep: torch.Tensor, eligible: torch.Tensor, detect_length: int) -> float:
+    """G': the fresh rollouts per prompt that decode as many tokens as pruning to ``keep`` does, over ``P`` prompts
+    (:func:`decoded_tokens` over the mean length of the group's rollouts), at most the group's size.
+    ``lengths, keep, eligible: (P, G)``."""
+    mean_length = float(lengths.double().mean())
+    if mean_length <= 0:
+        return float(keep.shape[1])
+    return min(float(decoded_tokens(lengths, keep, eligible, detect_length).mean()) / mean_length,
+               float(keep.shape[1]))
+
+
+def fresh_counts(prompts: int, size: float, seed: int) -> torch.Tensor:
+    """``(prompts,)`` long: ⌊size⌋ or ⌈size⌉ rollouts per prompt, ⌈size⌉ with probability size − ⌊size⌋ (drawn
+    with ``seed``), so the mean count is ``size`` in expectation."""
+    whole, frac = int(size), size - int(size)
+    draws = torch.rand(prompts, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return whole + (draws < frac).long()
+
+
+def first_of(counts: torch.Tensor, size: int) -> torch.Tensor:
+    """``(P, size)`` bool: the first ``counts[p]`` of each prompt's ``size`` rollouts."""
+    return torch.arange(size).unsqueeze(0) < counts.clamp(max=size).unsqueeze(1)
 
 
 def balance(keep: torch.Tensor, correct: torch.Tensor, group_size: int) -> dict[str, float]:

@@ -1,32 +1,54 @@
 """The probe's Markdown tables, from what ``grad_probe.json`` holds: every subset's measures, and the paired
-differences to a baseline subset (random κG, fresh κG) with the mark of a difference beyond t₀.₉₇₅·SE."""
+differences to a baseline (random κG, the count-matched fresh κG, the cost-matched fresh G') with the mark of a
+difference beyond t₀.₉₇₅·SE and the smallest difference the batches could detect at 80 % power."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from arrol_pl.analysis.formatting import fmt, table_lines
-from arrol_pl.core.metrics import t_quantile
+from arrol_pl.core.metrics import min_detectable_effect, t_quantile
 
-MEASURES = (("cosine", "cosine to reference"), ("margin_sgd", "Δ margin, SGD step"),
+MEASURES = (("cosine", "cosine to reference"), ("margin_unit", "Δ margin, unit SGD step"),
             ("margin_adamw", "Δ margin, AdamW step"))
-"""The measures of a subset's update (key in the JSON, column title)."""
-RULE_TITLES = {"global": "Eq. 2 (global δ)", "group": "per-group target", "spread": "spread (ranks only)"}
+"""The measures of a subset's update (key in the JSON, column title); the margins only where the probe measured
+them."""
+RULE_TITLES = {"global": "Eq. 2 (global δ)", "group": "per-group target", "spread": "spread (ranks only)",
+               "anchored": "anchored"}
 SCORER_TITLES = {"head": "learned head"}
 
 
+def measures(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The :data:`MEASURES` this probe recorded."""
+    first = next(iter(summary["subsets"].values()))
+    return [(key, title) for key, title in MEASURES if key in first]
+
+
+def kappa_of(summary: dict[str, Any], key: str) -> float:
+    """The κ a subset was chosen at (``@<κ>`` in its key, else the probe's ``keep_ratio``)."""
+    return float(key.split("@")[1]) if "@" in key else summary["settings"]["keep_ratio"]
+
+
 def subset_title(summary: dict[str, Any], key: str) -> str:
-    """A subset's name in the tables: ``all 8``, ``random 4``, ``per-group target (default) · oracle AUC 0.9``, …"""
+    """A subset's name in the tables: ``all 8``, ``random 4 (survival κ)``, ``fresh G' = 5.3 (cost-matched)``,
+    ``anchored (default) · oracle AUC 0.9``, with ``, κ = 0.25`` where the probe read several κ."""
     s = summary["settings"]
-    fixed = {"all": f"all {s['group_size']}", "random": f"random {s['fresh_size']} (survival κ)",
-             "fresh": f"fresh {s['fresh_size']} (other rollouts)",
+    base, _, at = key.partition("@")
+    kappa = kappa_of(summary, key)
+    several = bool(s.get("extra_keep_ratios"))
+    cost = summary["costs"]["by_kappa"][f"{kappa:g}"]
+    fixed = {"all": f"all {s['group_size']}", "random": f"random {cost['count_matched']} (survival κ)",
+             "fresh_count": f"fresh κG = {cost['count_matched']} (count-matched)",
+             "fresh_cost": f"fresh G' = {cost['cost_matched']:.1f} (cost-matched)",
              "reference": f"reference ({s['reference_rollouts']})"}
-    if key in fixed:
-        return fixed[key]
-    rule, scorer = key.split("/")
-    default = " (default)" if rule == summary["default_rule"] else ""
-    scorer_title = SCORER_TITLES.get(scorer) or f"oracle AUC {scorer.removeprefix('oracle_')}"
-    return f"{RULE_TITLES.get(rule, rule)}{default} · {scorer_title}"
+    if base in fixed:
+        title = fixed[base]
+    else:
+        rule, scorer = base.split("/")
+        default = " (default)" if rule == summary["default_rule"] else ""
+        scorer_title = SCORER_TITLES.get(scorer) or f"oracle AUC {scorer.removeprefix('oracle_')}"
+        title = f"{RULE_TITLES.get(rule, rule)}{default} · {scorer_title}"
+    return title + (f", κ = {kappa:g}" if several and base not in ("all", "reference") else "")
 
 
 def estimate(value: dict[str, float] | None, spec: str) -> str:
@@ -38,23 +60,29 @@ def estimate(value: dict[str, float] | None, spec: str) -> str:
 
 def margin_spec(summary: dict[str, Any]) -> str:
     """One format for every margin change of a run: three significant digits of its largest."""
-    largest = max((abs(v["margin_sgd"]["mean"] or 0.0) for v in summary["subsets"].values()), default=0.0)
+    largest = max((abs((v.get("margin_unit") or {}).get("mean") or 0.0) for v in summary["subsets"].values()),
+                  default=0.0)
     digits = 3 if largest == 0 else max(0, 2 - int(f"{largest:e}".split("e")[1]))
     return f".{digits}f"
 
 
+def spec_of(summary: dict[str, Any], measure: str) -> str:
+    return margin_spec(summary) if measure.startswith("margin") else ".3f"
+
+
 def subset_table(summary: dict[str, Any]) -> str:
-    """One row per subset: cosine to the reference gradient and the margin changes (± SE over batches), the kept
-    share, the kept positive ratio and the zero-advantage share."""
-    spec = margin_spec(summary)
+    """One row per subset: cosine to the reference gradient and the margin changes (± SE over batches), what it
+    decoded (rollouts of mean length per prompt), the kept share, the kept positive ratio and the zero-advantage
+    share."""
+    shown = measures(summary)
     rows = []
     for key, s in summary["subsets"].items():
-        rows.append([subset_title(summary, key), estimate(s["cosine"], ".3f"), estimate(s["margin_sgd"], spec),
-                     estimate(s["margin_adamw"], spec), fmt(s["kept_share"]["mean"], ".2f"),
+        rows.append([subset_title(summary, key), *(estimate(s[m], spec_of(summary, m)) for m, _ in shown),
+                     fmt(s["cost"]["mean"], ".2f"), fmt(s["kept_share"]["mean"], ".2f"),
                      fmt(s["positive_ratio"]["mean"], ".2f"), fmt(s["zero_advantage"]["mean"], ".2f")])
-    lines = table_lines(["subset", *(title + " ± SE" for _, title in MEASURES), "kept share",
+    lines = table_lines(["subset", *(title + " ± SE" for _, title in shown), "decoded (rollouts)", "kept share",
                          "kept positive ratio", "zero-advantage share"], rows)
-    aligned, batches = summary["subsets"]["reference"]["cosine"]["n"], summary["settings"]["batches"]
+    aligned, batches = summary["subsets"]["reference"]["cosine"]["n"], summary["settings"]["measured_batches"]
     if aligned < batches:
         lines.append(f"\nThe cosines, and their paired differences, are over {aligned} of the {batches} batches: in "
                      "the others every reference group had one outcome, so there was no reference gradient to align "
@@ -65,18 +93,26 @@ def subset_table(summary: dict[str, Any]) -> str:
 def beyond_noise(diff: dict[str, float]) -> bool:
     """Whether a paired difference exceeds t₀.₉₇₅(df)·SE in size."""
     mean, se = diff.get("mean"), diff.get("se")
-    return mean is not None and se is not None and abs(mean) > t_quantile(0.975, diff["df"]) * se
+    return mean is not None and se is not None and diff["df"] >= 1 and abs(mean) > t_quantile(0.975, diff["df"]) * se
+
+
+def detectable(diff: dict[str, float]) -> float | None:
+    """The smallest difference the batches detect at 80 % power and two-sided α = 0.05 (None: no standard error)."""
+    se = diff.get("se")
+    return None if se is None or diff["df"] < 1 else min_detectable_effect(se, diff["df"])
 
 
 def difference_table(summary: dict[str, Any], baseline: str) -> str:
-    """Each subset minus ``baseline`` (a subset key), paired by batch: mean ± SE per measure, ``*`` where beyond
-    t₀.₉₇₅(df)·SE."""
-    spec = margin_spec(summary)
+    """Each subset minus ``baseline`` (:data:`~.run.BASELINES`) at its own κ, paired by batch: mean ± SE per measure,
+    ``*`` where beyond t₀.₉₇₅(df)·SE, and the cosine's minimum detectable difference."""
+    shown = measures(summary)
     rows = []
     for key, diffs in summary["differences"][baseline].items():
-        cells = [estimate(diffs[m], ".3f" if m == "cosine" else spec) + (" *" if beyond_noise(diffs[m]) else "")
-                 for m, _ in MEASURES]
-        rows.append([subset_title(summary, key), *cells])
-    df = summary["settings"]["batches"] - 1
-    return "\n".join(table_lines([f"subset − {subset_title(summary, baseline)} (paired by batch, df {df}: * beyond "
-                                  f"t = {t_quantile(0.975, df):.2f} SE)", *(title for _, title in MEASURES)], rows))
+        cells = [estimate(diffs[m], spec_of(summary, m)) + (" *" if beyond_noise(diffs[m]) else "") for m, _ in shown]
+        mde = detectable(diffs["cosine"])
+        rows.append([subset_title(summary, key), *cells, "n/a" if mde is None else f"±{mde:.3f}"])
+    df = summary["subsets"]["all"]["cosine"]["n"] - 1
+    titles = {"random": "random κG", "fresh_count": "fresh κG (count-matched)", "fresh_cost": "fresh G' (cost-matched)"}
+    head = (f"subset − {titles[baseline]} at its κ (paired by batch, df {df}: * beyond t = "
+            f"{t_quantile(0.975, max(df, 1)):.2f} SE)")
+    return "\n".join(table_lines([head, *(title for _, title in shown), "cosine: detectable at 80 % power"], rows))
