@@ -30,7 +30,6 @@ fails in one line naming its key (exit 2) before any model loads.
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
@@ -40,28 +39,11 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from arrol_pl.analysis.grad_probe.config import GradProbeConfig, load_grad_probe_config  # noqa: E402
+from arrol_pl.analysis.grad_probe.config import (GradProbeConfig, load_grad_probe_config,  # noqa: E402
+                                                 training_problems)
 from arrol_pl.cli import hydra_app  # noqa: E402
 from arrol_pl.cli.head_quality import heldout_problems  # noqa: E402
 from arrol_pl.train.config.loader import ConfigError  # noqa: E402
-
-
-def training_problems(cfg: GradProbeConfig) -> tuple[list, list]:
-    """The head's and the batches' problems: a seeded draw of the training problems, the first ``head_prompts``,
-    then ``batches × prompts_per_batch``; ConfigError naming the keys when there are too few."""
-    from arrol_pl.tasks.problem import DatasetUnavailableError
-    from arrol_pl.tasks.registry import load_train
-
-    try:
-        problems = list(load_train(cfg.data).problems)
-    except (TypeError, ValueError, OSError, DatasetUnavailableError) as exc:
-        raise ConfigError(f"data: {exc}") from None
-    need = cfg.head_prompts + cfg.batches * cfg.prompts_per_batch
-    if len(problems) < need:
-        raise ConfigError(f"data: {len(problems)} training problems; head_prompts + batches × prompts_per_batch "
-                          f"needs {need}")
-    random.Random(cfg.seed).shuffle(problems)
-    return problems[:cfg.head_prompts], problems[cfg.head_prompts:need]
 
 
 def task(raw: DictConfig) -> None:

@@ -3,7 +3,8 @@ function the checkout's script calls, with the same arguments and exit codes.
 
 Decisions:
 - **One command per job a user runs**, named as the script that runs it in a checkout: ``train``
-  (``experiments/run.py``), ``evaluate``, ``head-quality``, ``simulate`` (``simulate_pruning.py``), ``plan``. The
+  (``experiments/run.py``), ``evaluate``, ``advise``, ``head-quality``, ``grad-probe``, ``simulate``
+  (``simulate_pruning.py``), ``plan``. The
   benchmarks, ``reproduce.py`` and the page writers stay scripts: they measure or rewrite this checkout.
 - **A command's module is imported when it runs**, so ``arrol --help`` starts no torch.
 """
@@ -22,6 +23,8 @@ COMMANDS = {
                                           "votes (experiments/evaluate.py)"),
     "head-quality": ("arrol_pl.cli.head_quality", "the quality head against DeepConf at several detection "
                                                   "lengths (experiments/head_quality.py)"),
+    "advise": ("arrol_pl.cli.advise", "will pruning pay on this policy and data? one verdict before training "
+                                      "(experiments/advise.py)"),
     "grad-probe": ("arrol_pl.cli.grad_probe", "what choosing survivors does to the update (experiments/grad_probe.py)"),
     "simulate": ("arrol_pl.cli.simulate", "the pruning loop on simulated rollouts, no model "
                                           "(experiments/simulate_pruning.py)"),

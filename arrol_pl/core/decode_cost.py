@@ -89,6 +89,16 @@ class Credit:
     cost: StepCost
 
 
+def pruned_schedule(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
+                    detect_first: bool = False) -> list[int]:
+    """:func:`schedule` of a generation whose rollouts marked ``pruned`` stop at ``detect_length`` tokens: one pass,
+    or with ``detect_first`` every rollout to L_detect, then the survivors' remainders."""
+    if detect_first:
+        return (schedule([min(n, detect_length) for n in lengths], slots)
+                + schedule([n - detect_length for n, p in zip(lengths, pruned) if not p and n > detect_length], slots))
+    return schedule([min(n, detect_length) if p else n for n, p in zip(lengths, pruned)], slots)
+
+
 def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
                    step_seconds: Sequence[float], step_requests: Sequence[int], detect_first: bool = False) -> Credit:
     """The credit for pruning the rollouts marked ``pruned`` at ``detect_length`` tokens.
@@ -100,13 +110,8 @@ def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length
         raise ValueError(f"{len(lengths)} lengths for {len(pruned)} prune flags")
     cost = fit_step_cost(step_seconds, step_requests)
     cut = [min(n, detect_length) if p else n for n, p in zip(lengths, pruned)]
-    if detect_first:
-        first = schedule([min(n, detect_length) for n in lengths], slots)
-        rest = schedule([n - detect_length for n, p in zip(lengths, pruned) if not p and n > detect_length], slots)
-        pruned_steps = first + rest
-    else:
-        pruned_steps = schedule(cut, slots)
-    seconds = cost.seconds(schedule(lengths, slots)) - cost.seconds(pruned_steps)
+    seconds = cost.seconds(schedule(lengths, slots)) - cost.seconds(pruned_schedule(lengths, pruned, detect_length,
+                                                                                    slots, detect_first))
     # never less than nothing, never more than the steps took
     return Credit(min(max(seconds, 0.0), sum(step_seconds)), sum(lengths) - sum(cut), cost)
 

@@ -123,12 +123,12 @@ def test_help_lists_the_presets_a_user_picks_and_every_key_with_its_meaning(tmp_
 def test_the_command_lists_its_commands_and_refuses_an_unknown_one(tmp_path, command_main):
     out = command_main(tmp_path, "--help")
     assert out.returncode == 0
-    for command in ("train", "evaluate", "head-quality", "grad-probe", "simulate", "plan"):
+    for command in ("train", "evaluate", "head-quality", "advise", "grad-probe", "simulate", "plan"):
         assert f"\n  {command} " in out.stdout
     out = command_main(tmp_path, "fit")
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        "python -m arrol_pl: no command 'fit'; the commands are train, evaluate, head-quality, grad-probe, simulate, "
-        "plan (python -m arrol_pl --help)"]
+        "python -m arrol_pl: no command 'fit'; the commands are train, evaluate, head-quality, advise, grad-probe, "
+        "simulate, plan (python -m arrol_pl --help)"]
 
 
 def test_help_names_the_directory_the_presets_are_in(tmp_path, command_main):

@@ -15,6 +15,7 @@ Decisions:
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -78,6 +79,10 @@ class GradProbeConfig:
     """Rollouts per held-out problem; the margin reads the problems that got both outcomes."""
     oracle_aucs: list[float] = field(default_factory=lambda: [0.7, 0.9, 1.0])
     """AUCs of the oracle scorers (the outcome plus noise) the survival rules read beside the head."""
+    default_rule: str | None = None
+    """The rule the tables and the headline call the default (None: :class:`PruningConfig`'s ``balance_target``)."""
+    paper_rule: bool = True
+    """Probe the paper's Eq. 2 (``balance_target=global``) too."""
     rules: list[str] = field(default_factory=list)
     """Further survival rules (``balance_target``\ s of :data:`~arrol_pl.core.pruning.BALANCE_TARGETS`) probed beside
     the project's default and the paper's Eq. 2, which are always probed."""
@@ -144,6 +149,8 @@ class GradProbeConfig:
         unknown = [rule for rule in self.rules if rule not in BALANCE_TARGETS]
         if unknown:
             raise ConfigError(f"rules={list(self.rules)}: choose among {list(BALANCE_TARGETS)}")
+        if self.default_rule is not None and self.default_rule not in BALANCE_TARGETS:
+            raise ConfigError(f"default_rule={self.default_rule!r}: choose among {list(BALANCE_TARGETS)}")
         for key in ("temperature", "sgd_step", "adamw_lr"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{key} must be > 0, got {getattr(self, key)}")
@@ -160,6 +167,13 @@ class GradProbeConfig:
             raise ConfigError(f"data.num_heldout={self.data.num_heldout}: the margin needs held-out problems (>= 1)")
 
     @property
+    def compared_rules(self) -> list[str]:
+        """The rules probed, the default first (:func:`~arrol_pl.analysis.grad_probe.subsets.compared_rules`)."""
+        from arrol_pl.analysis.grad_probe.subsets import compared_rules
+
+        return compared_rules(self.rules, self.default_rule, self.paper_rule)
+
+    @property
     def keep_ratios(self) -> list[float]:
         """Every κ probed: ``keep_ratio`` first."""
         return [self.keep_ratio, *self.extra_keep_ratios]
@@ -173,6 +187,24 @@ class GradProbeConfig:
         """How the quality head is fit and its calibrator binned (the head probe's recipe)."""
         return ProbeSettings(hidden_dim=self.head.hidden_dim, training=self.head, seed=self.seed,
                              calibration_bins=self.calibration_bins, calibration_fraction=self.calibration_fraction)
+
+
+def training_problems(cfg: GradProbeConfig) -> tuple[list, list]:
+    """The head's and the batches' problems: a seeded draw of the training problems, the first ``head_prompts``,
+    then ``batches × prompts_per_batch``; ConfigError naming the keys when there are too few."""
+    from arrol_pl.tasks.problem import DatasetUnavailableError
+    from arrol_pl.tasks.registry import load_train
+
+    try:
+        problems = list(load_train(cfg.data).problems)
+    except (TypeError, ValueError, OSError, DatasetUnavailableError) as exc:
+        raise ConfigError(f"data: {exc}") from None
+    need = cfg.head_prompts + cfg.batches * cfg.prompts_per_batch
+    if len(problems) < need:
+        raise ConfigError(f"data: {len(problems)} training problems; head_prompts + batches × prompts_per_batch "
+                          f"needs {need}")
+    random.Random(cfg.seed).shuffle(problems)
+    return problems[:cfg.head_prompts], problems[cfg.head_prompts:need]
 
 
 def load_grad_probe_config(cfg: DictConfig | dict) -> GradProbeConfig:

@@ -14,7 +14,7 @@ Decisions:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,10 @@ class Rollouts:
     problem: torch.Tensor
     """``(N,)`` the prompt's index in its generation."""
     seconds: float
+    step_seconds: list[float] = field(default_factory=list)
+    """The generation's engine steps: seconds each, and how many requests each advanced (the decode-cost model's
+    data, :mod:`arrol_pl.core.decode_cost`)."""
+    step_requests: list[int] = field(default_factory=list)
 
 
 def policy_directory(config: GradProbeConfig) -> Path:
@@ -75,7 +79,8 @@ def _generate(engine, reward, problems: list[Problem], samples: int, config: Gra
                     torch.stack([r.feature for r in rs]).float(), torch.tensor([r.eligible for r in rs]),
                     torch.as_tensor(scored.rewards, dtype=torch.float32),
                     torch.as_tensor(scored.correct, dtype=torch.float32),
-                    torch.tensor([r.prompt_index for r in rs]), result.wall_seconds)
+                    torch.tensor([r.prompt_index for r in rs]), result.wall_seconds, list(result.step_seconds),
+                    list(result.step_requests))
 
 
 def sample_rollouts(policy: Path, problem_sets: Sequence[list[Problem]], samples: Sequence[int],

@@ -32,7 +32,7 @@ from arrol_pl.analysis.grad_probe.gradients import after_step, mean_log_probs, s
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference, summary
 from arrol_pl.analysis.grad_probe.rollouts import (Rollouts, fit_scorers, policy_directory, sample_rollouts,
                                                    scorer_quality)
-from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, compared_rules, cost_matched_size, decoded_tokens,
+from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, cost_matched_size, decoded_tokens,
                                                   first_of, fresh_counts, pruner_params, subset_rows, survivors)
 from arrol_pl.analysis.grad_probe.tables import difference_table, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
@@ -198,27 +198,53 @@ def run_grad_probe(job: GradProbeJob) -> dict[str, Any]:
     return result
 
 
-def probe_rollouts(job: GradProbeJob, policy: Path, parts: Parts, fitting: Rollouts, probe: Rollouts,
-                   heldout: Rollouts | None) -> dict[str, Any]:
-    """The probe on rollouts already sampled: fit the scorers, choose the subsets, measure every batch (until
-    ``max_minutes``); what ``grad_probe.json`` holds."""
+@dataclass
+class Choices:
+    """The probe's rollouts of the batches, shaped ``(P, samples)``, and what was chosen on them."""
+
+    parts: Parts
+    lengths: torch.Tensor
+    correct: torch.Tensor
+    eligible: torch.Tensor
+    scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]]
+    rules: list[str]
+    chosen: Chosen
+    mean_length: float
+    """The group rollouts' mean length: what ``cost`` counts rollouts in."""
+    seconds: float
+
+
+def choose(cfg: GradProbeConfig, parts: Parts, fitting: Rollouts, probe: Rollouts) -> Choices:
+    """Fit the scorers on ``fitting`` and choose every subset of the batches' rollouts ``probe``."""
+    start = time.perf_counter()
+    shape = (len(probe.response_ids) // parts.samples, parts.samples)
+    features, correct = probe.features.view(*shape, -1), probe.correct.view(shape)
+    lengths = torch.tensor([len(r) for r in probe.response_ids]).view(shape)
+    eligible = probe.eligible.view(shape)
+    scorers = fit_scorers(cfg, fitting, features[:, parts.group], correct[:, parts.group])
+    rules = cfg.compared_rules
+    chosen = choose_subsets(cfg, parts, scorers, eligible[:, parts.group], lengths[:, parts.group], rules)
+    return Choices(parts, lengths, correct, eligible, scorers, rules, chosen,
+                   float(lengths[:, parts.group].double().mean()), time.perf_counter() - start)
+
+
+def load_policy(policy: Path):
+    """The policy as a float32 transformers model in eval mode: the probe's log-probs and gradients."""
     from transformers import AutoModelForCausalLM
 
+    return AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
+
+
+def probe_rollouts(job: GradProbeJob, policy: Path, parts: Parts, fitting: Rollouts, probe: Rollouts,
+                   heldout: Rollouts | None, choices: Choices | None = None, model=None) -> dict[str, Any]:
+    """The probe on rollouts already sampled: fit the scorers and choose the subsets (unless ``choices`` has them),
+    measure every batch (until ``max_minutes``) on ``model`` (None: ``policy`` loaded); what ``grad_probe.json``
+    holds."""
     from arrol_pl.train.policy.weights import freeze_lower_layers
 
     cfg = job.config
-    start = time.perf_counter()
-    shape = (len(job.batch_problems), parts.samples)
-    features, correct = probe.features.view(*shape, -1), probe.correct.view(shape)
-    lengths = torch.tensor([len(r) for r in probe.response_ids]).view(shape)
-    scorers = fit_scorers(cfg, fitting, features[:, parts.group], correct[:, parts.group])
-    rules = compared_rules(cfg.rules)
-    chosen = choose_subsets(cfg, parts, scorers, probe.eligible.view(shape)[:, parts.group], lengths[:, parts.group],
-                            rules)
-    mean_length = float(lengths[:, parts.group].double().mean())
-    seconds = {"scorers": time.perf_counter() - start}
-
-    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
+    c = choices or choose(cfg, parts, fitting, probe)
+    model = model if model is not None else load_policy(policy)
     if cfg.trainable_layers is not None:
         freeze_lower_layers(model, cfg.trainable_layers)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -230,36 +256,36 @@ def probe_rollouts(job: GradProbeJob, policy: Path, parts: Parts, fitting: Rollo
             print(f"max_minutes={cfg.max_minutes:g} reached: {b} of {cfg.batches} batches measured", flush=True)
             break
         batch = list(range(b * cfg.prompts_per_batch, (b + 1) * cfg.prompts_per_batch))
-        for key, measures in measure_batch(cfg, model, params, probe, parts, chosen, lengths, correct, batch, margin,
-                                           mean_length).items():
+        for key, measures in measure_batch(cfg, model, params, probe, parts, c.chosen, c.lengths, c.correct, batch,
+                                           margin, c.mean_length).items():
             for name, value in measures.items():
                 per_batch.setdefault(key, {}).setdefault(name, []).append(value)
         print(f"batch {b + 1}/{cfg.batches}: {time.perf_counter() - start:.0f} s", flush=True)
-    seconds["batches"] = time.perf_counter() - start
     compared = ("cosine", *(MARGINS if margin is not None else ()), "grad_norm", "cost")
+    group = c.parts.group
     return _finite({
         "command": job.command,
         "settings": {**{k: v for k, v in asdict(cfg).items() if k not in ("data", "head", "reward")},
                      "policy_dir": str(policy), "data": job.data, "dataset": cfg.data.name,
                      "data_options": dict(cfg.data.options), "head": asdict(cfg.head), "reward": cfg.reward.function,
                      "prompt_format": asdict(job.prompt_format), "measured_batches": len(per_batch["all"]["cosine"])},
-        "default_rule": rules[0],
-        "rules": rules,
-        "costs": {"mean_length": mean_length, "detect_length": cfg.detect_length,
-                  "eligible_share": float(probe.eligible.view(shape)[:, parts.group].double().mean()),
+        "default_rule": c.rules[0],
+        "rules": c.rules,
+        "costs": {"mean_length": c.mean_length, "detect_length": cfg.detect_length,
+                  "eligible_share": float(c.eligible[:, group].double().mean()),
                   "by_kappa": {f"{k:g}": {"count_matched": cfg.count_matched_size(k), "cost_matched": g}
-                               for k, g in chosen.cost_matched.items()}},
+                               for k, g in c.chosen.cost_matched.items()}},
         "rollouts": {name: {"rollouts": len(r.response_ids), "accuracy": float(r.correct.mean()),
                             "generation_seconds": r.seconds}
                      for name, r in (("head", fitting), ("batches", probe), ("heldout", heldout)) if r is not None},
-        "scorers": scorer_quality(scorers, correct[:, parts.group]),
+        "scorers": scorer_quality(c.scorers, c.correct[:, group]),
         "margin": margin.record() if margin is not None else None,
         "subsets": {k: {"per_batch": v, **{m: summary(x) for m, x in v.items()}} for k, v in per_batch.items()},
         "differences": {kind: {k: {m: paired_difference(per_batch[k][m], per_batch[baseline_of(k, kind)][m])
                                    for m in compared}
                                for k in per_batch if not k.startswith(BASELINES)}
                         for kind in BASELINES},
-        "seconds": seconds,
+        "seconds": {"scorers": c.seconds, "batches": time.perf_counter() - start},
     })
 
 

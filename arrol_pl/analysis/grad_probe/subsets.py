@@ -38,10 +38,11 @@ PAPER_RULE = "global"
 """The paper's Eq. 2: one δ for every rollout (``balance_target``)."""
 
 
-def compared_rules(extra: Sequence[str] = ()) -> list[str]:
-    """The project's default ``balance_target`` (as :class:`PruningConfig` has it now), then Eq. 2's, then ``extra``,
-    each once."""
-    return list(dict.fromkeys([PruningConfig().balance_target, PAPER_RULE, *extra]))
+def compared_rules(extra: Sequence[str] = (), default: str | None = None, paper: bool = True) -> list[str]:
+    """The default ``balance_target`` (``default``, else :class:`PruningConfig`'s now), then Eq. 2's (``paper``), then
+    ``extra``, each once."""
+    return list(dict.fromkeys([default or PruningConfig().balance_target, *([PAPER_RULE] if paper else []),
+                               *extra]))
 
 
 @dataclass(frozen=True)
