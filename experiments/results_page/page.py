@@ -16,9 +16,9 @@ from .default_task import (section_balance, section_head, section_kappa, section
                            section_wallclock)
 from .grad_probe import section_grad_probe
 from .headline import headline_table
-from .online import section_online, section_online_balance, section_online_spread
+from .online import restated_direction, section_online, section_online_balance, section_online_spread
 from .peers import section_peers
-from .pretrained import section_pretrained
+from .pretrained import restated_replay_claim, section_pretrained
 from .pruning_pays import section_pruning_pays
 from .records import KEPT, kept_line, records_path
 from .screen import section_screen
@@ -110,14 +110,27 @@ def intro(page: Path) -> list[str]:
             "heading.", ""]
 
 
+RESTATED: dict[str, tuple[Callable[[Claim], Claim] | None, Callable[[list[str]], list[str]] | None]] = {
+    "pretrained": (restated_replay_claim, None),
+    "online_balance": (None, restated_direction),
+}
+"""Per section, how its renderer words a kept claim and a kept text now, from the figures they record (claims of
+a page judged by two standard errors are judged again when read: :meth:`.common.Claim.restated`)."""
+
+
 def unmarked(body: list[str]) -> list[str]:
     """A section's lines without the line that marks it kept (:func:`~.records.kept_line`) and the blank after it."""
     return body[:2] + body[4:] if body[2:3] and body[2].startswith(KEPT) else body
 
 
 def kept_section(key: str, body: list[str], claims: list[Claim]) -> tuple[list[str], list[Claim]]:
-    """A section kept from the page as it stands (:func:`unmarked`), with the line that says it was kept
-    (:func:`~.records.kept_line`) under its heading."""
+    """A section kept from the page as it stands (:func:`unmarked`): its text and claims as its renderer words them
+    now (:data:`RESTATED`), with the line that says it was kept (:func:`~.records.kept_line`) under its heading."""
+    claim_rule, body_rule = RESTATED.get(key, (None, None))
+    if claim_rule:
+        claims = [claim_rule(c) for c in claims]
+    if body_rule:
+        body = body_rule(body)
     return [body[0], "", kept_line(key), "", *body[2:]], claims
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from results_page.headline import readme_block
+from results_page.common import Claim
+from results_page.headline import readme_block, row_verdict
 from results_page.page import SECTION_KEYS, build_page, page_headline, split_page
+from results_page.pretrained import restated_replay_claim
 from results_page.records import (HISTORY_TAGS, KEPT, MAX_BYTES, PART_SECTIONS, RECORDS, SECTION_RECORDS,
                                   collect_records, rebuilt_sections, record_files, records_path, rerun_command)
 from test_results import probe_json, write_online, write_screen_run, write_seed_run
@@ -177,3 +179,19 @@ def test_every_section_has_its_records_and_a_command_that_refreshes_them():
                                            "page")
     assert not [g for globs in SECTION_RECORDS.values() for g in globs if "ckpt" in g or "tb" in g or "log" in g]
 
+
+def test_a_replay_of_a_rule_beyond_the_paper_and_the_default_carries_no_verdict_on_the_papers_claim():
+    """Table 4's row on SmolLM2 rests on the paper's Eq. 2 and the default rule: a kept replay claim of an alternative
+    rule (spread, per-group) is stated beside them without a verdict, so it cannot lift the row to partly reproduced
+    while the paper's own rule falls short."""
+    text = "Table 4 by replay on SmolLM2-135M, ARRoL, {}: fewer zero-advantage groups than random at 4 of 4"
+    eq2 = Claim("balance_smollm2", text.format("global δ (Eq. 2)"), paper="not reproduced")
+    spread = Claim("balance_smollm2", text.format("spread (ranks only)"), paper="partly reproduced")
+    online = Claim("balance_smollm2", "Table 4 online on SmolLM2-135M (the default rule vs random pruning)",
+                   paper="not reproduced")
+    assert row_verdict([eq2, spread, online]) == "partly reproduced"
+    restated = [restated_replay_claim(c) for c in (eq2, spread, online)]
+    assert restated[0] == eq2 and restated[2] == online
+    assert restated[1].paper is None and "no verdict on the paper's claim" in restated[1].line()
+    assert restated_replay_claim(restated[1]) == restated[1]
+    assert row_verdict(restated) == "not reproduced"
