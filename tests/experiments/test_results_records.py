@@ -12,6 +12,7 @@ import pytest
 
 from results_page.common import Claim
 from results_page.headline import readme_block, row_verdict
+from results_page.online import BALANCE_MEASURES
 from results_page.page import SECTION_KEYS, build_page, page_headline, split_page
 from results_page.pretrained import restated_replay_claim
 from results_page.records import (HISTORY_TAGS, KEPT, MAX_BYTES, PART_SECTIONS, RECORDS, SECTION_RECORDS,
@@ -178,6 +179,7 @@ def test_every_section_has_its_records_and_a_command_that_refreshes_them():
     assert rerun_command("pretrained") == ("python experiments/reproduce.py --only pretrained pretrained_seeds votes32 "
                                            "page")
     assert not [g for globs in SECTION_RECORDS.values() for g in globs if "ckpt" in g or "tb" in g or "log" in g]
+    assert {f"balance/{key}" for key, _, _ in BALANCE_MEASURES} <= HISTORY_TAGS  # section 10's per-step figures
 
 
 def test_a_replay_of_a_rule_beyond_the_paper_and_the_default_carries_no_verdict_on_the_papers_claim():
