@@ -3,8 +3,8 @@
 # `make test-quick` is the unit tier for the edit loop (no engine, no subprocess; about a minute); `make
 # test-durations` runs the suite and records each test group's seconds in tests/durations.json, the order the
 # groups are handed to the workers in (longest first).
-# `make results` reruns the paper measurements and rewrites docs/results.md; the page's header gives each part's
-# time on the machine it ran on (2 CPU cores).
+# `make results` reruns the paper measurements, collects the records the page reads into docs/results/records/ and
+# rewrites docs/results.md from them; the page's header gives each part's time on the machine it ran on (2 CPU cores).
 # `make check-vllm-gpu` checks the pinned GPU vLLM (requirements/gpu.txt) against every vLLM name the engine touches
 # and finds which model runner it builds on CUDA, from the wheel's sources (downloaded once into outputs/cache/wheels),
 # without a GPU; `make test` runs the same check. `make check-gpu` is the first command on a new GPU node: 2 pruned

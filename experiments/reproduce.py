@@ -41,7 +41,9 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
   slots, and with every rollout in flight, as TRL's transformers generation decodes): the project's GRPO and
   ARRoL steps beside TRL's GRPOTrainer (when trl is installed) and GRPO's generation against vLLM as shipped (beyond
   the paper; opt-in, about 25 min);
-- ``page``      experiments/write_results.py: ``docs/results.md`` (and its figures).
+- ``page``      experiments/write_results.py: collects the records the page's sections read from ``--out`` into
+  ``docs/results/records/`` (summaries, histories, each part's JSON: a few MB, committed beside the page), then
+  writes ``docs/results.md`` (and its figures) from the records alone.
 
 The default set is every part but the opt-in ones (``--all`` adds them).
 
@@ -62,18 +64,12 @@ import sys
 import time
 from pathlib import Path
 
+from results_page.records import PART_SECTIONS
+
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
          "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe", "peers",
          "page")
-PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "wallclock"), "balance": ("balance",),
-                 "head": ("head",), "voting": ("voting",), "wallclock": ("wallclock",), "pretrained": ("pretrained",),
-                 "pretrained_seeds": ("pretrained",), "votes32": ("pretrained",), "online": ("online",),
-                 "seeds": ("seeds",), "online_balance": ("online_balance",), "online_spread": ("online_spread",),
-                 "screen": ("screen",), "pruning_pays": ("pruning_pays",), "grad_probe": ("grad_probe",),
-                 "peers": ("peers",)}
-"""The sections of the page each part's outputs feed: ``--only <parts> page`` rebuilds those sections and keeps
-the rest of the page as it is (parts measured earlier, or on another machine)."""
 OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen",
           "pruning_pays", "grad_probe", "peers")
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to several hours on 2 cores."""
@@ -189,8 +185,9 @@ def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
 
 
 def page_sections(args: argparse.Namespace) -> list[str]:
-    """``--sections ...`` when ``--only`` names parts besides the page and the page exists: only their sections
-    are rebuilt; otherwise none (the whole page is built)."""
+    """``--sections ...`` when ``--only`` names parts besides the page and the page exists: only their sections'
+    records are collected, and the others are rebuilt from the records they have (or kept, with none); otherwise
+    none (every section's records are collected)."""
     parts = [p for p in args.only or [] if p != "page"]
     if not parts or not Path(args.page).is_file():
         return []

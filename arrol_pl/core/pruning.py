@@ -8,7 +8,8 @@ Decisions (each exposed in :class:`PruningConfig`):
 - Balance target (``balance_target``; docs/algorithm.md derives each):
   ``anchored`` (the default, beyond the paper) keeps each group's highest- and lowest-scored rollouts and prunes
   the rest in Lemma 4.1's direction: a group whose expected positive share is above ρ loses its above-mean
-  rollouts, one below ρ its below-mean ones, so every group's kept share moves toward ρ at any pass rate.
+  rollouts, one below ρ its below-mean ones. That direction is taken at every pass rate; how far the kept share
+  moves toward ρ depends on how well the scores rank a group's rollouts (at chance, no further than random pruning).
   ``group`` is that direction without the anchors: per group, p_i = clip(κ + δ_g + c_g(q_i - μ_g)) with δ_g
   giving mean κ and c_g chosen so the expected kept positive ratio is as close to ρ as the clip allows.
   ``spread`` reads only the order of the raw scores: each group's two ends survive, the rest share the budget.

@@ -6,9 +6,11 @@ run). It reads runs through what the package keeps for every user: :mod:`arrol_p
 :mod:`arrol_pl.analysis.history` (the run readers), :mod:`arrol_pl.analysis.sweep`,
 :mod:`arrol_pl.analysis.significance`, :mod:`arrol_pl.analysis.formatting` and :mod:`arrol_pl.analysis.wallclock`.
 
-Every number on the page is read from the run outputs; every verdict is computed from them against the
-criterion stated next to it, the paper's claim apart from the project's own targets (:class:`.common.Claim`). A
-part whose outputs are missing is listed as not run, never filled in. :mod:`.page` assembles the page from one
+Every number on the page is read from the run outputs, through the records kept beside the page
+(:mod:`.records`: the small files each section reads, collected from a results directory); every verdict is computed
+from them against the criterion stated next to it, the paper's claim apart from the project's own targets
+(:class:`.common.Claim`). A part whose outputs are missing is listed as not run, never filled in; a section whose
+records were never collected is kept from the page and says so. :mod:`.page` assembles the page from one
 renderer per section: :mod:`.default_task` (sections 1–6 and 9, the tiny policy), :mod:`.pretrained` (7, the
 SmolLM2 probe), :mod:`.online` (8, 10 and 11, SmolLM2 trained online), :mod:`.screen` (12, choosing the
 groups), :mod:`.pruning_pays` (13, when pruning pays: scorers, the oracle ladder, the cost-matched control;
@@ -17,7 +19,7 @@ probe) and :mod:`.peers` (15, the step beside TRL's); :mod:`.paper` holds the pa
 :mod:`.headline` makes the opening table from every section's claims, which are written beside the page
 as data (``results.json``).
 
-Layout of a results directory (what ``reproduce.py`` writes)::
+Layout of a results directory (what ``reproduce.py`` writes; the records keep the same layout)::
 
     phases/phases.json            experiments/bench_phases.py
     kappa/<job>/summary.json      +exp=ablation_kappa (history.jsonl beside each summary)

@@ -15,3 +15,6 @@ PAPER_TABLE3 = {"Qwen-3-1.7B-Base": {"Majority": (55.0, 16.7, 3.3), "Deepconf": 
                 "Qwen-3-4B-Base": {"Majority": (72.5, 26.7, 20.0), "Deepconf": (72.5, 33.3, 23.3),
                                    "ARRoL": (82.5, 36.7, 26.7)}}
 """Paper Table 3 (excerpt): model → vote → (AMC'23, AIME'24, AIME'25)."""
+PAPER_FIG4_GAIN = (2.30, 2.99)
+"""ARRoL's gain in average accuracy over GRPO's, in points: the smallest and the largest the paper reports, the range
+the page's Fig. 4 rows set beside ours (and the size of effect a null of the page is weighed against)."""

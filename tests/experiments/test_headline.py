@@ -10,7 +10,8 @@ import pytest
 
 from results_page.common import Claim
 from results_page.headline import HEADLINE, headline_table, readme_block, row_targets, row_verdict, update_readme
-from results_page.page import build_page, page_headline
+from results_page.page import build_page, page_headline, read_claims
+from results_page.paper import PAPER_FIG4_GAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,3 +94,18 @@ def test_the_readmes_table_is_brief_and_the_pages_keeps_the_targets():
     row = next(line for line in brief if "2.67×" in line)
     assert "2.67× (+1 more on the page)" in row and "2.39×" not in row and "≥ 2×" not in row
     assert full[0].endswith("| project's own target |") and "2.67×; 2.39× on long answers" in "\n".join(full)
+
+
+def test_the_readmes_word_on_section_13_is_what_the_pages_claims_support():
+    """The README says that no scorer is distinguishable from GRPO with G = 4 at equal time, in comparisons that could
+    detect only effects larger than the paper's whole gain: each such claim of section 13 lies inside its 95 % t
+    interval, and the effect it could detect at 80 % power is above the paper's largest gain over GRPO."""
+    text = (ROOT / "README.md").read_text()
+    assert "is distinguishable from GRPO with G = 4" in text and "beats GRPO with G = 4" not in text
+    claims = [c.line() for c in read_claims(ROOT / "docs" / "results.md")[13]
+              if "against GRPO G = 4, the cost-matched control" in c.text]
+    assert claims
+    for line in claims:
+        detectable = re.search(r"not distinguishable from 0 \(.*\); the comparison could detect ±(\d+\.\d+) at 80 % "
+                               r"power", line)
+        assert detectable and float(detectable.group(1)) > PAPER_FIG4_GAIN[1] / 100, line

@@ -1,6 +1,7 @@
 """docs/results.md generation (experiments/results_page): numbers come from the outputs, verdicts from criteria."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from arrol_pl.core.metrics import time_to_reach
 
-from results_page.page import build_page
+from results_page.page import build_page, split_page
 
 
 def write_run(job: Path, pruning: dict, summary: dict, history: list[dict]) -> None:
@@ -336,7 +337,8 @@ def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Pat
                     "balance_vs_random": d_bal, "balance_vs_random_se": 0.002}
         return out
     balance = {"arrol_global": arm(0.23, 0.048, 0.77, 0.016, -0.002),  # worse than random on every reading
-               "arrol_group": arm(0.26, 0.055, 0.70, -0.05, 0.005),  # all three
+               "arrol_anchored": arm(0.26, 0.055, 0.70, -0.05, 0.005),  # all three
+               "arrol_group": arm(0.26, 0.055, 0.70, -0.05, 0.005),  # all three, but a rule of the project's
                "arrol_spread": arm(0.22, 0.065, 0.68, -0.07, 0.015),  # fewer, more balanced, but E[ρ̂] further from ρ
                "random": arm(0.24, 0.050, 0.75), "none": arm(0.25, 0.057, 0.65)}
     data = probe_json(8, 0.0)
@@ -346,9 +348,12 @@ def test_pretrained_balance_claims_read_each_criterion_per_rule(results_dir: Pat
     text = build_page(results_dir, tmp_path / "page.md")
     claims = {line.split(":")[0].split(", ")[-1]: line for line in claim_lines(text, "Table 4 by replay")}
     assert claims["global δ (Eq. 2)"].endswith("E[ρ̂] closer to ρ at 0 of 1 — **not reproduced**.")
+    assert claims["anchored (default)"].endswith("— **reproduced**.")  # the rule ARRoL runs by default here
+    # the alternative rules are stated beside them, without a verdict on the paper's claim
     assert "fewer zero-advantage groups than random at 1 of 1" in claims["per-group target"]
-    assert claims["per-group target"].endswith("— **reproduced**.")
-    assert "**partly reproduced**" in claims["spread (ranks only)"]
+    for rule in ("per-group target", "spread (ranks only)"):
+        assert claims[rule].endswith("(an alternative rule of the project's, neither Eq. 2 nor the default: no verdict "
+                                     "on the paper's claim).") and "**" not in claims[rule]
     assert "| 4 | ARRoL, spread (ranks only) | 0.220 ± 0.030 |" in text
 
 
@@ -569,6 +574,11 @@ def test_a_default_whose_gate_never_opened_ran_as_grpo_and_gets_no_speed_claim(r
     assert "on 2 of 3 seeds its gate never opened and it ran as GRPO, left out" in claim and "**missed**" in claim
 
 
+def unkept(text: str) -> str:
+    """A page's text without the lines that mark its kept sections (and the blank line after each)."""
+    return re.sub(r"Kept from an earlier run; [^\n]*\n\n", "", text)
+
+
 def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(results_dir: Path, tmp_path: Path):
     page = tmp_path / "page.md"
     full = build_page(results_dir, page)
@@ -590,9 +600,18 @@ def test_one_section_is_rebuilt_and_the_others_are_kept_as_the_page_has_them(res
                      "([§](#9-the-default-experiment-over-seeds-tiny-policy)) | learning on every seed: met |"]
     kept = [line for line in partial.split("### Every claim")[0].splitlines() if "(Table 6)" in line]
     assert kept == [line for line in full.split("### Every claim")[0].splitlines() if "(Table 6)" in line]
-    assert partial.split("## 9.")[0].split("## 1.")[1] == full.split("## 9.")[0].split("## 1.")[1]
-    assert partial.split("## 10.")[1] == full.split("## 10.")[1]
+    # every other section is kept as it was, under the line that says so and how to refresh it
+    assert unkept(partial.split("## 9.")[0].split("## 1.")[1]) == full.split("## 9.")[0].split("## 1.")[1]
+    assert unkept(partial.split("## 10.")[1]) == full.split("## 10.")[1]
     assert "Table 6" in partial.split("## 4.")[1]  # kept although its runs are gone
+    # the sections that had the κ runs are kept; one that results still give as they were (voting) or that was
+    # not run has nothing to keep
+    kept = {n: body.split("\n")[2] for n, body in split_page(partial).items()
+            if body.split("\n")[2].startswith("Kept from an earlier run; its records were not committed")}
+    assert sorted(kept) == [2, 3, 4, 6]
+    assert kept[2].endswith("rerun `python experiments/reproduce.py --only kappa balance page` to refresh it.")
+    assert kept[4].endswith("rerun `python experiments/reproduce.py --only kappa page` to refresh it.")
+    assert build_page(results_dir, page, only=["seeds"]) == partial, "a kept section is marked once"
     assert "Not run (`seeds/`" in full and "Not run (`seeds/`" not in partial
     with pytest.raises(ValueError, match="unknown section"):
         build_page(results_dir, page, only=["seed"])
@@ -612,7 +631,7 @@ def test_the_gradient_probe_is_the_pages_fourteenth_section_and_says_how_to_run_
     older = full.split("\n\n## 14. ")[0] + "\n"
     page.write_text(older)
     partial = build_page(results_dir, page, only=["grad_probe"])
-    assert partial.split("\n\n## 14. ")[0].split("## 1. ", 1)[1] == older.split("## 1. ", 1)[1].rstrip("\n")
+    assert unkept(partial.split("\n\n## 14. ")[0].split("## 1. ", 1)[1]) == older.split("## 1. ", 1)[1].rstrip("\n")
     assert "\n## 14. Does choosing the survivors" in partial
 
 

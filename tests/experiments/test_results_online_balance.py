@@ -6,6 +6,7 @@ claim the headline row reads (the default rule's)."""
 import json
 import math
 import shutil
+import statistics
 from pathlib import Path
 
 from results_page.online import section_online_balance
@@ -114,15 +115,48 @@ def test_a_difference_inside_its_interval_states_the_effect_it_could_have_detect
 def test_the_direction_sentence_compares_the_default_rule_with_the_papers_table_4(tmp_path: Path):
     up, _ = section_online_balance(sweep(tmp_path / "up"))
     sentence = next(line for line in up if line.startswith("The paper's Table 4"))
-    assert ("has ARRoL raise E[ρ̂] over random pruning (Qwen-3-4B-Base 0.32 → 0.40, LLama-3.2-1B-instruct 0.14 → "
-            "0.23) and E[ρ̂(1−ρ̂)] (0.21 → 0.23, 0.11 → 0.14)") in sentence
-    assert sentence.endswith("the default rule's E[ρ̂] − random's is +0.030 and its E[ρ̂(1−ρ̂)] − random's +0.0150 "
-                             "over 3 seed(s): the paper's direction on both (both beyond their 95 % t intervals).")
+    assert sentence.startswith("The paper's Table 4 has ARRoL raise E[ρ̂] over random pruning (Qwen-3-4B-Base 0.32 → "
+                               "0.40, LLama-3.2-1B-instruct 0.14 → 0.23) and E[ρ̂(1−ρ̂)] (0.21 → 0.23, 0.11 → 0.14). ")
+    se = 0.01 / math.sqrt(3)
+    assert sentence.endswith(f"Here, over 3 seed(s), the default rule minus random pruning: E[ρ̂] +0.030 ± 0.006, ahead "
+                             f"beyond its 95 % t interval (±{T975_2 * se:.3f}, 2 df): the paper's direction. "
+                             f"E[ρ̂(1−ρ̂)] +0.0150 ± 0.0029, ahead beyond its 95 % t interval "
+                             f"(±{T975_2 * se / 2:.4f}, 2 df): the paper's direction.")
     down, _ = section_online_balance(sweep(tmp_path / "down", sign=-1.0))
     sentence = next(line for line in down if line.startswith("The paper's Table 4"))
-    assert sentence.endswith("the default rule's E[ρ̂] − random's is -0.030 and its E[ρ̂(1−ρ̂)] − random's -0.0150 "
-                             "over 3 seed(s): the opposite of the paper's on both (both beyond their 95 % t "
-                             "intervals).")
+    assert "E[ρ̂] -0.030 ± 0.006, behind beyond its 95 % t interval" in sentence
+    assert sentence.count(": against the paper's direction") == 2
+
+
+def test_a_direction_inside_its_interval_is_not_stated_but_set_beside_the_detectable_effect(tmp_path: Path):
+    """Differences inside their 95 % t intervals read as not distinguishable from 0, with the effect the seeds could
+    have detected beside the paper's own differences, never as the paper's direction or its opposite."""
+    sweep(tmp_path)
+    shutil.rmtree(tmp_path / "online_balance" / "anchored-1")
+    write_arm(tmp_path, "anchored", 1, -0.07)  # per seed +0.02, -0.07, +0.04: mean -0.003, far inside
+    lines, _ = section_online_balance(tmp_path)
+    sentence = next(line for line in lines if line.startswith("The paper's Table 4"))
+    assert "opposite" not in sentence and "paper's direction" not in sentence
+    se = statistics.stdev([0.02, -0.07, 0.04]) / math.sqrt(3)  # the seeds' spread: far above the steps' SE
+    assert (f"E[ρ̂] -0.003 ± {se:.3f}, not distinguishable from 0 (95 % t interval ±{T975_2 * se:.3f}, 2 df); the "
+            f"comparison could detect ±{(T975_2 + T80_2) * se:.3f} at 80 % power, where the paper's differences are "
+            "+0.08 and +0.09.") in sentence
+    assert sentence.endswith("at 80 % power, where the paper's differences are +0.02 and +0.03.")
+
+
+def test_a_kept_direction_sentence_is_worded_again_from_the_sections_own_figures(tmp_path: Path):
+    """A section 10 kept from an earlier page words its direction sentence as the section does now, from the default
+    rule's figures it records (its mean row and its standings), never from a typed sentence."""
+    from results_page.online import restated_direction
+
+    lines, _ = section_online_balance(sweep(tmp_path, sign=-1.0))
+    at = next(i for i, line in enumerate(lines) if line.startswith("The paper's Table 4"))
+    earlier = [*lines[:at], "The paper's Table 4 has ARRoL raise E[ρ̂] (…); here the default rule's E[ρ̂] − random's is "
+               "-0.030 and its E[ρ̂(1−ρ̂)] − random's -0.0150 over 3 seed(s): the opposite of the paper's on both.",
+               *lines[at + 1:]]
+    assert restated_direction(earlier) == lines
+    assert restated_direction(lines) == lines
+    assert restated_direction(lines[:at]) == lines[:at]  # no sentence to word again
 
 
 def test_the_headline_row_reads_the_default_rule_and_lists_the_others(tmp_path: Path):
