@@ -17,6 +17,11 @@ Decisions:
 - Each row may name its group (the prompt it answers), so the window also gives the AUC within groups
   (:meth:`BinnedCalibrator.within_auc`): what a rule choosing among one prompt's rollouts can use. Groups are
   told apart per ``update`` call, so group 3 of one step is not group 3 of the next.
+- The window's AUCs are those of every rollout before pruning, estimated from the survivors: each row also keeps
+  its survival probability p, apart from its weight (which importance weighting may leave at 1), and a pair counts
+  1/(p_i p_j) (:func:`~arrol_pl.core.metrics.weighted_within_group_auc`). The survivors' own AUC reads the order of
+  what a rule chose to keep: the default rule keeps each group's two ends, and at a true AUC of 0.70 its survivors
+  read 0.74. A row of p = 0 is in the window only by the floor's revival, and counts for no pair.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 import torch
 
-from arrol_pl.core.metrics import binary_auc, within_group_auc
+from arrol_pl.core.metrics import inverse_survival, weighted_within_group_auc
 
 _GROUP_SPAN = 2**32
 """Group keys are ``update call × _GROUP_SPAN + group``; rows given no group get keys of their own from
@@ -95,11 +100,13 @@ class BinnedCalibrator:
         self.num_bins = num_bins
         self.capacity = capacity
         self.alpha = float(alpha)
-        # Ring buffer: row k holds (score, label, weight, group key); ``_next`` is the slot the next sample takes.
+        # Ring buffer: row k holds (score, label, weight, group key, survival probability); ``_next`` is the slot the
+        # next sample takes.
         self._scores = torch.zeros(capacity, dtype=torch.float64)
         self._labels = torch.zeros(capacity, dtype=torch.bool)
         self._weights = torch.zeros(capacity, dtype=torch.float64)
         self._groups = torch.zeros(capacity, dtype=torch.long)
+        self._survival = torch.ones(capacity, dtype=torch.float64)
         self._size = 0
         self._next = 0
         self._total_seen = 0
@@ -114,9 +121,10 @@ class BinnedCalibrator:
         return self._total_seen
 
     def update(self, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None,
-               groups: torch.Tensor | None = None) -> None:
+               groups: torch.Tensor | None = None, survival: torch.Tensor | None = None) -> None:
         """Append labelled samples, oldest forgotten first. ``scores, labels, weights: (N,)``; ``groups: (N,)`` the
-        group (prompt) of each row, integers in ``[0, 2**31)`` (None: each row a group of its own)."""
+        group (prompt) of each row, integers in ``[0, 2**31)`` (None: each row a group of its own); ``survival: (N,)``
+        each row's probability in [0, 1] of having survived the prune within its group (None: 1, nothing pruned)."""
         scores = torch.as_tensor(scores, dtype=torch.float64).detach().flatten().cpu()
         labels = torch.as_tensor(labels).detach().flatten().cpu()
         if labels.numel() != scores.numel():
@@ -134,6 +142,14 @@ class BinnedCalibrator:
         if not torch.all(torch.isfinite(scores)):
             raise ValueError("scores must be finite")
         n = scores.numel()
+        if survival is None:
+            survival = torch.ones_like(scores)
+        else:
+            survival = torch.as_tensor(survival, dtype=torch.float64).detach().flatten().cpu()
+            if survival.numel() != n:
+                raise ValueError(f"survival ({survival.numel()}) and scores ({n}) differ in length")
+            if not torch.all((survival >= 0) & (survival <= 1)):
+                raise ValueError("survival probabilities must lie in [0, 1]")
         if groups is None:
             groups = _GROUP_SPAN // 2 + torch.arange(n)
         else:
@@ -147,13 +163,14 @@ class BinnedCalibrator:
         self._total_seen += n
         if n >= self.capacity:  # only the newest ``capacity`` survive
             scores, labels, weights = scores[-self.capacity :], labels[-self.capacity :], weights[-self.capacity :]
-            groups = groups[-self.capacity :]
+            groups, survival = groups[-self.capacity :], survival[-self.capacity :]
             n = self.capacity
         slots = (self._next + torch.arange(n)) % self.capacity
         self._scores[slots] = scores
         self._labels[slots] = labels.to(torch.bool)
         self._weights[slots] = weights
         self._groups[slots] = groups
+        self._survival[slots] = survival
         self._next = int((self._next + n) % self.capacity)
         self._size = min(self.capacity, self._size + n)
 
@@ -168,14 +185,18 @@ class BinnedCalibrator:
         return self._scores[order].clone(), self._labels[order].clone(), self._weights[order].clone()
 
     def auc(self) -> float:
-        """The scores' AUC over the window (NaN until it holds both outcomes)."""
+        """The scores' AUC over every pair of the window's rollouts before pruning, estimated from its survivors
+        (module docstring; NaN until it holds both outcomes)."""
         order = self._order()
-        return binary_auc(self._scores[order], self._labels[order])
+        return weighted_within_group_auc(self._scores[order], self._labels[order], torch.zeros(len(order)),
+                                         inverse_survival(self._survival[order]))
 
     def within_auc(self) -> float:
-        """The scores' AUC over the window's (correct, wrong) pairs of one group (NaN until a group holds both)."""
+        """The scores' AUC over the (correct, wrong) pairs of one group among each group's rollouts before pruning,
+        estimated from the window's survivors (module docstring; NaN until a group holds both outcomes)."""
         order = self._order()
-        return within_group_auc(self._scores[order], self._labels[order], self._groups[order])
+        return weighted_within_group_auc(self._scores[order], self._labels[order], self._groups[order],
+                                         inverse_survival(self._survival[order]))
 
     def counts(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Weighted histogram counts ``(c^+, c^-)``, each ``(B,)`` float64 (Eq. 1)."""
@@ -215,6 +236,7 @@ class BinnedCalibrator:
             "labels": self._labels.clone(),
             "weights": self._weights.clone(),
             "groups": self._groups.clone(),
+            "survival": self._survival.clone(),
             "size": self._size,
             "next": self._next,
             "total_seen": self._total_seen,
@@ -232,6 +254,9 @@ class BinnedCalibrator:
         # a state saved before rows had groups: each of its rows a group of its own
         self._groups = torch.as_tensor(state["groups"], dtype=torch.long).clone() if "groups" in state else \
             _GROUP_SPAN // 2 + torch.arange(self.capacity)
+        # a state saved before rows kept their survival probability: its rows read as every rollout
+        self._survival = torch.as_tensor(state["survival"], dtype=torch.float64).clone() if "survival" in state else \
+            torch.ones(self.capacity, dtype=torch.float64)
         self._size = int(state["size"])
         self._next = int(state["next"])
         self._total_seen = int(state["total_seen"])

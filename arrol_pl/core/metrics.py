@@ -17,7 +17,8 @@
   reaches a reference's final value, as a share of the time the reference itself first reached it (1.0 for a curve
   against itself), never of the reference's whole run.
 - ``binary_auc``, ``spearman`` (average ranks for ties) and ``expected_calibration_error`` for the
-  quality head (Fig. 2).
+  quality head (Fig. 2); ``within_group_auc`` over pairs of one group, and ``weighted_within_group_auc`` with pairs
+  weighted (``inverse_survival`` gives the weights), which undoes a prune's selection of survivors.
 """
 
 from __future__ import annotations
@@ -248,15 +249,33 @@ def within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torc
     no group has both outcomes. O(N log N): the gate reads it over the calibrator's whole window every step.
     """
     scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
+    return weighted_within_group_auc(scores, labels, group_ids, torch.ones_like(scores))
+
+
+def weighted_within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor,
+                              weights: torch.Tensor) -> float:
+    """:func:`within_group_auc` with each (correct i, incorrect j) pair of one group counted ``w_i w_j``.
+
+    ``scores, labels, group_ids, weights: (N,)``, weights finite and >= 0. With ``w = 1/p``, p each survivor's
+    probability of surviving the prune, drawn independently, a pair of survivors counts 1/(p_i p_j), the inverse of
+    its chance to be observed: the result estimates the AUC over each group's rollouts before pruning (a ratio of
+    Horvitz–Thompson sums, consistent over many groups), where the plain AUC of the survivors reads the order of
+    the rollouts the rule chose to keep. NaN when no group has a correct and an incorrect row of positive weight.
+    """
+    scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
     labels = torch.as_tensor(labels).flatten().to(torch.bool)
     group_ids = torch.as_tensor(group_ids).flatten().to(torch.long)
+    weights = torch.as_tensor(weights, dtype=torch.float64).flatten()
     n = scores.numel()
+    if not labels.numel() == group_ids.numel() == weights.numel() == n:
+        raise ValueError(f"scores, labels, group_ids and weights differ in length: {n}, {labels.numel()}, "
+                         f"{group_ids.numel()}, {weights.numel()}")
     if n == 0:
         return float("nan")
     # rows sorted by group, then score; a "block" is a run of equal scores within one group
     by_score = torch.sort(scores, stable=True).indices
     order = by_score[torch.sort(group_ids[by_score], stable=True).indices]
-    s, y, g = scores[order], labels[order], group_ids[order]
+    s, y, g, w = scores[order], labels[order], group_ids[order], weights[order]
     new_group = torch.ones(n, dtype=torch.bool)
     new_group[1:] = g[1:] != g[:-1]
     new_block = new_group.clone()
@@ -264,16 +283,24 @@ def within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torc
     index = torch.arange(n)
     group_start = torch.cummax(torch.where(new_group, index, 0), 0).values
     block_start = torch.cummax(torch.where(new_block, index, 0), 0).values
-    negatives_before = torch.cumsum((~y).long(), 0) - (~y).long()  # wrong rows before each row, over all groups
+    wrong = torch.where(y, 0.0, w)  # each row's weight as an incorrect one
+    wrong_before = torch.cumsum(wrong, 0) - wrong  # over all groups, up to the row
     block_id = torch.cumsum(new_block.long(), 0) - 1
-    negatives_in_block = torch.zeros(int(block_id[-1]) + 1, dtype=torch.long).index_add_(0, block_id, (~y).long())
-    below = negatives_before[block_start] - negatives_before[group_start]  # wrong rows of the group scored lower
-    right = float((below[y] + 0.5 * negatives_in_block[block_id[y]]).sum())
+    wrong_in_block = torch.zeros(int(block_id[-1]) + 1, dtype=torch.float64).index_add_(0, block_id, wrong)
+    below = wrong_before[block_start] - wrong_before[group_start]  # incorrect weight of the group scored lower
+    right = float((w[y] * (below[y] + 0.5 * wrong_in_block[block_id[y]])).sum())
     group_id = torch.cumsum(new_group.long(), 0) - 1
-    pos = torch.zeros(int(group_id[-1]) + 1, dtype=torch.long).index_add_(0, group_id, y.long())
-    neg = torch.zeros_like(pos).index_add_(0, group_id, (~y).long())
+    pos = torch.zeros(int(group_id[-1]) + 1, dtype=torch.float64).index_add_(0, group_id, torch.where(y, w, 0.0))
+    neg = torch.zeros_like(pos).index_add_(0, group_id, wrong)
     pairs = float((pos * neg).sum())
     return right / pairs if pairs else float("nan")
+
+
+def inverse_survival(survival: torch.Tensor) -> torch.Tensor:
+    """``(N,)`` survival probabilities p → ``(N,)`` float64 pair weights 1/p for :func:`weighted_within_group_auc`;
+    0 where p = 0: such a row survived only by the per-group floor's revival, which no draw of p gives."""
+    p = torch.as_tensor(survival, dtype=torch.float64).flatten()
+    return torch.where(p > 0, 1.0 / p.clamp(min=torch.finfo(torch.float64).tiny), 0.0)
 
 
 def expected_calibration_error(probs: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> float:

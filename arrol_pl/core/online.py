@@ -75,12 +75,14 @@ class OnlinePruning:
         return params
 
     def update(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
-               weights: torch.Tensor, groups: torch.Tensor | None = None) -> float:
+               weights: torch.Tensor, groups: torch.Tensor | None = None,
+               survival: torch.Tensor | None = None) -> float:
         """Algorithm 1 line 10 (the head's part) from ``N`` labelled rollouts: the calibrator takes their ``(N,)``
-        scores, 0/1 labels, weights (1/p with importance weighting) and groups (prompt indices, for the AUC within
-        groups that ``gate_metric=within`` reads); the ``(N, D)`` features join the replay window and the head
-        takes ``head.steps`` BCE minibatch steps. Returns the head's mean loss."""
-        self.calibrator.update(scores, labels, weights, groups)
+        scores, 0/1 labels, weights (1/p with importance weighting), groups (prompt indices, for the AUC within
+        groups that ``gate_metric=within`` reads) and survival probabilities p (None: nothing was pruned; the gate's
+        AUC counts a pair 1/(p_i p_j), whatever the weights); the ``(N, D)`` features join the replay window and the
+        head takes ``head.steps`` BCE minibatch steps. Returns the head's mean loss."""
+        self.calibrator.update(scores, labels, weights, groups, survival)
         self.replay.add(features, labels, weights)
         return head_update(self.head, self.optimizer, self.replay, self.recipe.steps, self.recipe.batch_size,
                            self.generator)
@@ -110,7 +112,7 @@ class OnlinePruning:
         survival = torch.tensor([1.0 if r.survival is None else r.survival for _, r in rows], dtype=torch.float32)
         weights = 1.0 / survival if self.config.importance_weighting else torch.ones_like(survival)
         groups = torch.tensor([r.prompt_index for _, r in rows], dtype=torch.long)
-        return self.update(features, scores, labels[pick], weights, groups)
+        return self.update(features, scores, labels[pick], weights, groups, survival)
 
     @staticmethod
     def _per_survivor(values, kept: list[int], n_rollouts: int, name: str) -> torch.Tensor:

@@ -23,17 +23,21 @@ Decisions (each exposed in :class:`PruningConfig`):
 - Rollouts that finished before L_detect are complete: never pruned (``eligible=False``) and they
   count toward the floor. The achieved keep ratio is therefore >= κ; report it.
 - A per-group floor ``min_keep_per_group`` (default 2): a group left with fewer than 2 survivors has
-  zero advantage, so the highest-survival pruned rollouts are revived until the floor is met.
+  zero advantage, so the highest-survival pruned rollouts are revived until the floor is met. p stays the rule's
+  (the draw's chance), so a revived rollout survives more often than its p says; with the default rule's anchors at
+  p = 1 (κ = 0.5) the floor never acts, at κ = 0.25 (anchors at 0.85) it moves the gate's AUC estimate by < 0.005.
 - Decisions use a generator seeded per (step seed, prompt index), so they do not depend on the order
   in which the engine's scheduler brings groups to L_detect.
-- Discrimination gate (beyond the paper, off by default): with ``gate_auc`` set, a step prunes only
-  while the head's AUC over the calibrator window (its scores at L_detect against the final labels)
-  is at least ``gate_auc``. An uninformative head prunes like random pruning, which halves groups
-  without balancing them and turns mixed groups into zero-advantage ones; the gate keeps such a run
-  at plain GRPO/DAPO until the head has learned something, and reopens or closes every step.
-  ``gate_metric`` says which AUC: ``within`` (the default) counts only pairs of one group, which is what
-  choosing among a prompt's rollouts can use; ``pooled`` counts every pair, and a head that only tells easy
-  prompts from hard ones reaches it while ranking each group's rollouts at chance.
+- Discrimination gate (beyond the paper, off by default): with ``gate_auc`` set, a step prunes only while the head's
+  AUC over the calibrator window (its scores at L_detect against the final labels) is at least ``gate_auc``: the AUC
+  over every rollout before pruning, estimated from the survivors by weighting each pair 1/(p_i p_j)
+  (:meth:`~arrol_pl.core.calibration.BinnedCalibrator.within_auc`). The survivors' own AUC reads the order of what the
+  rule kept (0.74 at a true 0.70 for the default rule at κ = 0.5), so a gate reading it would tend to stay open once
+  open. An uninformative head prunes like random pruning, which halves groups without balancing them and turns mixed
+  groups into zero-advantage ones; the gate keeps such a run at plain GRPO/DAPO until the head has learned something,
+  and reopens or closes every step. ``gate_metric`` says which AUC: ``within`` (the default) counts only pairs of one
+  group, which is what choosing among a prompt's rollouts can use; ``pooled`` counts every pair, and a head that only
+  tells easy prompts from hard ones reaches it while ranking each group's rollouts at chance.
 """
 
 from __future__ import annotations
@@ -127,8 +131,8 @@ class PruningConfig(SurvivalSettings):
     importance_weighting: bool = True
     """Weight buffered survivors by 1/p so δ and the calibrator see the unpruned distribution."""
     gate_auc: float | None = None
-    """Prune only while the head's AUC over the calibrator window is at least this (beyond the paper;
-    None: the paper's cold start alone decides)."""
+    """Prune only while the head's AUC over the calibrator window, estimated over every rollout before pruning, is
+    at least this (beyond the paper; None: the paper's cold start alone decides)."""
     gate_metric: str = "within"
     """The AUC ``gate_auc`` reads: ``within`` (over pairs of one group, what the survival rule can use) or
     ``pooled`` (over every pair, lifted by telling easy prompts from hard ones)."""
@@ -173,7 +177,8 @@ class PrunerParams(SurvivalSettings):
     active: bool = True
     """False during cold start (or with the gate closed): keep everything."""
     window_auc: float = float("nan")
-    """The head's AUC over the calibrator window when h_t was built (``gate_metric=pooled`` compares it)."""
+    """The head's AUC over the calibrator window when h_t was built, over every rollout before pruning, estimated
+    (:meth:`~arrol_pl.core.calibration.BinnedCalibrator.auc`; ``gate_metric=pooled`` compares it)."""
     window_within_auc: float = float("nan")
     """The same over pairs of one group (``gate_metric=within`` compares it to ``gate_auc``)."""
 

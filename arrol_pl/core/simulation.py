@@ -7,7 +7,8 @@ score ``s_i = scale · logit(q*_i) + shift + noise``, so the online calibrator h
 learn. :func:`sample_oracle_groups` draws a task of set pass rate scored by an oracle of set AUC instead, and
 :func:`balance_cell` measures every survival rule on the same such groups (the model-free balance grid). The loop
 follows Algorithm 1: h_t from the calibrator → prune at L_detect → survivors'
-rewards → calibrator update (survivors weighted by 1/p when importance weighting is on).
+rewards → calibrator update (survivors weighted by 1/p when importance weighting is on, and their survival
+probabilities kept for the gate's AUC).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def run_pruning_simulation(
         keep = decision.keep
         rewards = batch.rewards.flatten()
         weights = 1.0 / decision.survival[keep] if config.importance_weighting else None
-        calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights, group_ids[keep])
+        calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights, group_ids[keep],
+                          decision.survival[keep])
         kept = balance_stats(rewards[keep], group_ids[keep])
         full = balance_stats(rewards, group_ids)
         history.append(

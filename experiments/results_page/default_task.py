@@ -155,7 +155,8 @@ def section_head(root: Path, kappa_runs: list[RunSummary], figures: Path,
         acc = online.head_accuracy_after_cold_start
         lines += [
             "Online, during the κ = 0.5 training run (the head the engine prunes with, scored on each step's "
-            f"survivors at L_detect = {online.config['engine']['detect_length']}): accuracy {fmt(acc)}, AUC "
+            f"survivors at L_detect = {online.config['engine']['detect_length']}; its AUC over every rollout before "
+            f"pruning, estimated from them): accuracy {fmt(acc)}, AUC "
             f"{fmt(online.head_auc_after_cold_start)}, Spearman {fmt(online.head_spearman_after_cold_start)}, "
             f"calibration error of the binned posterior {fmt(online.head_calibration_error_after_cold_start)} "
             "(means over the steps after the cold start). Paper: about 80 % accuracy (82.37 % on Qwen-3-1.7B).",
@@ -387,7 +388,8 @@ def _default_against_grpo(sweep: Path, pairs: list[tuple[int, RunSummary, RunSum
         return ["", "No wall-clock comparison: the runs have no held-out curve (`trainer.eval_every` was 0)."], []
     lines = ["", "The default (ARRoL with the discrimination gate) against GRPO, seed by seed, on the held-out curve "
              "(`trainer.eval_every`; training seconds, evaluations excluded), with the default's head after the cold "
-             "start (its AUC over the survivors, pooled and within groups: the gate reads the latter over its window) "
+             "start (its AUC over each step's rollouts before pruning, estimated from the survivors, pooled and within "
+             "groups: the gate reads the latter over its window) "
              "and the share of steps its gate let prune (0: it never opened, and the default ran as GRPO). The share "
              "of GRPO's time is the seconds at which the default first reaches GRPO's final accuracy over those at "
              "which GRPO itself first did:", "",

@@ -359,9 +359,9 @@ def section_online_balance(root: Path) -> tuple[list[str], list[Claim]]:
         f"trains {budget}, L_detect = {first.config['engine']['detect_length']}, where SmolLM2 has written its "
         f"answer, and every arm prunes at the same κ = {kappa}: "
         + "; ".join(f"`{arm.override.split('=', 1)[1]}` {arm.what}" for arm in present) + ". "
-        "Per-step figures after the cold start (mean ± standard error over steps; the within-group AUC is over each "
-        "step's survivors, which the rules that keep a group's ends pick from the ends of the head's order, so it "
-        "reads high there and fairly under `random`).", "",
+        "Per-step figures after the cold start (mean ± standard error over steps; the AUCs are over each step's "
+        "rollouts before pruning, estimated from its survivors with each pair weighted by its inverse chance to "
+        "survive: the survivors' own would read high under the rules that keep a group's ends).", "",
         *table_lines(["seed", "arm", "head input", "steps", "keep", *(t for _, t, _ in BALANCE_MEASURES),
                       "head AUC", "head AUC within groups", "held-out before", "held-out after"], rows),
     ]

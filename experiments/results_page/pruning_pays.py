@@ -12,13 +12,16 @@ Decisions:
   (:func:`~arrol_pl.analysis.runs.paired_difference`).
 - **An arm's AUC is the realised online AUC within groups of the score its decisions read**
   (``scorer_within_auc_after_cold_start``, the mean over seeds; the head's own, ``head_within_auc_after_cold_start``,
-  where a head-scored run did not record the scorer's): pruning orders the rollouts of one group, so what counts is
-  how often a group's right rollouts score above its wrong ones, not how well the score tells easy prompts from
-  hard, which lifts the pooled AUC. An oracle without that record stands at its set AUC: its score is the outcome
-  plus noise independent of the prompt, so within groups it equals the set AUC in expectation. Any other arm whose
-  runs do not all record it stands at its pooled AUC (``scorer_auc_after_cold_start``), marked "pooled" in the table,
-  the text and the figure, never mixed with the within-group ones of the same arm. Random pruning reads no score:
-  it stands at 0.5, whatever the head it ignores scored.
+  where a head-scored run did not record the scorer's), over each group's rollouts before pruning: exact for the
+  oracle, which decodes every rollout, else estimated from the survivors. The survivors' own AUC reads the order of
+  what the rule kept (the default rule's survivors read 0.74 at a set 0.70), so the ladder would not span its set
+  AUCs. Pruning orders the rollouts of one group, so what counts is how often a group's right rollouts score above its
+  wrong ones, not how well the score tells easy prompts from hard, which lifts the pooled AUC. An oracle without that
+  record stands at its set AUC: its score is the outcome plus noise independent of the prompt, so within groups it
+  equals the set AUC in expectation. Any other arm whose runs do not all record it stands at its pooled AUC
+  (``scorer_auc_after_cold_start``), marked "pooled" in the table, the text and the figure, never mixed with the
+  within-group ones of the same arm. Random pruning reads no score: it stands at 0.5, whatever the head it ignores
+  scored.
 - **The break-even AUC** is where the oracle ladder's difference to GRPO G = 8 crosses 0 going up, interpolated
   linearly between the two ladder points around it; of several such crossings the highest (pruning pays at every
   ladder point above it). It is located only when a ladder point at or above it is ahead of GRPO G = 8 beyond its
@@ -111,10 +114,12 @@ def setting(runs: Sequence[RunSummary], arms: Sequence[Arm], config: dict) -> st
             "evaluations' SE (paired by problem where both runs recorded per-problem results, pooled over the seeds) "
             "and the seeds' SE; it is judged on its 95 % t interval over the seeds (seeds − 1 degrees of freedom). "
             "Scorer AUC within groups: the realised online AUC of the score the decisions read over the (right, "
-            "wrong) pairs of one group, the order pruning acts on, against the survivors' outcomes after the cold "
-            "start (mean over the seeds; random pruning reads none: 0.5). Marked pooled: the arm's runs predate that record, "
-            "and their AUC over all survivors stands in (it also counts telling easy prompts from hard); marked "
-            "set: an oracle's set AUC, which its realised AUC within groups equals in expectation.")
+            "wrong) pairs of one group, the order pruning acts on, over each group's rollouts before pruning (exact "
+            "for the oracle, which decodes them all; else estimated from the survivors, each pair weighted by its "
+            "inverse chance to survive) after the cold start (mean over the seeds; random pruning reads none: 0.5). "
+            "Marked pooled: the arm's runs predate that record, and their AUC over all survivors stands in (it also "
+            "counts telling easy prompts from hard); marked set: an oracle's set AUC, which its realised AUC within "
+            "groups equals in expectation.")
 
 
 def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[list[str], list[Claim]]:

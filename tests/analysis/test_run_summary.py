@@ -93,11 +93,13 @@ def test_the_summary_records_the_scorers_auc_within_groups_beside_its_pooled_one
 
     # two cold-start steps, left out; then a head that orders prompts (pooled 0.8) and not a group's rollouts (0.5)
     history = [{"scorer/auc": 0.99, "scorer/within_auc": 0.99}] * 2
-    history += [{"scorer/auc": 0.8, "scorer/within_auc": 0.5}, {"scorer/auc": 0.7, "scorer/within_auc": 0.55},
+    history += [{"scorer/auc": 0.8, "scorer/within_auc": 0.5, "scorer/within_auc_survivors": 0.56},
+                {"scorer/auc": 0.7, "scorer/within_auc": 0.55, "scorer/within_auc_survivors": 0.6},
                 {"scorer/auc": 0.75}]  # a step whose groups were all of one outcome logs no AUC within groups
     s = summarise(RunConfig(pruning=PruningConfig(cold_start_steps=2)), history, None, None, wall=1.0)
     assert s.scorer_auc_after_cold_start == pytest.approx(0.75)
     assert s.scorer_within_auc_after_cold_start == pytest.approx(0.525)
+    assert s.scorer_within_auc_survivors_after_cold_start == pytest.approx(0.58), "the survivors' own, beside it"
     assert RunSummary.from_json(s.to_json()).scorer_within_auc_after_cold_start == pytest.approx(0.525)
     assert RunSummary.from_json({"name": "old"}).scorer_within_auc_after_cold_start is None  # written before it
 

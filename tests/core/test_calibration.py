@@ -115,6 +115,28 @@ def test_the_window_auc_within_groups_pairs_only_one_calls_groups():
         alone.update(torch.zeros(2), torch.ones(2), groups=torch.tensor([-1, 0]))
 
 
+def test_the_window_auc_weights_each_pair_by_its_chance_to_survive():
+    """Two groups: the first kept its right rollout and the better-scored wrong one of two (p = 1/2), the second
+    every rollout; the survivors order both groups right, but the pruned wrong one stands for a pair ordered wrong."""
+    cal = BinnedCalibrator(num_bins=8, capacity=16)
+    scores, labels = torch.tensor([1.0, 0.0, 2.0, 3.0]), torch.tensor([1, 0, 1, 0])
+    groups = torch.tensor([0, 0, 1, 1])
+    cal.update(scores, labels, groups=groups, survival=torch.tensor([1.0, 0.5, 1.0, 1.0]))
+    # group 0's pair counts 2 (right), group 1's counts 1 (wrong)
+    assert cal.within_auc() == pytest.approx(2 / 3)
+    assert cal.auc() == pytest.approx((2 * 1 + 2 * 1 + 0 + 0) / (2 + 2 + 1 + 1))  # pooled: the pairs across groups too
+    clone = BinnedCalibrator(num_bins=8, capacity=16)
+    clone.load_state_dict(cal.state_dict())
+    assert clone.within_auc() == cal.within_auc()
+    # a state saved before rows kept their survival reads its rows as every rollout
+    clone.load_state_dict({k: v for k, v in cal.state_dict().items() if k != "survival"})
+    assert clone.within_auc() == 0.5 and clone.posterior(scores).tolist() == cal.posterior(scores).tolist()
+    with pytest.raises(ValueError, match="survival"):
+        cal.update(scores, labels, survival=torch.tensor([1.0, 1.5, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="survival"):
+        cal.update(scores, labels, survival=torch.ones(3))
+
+
 def test_a_state_saved_without_groups_loads_with_each_row_alone():
     cal = BinnedCalibrator(num_bins=8, capacity=8)
     cal.update(torch.tensor([1.0, -1.0]), torch.tensor([1, 0]), groups=torch.tensor([0, 0]))

@@ -15,7 +15,9 @@ from arrol_pl.core.metrics import (
     mean_sd_se,
     pass_at_k,
     spearman,
+    inverse_survival,
     vote_accuracy,
+    weighted_within_group_auc,
     within_block_slope,
     within_group_auc,
 )
@@ -113,6 +115,30 @@ def test_within_group_auc_counts_every_pair_of_one_group(rows):
     scores, labels, groups = (torch.tensor([r[k] for r in rows]) for k in range(3))
     got = within_group_auc(scores.double(), labels, groups)
     assert (math.isnan(got) and pairs == 0) or got == pytest.approx(right / pairs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-3, 3), st.booleans(), st.integers(0, 4), st.sampled_from([0.0, 0.5, 1, 3])),
+                     min_size=1, max_size=40))
+def test_weighted_within_group_auc_counts_each_pair_by_its_two_weights(rows):
+    right = pairs = 0.0
+    for si, yi, gi, wi in rows:
+        for sj, yj, gj, wj in rows:
+            if gi == gj and yi and not yj:
+                pairs += wi * wj
+                right += wi * wj * (1.0 if si > sj else 0.5 if si == sj else 0.0)
+    scores, labels, groups, weights = (torch.tensor([r[k] for r in rows]) for k in range(4))
+    got = weighted_within_group_auc(scores.double(), labels, groups, weights)
+    assert (math.isnan(got) and pairs == 0) or got == pytest.approx(right / pairs)
+    unit = weighted_within_group_auc(scores.double(), labels, groups, torch.ones(len(rows)))
+    plain = within_group_auc(scores.double(), labels, groups)
+    assert unit == plain or math.isnan(unit) and math.isnan(plain), "unit weights: the plain AUC, to the bit"
+
+
+def test_weights_from_survival_leave_out_what_no_draw_kept():
+    assert inverse_survival(torch.tensor([1.0, 0.5, 0.0])).tolist() == [1.0, 2.0, 0.0]
+    with pytest.raises(ValueError, match="differ in length"):
+        weighted_within_group_auc(torch.zeros(3), torch.ones(3), torch.zeros(3), torch.ones(2))
 
 
 def test_quality_head_learns_a_separable_signal():

@@ -88,6 +88,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         head_auc_after_cold_start=mean_after(history, "head/auc", start),
         scorer_auc_after_cold_start=mean_after(history, "scorer/auc", start),
         scorer_within_auc_after_cold_start=mean_after(history, "scorer/within_auc", start),
+        scorer_within_auc_survivors_after_cold_start=mean_after(history, "scorer/within_auc_survivors", start),
         head_within_auc_after_cold_start=mean_after(history, "head/within_auc", start),
         head_spearman_after_cold_start=mean_after(history, "head/spearman", start),
         head_calibration_error_after_cold_start=mean_after(history, "head/calibration_error", start),

@@ -3,6 +3,13 @@ generation and pruning, the balance of the survivors' outcomes, the quality of t
 head's loss and the update's statistics. Every figure is over every rank's survivors (gathered) or reduced over
 the ranks by the module.
 
+The AUCs of the scores (``scorer/auc``, ``scorer/within_auc``, ``head/auc``, ``head/within_auc``) are those of every
+rollout of the step before pruning, estimated from the survivors, a pair counting 1/(p_i p_j)
+(:func:`~arrol_pl.core.metrics.weighted_within_group_auc`): exact where the step pruned nothing (the cold start, a
+closed gate: every p is 1), and the scorer's exact in the oracle's round, which decodes every rollout. The
+survivors' own, ``scorer/auc_survivors`` and ``scorer/within_auc_survivors``, read the order of what the rule chose
+to keep: the default rule keeps each group's two ends, and its survivors read above the scorer's AUC.
+
 What the head phase (Algorithm 1 l. 10, the head's part) hands the row is a :class:`PruningUpdate`.
 """
 
@@ -14,7 +21,8 @@ from typing import NamedTuple
 import torch
 
 from arrol_pl.core.head_training import head_quality
-from arrol_pl.core.metrics import balance_stats, binary_auc, within_group_auc
+from arrol_pl.core.metrics import (balance_stats, binary_auc, inverse_survival, weighted_within_group_auc,
+                                   within_group_auc)
 
 
 class AllSurvivors(NamedTuple):
@@ -25,8 +33,13 @@ class AllSurvivors(NamedTuple):
     scores: torch.Tensor
     labels: torch.Tensor
     rewards: torch.Tensor
+    survival: torch.Tensor
+    """Each survivor's probability p of surviving the prune (1 where nothing could prune it)."""
     head_scores: torch.Tensor | None
     """With a scorer other than the head, the scores of the head the step started with (None with the head)."""
+    every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    """``(prompt indices, scores, labels)`` of every rollout, pruned ones included, where all outcomes are known
+    (:attr:`~.rollouts.StepGroups.every_rollout`, gathered); None: the survivors' alone."""
 
 
 class PruningUpdate(NamedTuple):
@@ -45,12 +58,13 @@ def trained(groups, pruner, learned: PruningUpdate, policy: dict[str, float], ke
     posteriors are defined)."""
     s = learned.all_survivors
     if s.head_scores is None:  # the head is the scorer: its scores are what the decisions read
-        quality = head_quality(s.scores, pruner.posterior(s.scores) if calibrated else None, s.labels, s.group_ids)
+        quality = head_quality(s.scores, pruner.posterior(s.scores) if calibrated else None, s.labels, s.group_ids,
+                               s.survival)
     else:
-        quality = head_quality(s.head_scores, None, s.labels, s.group_ids)
+        quality = head_quality(s.head_scores, None, s.labels, s.group_ids, s.survival)
     return {**step_metrics(groups.scored, groups.generation, pruner, keep_ratio_target, s.rewards, s.labels,
                            s.group_ids, quality, learned.head_loss, policy),
-            **scorer_metrics(s.scores, s.labels, s.group_ids),
+            **scorer_metrics(s.scores, s.labels, s.group_ids, s.survival, s.every_rollout),
             **{f"screen/prompt_head_{k}": v for k, v in learned.prompt_head.items()}, **groups.metrics}
 
 
@@ -83,10 +97,23 @@ def step_metrics(scored, gen, pruner, keep_ratio_target: float, rewards: torch.T
     return metrics
 
 
-def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
-    """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect) against the
-    survivors' outcomes, over the batch and within groups; undefined ones (one class) left out."""
-    out = {"scorer/auc": binary_auc(scores, labels), "scorer/within_auc": within_group_auc(scores, labels, group_ids)}
+def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, survival: torch.Tensor,
+                   every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> dict[str, float]:
+    """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect), over the batch
+    and within groups: ``scorer/auc`` and ``scorer/within_auc`` over every rollout before pruning (exact from
+    ``every_rollout``, ``(prompt indices, scores, labels)`` of them all, else estimated from the survivors'
+    ``scores, labels, group_ids, survival: (N,)``), ``scorer/auc_survivors`` and ``scorer/within_auc_survivors``
+    over the survivors as they are. Undefined ones (one class) left out."""
+    if every_rollout is None:
+        w = inverse_survival(survival)
+        every = {"scorer/auc": weighted_within_group_auc(scores, labels, torch.zeros_like(group_ids), w),
+                 "scorer/within_auc": weighted_within_group_auc(scores, labels, group_ids, w)}
+    else:
+        all_ids, all_scores, all_labels = every_rollout
+        every = {"scorer/auc": binary_auc(all_scores, all_labels),
+                 "scorer/within_auc": within_group_auc(all_scores, all_labels, all_ids)}
+    out = {**every, "scorer/auc_survivors": binary_auc(scores, labels),
+           "scorer/within_auc_survivors": within_group_auc(scores, labels, group_ids)}
     return {k: v for k, v in out.items() if not math.isnan(v)}
 
 

@@ -216,18 +216,19 @@ class ArrolModule(L.LightningModule):
         survivors = groups.survivors
         weights = (1.0 / survivors.survival if self.cfg.pruning.importance_weighting
                    else torch.ones_like(survivors.survival))
-        group_ids, scores, labels, weights, features, rewards = self.ranks.gather_survivors(
-            survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards)
+        group_ids, scores, labels, weights, features, rewards, survival = self.ranks.gather_survivors(
+            survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards, survivors.survival)
+        every = None if groups.every_rollout is None else tuple(self.ranks.gather_survivors(*groups.every_rollout))
         head_scores = None
         if self.cfg.pruning.scorer != "head":  # the head the step started with (the engine's), on the same rows
             with torch.no_grad():
                 head_scores = self.head(features.to(self.device)).float().cpu()
         with timer("head"):
-            loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids))
+            loss = self.pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids, survival))
             prompt_rows = groups.prompt_rows(labels, weights)
             prompt = {} if prompt_rows is None else self.prompt_scorer.learn(*prompt_rows)
         return step_metrics.PruningUpdate(
-            loss, prompt, step_metrics.AllSurvivors(group_ids, scores, labels, rewards, head_scores))
+            loss, prompt, step_metrics.AllSurvivors(group_ids, scores, labels, rewards, survival, head_scores, every))
 
     def _finish_step(self, step: int, groups: StepGroups, pruner: PrunerParams, learned: step_metrics.PruningUpdate,
                      stats: dict, timer, step_start: float) -> None:

@@ -4,7 +4,8 @@ would do to learning, with only the decode time it would save modelled.
 Every rollout runs to its end (the decision reads its outcome, which only the end knows) and is rewarded; the
 outcomes, through Gaussian noise of AUC ``pruning.oracle_auc`` (:func:`~arrol_pl.core.scorers.oracle_scores`), are
 the scores the calibrator, h_t and the survival rule read, exactly where the head's would be. The pruned rollouts
-are then dropped before the log-probs, the update and the head, which run on the survivors in real time. The
+are then dropped before the log-probs, the update and the head, which run on the survivors in real time (every
+rollout's score and outcome stay with the step's groups, so its scorer AUC is exact, not estimated). The
 generation time that aborting the pruned ones at L_detect would have saved is credited by the decode-cost model
 (:func:`~arrol_pl.core.decode_cost.pruning_credit`) as ``time/credit``, never taken out of ``time/wall``.
 """
@@ -54,4 +55,5 @@ class OracleRound(RolloutRound):
                                 detect_first=self.detect_first and many_rollouts and params.active)
         metrics = {"time/credit": credit.seconds, "oracle/credited_tokens": float(credit.tokens),
                    "oracle/step_fixed_seconds": credit.cost.fixed, "oracle/step_request_seconds": credit.cost.per_request}
-        return StepGroups(groups.problems, gen, surv.subset(kept), groups.scored.subset(kept), metrics)
+        return StepGroups(groups.problems, gen, surv.subset(kept), groups.scored.subset(kept), metrics,
+                          every_rollout=(surv.group_ids, scores, labels))

@@ -104,7 +104,8 @@ def refilled(first: StepGroups, rollout: RolloutRound, problems: Sequence, param
     result = generate_with_refill(first.problems, first.generation.rollouts,
                                   informative_groups(first.scored.rewards, first.survivors.group_ids.tolist()),
                                   algo.prompts_per_step, algo.max_num_gen_batches, next_round)
-    groups = first
+    # a refilled step trains on groups of several rounds, and ranks refill apart, so none gathers every rollout
+    groups = dataclasses.replace(first, every_rollout=None)
     if result.rounds > 1:
         gen = first.generation
         groups = rollout.rewarded(result.problems, GenerationResult(  # the kept groups, scored together (a few ms)

@@ -38,13 +38,16 @@ class StepGroups:
     metrics: dict[str, float] = field(default_factory=dict)
     screen: ScreenStep | None = None
     """The step's group screen (None without one)."""
+    every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    """``(prompt indices, scores, labels)``, ``(N,)`` each, of every rollout of the round, the pruned ones too, where
+    their outcomes are known (the oracle's round decodes them all); None: only the survivors' are."""
 
-    def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
-                  weights: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The quality head's and calibrator's rows ``(features, scores, labels, weights, group ids)``: the
+    def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
+                  group_ids: torch.Tensor, survival: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The quality head's and calibrator's rows ``(features, scores, labels, weights, group ids, survival)``: the
         survivors', and with a detect-stage screen the audited groups it dropped, weighted 1 / audit share
         (otherwise both would see the kept groups only)."""
-        rows = (features, scores, labels, weights, group_ids)
+        rows = (features, scores, labels, weights, group_ids, survival)
         return rows if self.screen is None else self.screen.with_dropped_audit(rows, self.generation.rollouts)
 
     def prompt_rows(self, labels: torch.Tensor, weights: torch.Tensor):
