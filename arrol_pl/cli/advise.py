@@ -42,16 +42,9 @@ from arrol_pl.train.config.loader import ConfigError  # noqa: E402
 
 def check(cfg: DictConfig) -> AdviseConfig:
     """The configuration and the data sources, as a training command line is checked before Hydra starts."""
-    from arrol_pl.train.run.prelaunch import data_error
-    from arrol_pl.tasks.problem import DatasetUnavailableError
-    from arrol_pl.tasks.registry import check_sources
+    from arrol_pl.train.run.prelaunch import check_run_config
 
-    config = load_advise_config(cfg)
-    try:
-        check_sources(config.data)
-    except DatasetUnavailableError as exc:
-        raise data_error(exc) from None
-    return config
+    return check_run_config(cfg, load_advise_config)
 
 
 def task(raw: DictConfig) -> None:

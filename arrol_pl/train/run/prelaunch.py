@@ -23,7 +23,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import RunConfig, load_run_config, prompts_drawn_per_step
@@ -38,14 +38,15 @@ def data_error(exc: Exception) -> ConfigError:
     return ConfigError(" ".join(str(exc).splitlines()))
 
 
-def check_run_config(cfg: Any) -> RunConfig:
-    """A training command line's checks before Hydra starts the job (``arrol train``'s, ``--cfg job``'s): the typed
-    config (:func:`~arrol_pl.train.config.run.load_run_config`) and its data sources, read briefly
-    (:func:`~arrol_pl.tasks.registry.check_sources`); raises :class:`ConfigError` naming the key."""
+def check_run_config(cfg: Any, load: Callable[[Any], RunConfig] = load_run_config) -> RunConfig:
+    """A training command line's checks before Hydra starts the job (``arrol train``'s, ``--cfg job``'s, ``arrol
+    advise``'s): the typed config (``load``, by default :func:`~arrol_pl.train.config.run.load_run_config`) and its
+    data sources, read briefly (:func:`~arrol_pl.tasks.registry.check_sources`); raises :class:`ConfigError` naming
+    the key."""
     from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import check_sources
 
-    run = load_run_config(cfg)
+    run = load(cfg)
     try:
         check_sources(run.data)
     except DatasetUnavailableError as exc:
