@@ -239,6 +239,9 @@ def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
     costs = result["costs"]["by_kappa"]
     assert 2 <= costs["0.5"]["cost_matched"] <= 4 and costs["0.5"]["count_matched"] == 2
     assert result["subsets"]["all"]["cost"]["mean"] == pytest.approx(4.0, rel=0.35)
+    # a control decodes only its own rollouts: the count-matched κG = 2, the cost-matched about G'
+    assert result["subsets"]["fresh_count"]["cost"]["mean"] == pytest.approx(2.0, rel=0.35)
+    assert result["subsets"]["fresh_cost"]["cost"]["mean"] == pytest.approx(costs["0.5"]["cost_matched"], rel=0.35)
     assert math.isfinite(result["margin"]["base"]) and result["margin"]["problems"] >= 1
     assert "| subset | cosine to reference ± SE |" in run.stdout
     fixture = json.loads(PROBE_FIXTURE.read_text())

@@ -172,7 +172,10 @@ def measure_batch(cfg: GradProbeConfig, model, params, probe: Rollouts, parts: P
     aligned = bool(grads["reference"].norm() > 0)
     out = {}
     for key, (part, keep) in chosen.subsets.items():
-        tokens = decoded_tokens(lengths[batch][:, part], keep[batch], eligible[batch][:, part], cfg.detect_length)
+        if part == parts.group:  # the group is generated whole: a pruned rollout ran to L_detect
+            tokens = decoded_tokens(lengths[batch][:, part], keep[batch], eligible[batch][:, part], cfg.detect_length)
+        else:  # a control's rollouts are its own: the fresh ones it leaves out are never generated
+            tokens = (lengths[batch][:, part] * keep[batch]).double().sum(1)
         out[key] = {"cosine": cosine(grads[key], grads["reference"]) if aligned else math.nan,
                     "grad_norm": float(grads[key].double().norm()),
                     "cost": float(tokens.mean()) / mean_length,
