@@ -48,3 +48,11 @@ class RunRewardConfig:
         """The reward's own settings: workers and time limits from here, DAPO's overlong penalty from the algorithm."""
         return RewardConfig(num_workers=self.workers, parse_timeout_s=self.timeout, verify_timeout_s=self.timeout,
                             overlong_max_length=overlong_max_length, overlong_cache_length=overlong_cache_length)
+
+
+def refuse_recorded(recorded: str, source: str, other_way: str) -> ConfigError:
+    """The one line for a ``reward.function`` that only a file (``source``, e.g. ``checkpoint='run/export'``)
+    names: which function it records, how to opt in, and ``other_way`` on."""
+    return ConfigError(f"{source} was trained with reward.function={recorded}, which is not imported because only "
+                       f"that file names it: pass reward.function={recorded} to use it (its module is imported and "
+                       f"run){other_way}")
