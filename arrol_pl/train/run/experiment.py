@@ -104,7 +104,7 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     history = history_before(t.resume, resume) if resume is not None else []
     resumed_step = int(resume["global_step"]) if resume is not None else None
     rank = join_world(run)
-    data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
+    loaded = {"train": train, "heldout": heldout}  # their skipped rows per reason, the too long ones included
     out_dir.mkdir(parents=True, exist_ok=True)
     stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
                           None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
@@ -138,7 +138,7 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
         policy_dir=module.run_info.get("policy_dir") if module is not None else None,
         export_dir=str(outcome.export_dir) if outcome.export_dir else None,
         checkpoint_dir=str(out_dir / "checkpoints"), tensorboard_dir=str(out_dir / "tb"),
-        overrides=overrides or [], data_rows=data_rows,
+        overrides=overrides or [], data_rows={split: rows.report() for split, rows in loaded.items()},
     )
     write_outcome(run, out_dir, summary, module.history if module is not None else [], rank)
     if outcome.failure is not None:

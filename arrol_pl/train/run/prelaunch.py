@@ -146,6 +146,6 @@ def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, 
     drawn = prompts_drawn_per_step(run)
     check_fits(len(train), drawn)
     if ckpt is not None:
-        check_stream(ckpt["PromptDataModule"], stream_identity(train, drawn, run.trainer.seed))
+        check_stream(ckpt["PromptDataModule"], stream_identity(train, drawn, run.trainer.seed), rows_to_skip=True)
     report_pruning_floor(run)
     return train, heldout, ckpt
