@@ -20,11 +20,11 @@ from pathlib import Path
 
 from arrol_pl.tasks.user_function import MATH_VERIFY
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.reward import RunRewardConfig, refuse_recorded
+from arrol_pl.train.config.reward import RewardScoring, refuse_recorded
 
 
 @dataclass
-class AsTrainedRewardConfig(RunRewardConfig):
+class AsTrainedRewardConfig(RewardScoring):
     """``reward.*`` of a job that reads a trained policy (the evaluation, the probes): as a run's, with
     ``function`` unset until :meth:`fill_in` checks it against what trained the policy."""
 

@@ -85,7 +85,8 @@ class HistoryFile(L.Callback):
 
 class RunCheckpoints(L.Callback):
     """Writes every checkpoint of the run (see the module docstring): every ``checkpoint_every`` steps, at
-    ``max_steps``, after a signal and when the training time budget ``max_train_seconds`` is spent; keeps the
+    ``max_steps``, after a signal, when the training time budget ``max_train_seconds`` is spent and when the
+    module stops the run (``trainer.should_stop``: a reward that failed on every item); keeps the
     newest ``keep`` step files (None: all). Use as a context manager around the run (installs the signal
     handlers); pass to the Trainer as a callback, after :class:`HistoryFile`."""
 
@@ -171,7 +172,7 @@ class RunCheckpoints(L.Callback):
                             self.max_train_seconds / 60, step)
         if self.requested or self.out_of_time:
             trainer.should_stop = True
-        elif step % self.checkpoint_every and step < trainer.max_steps:
+        elif not trainer.should_stop and step % self.checkpoint_every and step < trainer.max_steps:
             return
         self.save(trainer, step)
 
