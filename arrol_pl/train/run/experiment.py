@@ -5,8 +5,9 @@ summary and the export).
 ``run_experiment`` is what ``experiments/run.py`` calls (and what the tests call): it writes TensorBoard events,
 checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` into the output directory. SIGINT /
 SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
-(:class:`~arrol_pl.train.run.finish.RunInterrupted`); they stop the warm start or a held-out evaluation at once, keeping
-nothing of it (:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
+(:class:`~arrol_pl.train.run.finish.RunInterrupted`), later signals absorbed until those and the claim's release are
+done; they stop the warm start or a held-out evaluation at once, keeping nothing of it
+(:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
 the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`), and so does
 a reward that failed on every item for ``reward.max_failed_steps`` steps in a row, after that step's checkpoint, with
 no final evaluation or export (:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash
@@ -71,9 +72,17 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     :class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
     the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
     """
+    from arrol_pl.train.run.callbacks import RunCheckpoints
+
     run, out_dir = continued_run(run, Path(out_dir))
-    with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
-        return _experiment(run, out_dir, engine, overrides, accepted)
+    t = run.trainer
+    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
+                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
+    try:
+        with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
+            return _experiment(run, out_dir, engine, overrides, accepted, stop)
+    finally:
+        stop.restore()  # after a signal its handlers absorbed the others until the summary and the claim were done
 
 
 def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
@@ -91,11 +100,10 @@ def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
 
 
 def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | None,
-                accepted: Callable[[], None] | None) -> RunSummary:
+                accepted: Callable[[], None] | None, stop) -> RunSummary:
     import lightning as L
 
     from arrol_pl.train.records.checkpoint import AtomicCheckpointIO
-    from arrol_pl.train.run.callbacks import RunCheckpoints
     from arrol_pl.train.run.console import quiet_console
 
     quiet_console()  # each message once, before vLLM and Lightning speak
@@ -109,8 +117,6 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     rank = join_world(run)
     loaded = {"train": train, "heldout": heldout}  # their skipped rows per reason, the too long ones included
     out_dir.mkdir(parents=True, exist_ok=True)
-    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
-                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
     io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
     parts, outcome = RunParts(engine=engine, owns_engine=engine is None), Outcome()
     try:
