@@ -54,7 +54,9 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["config"]["reward"] == {"function": "probe_rewards:logged", "workers": 2, "timeout": 3}
+    assert summary["config"]["reward"] == {"function": "probe_rewards:logged", "workers": 2, "timeout": 3,
+                                           "max_failed_steps": 3}
+    assert summary["reward_failures"] == {}
     evaluation = HELDOUT * (1 + EVAL_SAMPLES)  # greedy and sampled, before and after training
     scored = [int(row["policy/trained_rollouts"]) for row in history]
     assert len(calls) == 2 * evaluation + sum(scored), "one call per rollout scored, held-out ones included"
