@@ -214,7 +214,8 @@ def prompt_tokens(tokenizer: Any, text: str, room: int) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False))
 
 
-def skip_overlong(loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: Any, room: int, why: str) -> list[Problem]:
+def skip_overlong(loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: Any, room: int,
+                  why: str) -> list[Problem]:
     """The ``rendered`` problems (``loaded``'s, in order, in the model's prompt format) whose prompt takes at most
     ``room`` tokens; the others leave ``loaded.problems`` and join its skipped rows (kind ``too_long``), logged as
     every bad row is. ``why`` names the context and the response budget the room is left by."""

@@ -82,7 +82,8 @@ def test_a_long_row_in_the_middle_of_a_file_is_skipped_and_counted_and_the_run_c
     """Before, the engine refused the context such a row asks for (a vLLM traceback before step 1), or, with
     ``engine.max_model_len`` set, the run crashed when it drew the row."""
     rows = [{"id": f"q{i}", "prompt": f"What is {i} + 3?", "answer": str(i + 3)} for i in range(9)]
-    rows[4] = {"id": "long", "prompt": "What is " + " + ".join(str(i % 10) for i in range(2000)) + "?", "answer": "9000"}
+    long_sum = " + ".join(str(i % 10) for i in range(2000))
+    rows[4] = {"id": "long", "prompt": f"What is {long_sum}?", "answer": "9000"}
     data = tmp_path / "sums.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = subprocess.run(

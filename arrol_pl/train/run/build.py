@@ -149,9 +149,9 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     """Fill ``parts``: the policy's directory (rank 0 first), the tokenizer, the engine unless given, the reward,
     the held-out result before training, and the Lightning module with its collaborators. Returns the training and
     held-out problems rendered with the tokenizer's prompt format, less those the engine cannot take (skipped and
-    counted in ``train`` and ``heldout``, the ProblemSets loaded: :func:`fitting_problems`). ``stoppable(phase)`` marks the phases a signal
-    stops at once (:meth:`~arrol_pl.train.run.callbacks.RunCheckpoints.stoppable`): the policy's preparation and every
-    held-out evaluation."""
+    counted in ``train`` and ``heldout``, the ProblemSets loaded: :func:`fitting_problems`). ``stoppable(phase)``
+    marks the phases a signal stops at once (:meth:`~arrol_pl.train.run.callbacks.RunCheckpoints.stoppable`): the
+    policy's preparation and every held-out evaluation."""
     import lightning as L
     import torch
     from transformers import AutoTokenizer

@@ -50,8 +50,9 @@ class RewardFailures:
     def observe(self, step: int, scored, ranks: RankSync) -> bool:
         """Count ``scored``'s (a RewardResult; None: no survivors) failed items per kind; every rank calls it at
         every step. True when every item of the step, over every rank, failed."""
-        counts = [scored.counts[kind] for kind in FAILURE_STATUSES] if scored is not None else [0] * len(FAILURE_STATUSES)
-        *failed, total = (int(v) for v in ranks.sum(*counts, len(scored.status) if scored is not None else 0))
+        mine = [0] * (len(FAILURE_STATUSES) + 1) if scored is None else \
+            [*(scored.counts[kind] for kind in FAILURE_STATUSES), len(scored.status)]
+        *failed, total = (int(v) for v in ranks.sum(*mine))
         self.metrics = {f"reward/failed_{kind}": float(n) for kind, n in zip(FAILURE_STATUSES, failed)}
         if total == 0:
             return False
