@@ -7,7 +7,8 @@ The configuration and the data are validated before any model loads; a bad key, 
 file that is missing, empty, unreadable or without the fields looked for, fails in one line naming its key (exit 2,
 no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a checkpoint,
 the history and a summary marked interrupted (exit 128 + signal); a checkpoint that cannot be written stops the
-run naming the last good one (exit 1). ``trainer.devices > 1`` on one node starts the ranks under torchrun.
+run naming the last good one (exit 1), and so does a reward that failed on every item for
+``reward.max_failed_steps`` steps in a row. ``trainer.devices > 1`` on one node starts the ranks under torchrun.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def train(cfg: DictConfig) -> None:
     from arrol_pl.train.records.checkpoint import CheckpointWriteError
     from arrol_pl.train.run.experiment import run_experiment
     from arrol_pl.train.run.finish import RunInterrupted
+    from arrol_pl.train.step.reward_failures import RewardsFailed
 
     hydra_cfg = HydraConfig.get()
     hydra_dir = Path(hydra_cfg.runtime.output_dir)
@@ -75,7 +77,7 @@ def train(cfg: DictConfig) -> None:
     except RunInterrupted as exc:
         print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
         sys.exit(128 + exc.signum)
-    except CheckpointWriteError as exc:
+    except (CheckpointWriteError, RewardsFailed) as exc:
         resume = f"; resume with trainer.resume={exc.last_good}" if exc.last_good else ""
         print(f"stopped: {exc}{resume}", file=sys.stderr)
         sys.exit(1)

@@ -32,7 +32,8 @@ class EngineConfig:
     float32 on CPU, exact parity with the trainer's float32 policy; bfloat16 on CUDA, as verl and TRL serve)."""
     max_model_len: int | None = None
     """Context length, prompt + response tokens; None: the model's own (a training run uses the longest
-    prompt + algo.max_response_tokens, rounded up)."""
+    prompt + algo.max_response_tokens, rounded up, within the model's positions). A training prompt that leaves no
+    room for the response in it is skipped at load, counted as a bad row (too_long)."""
     enforce_eager: bool | None = None
     """Skip torch.compile and CUDA graphs; null: the platform's default (:data:`PLATFORM_DEFAULTS`: eager on CPU,
     where compiling takes ~22 s of start-up against ~3 s and gains little; compiled, with CUDA graphs, on CUDA, where

@@ -7,6 +7,10 @@ Decisions:
   :attr:`~arrol_pl.tasks.problem.ProblemSet.skipped` with its id (or file and line where it has none), its reason
   and a kind that is counted, and logged once per load. A source with no usable row at all is an error naming
   the file, the fields looked for and the count per reason.
+- A prompt the engine cannot take (its tokens in the model's prompt format plus the response budget exceed the
+  context) is a bad row too, found once the tokenizer exists (:func:`skip_overlong`): counted as ``too_long`` in
+  the same record, so no drawn row can stop a run. A prompt far beyond the room is judged by a prefix of it, so a
+  megabyte-long row costs the tokenization of a few kilobytes.
 - ``answer_pattern`` (a regex with one group, ``#### (.+)$`` for GSM8K) takes the gold out of a worked
   solution; thousands separators of the extracted number are dropped (``1,250`` → ``1250``). The text
   before the match, ending in ``\\boxed{gold}``, becomes the problem's worked ``solution``.
@@ -189,6 +193,50 @@ def to_problem_set(
         logger.info("%s: dropped %d rows repeating an earlier prompt", name, duplicates)
     logger.info("%s: %d problems from %s", name, len(problems), source)
     return result
+
+
+PREFIX_CHARS_PER_TOKEN = 32
+"""Characters of a long prompt tokenized per token of room to judge it by that prefix: a prefix that alone takes
+more than the room settles it; one that does not (tokens longer than this on average) sends the whole text."""
+PREFIX_SLACK = 64
+"""Tokens a prefix may count beyond the whole text's (its cut word tokenized differently): a prompt is judged
+too long by its prefix only past the room by more than this."""
+
+
+def prompt_tokens(tokenizer: Any, text: str, room: int) -> int:
+    """Tokens of ``text`` as the engine encodes a prompt (no special tokens added); past ``room`` it may be a lower
+    bound read from a prefix (module docstring)."""
+    cut = PREFIX_CHARS_PER_TOKEN * (room + PREFIX_SLACK)
+    if len(text) > cut:
+        head = len(tokenizer.encode(text[:cut], add_special_tokens=False)) - PREFIX_SLACK
+        if head > room:
+            return head
+    return len(tokenizer.encode(text, add_special_tokens=False))
+
+
+def skip_overlong(loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: Any, room: int,
+                  why: str) -> list[Problem]:
+    """The ``rendered`` problems (``loaded``'s, in order, in the model's prompt format) whose prompt takes at most
+    ``room`` tokens; the others leave ``loaded.problems`` and join its skipped rows (kind ``too_long``), logged as
+    every bad row is. ``why`` names the context and the response budget the room is left by."""
+    if len(rendered) != len(loaded.problems):
+        raise ValueError(f"{len(rendered)} rendered problems for the {len(loaded.problems)} of {loaded.name}")
+    kept, dropped, skipped = [], set(), []
+    for i, problem in enumerate(rendered):
+        n = prompt_tokens(tokenizer, problem.prompt, room)
+        if n > room:
+            dropped.add(i)
+            skipped.append(SkippedRow(problem.id, f"prompt of {n} tokens > {room}", "too_long"))
+        else:
+            kept.append(problem)
+    if skipped:
+        loaded.problems = [p for i, p in enumerate(loaded.problems) if i not in dropped]
+        loaded.skipped = [*loaded.skipped, *skipped]
+        shown = "; ".join(f"{s.id}: {s.reason}" for s in skipped[:10])
+        more = f" (and {len(skipped) - 10} more)" if len(skipped) > 10 else ""
+        logger.warning("%s: skipped %d rows of %d whose prompt the engine cannot take (too_long %d; %s): %s%s",
+                       loaded.name, len(skipped), len(rendered), len(skipped), why, shown, more)
+    return kept
 
 
 def first_record(rows: Iterable[Row], seen: list) -> Iterable[Row]:

@@ -164,13 +164,13 @@ def test_make_reward_gives_math_verify_by_default():
     assert type(make_reward(EXAMPLE)) is FunctionReward
 
 
-def test_a_trained_policy_is_scored_with_the_function_that_trained_it(functions_dir):
-    """The evaluation's and the probe's ``reward.function`` (None) is read from what trained the policy: an
-    export's run summary, one directory up, or a training checkpoint's own record; math_verify when neither says;
-    one that no longer imports is refused naming the key; one set by the user is kept."""
+def test_a_trained_policy_is_scored_with_math_verify_or_the_function_the_user_names(functions_dir):
+    """The evaluation's and the probe's ``reward.function`` (None) is math_verify when that, or nothing, trained the
+    policy (an export's run summary, one directory up, or a training checkpoint's own record); a function of its own
+    is refused naming it, never imported (tests/analysis/test_trained_reward.py); one set by the user is kept."""
     import torch
 
-    from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
+    from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig, trained_reward
     from arrol_pl.train.config.loader import ConfigError
 
     export = functions_dir / "run" / "export"
@@ -178,19 +178,15 @@ def test_a_trained_policy_is_scored_with_the_function_that_trained_it(functions_
     fresh = AsTrainedRewardConfig()
     fresh.fill_in(export, "checkpoint")
     assert fresh.function == "math_verify"  # no summary beside the export
-    (functions_dir / "run" / "summary.json").write_text(json.dumps({"config": {"reward": {"function": "graded_rewards:graded"}}}))
+    (functions_dir / "run" / "summary.json").write_text(json.dumps({"config": {"reward": {"function": "math_verify"}}}))
     from_summary = AsTrainedRewardConfig()
     from_summary.fill_in(export, "checkpoint")
-    assert from_summary.function == "graded_rewards:graded"
+    assert from_summary.function == "math_verify"
     checkpoint = functions_dir / "last.ckpt"
     torch.save({"arrol": {"config": {"reward": {"function": "graded_rewards:raises"}}}}, checkpoint)
-    from_checkpoint = AsTrainedRewardConfig()
-    from_checkpoint.fill_in(checkpoint, "checkpoint")
-    assert from_checkpoint.function == "graded_rewards:raises"
-    chosen = AsTrainedRewardConfig(function="math_verify")
-    chosen.fill_in(export, "checkpoint")
-    assert chosen.function == "math_verify"
-    (functions_dir / "run" / "summary.json").write_text(json.dumps({"config": {"reward": {"function": "gone:reward"}}}))
-    with pytest.raises(ConfigError, match=r"^reward.function=gone:reward \(what checkpoint=.* was trained with\).*set "
-                                          r"reward.function$"):
-        AsTrainedRewardConfig().fill_in(export, "checkpoint")
+    assert trained_reward(checkpoint) == "graded_rewards:raises"
+    with pytest.raises(ConfigError, match=r"^checkpoint=.* was trained with reward.function=graded_rewards:raises"):
+        AsTrainedRewardConfig().fill_in(checkpoint, "checkpoint")
+    chosen = AsTrainedRewardConfig(function="graded_rewards:graded")
+    chosen.fill_in(checkpoint, "checkpoint")
+    assert chosen.function == "graded_rewards:graded"

@@ -2,7 +2,7 @@
 example (``examples/rewards.py``, exact match on a JSON field), wrapped by a module in the run's working directory
 that logs every call. The run's rewards, its accuracy and its held-out figures are the function's, scored in the
 reward workers (not the trainer's process), one call per rollout; and the evaluation of its export scores with the
-same function, read from what trained it."""
+same function, named again (what a run records is never imported: tests/analysis/test_trained_reward.py)."""
 
 import json
 import os
@@ -54,7 +54,9 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["config"]["reward"] == {"function": "probe_rewards:logged", "workers": 2, "timeout": 3}
+    assert summary["config"]["reward"] == {"function": "probe_rewards:logged", "workers": 2, "timeout": 3,
+                                           "max_failed_steps": 3}
+    assert summary["reward_failures"] == {}
     evaluation = HELDOUT * (1 + EVAL_SAMPLES)  # greedy and sampled, before and after training
     scored = [int(row["policy/trained_rollouts"]) for row in history]
     assert len(calls) == 2 * evaluation + sum(scored), "one call per rollout scored, held-out ones included"
@@ -74,11 +76,12 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     sampled = [c["reward"] for c in after[HELDOUT:]]
     assert summary["heldout_accuracy_after"] == pytest.approx(sum(r > 0.5 for r in sampled) / len(sampled))
 
-    # The export evaluates with the function that trained it (from the run's summary), and votes over no answers.
+    # The export evaluates with the function that trained it, named again, and votes over no answers.
     log.unlink()
     evaluation = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run' / 'export'}",
          "~datasets.arithmetic", f"+datasets.jsonl.path={data}", "k=2", "limit=3", "max_tokens=16",
+         "reward.function=probe_rewards:logged",
          f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert evaluation.returncode == 0, evaluation.stderr[-4000:]
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())

@@ -96,6 +96,21 @@ def test_stream_position_round_trips_and_other_data_is_refused():
         PromptDataModule(problems, 11)
 
 
+def test_before_the_too_long_prompts_are_skipped_a_stream_saved_with_fewer_problems_is_checked_later():
+    """The checks before launch see the problems as loaded; the checkpoint's stream is over those left once the
+    prompts the engine cannot take are skipped (with the tokenizer): fewer problems there are the stream's to check
+    when it loads its state, never more."""
+    problems = [SimpleNamespace(id=f"p{i}", prompt=f"{i}?", answer=str(i)) for i in range(10)]
+    saved = stream_identity(problems[:9], 3, 7)
+    check_stream(saved, stream_identity(problems, 3, 7), rows_to_skip=True)
+    with pytest.raises(ConfigError, match="the training set size = 9, this run has 10"):
+        check_stream(saved, stream_identity(problems, 3, 7))
+    with pytest.raises(ConfigError, match="the training set size = 10, this run has 9"):
+        check_stream(stream_identity(problems, 3, 7), stream_identity(problems[:9], 3, 7), rows_to_skip=True)
+    with pytest.raises(ConfigError, match="trainer.seed = 7, this run has 8"):
+        check_stream(saved, stream_identity(problems, 3, 8), rows_to_skip=True)
+
+
 @pytest.mark.parametrize("overrides,kappa,warning", [
     ({}, 0.5, None),
     ({"algo": {"group_size": 2}}, 1.0, "pruning is disabled (effective κ = 1)"),

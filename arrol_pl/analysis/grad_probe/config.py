@@ -114,7 +114,8 @@ class GradProbeConfig:
     """The quality head's width and training recipe (``head.hidden_dim``, ``head.steps``, ``head.lr``; it reads the
     engine's hidden state at L_detect, ``head.input=last``)."""
     reward: AsTrainedRewardConfig = field(default_factory=AsTrainedRewardConfig)
-    """What labels a rollout correct (None: what trained the policy, else math_verify)."""
+    """What labels a rollout correct (None: math_verify; a function of its own that trained the policy is refused,
+    never imported from its record: name it)."""
     data: DataConfig = field(default_factory=lambda: DataConfig(num_heldout=32))
     """The problems (``data=<preset>`` as in training): training problems for the head and the batches, the first
     ``data.num_heldout`` held-out ones for the margin."""

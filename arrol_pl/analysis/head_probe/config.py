@@ -75,8 +75,8 @@ class ProbeConfig:
     """Replay Table 3's votes (majority, DeepConf, ARRoL) on the test problems (math-verify's reward only: a reward
     function extracts no answers to vote over)."""
     reward: AsTrainedRewardConfig = field(default_factory=AsTrainedRewardConfig)
-    """What labels a rollout correct (``reward.function``; None: what trained the policy, else math_verify), in how
-    many workers, with what time limit."""
+    """What labels a rollout correct (``reward.function``; None: math_verify, a function of its own that trained the
+    policy refused until named), in how many workers, with what time limit."""
     deepconf_mode: str = DeepConfSettings.mode
     """DeepConf's trace score (:data:`~arrol_pl.core.confidence.TRACE_MODES`)."""
     forward_batch_tokens: int = 16384

@@ -16,8 +16,8 @@ from arrol_pl.train.config.loader import ConfigError
 
 
 @dataclass
-class RunRewardConfig:
-    """How the rollouts are scored (docs/data.md, "Rewards")."""
+class RewardScoring:
+    """How completions are scored (docs/data.md, "Rewards"): a run's and every job's that reads a trained policy."""
 
     function: str = MATH_VERIFY
     """What scores a completion: math_verify (the last \\boxed{} against the gold, R = 1[answer ≡ gold]), or a
@@ -48,3 +48,29 @@ class RunRewardConfig:
         """The reward's own settings: workers and time limits from here, DAPO's overlong penalty from the algorithm."""
         return RewardConfig(num_workers=self.workers, parse_timeout_s=self.timeout, verify_timeout_s=self.timeout,
                             overlong_max_length=overlong_max_length, overlong_cache_length=overlong_cache_length)
+
+
+@dataclass
+class RunRewardConfig(RewardScoring):
+    """How a run's rollouts are scored, and when a reward that fails everywhere stops it."""
+
+    max_failed_steps: int = 3
+    """Steps in a row whose every reward item failed (the function raised or returned no finite number, an item
+    timed out, a gold math-verify cannot parse) before the run stops with a checkpoint, a summary marked failed
+    naming the function and the failure kinds, and exit 1; such a step trains nothing (counted in
+    skipped/reward_failed). 0: never stop."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.max_failed_steps, bool) or not isinstance(self.max_failed_steps, int) \
+                or self.max_failed_steps < 0:
+            raise ConfigError(f"reward.max_failed_steps must be a whole number >= 0 (0: never stop), got "
+                              f"{self.max_failed_steps!r}")
+
+
+def refuse_recorded(recorded: str, source: str, other_way: str) -> ConfigError:
+    """The one line for a ``reward.function`` that only a file (``source``, e.g. ``checkpoint='run/export'``)
+    names: which function it records, how to opt in, and ``other_way`` on."""
+    return ConfigError(f"{source} was trained with reward.function={recorded}, which is not imported because only "
+                       f"that file names it: pass reward.function={recorded} to use it (its module is imported and "
+                       f"run){other_way}")

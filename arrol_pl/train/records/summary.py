@@ -102,6 +102,9 @@ class RunSummary:
     checkpoint: str | None = None
     """The last good checkpoint (what ``trainer.resume`` takes)."""
     skipped_steps: dict[str, int] = field(default_factory=dict)
+    reward_failures: dict[str, int] = field(default_factory=dict)
+    """Reward items whose scoring failed over the run, per kind (error, timeout, deadline, gold_error): each scored
+    0; a step whose every item failed is skipped (``skipped_steps``' reward_failed)."""
     keep_ratio_effective: float | None = None
     """The keep ratio the per-group floor allows."""
     fit_seconds: float | None = None

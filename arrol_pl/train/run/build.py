@@ -7,13 +7,15 @@ the evaluation's context length)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
-from arrol_pl.train.config.run import RunConfig
+from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.run import RunConfig, prompts_drawn_per_step
 
 
 def policy_directory(run: RunConfig) -> Path:
@@ -40,16 +42,54 @@ def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:
     return int(math.ceil((longest + max_response_tokens + 1) / 64) * 64)
 
 
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+"""Where a model's config.json states how many positions it has (the names vLLM reads too)."""
+
+
+def context_limit(max_model_len: int | None, policy_dir: Path) -> tuple[int | None, str]:
+    """The context a prompt and its response must fit, and its name for messages: ``engine.max_model_len`` when set,
+    else the policy's positions (its config.json); None when neither says."""
+    if max_model_len is not None:
+        return max_model_len, f"engine.max_model_len={max_model_len}"
+    config = json.loads((Path(policy_dir) / "config.json").read_text())
+    for key in POSITION_KEYS:
+        if isinstance(config.get(key), int) and not isinstance(config[key], bool):
+            return config[key], f"the policy's {key}={config[key]}"
+    return None, "the policy's context (not stated)"
+
+
+def fitting_problems(run: RunConfig, policy_dir: Path, tokenizer, loaded) -> list:
+    """``loaded`` (a ProblemSet) in the run's prompt format, less the problems whose prompt leaves no room for
+    ``algo.max_response_tokens`` in the context (:func:`context_limit`): those are skipped and counted as bad rows
+    (:func:`~arrol_pl.tasks.rows.skip_overlong`), so the engine is never handed one."""
+    from arrol_pl.tasks.prompts import render_problems
+    from arrol_pl.tasks.rows import skip_overlong
+
+    rendered = render_problems(loaded, tokenizer, run.data.prompt_format())
+    limit, name = context_limit(run.engine.max_model_len, policy_dir)
+    budget = run.algo.max_response_tokens
+    if limit is None:
+        return rendered
+    if limit - budget < 1:
+        raise ConfigError(f"algo.max_response_tokens={budget} leaves no room for a prompt in {name}")
+    return skip_overlong(loaded, rendered, tokenizer, limit - budget, f"prompt + algo.max_response_tokens={budget} "
+                                                                       f"> {name}")
+
+
 def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
-    """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems``. With several
-    ranks it joins their world (every rank builds its own, at the same point)."""
+    """The rollout engine of ``run`` on ``policy_dir``; its context fits the longest of ``problems`` (within the
+    policy's positions). With several ranks it joins their world (every rank builds its own, at the same point)."""
     from arrol_pl.engine import ArrolEngine
 
     e = run.engine
+    length = e.max_model_len
+    if length is None:
+        limit = context_limit(None, policy_dir)[0]
+        length = context_length(tokenizer, problems, run.algo.max_response_tokens)
+        length = length if limit is None else min(length, limit)
     return ArrolEngine(
         str(policy_dir),
-        dataclasses.replace(e, max_model_len=e.max_model_len or context_length(tokenizer, problems,
-                                                                             run.algo.max_response_tokens)),
+        dataclasses.replace(e, max_model_len=length),
         seed=run.trainer.seed, head_input=run.head.input, head_hidden_dim=run.head.hidden_dim,
         logprobs_mode="processed_logprobs",  # what the trainer compares its own against: T-scaled log-probs
         join_launcher_world=run.trainer.ranks > 1,
@@ -108,18 +148,19 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
                 stoppable: Callable[[str], ContextManager] = lambda phase: nullcontext()) -> tuple[list, list]:
     """Fill ``parts``: the policy's directory (rank 0 first), the tokenizer, the engine unless given, the reward,
     the held-out result before training, and the Lightning module with its collaborators. Returns the training and
-    held-out problems rendered with the tokenizer's prompt format. ``stoppable(phase)`` marks the phases a signal
-    stops at once (:meth:`~arrol_pl.train.run.callbacks.RunCheckpoints.stoppable`): the policy's preparation and every
-    held-out evaluation."""
+    held-out problems rendered with the tokenizer's prompt format, less those the engine cannot take (skipped and
+    counted in ``train`` and ``heldout``, the ProblemSets loaded: :func:`fitting_problems`). ``stoppable(phase)``
+    marks the phases a signal stops at once (:meth:`~arrol_pl.train.run.callbacks.RunCheckpoints.stoppable`): the
+    policy's preparation and every held-out evaluation."""
     import lightning as L
     import torch
     from transformers import AutoTokenizer
 
     from arrol_pl.core.online import OnlinePruning
-    from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.tasks.reward_function import make_reward
     from arrol_pl.train.policy.distributed import RankSync, load_on_rank0, rank_zero_first
     from arrol_pl.train.run.console import weight_bars_off
+    from arrol_pl.train.run.data import check_fits
     from arrol_pl.train.run.heldout import HeldoutResult, evaluate_heldout
     from arrol_pl.train.run.prelaunch import check_trainable_layers
     from arrol_pl.train.step.groups import GroupChooser
@@ -133,7 +174,8 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     check_trainable_layers(run, policy_dir)
     parts.tokenizer = tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     fmt = run.data.prompt_format()
-    train, heldout = render_problems(train, tokenizer, fmt), render_problems(heldout, tokenizer, fmt)
+    train, heldout = (fitting_problems(run, policy_dir, tokenizer, loaded) for loaded in (train, heldout))
+    check_fits(len(train), prompts_drawn_per_step(run))
     if parts.engine is None:
         parts.engine = build_engine(run, policy_dir, tokenizer, train + heldout)
     engine = parts.engine

@@ -15,9 +15,13 @@ Decisions:
   made (:meth:`RunCheckpoints.stoppable`: the run's preparation with the tiny policy's warm start, every held-out
   evaluation) the first signal stops it at once (:class:`StopRequested`): a half-built cache entry is removed
   (:func:`~arrol_pl.models.cache.cache_entry`), an evaluation is dropped (the step it follows still ends with its
-  checkpoint). A second signal abandons the step in flight (``KeyboardInterrupt``): its half-applied update is
-  not saved, the newest checkpoint stays the one to resume from. A step can take minutes on a large model; a
-  scheduler's grace period may be shorter, hence the second signal.
+  checkpoint). A second SIGINT during a training step abandons it (``KeyboardInterrupt``): its half-applied update
+  is not saved, the newest checkpoint stays the one to resume from. A step can take minutes on a large model, and
+  a person at the keyboard may not wait, hence the second Ctrl-C.
+- **Later signals are absorbed.** Once the first is being handled, every further signal (a scheduler's kill loop
+  sends ten SIGTERMs in a fifth of a second) is logged once and ignored, but for that one hurrying SIGINT: the
+  checkpoint, the history, the summary and the release of the run directory's claim are never cut short. The
+  handlers stay installed after the fit until the experiment has written them (:meth:`RunCheckpoints.restore`).
 - **History as it goes.** :class:`HistoryFile` appends each finished step's row to ``history.jsonl`` and
   flushes it when the step ends, before that step's checkpoint is written: a crash loses at most the step
   in flight, and every checkpoint's steps are on disk. At train start it rewrites the file to the rows the
@@ -85,7 +89,8 @@ class HistoryFile(L.Callback):
 
 class RunCheckpoints(L.Callback):
     """Writes every checkpoint of the run (see the module docstring): every ``checkpoint_every`` steps, at
-    ``max_steps``, after a signal and when the training time budget ``max_train_seconds`` is spent; keeps the
+    ``max_steps``, after a signal, when the training time budget ``max_train_seconds`` is spent and when the
+    module stops the run (``trainer.should_stop``: a reward that failed on every item); keeps the
     newest ``keep`` step files (None: all). Use as a context manager around the run (installs the signal
     handlers); pass to the Trainer as a callback, after :class:`HistoryFile`."""
 
@@ -105,6 +110,11 @@ class RunCheckpoints(L.Callback):
         """The phase a first signal stops at once (:meth:`stoppable`); None: a training step, which finishes."""
         self.stopped_in: str | None = None
         """The phase the first signal stopped (None: none, or a training step)."""
+        self.in_step = False
+        """A training step is in flight (a second SIGINT may abandon it)."""
+        self.hurried = False
+        self.absorbed = 0
+        """Signals received after the first and ignored."""
         self._previous: dict[int, Any] = {}
 
     @property
@@ -117,6 +127,11 @@ class RunCheckpoints(L.Callback):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if not self.requested:  # after a signal they absorb the rest until restore(), once everything is written
+            self.restore()
+
+    def restore(self) -> None:
+        """The process's own handlers again (idempotent)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
@@ -124,14 +139,20 @@ class RunCheckpoints(L.Callback):
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.signum is not None:
-            raise KeyboardInterrupt(f"second {name}: abandoning the step in flight")
+            if signum == signal.SIGINT and self.in_step and not self.hurried:
+                self.hurried = True
+                raise KeyboardInterrupt(f"second {name}: abandoning the step in flight")
+            self.absorbed += 1
+            if self.absorbed == 1:
+                logger.warning("%s received again: ignored until the checkpoint and the summary are written", name)
+            return
         self.signum = signum
         if self.phase is not None:
             self.stopped_in = self.phase
             logger.warning("%s received: stopping %s", name, self.phase)
             raise StopRequested(self.phase)
         logger.warning("%s received: finishing the step in flight, then saving a checkpoint and stopping "
-                       "(send it again to abandon the step)", name)
+                       "(Ctrl-C again abandons the step)", name)
 
     @contextmanager
     def stoppable(self, phase: str) -> Iterator[None]:
@@ -157,8 +178,13 @@ class RunCheckpoints(L.Callback):
         if self.requested:
             trainer.should_stop = True
 
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        self.in_step = True
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
+        self.in_step = False  # what follows writes the step's checkpoint: no signal cuts it short
         step = trainer.global_step
         if self.max_train_seconds is not None and not self.out_of_time:
             history = getattr(pl_module, "history", None) or [{}]
@@ -171,7 +197,7 @@ class RunCheckpoints(L.Callback):
                             self.max_train_seconds / 60, step)
         if self.requested or self.out_of_time:
             trainer.should_stop = True
-        elif step % self.checkpoint_every and step < trainer.max_steps:
+        elif not trainer.should_stop and step % self.checkpoint_every and step < trainer.max_steps:
             return
         self.save(trainer, step)
 

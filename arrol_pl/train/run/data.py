@@ -120,10 +120,14 @@ def check_fits(num_problems: int, prompts_per_step: int) -> None:
         )
 
 
-def check_stream(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    """Refuse to resume a stream on other data: the prompts after the resume point would differ."""
+def check_stream(saved: dict[str, Any], current: dict[str, Any], rows_to_skip: bool = False) -> None:
+    """Refuse to resume a stream on other data: the prompts after the resume point would differ. ``rows_to_skip``:
+    ``current`` is of the problems as loaded, before the prompts the engine cannot take are skipped, so a stream
+    saved with fewer problems is checked on its data once they are (when the stream loads its state)."""
     what = {"seed": "trainer.seed", "prompts_per_step": "algo.prompts_per_step",
             "num_problems": "the training set size", "fingerprint": "the training problems"}
+    if rows_to_skip and saved.get("num_problems", 0) < current["num_problems"]:
+        what = {key: name for key, name in what.items() if key in ("seed", "prompts_per_step")}
     for key, name in what.items():
         if saved.get(key) != current[key]:
             raise ConfigError(

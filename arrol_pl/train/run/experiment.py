@@ -5,9 +5,12 @@ summary and the export).
 ``run_experiment`` is what ``experiments/run.py`` calls (and what the tests call): it writes TensorBoard events,
 checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` into the output directory. SIGINT /
 SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
-(:class:`~arrol_pl.train.run.finish.RunInterrupted`); they stop the warm start or a held-out evaluation at once, keeping
-nothing of it (:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
-the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`); any other crash
+(:class:`~arrol_pl.train.run.finish.RunInterrupted`), later signals absorbed until those and the claim's release are
+done; they stop the warm start or a held-out evaluation at once, keeping nothing of it
+(:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
+the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`), and so does
+a reward that failed on every item for ``reward.max_failed_steps`` steps in a row, after that step's checkpoint, with
+no final evaluation or export (:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash
 writes the history and a summary marked ``failed``, then propagates.
 
 Decisions:
@@ -42,6 +45,7 @@ from arrol_pl.train.records.summary import RunSummary
 from arrol_pl.train.run.build import RunParts, build_parts, join_world, lightning_strategy
 from arrol_pl.train.run.finish import RunInterrupted, export_policy, push_export, summarise, write_outcome, write_run_card
 from arrol_pl.train.run.prelaunch import effective_keep_ratio, preflight
+from arrol_pl.train.step.reward_failures import RewardsFailed, reward_failures
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +72,17 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     :class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
     the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
     """
+    from arrol_pl.train.run.callbacks import RunCheckpoints
+
     run, out_dir = continued_run(run, Path(out_dir))
-    with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
-        return _experiment(run, out_dir, engine, overrides, accepted)
+    t = run.trainer
+    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
+                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
+    try:
+        with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
+            return _experiment(run, out_dir, engine, overrides, accepted, stop)
+    finally:
+        stop.restore()  # after a signal its handlers absorbed the others until the summary and the claim were done
 
 
 def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
@@ -88,11 +100,10 @@ def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
 
 
 def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | None,
-                accepted: Callable[[], None] | None) -> RunSummary:
+                accepted: Callable[[], None] | None, stop) -> RunSummary:
     import lightning as L
 
     from arrol_pl.train.records.checkpoint import AtomicCheckpointIO
-    from arrol_pl.train.run.callbacks import RunCheckpoints
     from arrol_pl.train.run.console import quiet_console
 
     quiet_console()  # each message once, before vLLM and Lightning speak
@@ -104,10 +115,8 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     history = history_before(t.resume, resume) if resume is not None else []
     resumed_step = int(resume["global_step"]) if resume is not None else None
     rank = join_world(run)
-    data_rows = {"train": train.report(), "heldout": heldout.report()}  # skipped rows per reason
+    loaded = {"train": train, "heldout": heldout}  # their skipped rows per reason, the too long ones included
     out_dir.mkdir(parents=True, exist_ok=True)
-    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
-                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
     io = AtomicCheckpointIO(last_good=Path(t.resume) if t.resume else None)
     parts, outcome = RunParts(engine=engine, owns_engine=engine is None), Outcome()
     try:
@@ -134,13 +143,16 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
         error=str(outcome.failure) if outcome.failure else None,
         checkpoint=str(io.last_good) if io.last_good else None,
         skipped_steps=dict(module.skipped) if module is not None else {},
+        reward_failures=reward_failures(module.history) if module is not None else {},
         keep_ratio_effective=effective_keep_ratio(run), fit_seconds=outcome.fit_seconds,
         policy_dir=module.run_info.get("policy_dir") if module is not None else None,
         export_dir=str(outcome.export_dir) if outcome.export_dir else None,
         checkpoint_dir=str(out_dir / "checkpoints"), tensorboard_dir=str(out_dir / "tb"),
-        overrides=overrides or [], data_rows=data_rows,
+        overrides=overrides or [], data_rows={split: rows.report() for split, rows in loaded.items()},
     )
     write_outcome(run, out_dir, summary, module.history if module is not None else [], rank)
+    if isinstance(outcome.failure, RewardsFailed):
+        outcome.failure.last_good = io.last_good
     if outcome.failure is not None:
         raise outcome.failure
     if stop.requested:
@@ -162,7 +174,7 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
     warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
     heldout_every = [HeldoutEvaluation(t.eval_every, parts.evaluate)] if t.eval_every and has_heldout else []
-    final = FinalEvaluation(parts.evaluate, lambda: stop.requested)
+    final = FinalEvaluation(parts.evaluate, lambda: stop.requested or module.reward_failures.failure is not None)
     loggers = make_loggers(t.logger, out_dir, run.name, resumed_step, t.wandb)
     log_hyperparams(loggers, json.loads(json.dumps(dataclasses.asdict(run))))  # built-in types: tuples as lists
     trainer = L.Trainer(
@@ -181,6 +193,8 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
         trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
                     ckpt_path=t.resume, weights_only=True)
     outcome.fit_seconds = time.perf_counter() - fit_start - final.seconds
+    if module.reward_failures.failure is not None:  # stopped by the module, its checkpoint written: no export
+        raise RewardsFailed(module.reward_failures.failure)
     if not stop.requested:
         final.run(module)  # done in on_train_end unless the fit had no step left to run
         outcome.after = final.result  # the last point of the held-out curve

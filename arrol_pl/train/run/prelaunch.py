@@ -15,6 +15,8 @@ Decisions:
   checkpoints that hold them; a branch from there goes to a new directory.
 - **A resume continues the same run**: its model and data settings must be the checkpoint's (the cache directory,
   the held-out count and activation checkpointing may change), and the prompt stream must be the one it drew from.
+  Its reward function too, named again on the command line: the checkpoint's record of it is compared, never
+  imported (:func:`check_resumed_reward`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from arrol_pl.tasks.user_function import MATH_VERIFY
 from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.reward import refuse_recorded
 from arrol_pl.train.config.run import RunConfig, load_run_config, prompts_drawn_per_step
 from arrol_pl.train.records.rundir import check_output_dir
 
@@ -72,6 +76,19 @@ def check_trainable_layers(run: RunConfig, policy_dir: Path) -> None:
     layers = json.loads((policy_dir / "config.json").read_text()).get("num_hidden_layers")
     if wanted is not None and layers is not None and wanted > layers:
         raise ConfigError(f"model.trainable_layers={wanted}: the policy in {policy_dir} has {layers} decoder layers")
+
+
+def check_resumed_reward(saved: dict, function: str, checkpoint: str) -> None:
+    """A resume scores with the reward its run was trained with, named on the command line: the checkpoint's
+    record is compared, never imported (a file names no code to run). ConfigError naming the recorded function."""
+    recorded = (saved.get("reward") or {}).get("function")
+    if recorded is None or recorded == function:
+        return
+    keep = "a resume continues its run's reward (to change it, start a new run from its export)"
+    if function == MATH_VERIFY:  # the default: a user who named nothing, or the built-in named again
+        raise refuse_recorded(recorded, f"trainer.resume={checkpoint!r}", f"; {keep}")
+    raise ConfigError(f"trainer.resume={checkpoint!r} was trained with reward.function={recorded}, this run sets "
+                      f"{function}: {keep}")
 
 
 def effective_keep_ratio(run: RunConfig) -> float:
@@ -124,10 +141,11 @@ def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, 
                 if key not in ("cache_dir", "num_heldout", "activation_checkpointing") and was != value:
                     raise ConfigError(f"trainer.resume: the checkpoint was trained with {section}.{key}={was!r}, "
                                       f"this run sets {value!r}")
+        check_resumed_reward(saved, run.reward.function, run.trainer.resume)
     train, heldout = load_splits(run)
     drawn = prompts_drawn_per_step(run)
     check_fits(len(train), drawn)
     if ckpt is not None:
-        check_stream(ckpt["PromptDataModule"], stream_identity(train, drawn, run.trainer.seed))
+        check_stream(ckpt["PromptDataModule"], stream_identity(train, drawn, run.trainer.seed), rows_to_skip=True)
     report_pruning_floor(run)
     return train, heldout, ckpt

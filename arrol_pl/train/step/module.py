@@ -14,8 +14,9 @@ replay window, and saved with the checkpoint.
 Exact resume: everything a step draws from is either restored from the checkpoint (weights, both
 optimizers, calibrator, replay window, the head's minibatch generator, the prompt stream's position)
 or a function of the step: the engine's sampling generators are re-seeded at every step start, and the
-prune decisions are seeded by the step in h_t. A step whose rollouts were all pruned carries no
-signal: it is skipped (counted in ``skipped/no_survivors``) but still counts toward ``max_steps``.
+prune decisions are seeded by the step in h_t. A step whose rollouts were all pruned, or whose every reward
+failed (:mod:`.reward_failures`), carries no signal: it is skipped (counted in ``skipped/no_survivors``,
+``skipped/reward_failed``) but still counts toward ``max_steps``.
 The per-step history is not in the checkpoint (its size would grow with the step count): the run's
 ``history.jsonl`` holds it, and the experiment gives a resumed module the rows before the checkpoint's step;
 the checkpoint keeps the training clock (``wall``) and the skipped-step counts.
@@ -46,6 +47,7 @@ from arrol_pl.train.records.loggers import log_text
 from arrol_pl.train.step import metrics as step_metrics
 from arrol_pl.train.step import phases
 from arrol_pl.train.step.groups import GroupChooser
+from arrol_pl.train.step.reward_failures import RewardFailures
 from arrol_pl.train.step.rollouts import StepGroups
 
 logger = logging.getLogger(__name__)
@@ -79,8 +81,9 @@ class ArrolModule(L.LightningModule):
         self._reference = [reference.eval().requires_grad_(False)] if reference is not None else []
         self.history: list[dict[str, float]] = list(history or [])
         """One row per finished step; a resumed run starts from the rows before its checkpoint's step."""
-        self.skipped: dict[str, int] = {"no_survivors": 0}
+        self.skipped: dict[str, int] = {"no_survivors": 0, "reward_failed": 0}
         """Steps that trained nothing, by reason."""
+        self.reward_failures = RewardFailures(cfg.reward.function, cfg.reward.max_failed_steps)
         self.run_info: dict[str, Any] = dict(run_info or {})
         self._fit_started: float | None = None
         self._wall_offset = 0.0
@@ -173,8 +176,13 @@ class ArrolModule(L.LightningModule):
         step_start = time.perf_counter()
         pruner = self.pruning.params_for(step, self.ranks.rank, self.ranks.world_size)
         groups = self.groups.choose(step, batch, pruner, timer, self.ranks)
+        failed = self.reward_failures.observe(step, groups.scored, self.ranks)  # every rank, every step
         if self.ranks.max(int(groups.survivors is None)) == 1:  # a rank without survivors: all ranks skip
             return self._skip_step(step, "no_survivors", groups, pruner, timer, step_start)
+        if failed:  # no label among the rewards; enough such steps in a row stop the run, with a checkpoint
+            if self.reward_failures.failure is not None:
+                self.trainer.should_stop = True
+            return self._skip_step(step, "reward_failed", groups, pruner, timer, step_start)
         survivors = groups.survivors
         rewards = torch.as_tensor(groups.scored.rewards, dtype=torch.float32)
         labels = torch.as_tensor(groups.scored.correct, dtype=torch.float32)
@@ -251,6 +259,7 @@ class ArrolModule(L.LightningModule):
         now = time.perf_counter()
         metrics = {
             **metrics,
+            **self.reward_failures.metrics,
             **{f"skipped/{k}": float(v) for k, v in self.skipped.items()},
             **{f"time/{k}": v for k, v in timer.seconds.items()},
             "time/step": now - step_start,
