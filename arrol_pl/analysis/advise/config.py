@@ -115,7 +115,8 @@ class AdviseConfig(RunConfig):
                 adamw_lr=algo.lr, engine_dtype=self.engine.dtype or "float32",
                 trainable_layers=a.trainable_layers or self.model.trainable_layers, seed=self.trainer.seed,
                 head=self.head, data=self.data,
-                reward=AsTrainedRewardConfig(self.reward.function, self.reward.workers, self.reward.timeout))
+                reward=AsTrainedRewardConfig(function=self.reward.function, workers=self.reward.workers,
+                                             timeout=self.reward.timeout))
         except ConfigError as exc:
             raise ConfigError(f"advise: {exc}") from None
 
