@@ -217,6 +217,7 @@ def anchored_survival(
     target_positive_ratio: float = 0.5,
     p_min: float = 0.05,
     p_max: float = 1.0,
+    floor: int | torch.Tensor = 0,
 ) -> torch.Tensor:
     """The default balance rule (beyond the paper's Eq. 2): anchors at both ends, Lemma 4.1's direction between.
 
@@ -226,8 +227,14 @@ def anchored_survival(
     rollouts share what is left of the budget, ``κ' = (κ n - 2a) / (n - 2)``, by :func:`group_balanced_survival`
     toward ``ρ'``, the positive ratio they must reach for the whole kept set to sit at ρ given the anchors' q: a
     group whose expected share is above ρ prunes its above-mean middle, one below ρ its below-mean middle. Mean
-    survival is κ whenever ``κ' ∈ [p_min, p_max]``. Ranks read the raw scores; levels read the posteriors. A group of
-    fewer than 3, or whose scores all tie (one shared prefix), falls back to :func:`group_balanced_survival`.
+    survival is κ whenever ``κ' ∈ [p_min, p_max]``. Ranks read the raw scores; levels read the posteriors.
+
+    ``floor``: the survivors the per-group floor guarantees among these rollouts (one for all rows or ``(K,)``; 0:
+    none). Where κ buys less than one survivor beyond it (``κ n - floor < 1``: at n = 8 and the floor of 2, κ < 3/8)
+    the rows go to :func:`soft_anchored_survival` instead: there the anchors take nearly the whole budget, the group
+    keeps about the floor's survivors, and random pruning, whose survivor count varies, gets more back through the
+    floor than a weak head's order gains. A group of fewer than 3, or whose scores all tie (one shared prefix), falls
+    back to :func:`group_balanced_survival`.
     """
     q = torch.as_tensor(posteriors, dtype=torch.float64)
     s = torch.as_tensor(scores, dtype=torch.float64)
@@ -237,6 +244,24 @@ def anchored_survival(
     if n < 3:
         out = group_balanced_survival(q, keep_ratio, target_positive_ratio, p_min, p_max)
         return out[0] if single else out
+    floor_rows = torch.as_tensor(floor, dtype=torch.float64).reshape(-1).expand(k)
+    soft = (floor_rows > 0) & (keep_ratio * n - floor_rows < 1.0 - 1e-9)
+    probs = torch.empty(k, n, dtype=torch.float64)
+    if bool(soft.any()):
+        probs[soft] = soft_anchored_survival(q[soft], s[soft], keep_ratio, target_positive_ratio, p_min,
+                                             p_max).to(torch.float64)
+    if not bool(soft.all()):
+        probs[~soft] = _anchored_rows(q[~soft], s[~soft], keep_ratio, target_positive_ratio, p_min, p_max)
+    tied = (s == s[:, :1]).all(1)
+    if bool(tied.any()):
+        probs[tied] = group_balanced_survival(q[tied], keep_ratio, target_positive_ratio, p_min, p_max).to(torch.float64)
+    return (probs[0] if single else probs).to(torch.float32)
+
+
+def _anchored_rows(q: torch.Tensor, s: torch.Tensor, keep_ratio: float, target_positive_ratio: float, p_min: float,
+                   p_max: float) -> torch.Tensor:
+    """:func:`anchored_survival`'s anchors and middle on ``(K, n)`` float64 rows, n >= 3."""
+    k, n = q.shape
     anchor = min(max((keep_ratio * n - (n - 2) * p_min) / 2.0, p_min), p_max)
     rest_kappa = min(max((keep_ratio * n - 2.0 * anchor) / (n - 2), p_min), p_max)
     order = torch.argsort(s, dim=1, stable=True)
@@ -247,9 +272,64 @@ def anchored_survival(
     probs = torch.empty(k, n, dtype=torch.float64)
     probs.scatter_(1, ends, anchor)
     probs.scatter_(1, middle, group_balanced_survival(q_mid, rest_kappa, rho_mid, p_min, p_max).to(torch.float64))
-    tied = (s == s[:, :1]).all(1)
-    if bool(tied.any()):
-        probs[tied] = group_balanced_survival(q[tied], keep_ratio, target_positive_ratio, p_min, p_max).to(torch.float64)
+    return probs
+
+
+ANCHOR_LOG_ODDS = 3.0
+""":func:`soft_anchored_survival`: the log odds ratio between a group's ends at which the anchors take their full
+weight (an odds ratio of e³ ≈ 20); below it the weight is in proportion."""
+RANK_TILT = 0.4
+""":func:`soft_anchored_survival`: the reach of the rank tilt toward ρ as a share of κ (the end ranks at
+κ(1 ± 0.4))."""
+
+
+def soft_anchored_survival(
+    posteriors: torch.Tensor,
+    scores: torch.Tensor,
+    keep_ratio: float,
+    target_positive_ratio: float = 0.5,
+    p_min: float = 0.05,
+    p_max: float = 1.0,
+) -> torch.Tensor:
+    """The anchored rule where κ keeps little more than the floor (:func:`anchored_survival` sends those rows here):
+    ``posteriors, scores: (n,)`` or ``(K, n)`` with n >= 3 → survival of the same shape.
+
+    Each group moves from random pruning toward the anchored split as far as the head separates its ends:
+
+        p = κ + w (A - κ) + (1 - w) · t κ · d_g · (2 r / (n - 1) - 1)
+        w = min(1, (logit q_top - logit q_bottom) / L)
+
+    ``A``: the two ends at ``a`` and the others at ``κ'`` as in :func:`anchored_survival`, the others uniform (they
+    hold less than one expected survivor); ``r``: the rank of the raw score (0 the lowest); ``d_g = sign(ρ - mean q)``,
+    Lemma 4.1's direction (a group below ρ favours its higher-scored rollouts); ``L`` = :data:`ANCHOR_LOG_ODDS`,
+    ``t`` = :data:`RANK_TILT`; then clipped to ``[p_min, p_max]`` with δ re-solved for mean κ. The weight reads the
+    odds ratio between the ends, which a head's discrimination sets whatever the pass rate. A head that barely
+    separates the ends leaves survival near κ, so the survivor count keeps random pruning's spread and the floor
+    revives the head's choices; one that separates them keeps them as the anchored rule does.
+    """
+    q = torch.as_tensor(posteriors, dtype=torch.float64)
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    single = q.dim() == 1
+    q, s = (q.reshape(1, -1), s.reshape(1, -1)) if single else (q, s)
+    k, n = q.shape
+    if n < 3:
+        raise ValueError(f"soft_anchored_survival needs groups of at least 3, got {n}")
+    anchor = min(max((keep_ratio * n - (n - 2) * p_min) / 2.0, p_min), p_max)
+    rest_kappa = min(max((keep_ratio * n - 2.0 * anchor) / (n - 2), p_min), p_max)
+    order = torch.argsort(s, dim=1, stable=True)
+    ranks = torch.empty_like(order).scatter_(1, order, torch.arange(n).expand(k, n).contiguous())
+    ends = (ranks == 0) | (ranks == n - 1)
+    anchored = torch.where(ends, anchor, rest_kappa)
+    log_odds = torch.logit(q.clamp(1e-6, 1.0 - 1e-6))
+    gap = (log_odds.gather(1, order[:, -1:]) - log_odds.gather(1, order[:, :1])).clamp(min=0.0)
+    weight = (gap / ANCHOR_LOG_ODDS).clamp(max=1.0)
+    direction = torch.sign(target_positive_ratio - q.mean(1, keepdim=True))
+    tilt = RANK_TILT * keep_ratio * direction * (2.0 * ranks / (n - 1) - 1.0)
+    probs = keep_ratio + weight * (anchored - keep_ratio) + (1.0 - weight) * tilt
+    clipped = ((probs < p_min) | (probs > p_max)).any(1)  # only where κ(1 ± t) leaves [p_min, p_max]
+    if bool(clipped.any()):
+        base = probs[clipped]
+        probs[clipped] = torch.clamp(base + _solve_delta_rows(base, keep_ratio, p_min, p_max), p_min, p_max)
     return (probs[0] if single else probs).to(torch.float32)
 
 

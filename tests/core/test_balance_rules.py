@@ -8,7 +8,7 @@ import torch
 
 from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET, PrunerParams, PruningConfig, decide_group
 from arrol_pl.core.simulation import balance_cell
-from arrol_pl.core.survival import anchored_survival, survival_probabilities
+from arrol_pl.core.survival import anchored_survival, soft_anchored_survival, survival_probabilities
 
 PASS_RATES = (0.1, 0.3, 0.5, 0.7, 0.9)
 AUCS = (0.6, 0.7, 0.8, 0.9, 1.0)
@@ -97,3 +97,38 @@ def test_rollouts_of_one_calibrator_bin_are_ordered_by_their_raw_scores():
     kept_bottom = sum(int(decide_group(params, scores, torch.ones(8, dtype=torch.bool),
                                        torch.Generator().manual_seed(s)).keep[1:4].sum()) for s in range(50))
     assert kept_top > kept_bottom + 50
+
+
+def test_anchored_rule_goes_soft_where_kappa_buys_less_than_one_survivor_beyond_the_floor():
+    """With the floor of 2 in a group of 8 the anchored split holds from κ = 3/8; below it (κ n - 2 < 1) the rows go
+    to the soft rule. Without a floor the anchored split holds at every κ."""
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(16, 8, generator=gen)
+    q = torch.sigmoid(scores + torch.randn(16, 1, generator=gen))
+    for kappa in (0.25, 0.3):
+        soft = soft_anchored_survival(q, scores, kappa)
+        assert torch.equal(anchored_survival(q, scores, kappa, floor=2), soft)
+        assert not torch.equal(anchored_survival(q, scores, kappa), soft)
+    for kappa in (0.375, 0.5):
+        assert torch.equal(anchored_survival(q, scores, kappa, floor=2), anchored_survival(q, scores, kappa))
+    mixed = anchored_survival(q, scores, 0.25, floor=torch.tensor([2, 0] * 8))
+    assert torch.equal(mixed[0::2], soft_anchored_survival(q[0::2], scores[0::2], 0.25))
+    assert torch.equal(mixed[1::2], anchored_survival(q[1::2], scores[1::2], 0.25))
+
+
+def test_soft_anchored_rule_keeps_kappa_and_moves_toward_the_anchored_split_with_the_odds():
+    """Mean survival κ in [p_min, p_max]; a group whose ends lie 3 or more apart in log odds gets the anchored split
+    (ends 0.85, the rest p_min at κ = 0.25, n = 8); one whose ends tie in posterior is tilted by rank toward ρ: up
+    the ranks below ρ, down them above ρ, flat at ρ."""
+    scores = torch.linspace(-2, 2, 8)
+    for level, gap in ((0.1, 0.02), (0.5, 0.3), (0.8, 0.1), (0.2, 0.9)):
+        q = (level + gap * (torch.arange(8) / 7 - 0.5)).clamp(0, 1)
+        p = soft_anchored_survival(q, scores, 0.25).double()
+        assert float(p.mean()) == pytest.approx(0.25, abs=1e-6)
+        assert bool((p >= 0.05 - 1e-7).all()) and bool((p <= 1.0 + 1e-7).all())
+    wide = soft_anchored_survival(torch.linspace(0.1, 0.9, 8), scores, 0.25)
+    assert torch.allclose(wide, torch.tensor([0.85] + [0.05] * 6 + [0.85]))
+    for level, sign in ((0.2, +1), (0.8, -1), (0.5, 0)):
+        p = soft_anchored_survival(torch.full((8,), level), scores, 0.25)
+        steps = p[1:] - p[:-1]
+        assert bool((sign * steps > 0).all()) if sign else torch.allclose(p, torch.full((8,), 0.25))
