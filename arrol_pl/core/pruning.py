@@ -10,6 +10,9 @@ Decisions (each exposed in :class:`PruningConfig`):
   the rest in Lemma 4.1's direction: a group whose expected positive share is above ρ loses its above-mean
   rollouts, one below ρ its below-mean ones. That direction is taken at every pass rate; how far the kept share
   moves toward ρ depends on how well the scores rank a group's rollouts (at chance, no further than random pruning).
+  Where κ buys less than one survivor beyond those the floor guarantees (κ = 0.25 in groups of 8, not κ = 0.5), it
+  softens: survival near κ, tilted by rank toward ρ, moving to the anchored split as the head separates the group's
+  ends.
   ``group`` is that direction without the anchors: per group, p_i = clip(κ + δ_g + c_g(q_i - μ_g)) with δ_g
   giving mean κ and c_g chosen so the expected kept positive ratio is as close to ρ as the clip allows.
   ``spread`` reads only the order of the raw scores: each group's two ends survive, the rest share the budget.
@@ -59,10 +62,11 @@ BALANCE_TARGETS = ("anchored", "group", "spread", "global")
 DEFAULT_BALANCE_TARGET = BALANCE_TARGETS[0]
 GATE_METRICS = ("within", "pooled")
 
-PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor, torch.Tensor], torch.Tensor]] = Registry(
-    "pruning policy")
-"""``policy(params, posteriors, scores) -> survival``: the eligible rollouts' calibrated q and raw head scores of K
-groups, both ``(K, n)`` (one group: K = 1), to their survival probabilities ``(K, n)``."""
+PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = (
+    Registry("pruning policy"))
+"""``policy(params, posteriors, scores, floor) -> survival``: the eligible rollouts' calibrated q and raw head scores
+of K groups, both ``(K, n)`` (one group: K = 1), to their survival probabilities ``(K, n)``; ``floor: (K,)`` the
+survivors the per-group floor guarantees among each row's rollouts (:func:`floor_among_eligible`)."""
 
 
 @dataclass
@@ -217,9 +221,10 @@ class PruneDecision:
 
 
 @PRUNING_POLICIES.register("arrol")
-def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """The balance rule ``params.balance_target`` on rows of groups (``(K, n)``): ``anchored``, ``group`` and
-    ``spread`` per group, Eq. 2 (``global``) with the step's δ."""
+def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor,
+                   floor: torch.Tensor) -> torch.Tensor:
+    """The balance rule ``params.balance_target`` on rows of groups (``(K, n)``): ``anchored`` (which reads the
+    floor), ``group`` and ``spread`` per group, Eq. 2 (``global``) with the step's δ."""
     kappa, rho, p_min, p_max = params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
     if params.balance_target == "spread":
         return spread_survival(scores, kappa, p_min, p_max)
@@ -227,20 +232,30 @@ def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch
         ordered = params.ordered_posterior(scores)
         if params.balance_target == "group":
             return group_balanced_survival(ordered, kappa, rho, p_min, p_max)
-        return anchored_survival(ordered, scores, kappa, rho, p_min, p_max)
+        return anchored_survival(ordered, scores, kappa, rho, p_min, p_max, floor)
     return survival_from_delta(posteriors, params.delta, kappa, rho, params.balance_strength, p_min,
                                p_max).to(torch.float32)
 
 
 @PRUNING_POLICIES.register("random")
-def random_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+def random_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor,
+                    floor: torch.Tensor) -> torch.Tensor:
     """Keep with probability κ regardless of quality (Table 4 baseline)."""
     return torch.full(posteriors.shape, params.keep_ratio, dtype=torch.float32)
 
 
 @PRUNING_POLICIES.register("none")
-def no_pruning(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+def no_pruning(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor,
+               floor: torch.Tensor) -> torch.Tensor:
     return torch.ones(posteriors.shape, dtype=torch.float32)
+
+
+def floor_among_eligible(eligible: torch.Tensor, min_keep: int) -> torch.Tensor:
+    """``eligible: (K, n)`` → ``(K,)`` the survivors the floor guarantees among each row's eligible rollouts: the
+    floor less the rollouts kept anyway (finished before L_detect), at most the eligible ones."""
+    eligible = torch.as_tensor(eligible, dtype=torch.bool)
+    floor = min(min_keep, eligible.shape[1]) - (~eligible).sum(1)
+    return torch.minimum(floor.clamp(min=0), eligible.sum(1))
 
 
 def sample_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int) -> torch.Tensor:
@@ -282,7 +297,8 @@ def decide_group(
     if not params.active or params.policy == "none" or not bool(eligible.any()):
         return PruneDecision(keep=torch.ones(n, dtype=torch.bool), survival=p, posterior=q)
     rule = PRUNING_POLICIES.get(params.policy)
-    p[eligible] = rule(params, q[eligible].unsqueeze(0), scores[eligible].unsqueeze(0))[0].to(torch.float32)
+    floor = floor_among_eligible(eligible.unsqueeze(0), params.min_keep_per_group)
+    p[eligible] = rule(params, q[eligible].unsqueeze(0), scores[eligible].unsqueeze(0), floor)[0].to(torch.float32)
     keep = sample_keep(p.unsqueeze(0), u.unsqueeze(0), eligible.unsqueeze(0), min(params.min_keep_per_group, n))[0]
     return PruneDecision(keep=keep, survival=p, posterior=q)
 

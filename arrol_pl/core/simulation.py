@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from .metrics import balance_stats
-from .pruning import PRUNING_POLICIES, PruningConfig, build_pruner_params, decide_batch, sample_keep
+from .pruning import (PRUNING_POLICIES, PruningConfig, build_pruner_params, decide_batch, floor_among_eligible,
+                      sample_keep)
 from .scorers import oracle_scores
 
 
@@ -149,7 +150,8 @@ def balance_cell(
         calibrator = config.make_calibrator()
         calibrator.update(warm.scores.flatten(), warm.rewards.flatten(), groups=warm_groups)
         params = build_pruner_params(replace(config, cold_start_steps=0, gate_auc=None), calibrator, step=0)
-        survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores)
+        floor = floor_among_eligible(eligible, params.min_keep_per_group)
+        survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores, floor)
         keeps[name] = sample_keep(survival, uniforms, eligible, min(params.min_keep_per_group, group_size))
     out = {name: kept_group_stats(batch.rewards, keep) for name, keep in keeps.items()}
     if baseline in keeps:

@@ -11,6 +11,7 @@ from arrol_pl.core.pruning import (
     build_pruner_params,
     decide_batch,
     decide_group,
+    floor_among_eligible,
     sample_keep,
 )
 from arrol_pl.core.simulation import run_pruning_simulation, sample_groups, sample_oracle_groups
@@ -42,6 +43,15 @@ def test_ineligible_rollouts_are_never_pruned_and_count_toward_floor():
         d = decide_group(params, torch.zeros(6), eligible, torch.Generator().manual_seed(seed))
         assert d.keep[0]
         assert int(d.keep.sum()) >= 2
+
+
+def test_floor_among_eligible_counts_what_the_floor_still_needs():
+    """The floor less the rollouts kept anyway (finished before L_detect), never below 0 or above the eligible."""
+    eligible = torch.tensor([[True] * 8, [False] + [True] * 7, [False] * 3 + [True] * 5, [False] * 7 + [True]])
+    assert floor_among_eligible(eligible, 2).tolist() == [2, 1, 0, 0]
+    assert floor_among_eligible(torch.tensor([[True] * 3 + [False] * 5]), 2).tolist() == [0]
+    assert floor_among_eligible(torch.ones(1, 1, dtype=torch.bool), 2).tolist() == [1]
+    assert floor_among_eligible(eligible, 0).tolist() == [0, 0, 0, 0]
 
 
 def test_floor_revives_highest_survival():

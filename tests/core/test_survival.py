@@ -4,6 +4,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from arrol_pl.core.survival import (
+    _solve_delta_rows,
     best_single_prune,
     group_balanced_survival,
     survival_from_delta,
@@ -93,3 +94,37 @@ def test_group_balanced_survival_keeps_kappa_and_steers_toward_rho(q, kappa, rho
     # the expected kept positive ratio is never further from ρ than keeping uniformly
     kept_ratio = float((p * qt).sum() / p.sum())
     assert abs(kept_ratio - rho) <= abs(float(qt.mean()) - rho) + 1e-6
+
+
+def dense_delta_rows(base: torch.Tensor, keep_ratio: torch.Tensor, p_min: float, p_max: float) -> torch.Tensor:
+    """The δ solve with the mean evaluated at every breakpoint and the segment found by ``searchsorted``."""
+    breaks = torch.cat([p_min - base, p_max - base], dim=1).sort(dim=1).values
+    values = torch.clamp(base.unsqueeze(1) + breaks.unsqueeze(2), p_min, p_max).mean(-1)
+    hi = torch.searchsorted(values.contiguous(), keep_ratio.contiguous()).clamp(1, breaks.shape[1] - 1)
+    d0, d1 = breaks.gather(1, hi - 1), breaks.gather(1, hi)
+    f0, f1 = values.gather(1, hi - 1), values.gather(1, hi)
+    ok = (f1 - f0) > 1e-15
+    frac = torch.where(ok, (keep_ratio - f0) / torch.where(ok, f1 - f0, torch.ones_like(f0)), torch.zeros_like(f0))
+    return d0 + frac.clamp(0, 1) * (d1 - d0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6, 8, 16])
+def test_delta_solve_by_bisection_equals_the_dense_evaluation(n):
+    """The bisection over the sorted breakpoints reads the same means as evaluating all of them: the same δ, bit for
+    bit, out-of-reach rows and tied breakpoints included."""
+    gen = torch.Generator().manual_seed(n)
+    base = torch.cat([torch.randn(300, n, generator=gen, dtype=torch.float64),
+                      (torch.rand(300, n, generator=gen, dtype=torch.float64) * 4).round() / 4,
+                      torch.full((10, n), 0.3, dtype=torch.float64)])
+    kappa = torch.rand(base.shape[0], 1, generator=gen, dtype=torch.float64) * 1.2 - 0.1
+    assert torch.equal(_solve_delta_rows(base, kappa, 0.05, 1.0), dense_delta_rows(base, kappa, 0.05, 1.0))
+
+
+def test_group_balanced_survival_of_many_groups_is_each_groups_own():
+    """Solving groups in chunks changes nothing: K groups at once equal each group alone, bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.rand(150, 6, generator=gen, dtype=torch.float64)
+    rho = torch.rand(150, generator=gen, dtype=torch.float64)
+    together = group_balanced_survival(q, 1 / 3, rho)
+    assert torch.equal(together, torch.stack([group_balanced_survival(q[i], 1 / 3, rho[i]) for i in range(150)]))
+
