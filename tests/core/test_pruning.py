@@ -208,9 +208,10 @@ def pruned_oracle_groups(auc: float, keep_ratio: float, num_groups: int, seed: i
                       groups=torch.arange(512).repeat_interleave(group_size))
     params = build_pruner_params(config, calibrator, step=0)
     batch = sample_oracle_groups(num_groups, group_size, 0.5, auc, gen)
-    survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores)
-    keep = sample_keep(survival, torch.rand(survival.shape, generator=gen), torch.ones_like(survival, dtype=torch.bool),
-                       params.min_keep_per_group)
+    eligible = torch.ones_like(batch.scores, dtype=torch.bool)
+    survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores,
+                                                    floor_among_eligible(eligible, params.min_keep_per_group))
+    keep = sample_keep(survival, torch.rand(survival.shape, generator=gen), eligible, params.min_keep_per_group)
     groups = torch.arange(num_groups).repeat_interleave(group_size)
     return batch.scores.flatten(), batch.rewards.flatten(), groups, survival.flatten(), keep.flatten()
 
