@@ -169,3 +169,19 @@ def test_a_bad_value_stops_the_command_in_one_line_before_any_model_loads(tmp_pa
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == ["config error: advise.batches must be >= 2, got 1"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_batches_generated_fit_half_the_minutes_left_at_the_head_prompts_rate():
+    import time
+
+    from arrol_pl.analysis.advise.run import budget_batches
+    from arrol_pl.analysis.grad_probe.config import GradProbeConfig
+    from arrol_pl.analysis.grad_probe.rollouts import Rollouts
+
+    # 100 rollouts of 10 tokens in 10 s: 100 tokens/s; a batch of 8 prompts × 32 rollouts × 10 tokens takes 25.6 s
+    fitting = Rollouts([[1]] * 100, [[1] * 10] * 100, torch.zeros(100, 1), torch.ones(100, dtype=torch.bool),
+                       torch.zeros(100), torch.zeros(100), torch.zeros(100), 10.0)
+    cfg = GradProbeConfig(policy="x", batches=16, prompts_per_batch=8)
+    assert budget_batches(fitting, time.perf_counter() + 256, 32, cfg) == 4  # half of 256 s over 25.6 s each
+    assert budget_batches(fitting, time.perf_counter() + 10, 32, cfg) == 2  # never fewer than 2
+    assert budget_batches(fitting, time.perf_counter() + 10_000, 32, cfg) == 16  # never more than asked

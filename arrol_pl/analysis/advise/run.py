@@ -7,8 +7,9 @@ Decisions:
 - **One sampling for everything**: the head prompts' G rollouts (the cold start a run would have, fitting the head
   and its calibrator) and the batches' G + G + R rollouts come from one engine; the AUC table re-reads their hidden
   states at each L with transformers, the probe reads the engine's at L_detect.
-- **The budget**: ``advise.minutes`` counts from the command's start; the gradient batches stop when it runs out
-  (never before 2), and the advice says how many it measured.
+- **The budget**: ``advise.minutes`` counts from the command's start. The batches' generation is sized to half the
+  time the head prompts' generation leaves, at the rate that generation ran (:func:`budget_batches`); the gradient
+  batches stop when the minutes run out (never before 2), and the advice says how many it measured.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from arrol_pl.analysis.advise.config import AdviseConfig
 from arrol_pl.analysis.advise.lengths import auc_by_length
 from arrol_pl.analysis.advise.savings import savings
 from arrol_pl.analysis.advise.verdict import candidates, decide, kappa_key, tables, verdict_line
-from arrol_pl.analysis.grad_probe.config import training_problems
-from arrol_pl.analysis.grad_probe.rollouts import sample_rollouts
+from arrol_pl.analysis.grad_probe.config import GradProbeConfig, training_problems
+from arrol_pl.analysis.grad_probe.rollouts import Rollouts, sample_rollouts
 from arrol_pl.analysis.grad_probe.run import GradProbeJob, _finite, choose, load_policy, probe_rollouts
 from arrol_pl.analysis.grad_probe.subsets import Parts
 
@@ -52,9 +53,18 @@ def run_advise(job: AdviseJob) -> dict[str, Any]:
     parts = Parts(probe_cfg.group_size, probe_cfg.group_size, probe_cfg.reference_rollouts)
     prompt_format = run.data.prompt_format()
     job.out.mkdir(parents=True, exist_ok=True)
+    deadline = None if run.advise.minutes is None else start + 60 * run.advise.minutes
+
+    def trim(i: int, done: list[Rollouts]) -> int:
+        if i == 0 or deadline is None:
+            return len(batch_problems)
+        return budget_batches(done[0], deadline, parts.samples, probe_cfg) * probe_cfg.prompts_per_batch
+
     fitting, probe = sample_rollouts(policy, (head_problems, batch_problems), (probe_cfg.group_size, parts.samples),
-                                     probe_cfg, prompt_format)
+                                     probe_cfg, prompt_format, trim)
     generated = time.perf_counter()
+    batch_problems = batch_problems[:len(probe.response_ids) // parts.samples]
+    probe_cfg = replace(probe_cfg, batches=len(batch_problems) // probe_cfg.prompts_per_batch)
     choices = choose(probe_cfg, parts, fitting, probe)
     model = load_policy(policy)
     group_rows = [p * parts.samples + s for p in range(len(batch_problems)) for s in range(parts.group.stop)]
@@ -99,6 +109,22 @@ def run_advise(job: AdviseJob) -> dict[str, Any]:
     print(text)
     print(f"outputs: {job.out / 'advice.md'}, advice.json, grad_probe.json")
     return advice
+
+
+GENERATION_SHARE = 0.5
+"""The share of the time left after the head prompts' generation that the batches' generation may take: the rest
+reads the hidden states and takes the gradients."""
+
+
+def budget_batches(fitting: Rollouts, deadline: float, samples: int, cfg: GradProbeConfig) -> int:
+    """The batches whose generation fits :data:`GENERATION_SHARE` of the time left before ``deadline``, at the rate
+    the head prompts' generation ran (``fitting``: tokens per second, tokens per rollout), at least 2 and at most
+    ``cfg.batches``."""
+    tokens = sum(len(r) for r in fitting.response_ids)
+    rate = tokens / max(fitting.seconds, 1e-9)
+    per_batch = cfg.prompts_per_batch * samples * max(tokens / max(len(fitting.response_ids), 1), 1.0) / rate
+    left = deadline - time.perf_counter()
+    return max(2, min(cfg.batches, int(GENERATION_SHARE * left / per_batch)))
 
 
 def advice_text(advice: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,9 +84,11 @@ def _generate(engine, reward, problems: list[Problem], samples: int, config: Gra
 
 
 def sample_rollouts(policy: Path, problem_sets: Sequence[list[Problem]], samples: Sequence[int],
-                    config: GradProbeConfig, prompt_format: PromptFormat) -> list[Rollouts]:
+                    config: GradProbeConfig, prompt_format: PromptFormat,
+                    trim: Callable[[int, list[Rollouts]], int] | None = None) -> list[Rollouts]:
     """``samples[i]`` rollouts per problem of ``problem_sets[i]`` (prompts placed in ``prompt_format``), from one
-    engine on ``policy``, each set scored."""
+    engine on ``policy``, each set scored. ``trim(i, done)``: how many of set i's problems to sample, given the sets
+    sampled before it (a budget), else all."""
     from transformers import AutoTokenizer
 
     from arrol_pl.engine import ArrolEngine, EngineConfig
@@ -101,7 +103,11 @@ def sample_rollouts(policy: Path, problem_sets: Sequence[list[Problem]], samples
     sampling = {"temperature": config.temperature, "top_p": 1.0, "max_tokens": config.max_tokens,
                 **prompt_format.sampling()}
     try:
-        return [_generate(engine, reward, problems, n, config, sampling) for problems, n in zip(sets, samples)]
+        done: list[Rollouts] = []
+        for i, (problems, n) in enumerate(zip(sets, samples)):
+            done.append(_generate(engine, reward, problems[:trim(i, done)] if trim else problems, n, config,
+                                  sampling))
+        return done
     finally:
         reward.close()
         engine.close()
