@@ -129,6 +129,11 @@ def test_undecided_says_how_many_batches_would_decide_and_never_calls_a_null_a_n
     assert j["standing"] == "undetected" and batches_to_detect(j, 16) == math.ceil(16 * (j["detectable"] / 0.02) ** 2)
     text = " ".join(decision["why"])
     assert "not detectable at ±" in text and "80 % power" in text and "does not" not in text
+    # another length is suggested only where the head could pass the gate there
+    better = [*RANKS, {**RANKS[0], "detect_length": 24, "within_auc": 0.9}]
+    assert any("engine.detect_length=24" in why for why in decide(rows, 0.5, 12, 16, better)["why"])
+    weak = [{**RANKS[0], "within_auc": 0.46}, {**RANKS[0], "detect_length": 24, "within_auc": 0.52}]
+    assert not any("engine.detect_length" in why for why in decide(rows, 0.5, 12, 16, weak)["why"])
 
 
 def test_several_kappas_are_judged_on_a_bonferroni_interval():

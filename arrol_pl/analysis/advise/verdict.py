@@ -97,7 +97,7 @@ def decide(rows: list[dict[str, Any]], run_kappa: float, detect_length: int, bat
            + (f" (95 % interval {interval[0]:.2f}–{interval[1]:.2f}, groups resampled)"
               if interval and interval[1] == interval[1] else "")]
     if best_auc and best_auc["detect_length"] != detect_length and auc_here is not None and (
-            best_auc["within_auc"] > auc_here + 0.03):
+            best_auc["within_auc"] >= max(gate, auc_here + 0.03)):
         why.append(f"it ranks better at L = {best_auc['detect_length']} ({best_auc['within_auc']:.2f}): rerun with "
                    f"engine.detect_length={best_auc['detect_length']}")
     if ahead:
@@ -136,6 +136,8 @@ def _standing(j: dict[str, Any]) -> str:
         return f"{j['standing']} beyond ±{j['margin']:.3f}"
     if j["standing"] == "undefined":
         return "undefined"
+    if j["se"] == 0:
+        return "the same on every batch" if j["mean"] == 0 else "constant over the batches"
     return f"not detectable at ±{j['detectable']:.3f} (80 % power)"
 
 
