@@ -10,6 +10,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 
 from arrol_pl.engine.vllm_api import ENGINE, VLLM_API, touch
 
@@ -100,6 +102,7 @@ TODAY_WITHOUT_THE_PIN = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 """The environment the engine asked for before it pinned the runner: vLLM's default runner then runs."""
 
 
+@pytest.mark.subprocess  # pip downloads the wheel on a machine that has not cached it
 def test_the_pinned_gpu_wheel_selects_the_runner_the_tap_reads():
     """The pinned GPU wheel's own selection code (downloaded once, from the package registry): under the engine's
     environment the GPU worker builds the V1 runner, one rank or several; without the pin it builds Model Runner V2,
