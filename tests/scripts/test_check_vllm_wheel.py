@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-
 from arrol_pl.engine.vllm_api import ENGINE, VLLM_API, touch
 
 ROOT = Path(__file__).resolve().parents[2]
