@@ -24,11 +24,11 @@ from typing import Any
 from arrol_pl.analysis.advise.config import AdviseConfig
 from arrol_pl.analysis.advise.lengths import auc_by_length
 from arrol_pl.analysis.advise.savings import savings
-from arrol_pl.analysis.advise.verdict import candidates, decide, kappa_key, tables, verdict_line
+from arrol_pl.analysis.advise.verdict import candidates, decide, tables, verdict_line
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig, training_problems
 from arrol_pl.analysis.grad_probe.rollouts import Rollouts, sample_rollouts
 from arrol_pl.analysis.grad_probe.run import GradProbeJob, _finite, choose, load_policy, probe_rollouts
-from arrol_pl.analysis.grad_probe.subsets import Parts
+from arrol_pl.analysis.grad_probe.subsets import Parts, kappa_key
 
 
 @dataclass(kw_only=True)

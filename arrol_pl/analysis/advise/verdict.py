@@ -25,15 +25,11 @@ import math
 from typing import Any
 
 from arrol_pl.analysis.formatting import table_lines
+from arrol_pl.analysis.grad_probe.subsets import kappa_key
 from arrol_pl.core.metrics import min_detectable_effect, t_quantile
 
 ALPHA = 0.05
 POWER = 0.8
-
-
-def kappa_key(key: str, kappa: float, run_kappa: float) -> str:
-    """A probe subset's key at ``kappa`` (``@<κ>`` away from the run's κ, as the probe writes it)."""
-    return key if kappa == run_kappa else f"{key}@{kappa:g}"
 
 
 def judged(diff: dict[str, Any], comparisons: int) -> dict[str, Any]:

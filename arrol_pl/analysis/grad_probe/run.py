@@ -32,8 +32,8 @@ from arrol_pl.analysis.grad_probe.gradients import after_step, mean_log_probs, s
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference, summary
 from arrol_pl.analysis.grad_probe.rollouts import (Rollouts, fit_scorers, policy_directory, sample_rollouts,
                                                    scorer_quality)
-from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, cost_matched_size, decoded_tokens,
-                                                  first_of, fresh_counts, pruner_params, subset_rows, survivors)
+from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, cost_matched_size, decoded_tokens, first_of,
+                                                  fresh_counts, kappa_key, pruner_params, subset_rows, survivors)
 from arrol_pl.analysis.grad_probe.tables import difference_table, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
@@ -65,11 +65,6 @@ class GradProbeJob:
     """The ``data=`` preset (recorded)."""
 
 
-def kappa_key(key: str, kappa: float, config: GradProbeConfig) -> str:
-    """A subset's key at ``kappa``: as it is at ``keep_ratio``, with ``@<κ>`` at any other."""
-    return key if kappa == config.keep_ratio else f"{key}@{kappa:g}"
-
-
 def baseline_of(key: str, kind: str) -> str:
     """The subset of ``kind`` (:data:`BASELINES`) that ``key`` is compared with: the one at its own κ."""
     return kind + (key[key.index("@"):] if "@" in key else "")
@@ -97,21 +92,23 @@ def choose_subsets(config: GradProbeConfig, parts: Parts, scorers: dict[str, tup
 
     subsets = {"all": whole(parts.group)}
     cost_matched = {}
-    calibrator, scores = scorers["head"]
+    head_calibrator, head_scores = scorers["head"]
     for kappa in config.keep_ratios:
-        subsets[kappa_key("random", kappa, config)] = parts.group, survivors(
-            pruner_params("random", calibrator, kappa, config.seed), scores, eligible, indices)
+        def key(name: str) -> str:
+            return kappa_key(name, kappa, config.keep_ratio)
+
+        subsets[key("random")] = parts.group, survivors(
+            pruner_params("random", head_calibrator, kappa, config.seed), head_scores, eligible, indices)
         for rule in rules:
             for name, (calibrator, scores) in scorers.items():
                 params = pruner_params("arrol", calibrator, kappa, config.seed, balance_target=rule)
-                subsets[kappa_key(f"{rule}/{name}", kappa, config)] = parts.group, survivors(params, scores, eligible,
-                                                                                           indices)
-        default = subsets[kappa_key(f"{rules[0]}/head", kappa, config)][1]
+                subsets[key(f"{rule}/{name}")] = parts.group, survivors(params, scores, eligible, indices)
+        default = subsets[key(f"{rules[0]}/head")][1]
         cost_matched[kappa] = cost_matched_size(lengths, default, eligible, config.detect_length)
         fresh = parts.fresh.stop - parts.fresh.start
         count = torch.full((prompts,), config.count_matched_size(kappa))
-        subsets[kappa_key("fresh_count", kappa, config)] = parts.fresh, first_of(count, fresh)
-        subsets[kappa_key("fresh_cost", kappa, config)] = parts.fresh, first_of(
+        subsets[key("fresh_count")] = parts.fresh, first_of(count, fresh)
+        subsets[key("fresh_cost")] = parts.fresh, first_of(
             fresh_counts(prompts, cost_matched[kappa], config.seed), fresh)
     subsets["reference"] = whole(parts.reference)
     return Chosen(subsets, cost_matched)

@@ -45,6 +45,11 @@ def compared_rules(extra: Sequence[str] = (), default: str | None = None, paper:
                                *extra]))
 
 
+def kappa_key(key: str, kappa: float, keep_ratio: float) -> str:
+    """A subset's key at ``kappa``: as it is at the probe's ``keep_ratio``, with ``@<κ>`` at any other."""
+    return key if kappa == keep_ratio else f"{key}@{kappa:g}"
+
+
 @dataclass(frozen=True)
 class Parts:
     """Where a prompt's ``group_size + fresh_size + reference_size`` rollouts go, in sample order."""
