@@ -99,19 +99,66 @@ def pruned_schedule(lengths: Sequence[int], pruned: Sequence[bool], detect_lengt
     return schedule([min(n, detect_length) if p else n for n, p in zip(lengths, pruned)], slots)
 
 
+def recomputed_tokens(prompt_length: int, detect_length: int, block: int | None) -> int:
+    """Tokens a continued rollout's second request computes again (detect-first): its prompt is the rollout's prompt
+    and first ``detect_length`` tokens, of which prefix caching serves the full ``block``-token blocks but never the
+    last token (None: no prefix caching, all of them)."""
+    n = prompt_length + detect_length
+    return n if block is None else n - ((n - 1) // block) * block
+
+
+def spread_pruned(rollouts: int, keep_ratio: float) -> list[bool]:
+    """``rollouts`` prune flags, a share ``1 - keep_ratio`` of them set and spread evenly over the request order."""
+    drop = 1.0 - keep_ratio
+    return [int((i + 1) * drop) > int(i * drop) for i in range(rollouts)]
+
+
+@dataclass(frozen=True)
+class SchedulePlan:
+    """The modelled seconds of a pruned generation in its two schedules, and the one chosen."""
+
+    one_pass: float
+    detect_first: float
+
+    @property
+    def chosen(self) -> bool:
+        """Detect-first, when it is modelled strictly faster."""
+        return self.detect_first < self.one_pass
+
+
+def plan_schedule(prompt_lengths: Sequence[int], group_size: int, keep_ratio: float, detect_length: int,
+                  response: int, slots: int, block: int | None, cost: StepCost) -> SchedulePlan:
+    """What a pruned generation of ``group_size`` rollouts per prompt would cost run as one request per rollout and
+    run detect-first, with ``cost`` per step (``per_request``: per token computed) and every rollout at its budget
+    ``response`` unless pruned (a share ``1 - keep_ratio``, spread evenly). Detect-first runs the same tokens in
+    fewer or as many steps, and computes each survivor's prompt again past its cached blocks
+    (:func:`recomputed_tokens`)."""
+    lengths = [response] * (len(prompt_lengths) * group_size)
+    pruned = spread_pruned(len(lengths), keep_ratio)
+    again = sum(recomputed_tokens(prompt_lengths[i // group_size], detect_length, block)
+                for i, p in enumerate(pruned) if not p)
+    return SchedulePlan(
+        one_pass=cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots)),
+        detect_first=cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, True))
+        + cost.per_request * again)
+
+
 def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
-                   step_seconds: Sequence[float], step_requests: Sequence[int], detect_first: bool = False) -> Credit:
+                   step_seconds: Sequence[float], step_requests: Sequence[int],
+                   detect_first: bool | None = False) -> Credit:
     """The credit for pruning the rollouts marked ``pruned`` at ``detect_length`` tokens.
 
     ``lengths``: each rollout's generated tokens in the full generation, in request order; ``step_seconds`` and
     ``step_requests``: that generation's engine steps (:class:`~arrol_pl.engine.protocol.GenerationResult`);
-    ``detect_first``: the pruned generation would run every rollout to L_detect first, then the survivors."""
+    ``detect_first``: the pruned generation would run every rollout to L_detect first, then the survivors; None: the
+    schedule of the two the fitted cost models faster (``engine.detect_first`` null, the engine's choice)."""
     if len(lengths) != len(pruned):
         raise ValueError(f"{len(lengths)} lengths for {len(pruned)} prune flags")
     cost = fit_step_cost(step_seconds, step_requests)
     cut = [min(n, detect_length) if p else n for n, p in zip(lengths, pruned)]
-    seconds = cost.seconds(schedule(lengths, slots)) - cost.seconds(pruned_schedule(lengths, pruned, detect_length,
-                                                                                    slots, detect_first))
+    pruned_seconds = min(cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, first))
+                         for first in ((False, True) if detect_first is None else (detect_first,)))
+    seconds = cost.seconds(schedule(lengths, slots)) - pruned_seconds
     # never less than nothing, never more than the steps took
     return Credit(min(max(seconds, 0.0), sum(step_seconds)), sum(lengths) - sum(cut), cost)
 

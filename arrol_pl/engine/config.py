@@ -42,11 +42,13 @@ class EngineConfig:
     rows vLLM computes in Python after the graph replays, so it works either way."""
     enable_prefix_caching: bool = True
     """Share prompt KV across the G rollouts of a group (and a continued rollout's prefix, with ``detect_first``)."""
-    detect_first: bool = True
+    detect_first: bool | None = None
     """While pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``): every rollout first
     runs to L_detect alone, and only the survivors are then continued, so rollouts that will be decided never wait
     behind survivors for a slot. Off, or with a slot for every rollout: one request per rollout, pruned rollouts
-    aborted as they are decided. Sampling that depends on the text so far (penalties, ``min_tokens``, stop strings
+    aborted as they are decided. Null: whichever the engine's step cost, measured once on its first generation,
+    models faster for the generation's shape (detect-first saves steps and computes each survivor's prompt again
+    past its cached blocks). Sampling that depends on the text so far (penalties, ``min_tokens``, stop strings
     longer than one character) always runs one request per rollout."""
     max_num_seqs: int = 256
     """Most rollouts decoded at once; fewer than B×G models KV-memory-bound concurrency (long responses)."""

@@ -26,14 +26,16 @@ Decisions:
   ``(h_t.seed, prompt_index)``, so decisions do not depend on the scheduling order. Pruned rollouts still running are aborted at once (the scheduler reuses their KV
   blocks next step). If a member reached ``L_detect`` and went on to finish while its group was
   still waiting, a prune decision still applies to it: it is reported truncated to ``L_detect`` tokens.
-- **Detect first** (``engine.detect_first``, on by default; Algorithm 1 l. 17 leaves the micro-batches to the
-  backend). While pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``), every rollout's
-  first request stops at ``L_detect`` tokens; once all are decided, the survivors go on as second requests
-  prompted with the prompt and their first ``L_detect`` tokens (with prefix caching, only the last partial block is
-  computed again). With one request per rollout, survivors keep their slots while later groups wait for theirs,
-  so the last groups reach ``L_detect`` late and their survivors set the generation's length. Features, scores and
-  decisions are the same rule either way; only which requests share an engine step changes. Sampling that
-  depends on the text so far (:func:`.adapter.continuable`) keeps one request per rollout.
+- **Detect first** (``engine.detect_first``; Algorithm 1 l. 17 leaves the micro-batches to the backend). While
+  pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``), every rollout's first request
+  stops at ``L_detect``; once all are decided, the survivors go on as second requests prompted with the prompt and
+  their first ``L_detect`` tokens (with prefix caching, only the last partial block is computed again). With one
+  request per rollout, survivors keep their slots while later groups wait for theirs, so the last groups reach
+  ``L_detect`` late and their survivors set the generation's length. Features, scores and decisions are the same
+  rule either way; only which requests share an engine step changes. Sampling that depends on the text so far
+  (:func:`.adapter.continuable`) keeps one request per rollout.
+- **Which schedule, by default** (``engine.detect_first`` null): the one the engine's step cost, measured once,
+  models faster for the generation's shape (:mod:`.scheduling`).
 - **The group screen** (beyond the paper, :mod:`arrol_pl.core.screening`): with a detect stage the tracker holds
   every decision until all groups have reached ``L_detect`` (or finished), drops whole groups by their chance
   of zero advantage, and only then prunes inside the kept ones; the dropped groups are aborted in the same
@@ -51,8 +53,7 @@ Decisions:
   sleep mode unsupported → :meth:`ArrolEngine.sleep` returns False) or ``vllm`` on CUDA (bf16,
   ``gpu_memory_utilization``, sleep/wake with ``enable_sleep_mode``). The CUDA branch cannot be tested
   on CPU machines and is kept to configuration only.
-- Scheduling is synchronous (``async_scheduling=False``): with async scheduling vLLM reports tokens one
-  step late, so an abort would land one token after ``L_detect``.
+- Scheduling is synchronous (``async_scheduling=False``): asynchronous, an abort would land a token past L_detect.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine import adapter
 from arrol_pl.engine.config import EngineConfig, check_logprobs_mode
 from arrol_pl.engine.protocol import GenerationResult
-from arrol_pl.engine.scoring import score_tracks
+from arrol_pl.engine.scoring import score_tracks, tapped_rows
+from arrol_pl.engine.scheduling import Scheduling
 from arrol_pl.engine.tracking import GenerationTracker, Track
 
 
@@ -144,11 +146,13 @@ class ArrolEngine:
             )
         self.llm = adapter.start_engine(**args)
         self.tap = adapter.HiddenStateTap(adapter.model_runner(self.llm))
+        self.sampler_paths = adapter.LogprobsOnDemand.install(adapter.model_runner(self.llm))
         self.tokenizer = adapter.tokenizer(self.llm)
         self.hidden_size = adapter.hidden_size(self.llm)
         self.max_model_len = adapter.max_model_len(self.llm)
         self.device = torch.device("cuda" if self.platform == "cuda" else "cpu")
         self.sync_seconds: list[float] = []
+        self.scheduling = Scheduling(config.detect_first, config.max_num_seqs, adapter.block_size(self.llm))
         self._generating = False
         self._rows_only = False
         self._scorer: PrefixScorer | None = None
@@ -307,8 +311,9 @@ class ArrolEngine:
                 groups are ranked at ``detect_length`` by their chance of zero advantage and all but ``keep``
                 are aborted before within-group pruning; audited and shadow groups run to completion.
             detect_first: while ``pruner`` is active, run every rollout to ``detect_length`` first and continue
-                only the survivors (see the module's docstring); None: ``engine.detect_first`` when the rollouts
-                outnumber the slots (``engine.max_num_seqs``).
+                only the survivors (see the module's docstring); None: when the rollouts outnumber the slots
+                (``engine.max_num_seqs``), ``engine.detect_first``, or with that null, the schedule the
+                engine's measured step cost models faster (:class:`~.scheduling.Scheduling`; its ``plan``).
             scorer: what scores a rollout at ``detect_length`` in place of the head
                 (:class:`~arrol_pl.core.scorers.PrefixScorer`: DeepConf's confidence, a process checker); the head
                 still scores every rollout (``head_score``). None: the head.
@@ -341,18 +346,21 @@ class ArrolEngine:
                 raise ValueError("a prefix scorer scores at detect_length: pass detect_length, with features=True")
             if scorer.topk is not None:
                 sample_topk = max(sample_topk or 0, scorer.topk)
-        if detect_first is None:  # it shortens only waits for a slot, which need more rollouts than slots
-            detect_first = self.config.detect_first and len(prompt_ids) * group_size > self.config.max_num_seqs
         prunes = pruner is not None and pruner.active and ((pruner.policy != "none" and pruner.keep_ratio < 1.0)
                                                            or (screen is not None and screen.keep is not None))
-        two_part = detect_first and features and prunes and detect_length is not None and adapter.continuable(base)
+        self.scheduling.plan = None
+        two_part = features and prunes and detect_length is not None and adapter.continuable(base)
+        if two_part and detect_first is None:
+            detect_first = self.scheduling.detect_first([len(ids) for ids in prompt_ids], group_size, pruner,
+                                                        detect_length, base.max_tokens)
+        two_part = two_part and bool(detect_first)
         # per-step deltas only where a decision aborts requests mid-flight (module docstring, "Outputs")
         stream = prunes and not two_part
         tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen,
                                     pause_at=detect_length if two_part else None)
         decode = functools.partial(self._decode, skip_special_tokens=base.skip_special_tokens)
         self._scorer, self._scorer_decode = scorer, decode
-        clock: tuple[list[float], list[int]] = ([], [])
+        clock: tuple[list[float], list[int], list[int]] = ([], [], [])
         start = time.perf_counter()
         self._generating = True
         try:
@@ -389,17 +397,19 @@ class ArrolEngine:
             self._scorer = self._scorer_decode = None
             self.tap.clear()
         wall = time.perf_counter() - start
+        self.scheduling.measured(clock[0], clock[2])
         rollouts = tracker.rollouts(decode)
         if logprobs_topk is None:  # sampled for the head's statistics only
             for r in rollouts:
                 r.logprobs, r.sampled_logprobs = None, None
-        return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock)
+        return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock[:2],
+                                detect_first=two_part)
 
     def _run(self, tracker: GenerationTracker, features: bool, target: int, bar,
-             clock: tuple[list[float], list[int]]) -> None:
+             clock: tuple[list[float], list[int], list[int]]) -> None:
         """Step the engine until no request is left: score what resolved each step, abort what was pruned. Each
-        step's seconds (with the tracking, scoring and aborts that follow it) and the requests it advanced go to
-        ``clock``."""
+        step's seconds (with the tracking, scoring and aborts that follow it), the requests it advanced and the
+        tokens it computed go to ``clock``."""
         while adapter.has_unfinished_requests(self.llm):
             started = time.perf_counter()
             self.tap.scheduled = 0
@@ -411,6 +421,7 @@ class ArrolEngine:
             bar.update(tracker.finished - bar.n)
             clock[0].append(time.perf_counter() - started)  # the step and its bookkeeping
             clock[1].append(self.tap.scheduled)
+            clock[2].append(self.tap.tokens)
 
     def _decode(self, tokens: Sequence[int], skip_special_tokens: bool) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)
@@ -429,20 +440,9 @@ class ArrolEngine:
         return torch.stack([r.feature for r in result.rollouts])
 
     def _score(self, tracks: list[Track], target: int) -> None:
-        """Set ``feature`` and ``score`` of rollouts that resolved this step, from the rows the tap copied
-        and (``head_input`` with ``stats``) the prefix statistics of the log-probs they sampled with.
-        Within :meth:`prompt_features` the feature is the hidden row alone, unscored."""
-        rows = []
-        for tr in tracks:
-            row = self.tap.release(tr.internal_id)
-            expected = min(len(tr.tokens), target) - 1
-            if row is None or row.num_output != expected:
-                got = None if row is None else row.num_output
-                raise RuntimeError(
-                    f"hidden-state tap out of step for rollout {tr.ext_id}: row sampled after {got} tokens, "
-                    f"expected {expected} (vLLM runner contract changed? run tests/engine/test_adapter_contract.py)"
-                )
-            rows.append(row.feature())
+        """Set ``feature`` and ``score`` of rollouts that resolved this step (:func:`~.scoring.tapped_rows`); within
+        :meth:`prompt_features` the feature is the hidden row alone, unscored."""
+        rows = tapped_rows(self.tap, tracks, target)
         if self._rows_only:
             for tr, row in zip(tracks, rows):
                 tr.feature = row.float().cpu().clone()

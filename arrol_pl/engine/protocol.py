@@ -84,6 +84,8 @@ class GenerationResult:
     :mod:`arrol_pl.core.decode_cost`)."""
     step_requests: list[int] = field(default_factory=list)
     """How many requests each engine step advanced."""
+    detect_first: bool = False
+    """Whether the rollouts ran detect-first (``engine.detect_first``): to L_detect, then the survivors."""
 
     @property
     def keep_ratio(self) -> float:
@@ -155,3 +157,18 @@ class RolloutEngine(Protocol):
     def close(self) -> None:
         """Release the backend; a new one may then start in this process."""
         ...
+
+
+def engine_step_cost(engine: Any) -> dict[str, float] | None:
+    """The engine's fitted step cost (``ArrolEngine.scheduling.step_cost``) for a checkpoint; None before it is
+    measured, or for a backend without one."""
+    cost = getattr(getattr(engine, "scheduling", None), "step_cost", None)
+    return None if cost is None else {"fixed": cost.fixed, "per_request": cost.per_request}
+
+
+def restore_engine_step_cost(engine: Any, state: Mapping[str, float] | None) -> None:
+    """Give the engine back the step cost a checkpoint kept, so a resumed run schedules as the run it resumes."""
+    if state is not None and hasattr(engine, "scheduling"):
+        from arrol_pl.core.decode_cost import StepCost
+
+        engine.scheduling.step_cost = StepCost(float(state["fixed"]), float(state["per_request"]))

@@ -14,6 +14,23 @@ from arrol_pl.core.scorers import Prefix, PrefixScorer
 from arrol_pl.engine.tracking import Track
 
 
+def tapped_rows(tap, tracks: Sequence[Track], target: int) -> list[torch.Tensor]:
+    """The hidden row the tap (:class:`~arrol_pl.engine.adapter.HiddenStateTap`) kept for each track that resolved
+    this step: the one that sampled its ``min(n, target)``-th token, or an error naming the rollout."""
+    rows = []
+    for tr in tracks:
+        row = tap.release(tr.internal_id)
+        expected = min(len(tr.tokens), target) - 1
+        if row is None or row.num_output != expected:
+            got = None if row is None else row.num_output
+            raise RuntimeError(
+                f"hidden-state tap out of step for rollout {tr.ext_id}: row sampled after {got} tokens, "
+                f"expected {expected} (vLLM runner contract changed? run tests/engine/test_adapter_contract.py)"
+            )
+        rows.append(row.feature())
+    return rows
+
+
 def score_tracks(tracks: Sequence[Track], rows: Sequence[torch.Tensor], head: QualityHead, device: torch.device,
                  target: int, scorer: PrefixScorer | None = None,
                  decode: Callable[[list[int]], str] | None = None) -> None:

@@ -72,3 +72,20 @@ def test_modelled_saving_in_steps_needs_rollouts_waiting_for_slots():
     with pytest.raises(ValueError, match="detect_length < response"):
         modelled_saving(16, 16, 0.5, 8, 8)
     main(["--response", "64", "--detect-length", "8", "--rollouts", "16", "--slots", "4"])
+
+
+def test_the_schedule_plan_weighs_steps_saved_against_prompts_computed_again():
+    from arrol_pl.core.decode_cost import StepCost, plan_schedule, recomputed_tokens, spread_pruned
+
+    assert spread_pruned(8, 0.5) == [False, True] * 4 and sum(spread_pruned(10, 0.25)) == 7
+    assert recomputed_tokens(20, 12, 16) == 16 and recomputed_tokens(20, 12, 128) == 32  # a CPU's blocks: all of it
+    assert recomputed_tokens(20, 12, None) == 32 and recomputed_tokens(5, 12, 16) == 1  # a full block, then one
+    assert recomputed_tokens(4, 12, 16) == 16  # all cached: vLLM still computes the last token, a whole block
+    shape = dict(prompt_lengths=[20] * 16, group_size=8, keep_ratio=0.5, detect_length=12, response=48, slots=32)
+    steps = plan_schedule(**shape, block=16, cost=StepCost(1.0, 0.0))
+    tokens = plan_schedule(**shape, block=16, cost=StepCost(0.0, 1.0))
+    assert steps.detect_first < steps.one_pass and steps.chosen  # fewer steps, nothing else counts
+    # the same tokens decoded, plus each survivor's prompt and first tokens past the cached block again
+    assert tokens.detect_first - tokens.one_pass == 64 * 16 and not tokens.chosen
+    cpu = plan_schedule(**shape, block=128, cost=StepCost(0.0, 1.0))
+    assert cpu.detect_first - cpu.one_pass == 64 * 32

@@ -114,3 +114,32 @@ def test_by_default_it_runs_only_when_rollouts_wait_for_slots(engine, monkeypatc
     requests.clear()
     split = engine.generate(PROMPTS, 4, sampling, 3, pruner, detect_first=True)
     assert len(requests) == len(split.rollouts) + sum(not r.pruned for r in split.rollouts)
+
+
+def test_the_default_runs_the_schedule_its_measured_step_cost_models_faster(engine):
+    """``engine.detect_first`` null: one pass with a slot for every rollout; otherwise the schedule the engine's step
+    cost (fitted once, on its first generation long enough) models faster; its figures in ``scheduling.plan``."""
+    from arrol_pl.core.decode_cost import StepCost
+
+    pruner = PrunerParams(policy="random", keep_ratio=0.25, min_keep_per_group=1, seed=5)
+    sampling = dict(max_tokens=24, temperature=0.0)
+    engine.generate(PROMPTS[:2], 2, sampling)
+    plans = engine.scheduling
+    assert plans.step_cost is not None and plans.step_cost.fixed >= 0 and plans.step_cost.per_request >= 0
+    setting, slots, fitted = plans.setting, plans.slots, plans.step_cost
+    try:
+        plans.setting, plans.slots = None, 64
+        assert not engine.generate(PROMPTS, 4, sampling, 4, pruner).detect_first and plans.plan is None
+        plans.slots = 8  # 24 rollouts, 8 slots
+        plans.step_cost = StepCost(fixed=1.0, per_request=0.0)  # a step costs the same whatever it computes
+        step_bound = engine.generate(PROMPTS, 4, sampling, 4, pruner)
+        assert step_bound.detect_first and plans.plan.detect_first < plans.plan.one_pass
+        plans.step_cost = StepCost(fixed=0.0, per_request=1.0)  # only tokens count: computing prompts again loses
+        compute_bound = engine.generate(PROMPTS, 4, sampling, 4, pruner)
+        assert not compute_bound.detect_first and plans.plan.detect_first > plans.plan.one_pass
+        plans.setting = True  # set: as set
+        assert engine.generate(PROMPTS, 4, sampling, 4, pruner).detect_first and plans.plan is None
+        for a, b in zip(step_bound.rollouts, compute_bound.rollouts):  # greedy: the same rollouts either way
+            assert (a.pruned, a.response_token_ids) == (b.pruned, b.response_token_ids)
+    finally:
+        plans.setting, plans.slots, plans.step_cost = setting, slots, fitted

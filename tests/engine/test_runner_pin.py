@@ -8,6 +8,7 @@ import os
 import types
 
 import pytest
+import torch
 
 from arrol_pl.engine import adapter
 from arrol_pl.engine.vllm_api import REQUIRED_ENV, TAP_RUNNER_ATTRS
@@ -62,3 +63,34 @@ def test_the_tap_serves_a_runner_with_what_it_reads():
     assert runner.execute_model == tap._execute_model
     tap.uninstall()
     assert runner.execute_model != tap._execute_model
+
+
+def test_the_tap_copies_a_contiguous_run_of_rows_as_one_slice_and_scattered_rows_by_index(monkeypatch):
+    states = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    built = []
+    real_tensor = torch.tensor
+    monkeypatch.setattr(torch, "tensor", lambda *a, **k: built.append(a) or real_tensor(*a, **k))
+    every = adapter.copy_rows(states, [0, 1, 2, 3, 4, 5])
+    middle = adapter.copy_rows(states, [2, 3])
+    assert built == []  # no index built, nothing sent to the device
+    assert torch.equal(every, states) and every.data_ptr() != states.data_ptr()  # a copy: the runner reuses its buffer
+    assert torch.equal(middle, states[2:4])
+    scattered = adapter.copy_rows(states, [0, 3, 5])
+    assert len(built) == 1
+    assert torch.equal(scattered, states[[0, 3, 5]])
+
+
+def test_the_tap_keeps_rows_of_requests_below_their_target_only():
+    runner = ModelRunnerV1Shape()
+    runner.input_batch.req_ids = ["a", "b", "c"]
+    runner.requests = {rid: types.SimpleNamespace(output_token_ids=[0] * n) for rid, n in zip("abc", (1, 5, 2))}
+    hidden = torch.arange(9, dtype=torch.float32).reshape(3, 3)
+    runner.execute_model_state = types.SimpleNamespace(sample_hidden_states=hidden)
+    tap = adapter.HiddenStateTap(runner)
+    for rid in "abc":
+        tap.register(rid, 3)
+    tap._execute_model(types.SimpleNamespace(total_num_scheduled_tokens=3))
+    assert tap.scheduled == tap.tokens == 3
+    assert set(tap.latest) == {"a", "c"} and "b" not in tap.targets  # b is past its target: never copied again
+    assert torch.equal(tap.latest["a"].feature(), hidden[0]) and tap.latest["a"].num_output == 1
+    assert torch.equal(tap.latest["c"].feature(), hidden[2]) and tap.latest["c"].num_output == 2

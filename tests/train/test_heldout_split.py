@@ -82,8 +82,10 @@ class DeviceSampler:
     """What the engine does with unseeded requests on CUDA, without vLLM's GPU stack: it draws from the current
     device's default generator (one draw per rollout)."""
 
-    def generate(self, prompts, n, sampling, progress=None):
+    def generate(self, prompts, n, sampling, progress=None, features=True):
         from types import SimpleNamespace
+
+        assert not features  # the held-out evaluation reads no hidden row: the tap only counts
 
         draws = torch.randint(0, 10, (len(prompts) * n,), device="cuda").tolist()
         return SimpleNamespace(rollouts=[SimpleNamespace(text="x" * d, response_token_ids=[0] * d, prompt_index=i // n)
@@ -110,3 +112,27 @@ def test_the_evaluation_neither_sees_nor_moves_the_cuda_generator():
     assert torch.equal(torch.cuda.get_rng_state(), state)  # training's device stream is where it was
     torch.cuda.manual_seed(7)
     assert evaluate_heldout(DeviceSampler(), EvenLength(), problems, 4, 1.0, 8, seed=5) == first
+
+
+class Recorder:
+    """Returns one empty completion per rollout and records how each generation was asked for."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def generate(self, prompts, n, sampling, **kwargs):
+        from types import SimpleNamespace
+
+        self.calls.append(kwargs)
+        return SimpleNamespace(rollouts=[SimpleNamespace(text="", response_token_ids=[], prompt_index=i // n)
+                                         for i in range(len(prompts) * n)])
+
+
+def test_the_evaluation_asks_the_engine_for_no_hidden_row_and_no_head_score():
+    from arrol_pl.tasks.problem import Problem
+    from arrol_pl.train.run.heldout import evaluate_heldout
+
+    engine = Recorder()
+    result = evaluate_heldout(engine, EvenLength(), [Problem(f"p{i}", f"q{i}", "1") for i in range(3)], 2, 1.0, 8)
+    assert result.accuracy == 1.0  # empty texts have an even length
+    assert [call.get("features", True) for call in engine.calls] == [False, False]

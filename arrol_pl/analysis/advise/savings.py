@@ -4,7 +4,8 @@ for the policy's own lengths and the default rule's own decisions.
 Decisions:
 - **This machine**: the step cost (fixed + per request) fitted on the probe's own generation, then the schedule of a
   training step's B×G rollouts in ``engine.max_num_seqs`` slots (detect-first when they outnumber the slots and
-  ``engine.detect_first``), full against pruned: the modelled generation speedup.
+  ``engine.detect_first`` is on, or, null, when the step cost models it faster), full against pruned: the
+  modelled generation speedup.
 - **A GPU setting** (``advise.gpu``: B and the slots): no step cost is known there, so the speedup is bracketed by
   the step ratio (a step-bound engine: a decode step costs the same whatever it decodes) and the token ratio (a
   compute-bound one).
@@ -41,9 +42,14 @@ def savings(lengths: torch.Tensor, pruned: torch.Tensor, detect_length: int, mac
     and on a GPU setting (``gpu``: ``prompts``, ``slots``; steps and tokens only)."""
     out = {}
     flat, flags = training_step(lengths, pruned, machine["prompts"])
-    here = ratios(flat, flags, detect_length, machine["slots"], machine["detect_first"])
-    if step_seconds:
-        cost = fit_step_cost(step_seconds, step_requests)
+    cost = fit_step_cost(step_seconds, step_requests) if step_seconds else None
+    first = machine["detect_first"]
+    if first is None:  # the engine's own choice: the schedule the step cost models faster, one pass without one
+        first = cost is not None and (
+            cost.seconds(pruned_schedule(flat, flags, detect_length, machine["slots"], True))
+            < cost.seconds(pruned_schedule(flat, flags, detect_length, machine["slots"])))
+    here = ratios(flat, flags, detect_length, machine["slots"], first)
+    if cost is not None:
         full = cost.seconds(schedule(flat, machine["slots"]))
         cut = cost.seconds(pruned_schedule(flat, flags, detect_length, machine["slots"], here["detect_first"]))
         here["seconds"] = full / max(cut, 1e-12)

@@ -104,8 +104,10 @@ def score_problems(engine, reward, problems: Sequence, samples: int, temperature
     golds = [p.answer for p in problems]
     if seed is not None:
         torch.manual_seed(seed)
-    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base}, progress=progress and f"{progress} greedy")
-    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base},
+    # nothing here reads a hidden row or a head score: the tap only counts, the head never runs
+    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base}, features=False,
+                             progress=progress and f"{progress} greedy")
+    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base}, features=False,
                               progress=progress and f"{progress} avg@{samples}")
     # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
     greedy_correct = reward.score([r.text for r in greedy.rollouts], golds, prompts=prompts,

@@ -39,7 +39,7 @@ import torch
 
 from arrol_pl.core.online import OnlinePruning
 from arrol_pl.core.pruning import PrunerParams
-from arrol_pl.engine.protocol import RolloutEngine
+from arrol_pl.engine.protocol import RolloutEngine, engine_step_cost, restore_engine_step_cost
 from arrol_pl.train.config.run import RunConfig
 from arrol_pl.train.policy import distributed
 from arrol_pl.train.policy import weights as policy_weights
@@ -141,6 +141,7 @@ class ArrolModule(L.LightningModule):
             "wall": self.history[-1]["time/wall"] if self.history else self._wall_offset,
             "skipped": dict(self.skipped),
             "prompt_scorer": self.prompt_scorer.state_dict() if self.prompt_scorer is not None else None,
+            "engine_step_cost": engine_step_cost(self.engine),
             "config": dataclasses.asdict(self.cfg),
             **self.run_info,
         }
@@ -154,6 +155,7 @@ class ArrolModule(L.LightningModule):
         old = state.get("history")
         self._wall_offset = float(state["wall"] if "wall" in state else old[-1]["time/wall"] if old else 0.0)
         self.skipped.update(state["skipped"])
+        restore_engine_step_cost(self.engine, state.get("engine_step_cost"))
         if self.prompt_scorer is not None:
             if state.get("prompt_scorer") is None:
                 raise ValueError("trainer.resume: the checkpoint has no prompt-screen state, but this run screens "

@@ -27,9 +27,9 @@ from arrol_pl.train.step.rollouts import RolloutRound, StepGroups
 class OracleRound(RolloutRound):
     """A :class:`~.rollouts.RolloutRound` whose decisions read the outcome at AUC ``auc``; ``slots``: the engine's
     ``max_num_seqs``; ``detect_first``: ``engine.detect_first`` (the credit models the schedule real pruning
-    would have run)."""
+    would have run; null: the faster of the two by the fitted step cost)."""
 
-    def __init__(self, *args, auc: float, slots: int, detect_first: bool, **kwargs) -> None:
+    def __init__(self, *args, auc: float, slots: int, detect_first: bool | None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if self.detect_length is None:
             raise ValueError("the oracle prunes at L_detect: it needs engine.detect_length")
@@ -52,7 +52,7 @@ class OracleRound(RolloutRound):
         many_rollouts = len(gen.rollouts) > self.slots
         credit = pruning_credit([r.generated_tokens for r in gen.rollouts], [r.pruned for r in gen.rollouts],
                                 self.detect_length, self.slots, gen.step_seconds, gen.step_requests,
-                                detect_first=self.detect_first and many_rollouts and params.active)
+                                detect_first=self.detect_first if many_rollouts and params.active else False)
         metrics = {"time/credit": credit.seconds, "oracle/credited_tokens": float(credit.tokens),
                    "oracle/step_fixed_seconds": credit.cost.fixed, "oracle/step_request_seconds": credit.cost.per_request}
         return StepGroups(groups.problems, gen, surv.subset(kept), groups.scored.subset(kept), metrics,

