@@ -164,3 +164,23 @@ def test_time_budget_stops_after_the_step_that_reaches_it_and_checkpoints_it(tmp
     trainer.should_stop, trainer.global_step = False, 1
     other.on_train_batch_end(trainer, SimpleNamespace(history=[{"time/wall": 1.0}], ranks=ranks), None, None, 0)
     assert voted == [0] and trainer.should_stop
+
+
+def test_the_engine_step_cost_goes_into_the_checkpoint_and_back():
+    """A resumed run chooses the pruned generation's schedule (``engine.detect_first`` null) from the step cost the run
+    it resumes measured, not from one measured again."""
+    from arrol_pl.core.decode_cost import StepCost
+    from arrol_pl.engine.protocol import engine_step_cost, restore_engine_step_cost
+    from arrol_pl.engine.scheduling import Scheduling
+
+    measured = SimpleNamespace(scheduling=Scheduling(None, 32, 128))
+    assert engine_step_cost(measured) is None and engine_step_cost(object()) is None  # before a fit; a plain backend
+    measured.scheduling.measured([0.01 + 0.001 * n for n in range(20)], list(range(20)))
+    saved = engine_step_cost(measured)
+    assert saved == pytest.approx({"fixed": 0.01, "per_request": 0.001})
+    resumed = SimpleNamespace(scheduling=Scheduling(None, 32, 128))
+    restore_engine_step_cost(resumed, saved)
+    assert resumed.scheduling.step_cost == StepCost(saved["fixed"], saved["per_request"])
+    resumed.scheduling.measured([5.0] * 20, list(range(20)))  # a later generation never refits it
+    assert resumed.scheduling.step_cost == StepCost(saved["fixed"], saved["per_request"])
+    restore_engine_step_cost(object(), saved)  # a backend without a schedule: nothing to restore
