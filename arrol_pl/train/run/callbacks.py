@@ -19,7 +19,7 @@ Decisions:
   is not saved, the newest checkpoint stays the one to resume from. A step can take minutes on a large model, and
   a person at the keyboard may not wait, hence the second Ctrl-C.
 - **A trained run's export finishes.** Once the last step's checkpoint is written and the final evaluation is done,
-  what is left, the export (:meth:`RunCheckpoints.unstoppable`), takes seconds and is the run's product: a signal
+  what is left, the export (:meth:`RunCheckpoints.unstoppable`), is short beside the run and is its product: a signal
   during it is logged and absorbed, the export finishes, and the caller records the run as completed, with the
   signal, and exits ``128 + signal``. The export is written whole or not at all
   (:func:`~arrol_pl.train.run.finish.export_run`), so a ``kill -9`` leaves no half of one.
