@@ -4,7 +4,9 @@ evaluation, with Hydra (``conf/evaluate.yaml``).
 Samples k completions per problem with the vLLM engine (no pruning; the quality head scores each completion at its
 end) and writes, under the run directory: metrics.json, results.md (the layout of the paper's Tables 1 and 3) and
 records.jsonl (per problem: answers, classes, correctness, head scores, DeepConf confidences, votes), from which
-every metric can be recomputed. ``checkpoint`` is a run's ``export/`` or any training checkpoint (``.ckpt``).
+every metric can be recomputed. ``checkpoint`` is a run's ``export/`` or any training checkpoint (``.ckpt``). A
+problem whose prompt leaves no room for ``max_tokens`` in the context is skipped and counted with the bad rows, as
+training skips it (metrics.json's ``data_rows``).
 """
 
 from __future__ import annotations
@@ -25,16 +27,23 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 
 def check(cfg) -> None:
-    """What the typed config cannot check alone, before any model loads: a checkpoint file's policy directory and
-    each dataset's prompt format; raises ConfigError naming the key."""
+    """What the typed config cannot check alone, before any model loads: a checkpoint file's policy directory, room for
+    a prompt beside ``max_tokens`` in the context and each dataset's prompt format; raises ConfigError naming the
+    key."""
+    from arrol_pl.train.run.build import check_room
+
+    checkpoint = Path(cfg.checkpoint)
     try:
-        if Path(cfg.checkpoint).is_file():
-            checkpoint_policy_dir(Path(cfg.checkpoint))
         for name, spec in cfg.datasets.items():
             dataset_format(name, spec, None)
+        policy_dir = checkpoint_policy_dir(checkpoint) if checkpoint.is_file() else checkpoint
+        if not (policy_dir / "config.json").is_file():
+            raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} holds no config.json (the policy's): pass a run's "
+                                    "export/ directory or one of its checkpoints/*.ckpt")
+        check_room(cfg.engine.max_model_len, policy_dir, cfg.max_tokens, "max_tokens")
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
-    cfg.reward.fill_in(Path(cfg.checkpoint), "checkpoint")
+    cfg.reward.fill_in(checkpoint, "checkpoint")
 
 
 def dataset_format(name: str, spec, trained):
@@ -98,15 +107,29 @@ def resolve_checkpoint(path: Path, scratch: Path):
     return scratch, head
 
 
+def evaluated_problems(name: str, loaded, tokenizer, prompt_format, policy_dir: Path, cfg) -> list:
+    """``datasets.<name>``'s problems (``loaded``, a ProblemSet) in ``prompt_format``, less those whose prompt leaves
+    no room for ``max_tokens`` in the context: skipped and counted with the bad rows, as training skips them
+    (:func:`~arrol_pl.train.run.build.fitting_problems`). ConfigError when none is left."""
+    from arrol_pl.train.run.build import fitting_problems
+
+    problems = fitting_problems(loaded, tokenizer, prompt_format, policy_dir, cfg.engine.max_model_len,
+                                cfg.max_tokens, "max_tokens")
+    if not problems:
+        counts = ", ".join(f"{k} {v}" for k, v in loaded.skip_counts().items())
+        raise ConfigError(f"datasets.{name}: no problem to evaluate in {loaded.source} (skipped: {counts})")
+    return problems
+
+
 def task(raw: DictConfig) -> None:
     """Hydra's task: check the config, then evaluate into the run directory."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         cfg = load_eval_config(raw)
         check(cfg)
+        evaluate(cfg, out_dir)
     except ConfigError as exc:
         hydra_app.refuse(exc, out_dir)
-    evaluate(cfg, out_dir)
 
 
 def evaluate(cfg, out_dir: Path) -> None:
@@ -118,27 +141,25 @@ def evaluate(cfg, out_dir: Path) -> None:
 
     from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
     from arrol_pl.engine import ArrolEngine
-    from arrol_pl.tasks.prompts import PromptFormat, render_problems
+    from arrol_pl.tasks.prompts import PromptFormat
     from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward_function import make_reward
-    from arrol_pl.train.run.build import context_length
+    from arrol_pl.train.run.build import engine_context
 
-    problems = {}
+    loaded = {}
     for name, spec in cfg.datasets.items():
-        loaded = load_problems(name, path=spec.path, split=spec.split, **spec.options)
-        problems[name] = loaded.problems[: cfg.limit] if cfg.limit else loaded.problems
-        if not problems[name]:
-            raise ValueError(f"datasets.{name}: no problems loaded")
+        read = load_problems(name, path=spec.path, split=spec.split, **spec.options)
+        loaded[name] = dataclasses.replace(read, problems=read.problems[: cfg.limit]) if cfg.limit else read
     with tempfile.TemporaryDirectory(prefix="arrol-eval-") as scratch:
         policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
         tokenizer = AutoTokenizer.from_pretrained(policy_dir)
         trained = PromptFormat.load(policy_dir) if Path(cfg.checkpoint).is_dir() else None
         formats = {name: dataset_format(name, spec, trained) for name, spec in cfg.datasets.items()}
-        problems = {name: render_problems(ps, tokenizer, formats[name]) for name, ps in problems.items()}
+        problems = {name: evaluated_problems(name, ps, tokenizer, formats[name], policy_dir, cfg)
+                    for name, ps in loaded.items()}
         all_problems = [p for ps in problems.values() for p in ps]
-        engine = ArrolEngine(str(policy_dir), dataclasses.replace(
-            cfg.engine, max_model_len=cfg.engine.max_model_len or context_length(tokenizer, all_problems, cfg.max_tokens),
-        ), head=head)
+        length = cfg.engine.max_model_len or engine_context(tokenizer, all_problems, cfg.max_tokens, policy_dir)
+        engine = ArrolEngine(str(policy_dir), dataclasses.replace(cfg.engine, max_model_len=length), head=head)
         sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
         deepconf = cfg.deepconf
         try:
@@ -149,7 +170,7 @@ def evaluate(cfg, out_dir: Path) -> None:
         finally:
             engine.close()
     meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
-            "reward": cfg.reward.function,
+            "reward": cfg.reward.function, "data_rows": {name: ps.report() for name, ps in loaded.items()},
             "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
             "config": dataclasses.asdict(cfg)}
     write_report(out_dir, records, meta)

@@ -6,7 +6,8 @@ With no arguments: ARRoL-GRPO on the built-in arithmetic task with a tiny local 
 The configuration and the data are validated before any model loads; a bad key, type, preset or value, or a data
 file that is missing, empty, unreadable or without the fields looked for, fails in one line naming its key (exit 2,
 no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a checkpoint,
-the history and a summary marked interrupted (exit 128 + signal); a checkpoint that cannot be written stops the
+the history and a summary marked interrupted (exit 128 + signal); once the run is trained, one lets the export
+finish (the summary completed, exit 128 + signal); a checkpoint that cannot be written stops the
 run naming the last good one (exit 1), and so does a reward that failed on every item for
 ``reward.max_failed_steps`` steps in a row. ``trainer.devices > 1`` on one node starts the ranks under torchrun.
 """
@@ -14,6 +15,7 @@ run naming the last good one (exit 1), and so does a reward that failed on every
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +85,11 @@ def train(cfg: DictConfig) -> None:
         sys.exit(1)
     if os.environ.get("RANK", "0") == "0":
         print_summary(summary, out_dir)
+    if summary.signal is not None:  # received once the run was trained: its export finished
+        if os.environ.get("RANK", "0") == "0":
+            print(f"{summary.signal} received once the run was trained: its export finished, the run completed "
+                  f"(outputs: {out_dir})", file=sys.stderr)
+        sys.exit(128 + signal.Signals[summary.signal])
 
 
 JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=check_run_config,

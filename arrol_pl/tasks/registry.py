@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from arrol_pl.tasks.problem import DatasetUnavailableError, ProblemSet
-from arrol_pl.tasks.rows import compile_answer_pattern, load_spec
+from arrol_pl.tasks.rows import compile_answer_pattern, load_spec, report_overlap
 from arrol_pl.tasks.rows import logger as row_logger
 
 ADAPTERS: dict[str, str] = {
@@ -181,8 +181,11 @@ def check_sources(data) -> None:
 
 
 def load_data(data) -> tuple[ProblemSet, ProblemSet]:
-    """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.run.DataConfig`)."""
-    return load_train(data), load_heldout(data)
+    """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.run.DataConfig`); held-out prompts
+    that are also training prompts are counted in a warning (:func:`~arrol_pl.tasks.rows.report_overlap`)."""
+    train, heldout = load_train(data), load_heldout(data)
+    report_overlap(train, heldout)
+    return train, heldout
 
 
 def load_train(data, limit: int | None = None) -> ProblemSet:

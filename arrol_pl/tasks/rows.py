@@ -7,6 +7,9 @@ Decisions:
   :attr:`~arrol_pl.tasks.problem.ProblemSet.skipped` with its id (or file and line where it has none), its reason
   and a kind that is counted, and logged once per load. A source with no usable row at all is an error naming
   the file, the fields looked for and the count per reason.
+- Repeated prompts are kept (a dataset may weight a problem by repeating it) and counted in one warning per load;
+  an adapter whose hub copy repeats its rows by accident drops them (``dedupe_prompts``: DAPO-Math-17k). Held-out
+  prompts that are also training prompts are counted in one warning too (:func:`report_overlap`).
 - A prompt the engine cannot take (its tokens in the model's prompt format plus the response budget exceed the
   context) is a bad row too, found once the tokenizer exists (:func:`skip_overlong`): counted as ``too_long`` in
   the same record, so no drawn row can stop a run. A prompt far beyond the room is judged by a prefix of it, so a
@@ -152,7 +155,8 @@ def to_problem_set(
     id_fields: Sequence[str] = ("id",),
     dedupe_prompts: bool = False,
 ) -> ProblemSet:
-    """Convert every row, skipping (and recording) the bad ones; optionally drop repeated prompts.
+    """Convert every row, skipping (and recording) the bad ones; repeated prompts are dropped with
+    ``dedupe_prompts``, else kept with a warning that counts them.
 
     A row without an id of its own becomes ``"{name}-{index}"`` as a problem, and is reported by
     its place (``file:line``) when skipped."""
@@ -172,11 +176,11 @@ def to_problem_set(
         except BadRowError as e:
             skipped.append(SkippedRow(row_id(row, id_fields) or where, str(e), e.kind))
             continue
-        if dedupe_prompts:
-            if problem.prompt in seen_prompts:
-                duplicates += 1
+        if problem.prompt in seen_prompts:
+            duplicates += 1
+            if dedupe_prompts:
                 continue
-            seen_prompts.add(problem.prompt)
+        seen_prompts.add(problem.prompt)
         if problem.id in seen_ids:
             # Ids key per-problem records (evaluation JSONL): keep them unique.
             seen_ids[problem.id] += 1
@@ -189,10 +193,26 @@ def to_problem_set(
         more = f" (and {len(skipped) - 10} more)" if len(skipped) > 10 else ""
         counts = ", ".join(f"{k} {v}" for k, v in result.skip_counts().items())
         logger.warning("%s: skipped %d bad rows of %d (%s): %s%s", name, len(skipped), n_rows, counts, shown, more)
-    if duplicates:
+    if duplicates and dedupe_prompts:
         logger.info("%s: dropped %d rows repeating an earlier prompt", name, duplicates)
+    elif duplicates:
+        logger.warning("%s: %d duplicate prompts in %s (kept: a repeated prompt is drawn and evaluated as often as it "
+                       "appears)", name, duplicates, source)
     logger.info("%s: %d problems from %s", name, len(problems), source)
     return result
+
+
+def report_overlap(train: ProblemSet, heldout: ProblemSet) -> int:
+    """The held-out problems whose prompt is also a training prompt, counted and logged in one line (their accuracy
+    measures recall of training prompts, not what the policy learned); the run goes on. Returns the count."""
+    prompts = {p.prompt for p in train.problems}
+    shared = sum(p.prompt in prompts for p in heldout.problems)
+    if shared and shared == len(heldout.problems) and heldout.source == train.source:
+        logger.warning("%s: held-out data is the training data (%s)", heldout.name, heldout.source)
+    elif shared:
+        logger.warning("%s: %d of the %d held-out prompts (%s) are also training prompts (%s)", heldout.name, shared,
+                       len(heldout.problems), heldout.source, train.source)
+    return shared
 
 
 PREFIX_CHARS_PER_TOKEN = 32

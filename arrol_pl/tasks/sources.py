@@ -3,7 +3,8 @@
 Decisions:
 - Rows come from ``path`` (a json/jsonl/parquet file, a ``save_to_disk`` directory, or a folder of
   such files) when given, else from the adapter's hub id. json and jsonl files are read here, line by
-  line, so one broken line (invalid JSON, bytes that are not UTF-8) costs that line only; parquet,
+  line, so one broken line (invalid JSON, bytes that are not UTF-8) costs that line only; a UTF-8 byte order
+  mark (Windows editors write one) is read past in both json lines and a json array; parquet,
   saved datasets and the hub go through ``datasets``. Offline without a path fails at once with
   :class:`~arrol_pl.tasks.problem.DatasetUnavailableError` naming what to download and the key (``data.path`` or
   ``data.heldout_path``) that must point at it; the hub is never tried offline, where a name stalls
@@ -12,6 +13,7 @@ Decisions:
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import os
@@ -127,7 +129,7 @@ def _file_rows(path: Path, label: str, key: str = "data.path") -> Iterator[Row]:
         yield from _dataset_rows(_parquet(path, key), label)
         return
     with open(path, "rb") as f:
-        head = f.read(4096).lstrip()
+        head = f.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
     if path.suffix.lower() == ".json" and head.startswith(b"["):
         yield from _json_array_rows(path, label, key)
     else:

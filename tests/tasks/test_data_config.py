@@ -1,6 +1,7 @@
 """The ``data=`` presets from the command line: each preset's options are its own, every key is checked
 before any model loads, and a run's training and held-out sets load from the composed config."""
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,27 @@ def test_heldout_fields_read_a_heldout_file_of_another_shape():
     assert [p.answer for p in train] == ["5", "3"] and [p.answer for p in heldout] == ["27", "\\frac{3}{4}"]
     with pytest.raises(ConfigError, match=r"data\.heldout_fields\.question is not a row field"):
         compose_run("data=jsonl", f"data.path={GSM8K}", "+data.heldout_fields.question=q")
+
+
+def test_heldout_prompts_that_are_training_prompts_are_counted_in_one_warning(tmp_path, caplog):
+    rows = [f'{{"prompt": "What is {i} + 1?", "answer": "{i + 1}"}}\n' for i in range(6)]
+    train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    train.write_text("".join(rows))
+    test.write_text("".join(rows[4:]) + '{"prompt": "New?", "answer": "0"}\n')
+    overlap = f"jsonl: 2 of the 3 held-out prompts ({test}) are also training prompts ({train})"
+    for heldout, said in (("train.jsonl", f"jsonl: held-out data is the training data ({train})"),
+                          ("test.jsonl", overlap)):
+        caplog.clear()
+        run = compose_run("data=jsonl", f"data.path={train}", f"data.heldout_path={tmp_path / heldout}",
+                          "model.warm_start.steps=0")
+        with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
+            problems, held = load_data(run.data)
+        assert [r.getMessage() for r in caplog.records] == [said]
+        assert len(problems) == 6 and len(held) == {"train.jsonl": 6, "test.jsonl": 3}[heldout]  # nothing dropped
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
+        load_data(compose_run().data)  # the built-in task holds out problems it never trains on
+    assert caplog.records == []
 
 
 def test_gsm8k_preset_trains_on_train_and_holds_out_test():

@@ -146,3 +146,11 @@ def test_a_byte_order_mark_and_a_list_on_the_first_line_cost_nothing_more(tmp_pa
     path.write_text('["a list"]\n{"prompt": "p?", "answer": "2"}\n')
     problems = load_problems("jsonl", path=path)
     assert [p.answer for p in problems] == ["2"] and problems.skip_counts() == {"not_an_object": 1}
+
+
+def test_a_json_array_that_starts_with_a_byte_order_mark_is_read_as_an_array(tmp_path):
+    path = tmp_path / "rows.json"
+    rows = [{"prompt": f"p{i}?", "answer": str(i)} for i in range(3)]
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(rows, indent=1).encode())  # as Windows editors save it
+    problems = load_problems("jsonl", path=path)
+    assert [p.answer for p in problems] == ["0", "1", "2"] and problems.skipped == []

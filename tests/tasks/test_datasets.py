@@ -1,6 +1,7 @@
 """Each adapter loads its fixture (the public dataset's field shapes) offline, skips and reports bad
 rows by id, and fails at once with one clear error when offline without a local copy."""
 
+import logging
 import time
 from pathlib import Path
 
@@ -138,6 +139,20 @@ def test_duplicate_ids_are_made_unique(tmp_path):
     path = tmp_path / "dup.jsonl"
     path.write_text('{"problem": "a?", "answer": "1", "unique_id": "x"}\n{"problem": "b?", "answer": "2", "unique_id": "x"}\n')
     assert [p.id for p in load_problems("math500", path=path)] == ["x", "x#1"]
+
+
+def test_duplicate_prompts_are_kept_and_counted_in_one_warning(tmp_path, caplog):
+    path = tmp_path / "dup.jsonl"
+    path.write_text("".join(f'{{"prompt": "{q}", "answer": "1"}}\n' for q in ("a?", "b?", "a?", "c?", "a?", "b?")))
+    with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
+        problems = load_problems("jsonl", path=path)
+    assert len(problems) == 6 and problems.skipped == []  # a dataset may weight a problem by repeating it
+    kept = "kept: a repeated prompt is drawn and evaluated as often as it appears"
+    assert [r.getMessage() for r in caplog.records] == [f"jsonl: 3 duplicate prompts in {path} ({kept})"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
+        load_problems("jsonl", path=FIXTURES / "generic.jsonl", prompt_field="q", answer_field="meta.gold")
+    assert "duplicate" not in caplog.text
 
 
 def test_limit_and_template():

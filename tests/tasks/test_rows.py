@@ -67,12 +67,43 @@ def test_the_context_is_the_engines_when_set_else_the_policys_positions(tmp_path
     assert context_limit(None, tmp_path)[0] == 1024
     (tmp_path / "config.json").write_text("{}")
     assert context_limit(None, tmp_path)[0] is None
-    run = type("Run", (), {"engine": type("E", (), {"max_model_len": 16})(),
-                           "algo": type("A", (), {"max_response_tokens": 16})(),
-                           "data": type("D", (), {"prompt_format": lambda self: None})()})()
     with pytest.raises(ConfigError, match=r"^algo.max_response_tokens=16 leaves no room for a prompt in "
                                           r"engine.max_model_len=16$"):
-        fitting_problems(run, tmp_path, None, ProblemSet("x", "y", [Problem("a", "b", "c")]))
+        fitting_problems(ProblemSet("x", "y", [Problem("a", "b", "c")]), None, None, tmp_path, 16, 16,
+                         "algo.max_response_tokens")
+
+
+def test_evaluation_skips_a_long_row_in_the_middle_of_a_file_as_training_does(tokenizer, tmp_path, caplog):
+    """``arrol evaluate``'s problems: before, the engine was asked for a context of the longest prompt, beyond the
+    policy's positions. (Through the command, on a trained export: test_run_smoke.py's evaluation.)"""
+    from arrol_pl.analysis.eval_config import EvalConfig, EvalDatasetConfig
+    from arrol_pl.cli.evaluate import check, evaluated_problems
+    from arrol_pl.tasks.prompts import PromptFormat
+    from arrol_pl.tasks.registry import load_problems
+    from arrol_pl.train.config.loader import ConfigError
+
+    rows = [{"id": f"q{i}", "prompt": f"What is {i} + 3?", "answer": str(i + 3)} for i in range(7)]
+    rows[3] = {"id": "long", "prompt": "What is " + " + ".join(str(i % 10) for i in range(2000)) + "?", "answer": "0"}
+    data = tmp_path / "sums.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+    cfg = EvalConfig(checkpoint=str(export), max_tokens=16, datasets={"jsonl": EvalDatasetConfig(path=str(data))})
+    loaded = load_problems("jsonl", path=data)
+    with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
+        kept = evaluated_problems("jsonl", loaded, tokenizer, PromptFormat(), export, cfg)
+    assert [p.id for p in kept] == ["q0", "q1", "q2", "q4", "q5", "q6"]
+    assert loaded.report() == {"source": str(data), "rows": 7, "problems": 6, "skipped": {"too_long": 1}}
+    assert ("jsonl: skipped 1 rows of 7 whose prompt the engine cannot take (too_long 1; prompt + max_tokens=16 > "
+            "the policy's max_position_embeddings=512): long: prompt of ") in caplog.text
+    data.write_text(json.dumps(rows[3]) + "\n")
+    with pytest.raises(ConfigError, match=r"^datasets.jsonl: no problem to evaluate in .*sums.jsonl \(skipped: "
+                                          r"too_long 1\)$"):
+        evaluated_problems("jsonl", load_problems("jsonl", path=data), tokenizer, PromptFormat(), export, cfg)
+    with pytest.raises(ConfigError, match=r"^max_tokens=512 leaves no room for a prompt in the policy's "
+                                          r"max_position_embeddings=512$"):  # before any model loads
+        check(EvalConfig(checkpoint=str(export), max_tokens=512))
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from arrol_pl.train.run.finish import HUB_FILES, export_policy, hub_files, push_export, write_run_card
+from arrol_pl.train.run.finish import HUB_FILES, export_policy, export_run, hub_files, push_export, write_run_card
 
 
 class RecordingHub:
@@ -40,22 +40,56 @@ class RecordingHub:
             raise self.fail
 
 
-@pytest.fixture(scope="module")
-def export(tmp_path_factory, tiny_model_dirs) -> Path:
-    """A run's export/ as export_policy and write_run_card write it, from the tiny policy and a fresh head."""
+def trained(tiny_model_dirs) -> tuple[SimpleNamespace, object]:
+    """What a run's export reads of its module (the tiny policy, a fresh head, three steps of history), and its
+    tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from arrol_pl.core.calibration import BinnedCalibrator
     from arrol_pl.core.quality_head import QualityHead
-    from arrol_pl.train.config.run import RunConfig
 
     policy = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["policy"])
     module = SimpleNamespace(ranks=SimpleNamespace(alone=True, rank=0), policy=policy, head=QualityHead(128, 8),
-                             calibrator=BinnedCalibrator())
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dirs["policy"])
+                             calibrator=BinnedCalibrator(), history=[{}] * 3)
+    return module, AutoTokenizer.from_pretrained(tiny_model_dirs["policy"])
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory, tiny_model_dirs) -> Path:
+    """A run's export/ as export_policy and write_run_card write it, from the tiny policy and a fresh head."""
+    from arrol_pl.train.config.run import RunConfig
+
+    module, tokenizer = trained(tiny_model_dirs)
     out = export_policy(module, tokenizer, tmp_path_factory.mktemp("run") / "export", RunConfig().data.prompt_format())
     write_run_card(out, RunConfig(), 3, None, None)
     return out
+
+
+def test_an_export_is_written_whole_or_not_at_all(tiny_model_dirs, tmp_path, monkeypatch):
+    """Written beside export/ and renamed into place: a write that fails half way (a full disk as the head is saved)
+    leaves no export/ and no partial copy, nor does a killed one's leftover stay; a resumed run's export replaces the
+    earlier one whole."""
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.run import finish
+
+    module, tokenizer = trained(tiny_model_dirs)
+    (tmp_path / ".export.partial" / "quality_head").mkdir(parents=True)  # a killed export's
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(finish, "save_head", full_disk)
+        with pytest.raises(OSError, match="No space left on device"):
+            export_run(module, tokenizer, tmp_path / "export", RunConfig(), None, None)
+    assert list(tmp_path.iterdir()) == []
+    out = export_run(module, tokenizer, tmp_path / "export", RunConfig(), None, None)
+    assert out == tmp_path / "export" and set(HUB_FILES) <= set(hub_files(out))
+    assert "3 steps" in (out / "README.md").read_text()
+    (out / "from-the-first-session.txt").write_text("")
+    export_run(module, tokenizer, out, RunConfig(), None, None)
+    assert [p.name for p in tmp_path.iterdir()] == ["export"] and not (out / "from-the-first-session.txt").exists()
+    assert set(HUB_FILES) <= set(hub_files(out))
 
 
 def test_the_export_is_pushed_whole_as_a_model_repository(export):

@@ -174,7 +174,7 @@ def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_p
     run = load_run_config({"name": "arrol-grpo", "trainer": {"resume": "auto"}})
     assert resumed_run_dir(run, fresh) == old
     pinned = load_run_config({"trainer": {"resume": "auto", "output_dir": str(new)}})
-    assert resumed_run_dir(pinned, fresh) == fresh  # trainer.output_dir is the run's directory, not Hydra's
+    assert resumed_run_dir(pinned, fresh) == new  # trainer.output_dir is Hydra's too: its record and log go there
     # killed between a step's two writes: its step file is newer than last.ckpt, and is the one to continue from
     os.utime(new / "checkpoints" / "step00004.ckpt", ns=(3 * 10**18,) * 2)
     assert resolve_resume(str(new), "x", fresh, pinned=False)[0] == new / "checkpoints" / "step00004.ckpt"

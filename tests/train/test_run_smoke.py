@@ -167,22 +167,33 @@ def test_multirun_sweep_writes_one_table(first_run):
 
 def test_evaluate_writes_consistent_tables(first_run):
     """experiments/evaluate.py on the trained tiny policy's export: JSON, Markdown and JSONL agree, and maj@k, the
-    ARRoL vote and pass@k are recomputed from the per-problem records. (Evaluation from a training checkpoint
-    instead of an export, as a killed run leaves it:
+    ARRoL vote and pass@k are recomputed from the per-problem records. A second dataset, a file with a prompt longer
+    than the policy's context in its middle, is evaluated without it, the row counted. (Evaluation from a training
+    checkpoint instead of an export, as a killed run leaves it:
     test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_of_an_unfinished_run.)"""
     tmp = first_run.tmp
     ckpt = first_run.run / "export"
     out_dir = tmp / "eval-export"
+    sums = [{"id": f"s{i}", "prompt": f"Compute {i} + 3.", "answer": str(i + 3)} for i in range(5)]
+    sums[2] = {"id": "long", "prompt": "Compute " + " + ".join(str(i % 10) for i in range(2000)) + ".", "answer": "0"}
+    (tmp / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sums))
     out = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=4", "limit=12",
-         f"hydra.run.dir={out_dir}"], cwd=tmp, capture_output=True, text=True, timeout=600)
+         f"+datasets.jsonl.path={tmp / 'sums.jsonl'}", f"hydra.run.dir={out_dir}"],
+        cwd=tmp, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
-    metrics = json.loads((out_dir / "metrics.json").read_text())["metrics"]["arithmetic"]
+    written = json.loads((out_dir / "metrics.json").read_text())
+    metrics = written["metrics"]["arithmetic"]
     records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records if r["dataset"] == "jsonl"] == ["s0", "s1", "s3", "s4"]
+    assert written["metrics"]["jsonl"]["problems"] == 4 and written["data_rows"]["jsonl"]["skipped"] == {"too_long": 1}
+    assert "jsonl: skipped 1 rows of 5 whose prompt the engine cannot take (too_long 1; prompt + max_tokens=" \
+           in out.stdout + out.stderr
+    records = [r for r in records if r["dataset"] == "arithmetic"]
     assert len(records) == metrics["problems"] == 12 and metrics["k"] == 4
     # the export records the run's prompt format and evaluation used it (the tiny task's: chat template, no stop)
-    assert json.loads((out_dir / "metrics.json").read_text())["prompt_formats"] == {
-        "arithmetic": {"template": None, "chat": True, "stop": []}}
+    assert written["prompt_formats"] == {"arithmetic": {"template": None, "chat": True, "stop": []},
+                                         "jsonl": {"template": None, "chat": True, "stop": []}}
 
     from arrol_pl.core.metrics import pass_at_k, voted_answer_correct
     from arrol_pl.core.voting import arrol_vote, majority_vote

@@ -50,6 +50,21 @@ def test_signals_after_the_first_are_absorbed_until_restore_and_one_second_sigin
     assert {sig: signal.getsignal(sig) for sig in before} == before  # no signal: restored on leaving
 
 
+def test_a_signal_during_the_export_lets_it_finish_and_is_recorded(tmp_path, caplog):
+    stop = RunCheckpoints(tmp_path, checkpoint_every=2)
+    try:
+        with stop:
+            with stop.unstoppable("the export"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C after it: absorbed too, no step is in flight
+                os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.signum == signal.SIGTERM and stop.absorbed == 2 and stop.stopped_in is None
+            assert "SIGTERM received: finishing the export, then exiting" in caplog.text
+            assert stop.finishing is None
+    finally:
+        stop.restore()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_burst_of_signals_still_writes_the_summary_and_releases_the_claim(tmp_path, signum):

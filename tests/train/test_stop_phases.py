@@ -1,7 +1,8 @@
 """One SIGINT stops each phase of a run through the real entry point (experiments/run.py): the tiny policy's warm
 start and the held-out evaluation before training at once, keeping nothing of them; a held-out evaluation during
 training is dropped and the step it follows ends with its checkpoint. Each exits 128 + SIGINT in one line naming the
-phase; no temporary directory stays in the model cache. (A signal during a training step: test_faults.py.)"""
+phase; no temporary directory stays in the model cache. Once the run is trained, a SIGTERM (and a second one) lets
+the export finish: the run completed. (A signal during a training step: test_faults.py.)"""
 
 from __future__ import annotations
 
@@ -109,3 +110,55 @@ def test_sigint_in_an_evaluation_during_training_keeps_the_steps_checkpoint(tmp_
     assert (run.dir / "checkpoints" / "step00002.ckpt").exists() and not (run.dir / "export").exists()
     rows = [json.loads(x) for x in (run.dir / "history.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and "heldout/accuracy" not in rows[-1]  # the dropped evaluation recorded nothing
+
+
+SIGNALLED_EXPORT = """
+import os, signal, sys
+
+import arrol_pl.train.run.experiment as experiment
+import arrol_pl.train.run.finish as finish
+from arrol_pl.cli.train import main
+
+real_export, real_head = experiment.export_run, finish.save_head
+
+
+def export_run(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # a scheduler's, as the export starts
+    return real_export(*args, **kwargs)
+
+
+def save_head(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # and its second, with the policy written and the head not yet
+    return real_head(*args, **kwargs)
+
+
+experiment.export_run, finish.save_head = export_run, save_head
+sys.exit(main(prog="run.py"))
+"""
+
+
+def test_sigterm_in_the_export_lets_it_finish_and_the_run_completed(tmp_path, policy_cache):
+    """experiments/run.py's job with two SIGTERMs sent as its export runs (the only way to land one there: it takes
+    a second). The run is given ``trainer.output_dir``, so this is also the run that shows Hydra's record and log go
+    there, and nothing under Hydra's own ``outputs/runs/``."""
+    (tmp_path / "signalled_export.py").write_text(SIGNALLED_EXPORT)
+    run_dir = tmp_path / "run"
+    out = subprocess.run(
+        [sys.executable, "signalled_export.py", f"model.cache_dir={policy_cache}", "model.warm_start.steps=0",
+         "data.num_heldout=0", "algo.prompts_per_step=2", "algo.group_size=2", "algo.max_response_tokens=16",
+         "engine.detect_length=4", "pruning.cold_start_steps=1", "trainer.max_steps=1",
+         f"trainer.output_dir={run_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr[-3000:]
+    assert "SIGTERM received: finishing the export, then exiting" in out.stdout + out.stderr
+    assert (f"SIGTERM received once the run was trained: its export finished, the run completed (outputs: {run_dir})"
+            in out.stderr) and "interrupted:" not in out.stderr and "Traceback" not in out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["signal"], summary["steps"]) == ("completed", "SIGTERM", 1)
+    assert summary["export_dir"] == str(run_dir / "export")
+    from arrol_pl.train.run.finish import HUB_FILES, hub_files
+
+    assert set(HUB_FILES) <= set(hub_files(run_dir / "export"))  # whole: the head written after the second signal
+    assert not list(run_dir.glob(".export*")), "no partial copy left"
+    assert (run_dir / ".hydra" / "config.yaml").is_file() and list(run_dir.glob("*.log"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "signalled_export.py"], "nothing under outputs/"
+

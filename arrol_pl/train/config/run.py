@@ -298,7 +298,7 @@ class TrainerConfig:
     resume: str | None = None
     """What to continue: ``auto`` (this run's directory, else the newest run of this name), a run directory, a .ckpt."""
     output_dir: str | None = None
-    """Run directory; None uses Hydra's."""
+    """Run directory, Hydra's record (``.hydra/``) and log included; None uses Hydra's (``hydra.run.dir``)."""
     push_to_hub: str | None = None
     """A hub model repository id (``user/name``) the run's ``export/`` (policy, tokenizer, card, ``quality_head/``) is
     pushed to after the run; needs the network (``HF_HUB_OFFLINE=0``) and a token. None: nothing leaves the machine."""

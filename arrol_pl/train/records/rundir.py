@@ -163,11 +163,12 @@ def resolve_resume(resume: str | None, name: str, run_dir: Path, pinned: bool) -
 
 
 def resumed_run_dir(run: Any, hydra_dir: Path) -> Path:
-    """The directory a run (a ``RunConfig``) writes, given the one Hydra would make: the run ``trainer.resume``
-    continues (``auto``, a run directory), else ``hydra_dir``; ``trainer.output_dir``, when set, is checked in the
-    run (:func:`resolve_resume`). Read before Hydra starts the job, so Hydra's log goes there too."""
+    """The directory a run (a ``RunConfig``) writes, given the one Hydra would make: ``trainer.output_dir`` when set
+    (what it resumes is checked in the run: :func:`resolve_resume`), else the run ``trainer.resume`` continues
+    (``auto``, a run directory), else ``hydra_dir``. Read before Hydra starts the job, so Hydra's record and log go
+    there too, and nothing is made under Hydra's own runs directory."""
     if run.trainer.output_dir is not None:
-        return Path(hydra_dir)
+        return Path(run.trainer.output_dir)
     return resolve_resume(run.trainer.resume, run.name, Path(hydra_dir), pinned=False)[1]
 
 

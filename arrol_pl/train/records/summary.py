@@ -98,6 +98,8 @@ class RunSummary:
     status: str = "completed"
     """completed | interrupted | failed."""
     signal: str | None = None
+    """The first SIGINT / SIGTERM received (None: none); beside ``completed``, it came once the run was trained, and
+    its export finished."""
     error: str | None = None
     checkpoint: str | None = None
     """The last good checkpoint (what ``trainer.resume`` takes)."""

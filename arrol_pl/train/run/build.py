@@ -58,22 +58,38 @@ def context_limit(max_model_len: int | None, policy_dir: Path) -> tuple[int | No
     return None, "the policy's context (not stated)"
 
 
-def fitting_problems(run: RunConfig, policy_dir: Path, tokenizer, loaded) -> list:
-    """``loaded`` (a ProblemSet) in the run's prompt format, less the problems whose prompt leaves no room for
-    ``algo.max_response_tokens`` in the context (:func:`context_limit`): those are skipped and counted as bad rows
+def check_room(max_model_len: int | None, policy_dir: Path, budget: int, budget_key: str) -> tuple[int | None, str]:
+    """``(room, context)``: the tokens a prompt may take in the context (:func:`context_limit`; None when it is not
+    stated) beside ``budget`` response tokens, and the context's name; ConfigError naming ``budget_key`` (the key that
+    sets the budget) when none is left."""
+    limit, name = context_limit(max_model_len, policy_dir)
+    if limit is not None and limit - budget < 1:
+        raise ConfigError(f"{budget_key}={budget} leaves no room for a prompt in {name}")
+    return (None if limit is None else limit - budget), name
+
+
+def fitting_problems(loaded, tokenizer, prompt_format, policy_dir: Path, max_model_len: int | None, budget: int,
+                     budget_key: str) -> list:
+    """``loaded`` (a ProblemSet) in ``prompt_format``, less the problems whose prompt leaves no room for ``budget``
+    response tokens (``budget_key``: ``algo.max_response_tokens`` in training, ``max_tokens`` in evaluation) in the
+    context (:func:`check_room`): those are skipped and counted as bad rows
     (:func:`~arrol_pl.tasks.rows.skip_overlong`), so the engine is never handed one."""
     from arrol_pl.tasks.prompts import render_problems
     from arrol_pl.tasks.rows import skip_overlong
 
-    rendered = render_problems(loaded, tokenizer, run.data.prompt_format())
-    limit, name = context_limit(run.engine.max_model_len, policy_dir)
-    budget = run.algo.max_response_tokens
-    if limit is None:
+    rendered = render_problems(loaded, tokenizer, prompt_format)
+    room, name = check_room(max_model_len, policy_dir, budget, budget_key)
+    if room is None:
         return rendered
-    if limit - budget < 1:
-        raise ConfigError(f"algo.max_response_tokens={budget} leaves no room for a prompt in {name}")
-    return skip_overlong(loaded, rendered, tokenizer, limit - budget, f"prompt + algo.max_response_tokens={budget} "
-                                                                       f"> {name}")
+    return skip_overlong(loaded, rendered, tokenizer, room, f"prompt + {budget_key}={budget} > {name}")
+
+
+def engine_context(tokenizer, problems: list, max_response_tokens: int, policy_dir: Path) -> int:
+    """The engine's context when none is set: the longest of ``problems`` and the response budget
+    (:func:`context_length`), within the policy's positions."""
+    length = context_length(tokenizer, problems, max_response_tokens)
+    limit = context_limit(None, policy_dir)[0]
+    return length if limit is None else min(length, limit)
 
 
 def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
@@ -84,9 +100,7 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
     e = run.engine
     length = e.max_model_len
     if length is None:
-        limit = context_limit(None, policy_dir)[0]
-        length = context_length(tokenizer, problems, run.algo.max_response_tokens)
-        length = length if limit is None else min(length, limit)
+        length = engine_context(tokenizer, problems, run.algo.max_response_tokens, policy_dir)
     return ArrolEngine(
         str(policy_dir),
         dataclasses.replace(e, max_model_len=length),
@@ -174,7 +188,8 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     check_trainable_layers(run, policy_dir)
     parts.tokenizer = tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     fmt = run.data.prompt_format()
-    train, heldout = (fitting_problems(run, policy_dir, tokenizer, loaded) for loaded in (train, heldout))
+    train, heldout = (fitting_problems(loaded, tokenizer, fmt, policy_dir, run.engine.max_model_len,
+                                       a.max_response_tokens, "algo.max_response_tokens") for loaded in (train, heldout))
     check_fits(len(train), prompts_drawn_per_step(run))
     if parts.engine is None:
         parts.engine = build_engine(run, policy_dir, tokenizer, train + heldout)

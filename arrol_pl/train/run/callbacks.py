@@ -18,6 +18,11 @@ Decisions:
   checkpoint). A second SIGINT during a training step abandons it (``KeyboardInterrupt``): its half-applied update
   is not saved, the newest checkpoint stays the one to resume from. A step can take minutes on a large model, and
   a person at the keyboard may not wait, hence the second Ctrl-C.
+- **A trained run's export finishes.** Once the last step's checkpoint is written and the final evaluation is done,
+  what is left, the export (:meth:`RunCheckpoints.unstoppable`), is short beside the run and is its product: a signal
+  during it is logged and absorbed, the export finishes, and the caller records the run as completed, with the
+  signal, and exits ``128 + signal``. The export is written whole or not at all
+  (:func:`~arrol_pl.train.run.finish.export_run`), so a ``kill -9`` leaves no half of one.
 - **Later signals are absorbed.** Once the first is being handled, every further signal (a scheduler's kill loop
   sends ten SIGTERMs in a fifth of a second) is logged once and ignored, but for that one hurrying SIGINT: the
   checkpoint, the history, the summary and the release of the run directory's claim are never cut short. The
@@ -110,6 +115,8 @@ class RunCheckpoints(L.Callback):
         """The phase a first signal stops at once (:meth:`stoppable`); None: a training step, which finishes."""
         self.stopped_in: str | None = None
         """The phase the first signal stopped (None: none, or a training step)."""
+        self.finishing: str | None = None
+        """Work a first signal lets finish (:meth:`unstoppable`: the export of a trained run)."""
         self.in_step = False
         """A training step is in flight (a second SIGINT may abandon it)."""
         self.hurried = False
@@ -147,6 +154,9 @@ class RunCheckpoints(L.Callback):
                 logger.warning("%s received again: ignored until the checkpoint and the summary are written", name)
             return
         self.signum = signum
+        if self.finishing is not None:
+            logger.warning("%s received: finishing %s, then exiting", name, self.finishing)
+            return
         if self.phase is not None:
             self.stopped_in = self.phase
             logger.warning("%s received: stopping %s", name, self.phase)
@@ -173,6 +183,17 @@ class RunCheckpoints(L.Callback):
             raise StopRequested(phase) from exc
         finally:
             self.phase = outer
+
+    @contextmanager
+    def unstoppable(self, work: str) -> Iterator[None]:
+        """Inside, a first signal lets ``work`` finish: it is logged, recorded (:attr:`signum`) and absorbed, as every
+        later one is (module docstring)."""
+        outer = self.finishing
+        self.finishing = work
+        try:
+            yield
+        finally:
+            self.finishing = outer
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.requested:

@@ -7,7 +7,9 @@ checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` i
 SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
 (:class:`~arrol_pl.train.run.finish.RunInterrupted`), later signals absorbed until those and the claim's release are
 done; they stop the warm start or a held-out evaluation at once, keeping nothing of it
-(:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
+(:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). Once the run is trained, a signal lets its export finish:
+the summary says ``completed`` and records the signal, and the run returns (``arrol train`` then exits 128 +
+signal). A checkpoint that cannot be written stops the run
 the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`), and so does
 a reward that failed on every item for ``reward.max_failed_steps`` steps in a row, after that step's checkpoint, with
 no final evaluation or export (:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash
@@ -43,7 +45,7 @@ from arrol_pl.train.config.run import RunConfig, prompts_drawn_per_step
 from arrol_pl.train.records.rundir import claim_output_dir, history_before, resolve_resume
 from arrol_pl.train.records.summary import RunSummary
 from arrol_pl.train.run.build import RunParts, build_parts, join_world, lightning_strategy
-from arrol_pl.train.run.finish import RunInterrupted, export_policy, push_export, summarise, write_outcome, write_run_card
+from arrol_pl.train.run.finish import RunInterrupted, export_run, push_export, summarise, write_outcome
 from arrol_pl.train.run.prelaunch import effective_keep_ratio, preflight
 from arrol_pl.train.step.reward_failures import RewardsFailed, reward_failures
 
@@ -136,9 +138,10 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     finally:
         parts.close()
     module = parts.module
+    interrupted = stop.requested and outcome.export_dir is None  # a signal once the export is written stops nothing
     summary = summarise(
         run, module.history if module is not None else [], parts.before, outcome.after, time.perf_counter() - t0,
-        status="interrupted" if stop.requested else outcome.status,
+        status="interrupted" if interrupted else outcome.status,
         signal=signal.Signals(stop.signum).name if stop.requested else None,
         error=str(outcome.failure) if outcome.failure else None,
         checkpoint=str(io.last_good) if io.last_good else None,
@@ -155,7 +158,7 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
         outcome.failure.last_good = io.last_good
     if outcome.failure is not None:
         raise outcome.failure
-    if stop.requested:
+    if interrupted:
         raise RunInterrupted(stop.signum, summary, stop.stopped_in)
     return summary
 
@@ -163,7 +166,8 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
 def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool, stop, io,
         resumed_step: int | None, outcome: Outcome) -> None:
     """Lightning's fit over the run's steps, the held-out evaluations (every ``trainer.eval_every`` steps and after
-    the last), then the exported policy; ``outcome`` records the fit's seconds, the final result and the export."""
+    the last), then the exported policy, which a signal lets finish, and its push; ``outcome`` records the fit's
+    seconds, the final result and the export."""
     import lightning as L
 
     from arrol_pl.train.records.loggers import log_hyperparams, make_loggers
@@ -197,9 +201,15 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
         raise RewardsFailed(module.reward_failures.failure)
     if not stop.requested:
         final.run(module)  # done in on_train_end unless the fit had no step left to run
-        outcome.after = final.result  # the last point of the held-out curve
-        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format())
-        if module.ranks.rank == 0:
-            write_run_card(outcome.export_dir, run, len(module.history), parts.before, outcome.after)
-            if t.push_to_hub is not None:  # the export whole: policy, tokenizer, card, quality_head/ (finish)
-                logger.info("pushed %s to %s", outcome.export_dir, push_export(outcome.export_dir, t.push_to_hub))
+    if stop.requested:  # stopped in training or in the final evaluation: a stopped run exports nothing
+        return
+    outcome.after = final.result  # the last point of the held-out curve
+    with stop.unstoppable("the export"):  # trained and checkpointed: a signal lets the export finish
+        outcome.export_dir = export_run(module, parts.tokenizer, out_dir / "export", run, parts.before, outcome.after)
+    if module.ranks.rank == 0 and t.push_to_hub is not None:  # the export whole: policy, tokenizer, card, head
+        if stop.requested:
+            logger.warning("%s received during the export: not pushed to %s; push it with `hf upload %s %s .`",
+                           signal.Signals(stop.signum).name, t.push_to_hub, t.push_to_hub, outcome.export_dir)
+            return
+        with stop.unstoppable("the push to the hub"):
+            logger.info("pushed %s to %s", outcome.export_dir, push_export(outcome.export_dir, t.push_to_hub))

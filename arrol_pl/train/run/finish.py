@@ -1,8 +1,11 @@
 """Finishing a run: the summary's arithmetic over the history (:func:`summarise`), the exported policy with its
-head and calibrator (:func:`export_policy`), its model card (:func:`write_run_card`) and its push to the hub
-(:func:`push_export`), and the exception a stopped run ends with (:class:`RunInterrupted`).
+head and calibrator (:func:`export_policy`), its model card (:func:`write_run_card`), both written whole
+(:func:`export_run`), its push to the hub (:func:`push_export`), and the exception a stopped run ends with
+(:class:`RunInterrupted`).
 
 Decisions:
+- **An export is whole or absent.** It is written beside ``export/`` and renamed into place once complete, so a
+  crash, a ``kill -9`` or a full disk during it never leaves a directory that looks like an export and is not one.
 - **The hub repository is the export.** ``trainer.push_to_hub`` pushes ``export/`` whole, in one commit, as a model
   repository: the policy and tokenizer at its root (``AutoModelForCausalLM.from_pretrained(repo id)``), the head in
   ``quality_head/``, the run's card as ``README.md``. What the push expects is checked first (:func:`hub_files`);
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -137,6 +141,36 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
     tokenizer.save_pretrained(out_dir)
     save_head(module.head, module.calibrator, out_dir / HEAD_FOLDER)
     return out_dir
+
+
+def export_run(module, tokenizer, export_dir: Path, run: RunConfig, before, after) -> Path:
+    """``export_dir`` whole or not at all: the policy with its head (:func:`export_policy`) and its card
+    (:func:`write_run_card`) written into ``.<name>.partial`` beside it, then renamed into place, replacing an earlier
+    export (a resumed run's); an error removes the partial copy, and one a killed run left is removed first.
+    ``before``, ``after``: the held-out results (or None)."""
+    export_dir = Path(export_dir)
+    partial = export_dir.with_name(f".{export_dir.name}.partial")
+    writer = module.ranks.rank == 0
+    if writer:
+        shutil.rmtree(partial, ignore_errors=True)
+    try:
+        export_policy(module, tokenizer, partial, run.data.prompt_format())
+        if writer:
+            write_run_card(partial, run, len(module.history), before, after)
+    except BaseException:
+        if writer:
+            shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if writer:
+        if export_dir.exists():
+            old = export_dir.with_name(f".{export_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            export_dir.rename(old)
+            partial.rename(export_dir)
+            shutil.rmtree(old)
+        else:
+            partial.rename(export_dir)
+    return export_dir
 
 
 HUB_FILES = {
