@@ -7,11 +7,13 @@ checkpoints, an exported policy + head, ``history.jsonl`` and ``summary.json`` i
 SIGTERM stop after the step in flight with a checkpoint, the history and a summary marked ``interrupted``
 (:class:`~arrol_pl.train.run.finish.RunInterrupted`), later signals absorbed until those and the claim's release are
 done; they stop the warm start or a held-out evaluation at once, keeping nothing of it
-(:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint that cannot be written stops the run
-the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`), and so does
-a reward that failed on every item for ``reward.max_failed_steps`` steps in a row, after that step's checkpoint, with
-no final evaluation or export (:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash
-writes the history and a summary marked ``failed``, then propagates.
+(:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). A checkpoint or history row that cannot be written (a full
+disk) stops the run the same way, with a summary marked ``failed`` naming the file, the file system's reason and the
+last good checkpoint (:class:`~arrol_pl.train.records.rundir.RecordWriteError`; after a signal the run still ends
+``interrupted``, naming the write that failed), and so does a reward that failed on every item for
+``reward.max_failed_steps`` steps in a row, after that step's checkpoint, with no final evaluation or export
+(:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash writes the history and a summary
+marked ``failed``, then propagates. The history and the summary are written even when the other cannot be.
 
 Decisions:
 - **The history lives in the run directory.** Each step's row is appended to ``history.jsonl`` as the step
@@ -40,7 +42,7 @@ from typing import Callable
 
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import RunConfig, prompts_drawn_per_step
-from arrol_pl.train.records.rundir import claim_output_dir, history_before, resolve_resume
+from arrol_pl.train.records.rundir import RecordWriteError, claim_output_dir, history_before, resolve_resume
 from arrol_pl.train.records.summary import RunSummary
 from arrol_pl.train.run.build import RunParts, build_parts, join_world, lightning_strategy
 from arrol_pl.train.run.finish import RunInterrupted, export_policy, push_export, summarise, write_outcome, write_run_card
@@ -68,9 +70,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     once every check has passed, before anything is written (``run.py`` writes Hydra's record then).
 
     Raises :class:`~arrol_pl.train.config.loader.ConfigError` before anything is written (an ``out_dir`` holding
-    another run's files included), :class:`RunInterrupted` after a signal, and
-    :class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
-    the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
+    another run's files, a model cache that refuses the policy's build included), :class:`RunInterrupted` after a
+    signal, and :class:`~arrol_pl.train.records.rundir.RecordWriteError` after a failed write of a checkpoint, the
+    history or the summary, or any other exception the run raised, each once the history and a summary (``status``
+    interrupted or failed, ``error``) are written, as far as they can be.
     """
     from arrol_pl.train.run.callbacks import RunCheckpoints
 
@@ -136,6 +139,8 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     finally:
         parts.close()
     module = parts.module
+    if isinstance(outcome.failure, (RecordWriteError, RewardsFailed)):
+        outcome.failure.last_good = io.last_good
     summary = summarise(
         run, module.history if module is not None else [], parts.before, outcome.after, time.perf_counter() - t0,
         status="interrupted" if stop.requested else outcome.status,
@@ -150,13 +155,14 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
         checkpoint_dir=str(out_dir / "checkpoints"), tensorboard_dir=str(out_dir / "tb"),
         overrides=overrides or [], data_rows={split: rows.report() for split, rows in loaded.items()},
     )
-    write_outcome(run, out_dir, summary, module.history if module is not None else [], rank)
-    if isinstance(outcome.failure, RewardsFailed):
-        outcome.failure.last_good = io.last_good
-    if outcome.failure is not None:
-        raise outcome.failure
-    if stop.requested:
-        raise RunInterrupted(stop.signum, summary, stop.stopped_in)
+    unwritten = write_outcome(run, out_dir, summary, module.history if module is not None else [], rank, io.last_good)
+    if unwritten is not None and outcome.failure is not None:
+        logger.error("%s", unwritten.failed)  # the run had failed already: that failure is the one reported
+    failure = outcome.failure or unwritten
+    if stop.requested and (failure is None or isinstance(failure, RecordWriteError)):
+        raise RunInterrupted(stop.signum, summary, stop.stopped_in, failure)  # a record not written: the last good
+    if failure is not None:
+        raise failure
     return summary
 
 
@@ -168,6 +174,7 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
 
     from arrol_pl.train.records.loggers import log_hyperparams, make_loggers
     from arrol_pl.train.run.callbacks import FinalEvaluation, HeldoutEvaluation, HistoryFile, StepProgressBar
+    from arrol_pl.train.run.console import logs_above_bars
     from arrol_pl.train.run.data import PromptDataModule
 
     t, module = run.trainer, parts.module
@@ -190,8 +197,9 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     )
     fit_start = time.perf_counter()
     if not stop.requested:
-        trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
-                    ckpt_path=t.resume, weights_only=True)
+        with logs_above_bars():
+            trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
+                        ckpt_path=t.resume, weights_only=True)
     outcome.fit_seconds = time.perf_counter() - fit_start - final.seconds
     if module.reward_failures.failure is not None:  # stopped by the module, its checkpoint written: no export
         raise RewardsFailed(module.reward_failures.failure)
