@@ -3,13 +3,14 @@
 
 With no arguments: ARRoL-GRPO on the built-in arithmetic task with a tiny local Qwen3 policy on CPU.
 ``+exp=ablation_kappa`` and the other ``exp`` presets run multirun sweeps and write one table.
-The configuration and the data are validated before any model loads; a bad key, type, preset or value, or a data
-file that is missing, empty, unreadable or without the fields looked for, fails in one line naming its key (exit 2,
-no run directory left behind). SIGINT / SIGTERM stop after the step in flight with a checkpoint,
-the history and a summary marked interrupted (exit 128 + signal); once the run is trained, one lets the export
-finish (the summary completed, exit 128 + signal); a checkpoint that cannot be written stops the
-run naming the last good one (exit 1), and so does a reward that failed on every item for
-``reward.max_failed_steps`` steps in a row. ``trainer.devices > 1`` on one node starts the ranks under torchrun.
+The configuration and the data are validated before any model loads; a bad key, type, preset or value, a data
+file that is missing, empty, unreadable or without the fields looked for, or a model cache that cannot be written,
+fails in one line naming its key (exit 2, no run directory left behind). SIGINT / SIGTERM stop after the step in
+flight with a checkpoint, the history and a summary marked interrupted (exit 128 + signal, a write that failed
+meanwhile included); once the run is trained, one lets the export finish (the summary completed, exit 128 +
+signal); a checkpoint, history or summary that cannot be written stops the run naming the file and the last good
+checkpoint (exit 1), and so does a reward that failed on every item for ``reward.max_failed_steps`` steps in a row.
+``trainer.devices > 1`` on one node starts the ranks under torchrun.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def launch_ranks(run: Any, hydra_dir: Path) -> int:
 def train(cfg: DictConfig) -> None:
     """Hydra's task: one run (a sweep's job) from the composed config."""
     from arrol_pl.analysis.report import print_summary
-    from arrol_pl.train.records.checkpoint import CheckpointWriteError
+    from arrol_pl.train.records.rundir import RecordWriteError
     from arrol_pl.train.run.experiment import run_experiment
     from arrol_pl.train.run.finish import RunInterrupted
     from arrol_pl.train.step.reward_failures import RewardsFailed
@@ -79,7 +80,7 @@ def train(cfg: DictConfig) -> None:
     except RunInterrupted as exc:
         print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
         sys.exit(128 + exc.signum)
-    except (CheckpointWriteError, RewardsFailed) as exc:
+    except (RecordWriteError, RewardsFailed) as exc:
         resume = f"; resume with trainer.resume={exc.last_good}" if exc.last_good else ""
         print(f"stopped: {exc}{resume}", file=sys.stderr)
         sys.exit(1)

@@ -11,10 +11,16 @@ Decisions:
 - **Leftovers of a killed build are removed at the next start** (:func:`remove_stale`): a temporary directory whose
   owning process (on this host) is gone, or, when its owner cannot be checked (another host, an older name), one
   untouched for :data:`STALE_SECONDS`.
+- **A cache that cannot take an entry says so in one line.** Before a run (:func:`check_writable`, which writes
+  nothing): a path under a file, a read-only file system, no write permission or no free space, unless the cache
+  already holds entries (a shared, read-only cache may hold every one a run needs). While building
+  (:func:`cache_writes`): the same faults met by a write into the cache, a full disk included. Both raise
+  :class:`CacheNotWritable`, naming the cache and the keys that move it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -33,6 +39,26 @@ KINDS = ("tokenizer", "qwen3", "warm", "smollm2")
 
 _TEMP = re.compile(rf"^\.(?:{'|'.join((*KINDS, 'tok', 'model'))})-(?:(?P<pid>\d+)@(?P<host>.+)-)?[a-z0-9_]{{8}}$")
 """A build's temporary directory; ``.tok-``, ``.model-`` and names without an owner are earlier versions'."""
+
+
+WRITE_ERRNOS = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.ENOTDIR)
+"""What an OSError says when the cache's file system refuses a new entry (read-only, full, over quota, no permission,
+a path under a file)."""
+
+
+class CacheNotWritable(RuntimeError):
+    """The model cache ``cache`` cannot take a new entry; ``reason`` is the file system's word for it."""
+
+    def __init__(self, cache: Path, reason: str) -> None:
+        self.cache = cache
+        super().__init__(f"the model cache {cache} cannot be written ({reason}): set model.cache_dir or $ARROL_CACHE "
+                         "to a writable directory with free space")
+
+
+def os_reason(exc: OSError) -> str:
+    """An OSError in the file system's words, with the path it names: ``Not a directory: /data/a-file/cache``."""
+    reason = exc.strerror or type(exc).__name__
+    return f"{reason}: {exc.filename}" if exc.filename is not None else reason
 
 
 def default_cache_dir() -> Path:
@@ -82,6 +108,51 @@ def remove_stale(cache: Path) -> list[Path]:
     return removed
 
 
+def holds_entries(cache: Path) -> bool:
+    """Whether ``cache`` holds a published entry (a directory named for one of :data:`KINDS`)."""
+    return cache.is_dir() and any(p.is_dir() and p.name.split("-", 1)[0] in KINDS for p in cache.iterdir())
+
+
+def check_writable(cache: Path) -> None:
+    """Raise :class:`CacheNotWritable` when no entry could be built in ``cache`` (or, missing, in its nearest existing
+    parent, where it would be made): not a directory, a read-only file system, no write permission, no free space;
+    one that already holds entries passes (module docstring). Writes nothing."""
+    cache = Path(cache).absolute()
+    if holds_entries(cache):
+        return
+    where = next(p for p in (cache, *cache.parents) if p.exists())
+    if not where.is_dir():
+        raise CacheNotWritable(cache, f"{os.strerror(errno.ENOTDIR)}: {where}")
+    space = os.statvfs(where)
+    if space.f_flag & os.ST_RDONLY:
+        raise CacheNotWritable(cache, os.strerror(errno.EROFS))
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise CacheNotWritable(cache, f"{os.strerror(errno.EACCES)}: {where}")
+    if space.f_bavail == 0:
+        raise CacheNotWritable(cache, os.strerror(errno.ENOSPC))
+
+
+@contextmanager
+def cache_writes(cache: Path) -> Iterator[None]:
+    """Inside, an OSError of :data:`WRITE_ERRNOS` about the cache (one naming a path in it or above it, or none, as
+    a full disk's) is raised as :class:`CacheNotWritable`."""
+    where = Path(cache).absolute()
+    try:
+        yield
+    except OSError as exc:
+        named = None if exc.filename is None else Path(os.fsdecode(exc.filename)).absolute()
+        if exc.errno not in WRITE_ERRNOS or not (named is None or named.is_relative_to(where)
+                                                 or where.is_relative_to(named)):
+            raise
+        raise CacheNotWritable(Path(cache), os_reason(exc)) from exc
+
+
+def make_cache(cache: Path) -> None:
+    """Create the cache directory ``cache`` if missing; :class:`CacheNotWritable` if it cannot be."""
+    with cache_writes(cache):
+        Path(cache).mkdir(parents=True, exist_ok=True)
+
+
 def publish(tmp: Path, final: Path, marker: str = "done") -> Path:
     """Rename the finished build ``tmp`` to ``final``; if another process published ``final`` first (its ``marker``
     file exists), keep theirs and remove ``tmp``."""
@@ -98,18 +169,20 @@ def publish(tmp: Path, final: Path, marker: str = "done") -> Path:
 def cache_entry(final: Path, marker: str = "done") -> Iterator[Path]:
     """A temporary directory to build the entry ``final`` in, published by :func:`publish` when the block ends and
     removed if it raises (an error, or a stop on a signal); stale temporary directories beside it go first. The
-    block writes ``marker`` into it last: a published entry is complete when its marker exists."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(final.parent)
+    block writes ``marker`` into it last: a published entry is complete when its marker exists. A write the cache
+    refuses, the block's included, raises :class:`CacheNotWritable` (:func:`cache_writes`)."""
     kind = final.name.split("-", 1)[0]
     if kind not in KINDS:
         raise ValueError(f"cache entry {final.name}: its name must start with one of {KINDS}")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{os.getpid()}@{socket.gethostname()}-", dir=final.parent))
-    try:
-        yield tmp
-        if not (tmp / marker).exists():
-            raise RuntimeError(f"the build of {final} wrote no {marker}")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    publish(tmp, final, marker)
+    make_cache(final.parent)
+    remove_stale(final.parent)
+    with cache_writes(final.parent):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{os.getpid()}@{socket.gethostname()}-", dir=final.parent))
+        try:
+            yield tmp
+            if not (tmp / marker).exists():
+                raise RuntimeError(f"the build of {final} wrote no {marker}")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        publish(tmp, final, marker)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from arrol_pl.models.cache import cache_entry
+from arrol_pl.models.cache import cache_entry, make_cache
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -70,7 +70,7 @@ def build_tokenizer(corpus: Iterable[str] | None, out_dir: str | os.PathLike, vo
     final = out / f"tokenizer-{_key('tok-v1', vocab_size, texts)}"
     if (final / "done").exists():
         return final
-    out.mkdir(parents=True, exist_ok=True)
+    make_cache(out)
 
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -135,7 +135,7 @@ def build_tiny_model(
     final = out / f"qwen3-tiny-{_key('model-v1', fields, tok_bytes)}"
     if (final / "done").exists():
         return final
-    out.mkdir(parents=True, exist_ok=True)
+    make_cache(out)
 
     import torch
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM

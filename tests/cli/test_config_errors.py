@@ -91,6 +91,21 @@ def test_a_value_refused_inside_a_sweeps_first_job_leaves_no_sweep_directory(tmp
     assert "algo.clip_low must be in [0, 1), got -1.0" in line
 
 
+def test_a_model_cache_that_cannot_be_written_is_refused_before_hydra_starts(tmp_path, command_main, monkeypatch):
+    """``$ARROL_CACHE`` or ``model.cache_dir`` where no entry can be built (here under a file; a read-only or full file
+    system: tests/models/test_cache.py): one line naming the cache and the keys that move it, before any model work."""
+    (tmp_path / "a-file").write_text("not a directory")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("ARROL_CACHE", str(tmp_path / "a-file" / "cache"))
+    for args in ((), (f"model.cache_dir={tmp_path / 'a-file' / 'mine'}",)):
+        cache = Path(args[0].split("=", 1)[1]) if args else tmp_path / "a-file" / "cache"
+        line = refused_in_one_line(command_main(work, "train", *args), work)
+        assert line == (f"config error: the model cache {cache} cannot be written (Not a directory: "
+                        f"{tmp_path / 'a-file'}): set model.cache_dir or $ARROL_CACHE to a writable directory with "
+                        "free space")
+
+
 def test_the_package_command_refuses_as_the_script_does(tmp_path, command_main):
     for command, override, expected in (
             ("train", "trainer.max_stepz=1", "trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),

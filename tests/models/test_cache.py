@@ -1,19 +1,26 @@
 """The user's model cache (arrol_pl.models.cache): where it is, an entry published whole when two processes build it
-at once, a stopped build's temporary directory removed, a killed build's removed at the next start, and
-``model.cache_dir`` overriding it for a real tiny policy's build."""
+at once, a stopped build's temporary directory removed, a killed build's removed at the next start,
+``model.cache_dir`` overriding it for a real tiny policy's build, and a cache that cannot be written refused in one
+line, before a run and while building."""
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
+import re
 import socket
 import time
 from pathlib import Path
 
 import pytest
 
-from arrol_pl.models.cache import (STALE_SECONDS, cache_entry, default_cache_dir, remove_stale,
-                                   resolve_cache_dir)
+from arrol_pl.models.cache import (STALE_SECONDS, CacheNotWritable, cache_entry, check_writable, default_cache_dir,
+                                   remove_stale, resolve_cache_dir)
+
+AS_ROOT = os.geteuid() == 0
+"""Root writes through a directory's mode bits: a read-only mode refuses nothing."""
+ADVICE = "set model.cache_dir or $ARROL_CACHE to a writable directory with free space"
 
 
 def test_the_default_cache_is_arrol_cache_then_xdg_then_home(monkeypatch, tmp_path):
@@ -110,3 +117,69 @@ def test_two_concurrent_builds_of_one_entry_end_with_one_whole_entry(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [final.name]  # the loser's copy is gone
     tag = (final / "done").read_text()
     assert tag in "ab" and (final / "weights").read_text() == tag * 10_000  # one build's, whole
+
+
+def test_a_cache_under_a_file_is_refused_before_a_run_and_while_building(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    cache = tmp_path / "a-file" / "cache"
+    with pytest.raises(CacheNotWritable) as err:
+        check_writable(cache)
+    assert str(err.value) == f"the model cache {cache} cannot be written (Not a directory: {cache.parent}): {ADVICE}"
+    refused = rf"^the model cache {re.escape(str(cache))} cannot be written \(Not a directory: "
+    with pytest.raises(CacheNotWritable, match=refused), cache_entry(cache / "tokenizer-0123456789abcdef"):
+        pass
+    check_writable(tmp_path / "missing" / "cache")  # made when first built, in a writable directory
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"], "the check wrote something"
+
+
+@pytest.mark.skipif(AS_ROOT, reason="root writes into a directory whatever its mode")
+def test_a_read_only_empty_cache_is_refused_and_one_holding_entries_is_left_to_the_run(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o555)
+    try:
+        with pytest.raises(CacheNotWritable, match=rf"^the model cache {re.escape(str(cache))} cannot be written "
+                                                   r"\(Permission denied: "):
+            check_writable(cache)
+        with pytest.raises(CacheNotWritable, match="Permission denied"):
+            check_writable(cache / "below")
+        with pytest.raises(CacheNotWritable, match="Permission denied"), cache_entry(cache / "tokenizer-0123abcd"):
+            pass
+        cache.chmod(0o755)
+        (cache / "warm-0123456789abcdef").mkdir()
+        cache.chmod(0o555)
+        check_writable(cache)  # a shared cache may hold every entry a run needs
+    finally:
+        cache.chmod(0o755)
+
+
+@pytest.mark.parametrize("flag,free,reason", [(os.ST_RDONLY, 100, "Read-only file system"),
+                                              (0, 0, "No space left on device")], ids=["read-only", "full"])
+def test_a_read_only_or_full_file_system_is_refused_unless_the_cache_holds_entries(tmp_path, monkeypatch, flag, free,
+                                                                                    reason):
+    """A read-only mount or a full disk cannot be made here: the file system's own answer is replaced."""
+    real = os.statvfs
+
+    def statvfs(path):
+        found = real(path)
+        return os.statvfs_result((*found[:4], free, *found[5:8], found.f_flag | flag, found.f_namemax))
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    for cache in (tmp_path / "cache", tmp_path / "missing" / "cache"):
+        with pytest.raises(CacheNotWritable) as err:
+            check_writable(cache)
+        assert str(err.value) == f"the model cache {cache} cannot be written ({reason}): {ADVICE}"
+    (tmp_path / "cache" / "smollm2-135m-instruct-0123456789abcdef").mkdir(parents=True)
+    check_writable(tmp_path / "cache")
+
+
+def test_a_build_the_disk_cannot_take_is_refused_naming_the_cache_and_leaves_nothing(tmp_path):
+    final = tmp_path / "cache" / "qwen3-tiny-0123456789abcdef"
+    with pytest.raises(CacheNotWritable, match=rf"^the model cache {re.escape(str(final.parent))} cannot be written "
+                                               r"\(No space left on device\): "), cache_entry(final) as tmp:
+        (tmp / "weights").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert list((tmp_path / "cache").iterdir()) == []
+    source = tmp_path / "source.gguf"
+    with pytest.raises(PermissionError), cache_entry(final):  # a file the build reads, outside the cache
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(source))

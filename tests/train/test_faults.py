@@ -285,9 +285,9 @@ def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache
     out = run(policy_cache, run_dir, preexec_fn=limit_file_size)
     assert out.returncode == 1, out.stderr[-3000:]
     line = next(x for x in out.stderr.splitlines() if x.startswith("stopped:"))
-    assert f"writing checkpoint {run_dir / 'checkpoints' / 'step00004.ckpt'} failed" in line
+    assert f"writing checkpoint {run_dir / 'checkpoints' / 'step00004.ckpt'} failed (File too large)" in line
     assert f"the last good checkpoint is {run_dir / 'checkpoints' / 'last.ckpt'}" in line
-    assert "Traceback" not in out.stderr
+    assert "Traceback" not in out.stderr and "enforce fail" not in out.stderr  # the kernel's reason, not torch's
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert names == ["last.ckpt", "step00002.ckpt"], names  # nothing partial, no temporary file left
     assert load(run_dir / "checkpoints" / "last.ckpt")["global_step"] == 2

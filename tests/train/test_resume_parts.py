@@ -13,7 +13,8 @@ import torch
 
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import load_run_config
-from arrol_pl.train.records.checkpoint import REQUIRED_ENTRIES, AtomicCheckpointIO, CheckpointWriteError, read_checkpoint
+from arrol_pl.train.records.checkpoint import REQUIRED_ENTRIES, AtomicCheckpointIO, read_checkpoint
+from arrol_pl.train.records.rundir import RecordWriteError
 from arrol_pl.train.run.data import PromptDataModule, PromptStream, check_stream, stream_identity
 from arrol_pl.train.run.prelaunch import effective_keep_ratio, report_pruning_floor
 
@@ -35,13 +36,13 @@ def test_atomic_write_keeps_the_old_file_when_a_write_fails_midway(tmp_path):
     assert io.last_good == target
     # torch.save has written the archive's first records when the unpicklable entry fails it
     broken = {**checkpoint(), "big": torch.zeros(100_000), "z": Unpicklable()}
-    with pytest.raises(CheckpointWriteError) as err:
+    with pytest.raises(RecordWriteError) as err:
         io.save_checkpoint(broken, target)
     assert f"writing checkpoint {target} failed" in str(err.value)
     assert f"the last good checkpoint is {target}" in str(err.value)
     assert target.read_bytes() == good
     assert os.listdir(target.parent) == ["last.ckpt"], "the temporary file was left behind"
-    with pytest.raises(CheckpointWriteError, match="no checkpoint was written before it"):
+    with pytest.raises(RecordWriteError, match="no checkpoint was written before it"):
         AtomicCheckpointIO().save_checkpoint(broken, tmp_path / "other.ckpt")
 
 

@@ -281,6 +281,28 @@ def test_a_crash_writes_a_failed_summary_and_propagates(tmp_path, monkeypatch):
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_cache_the_disk_cannot_take_refuses_the_run_and_leaves_no_run_files(tmp_path, monkeypatch):
+    """A full disk met while building the tiny policy (the check before launch passed): a ConfigError naming the cache,
+    as any refusal, with nothing of a run written (the directory the run made goes with its claim), nothing left in
+    the cache."""
+    import errno
+    import tempfile
+
+    from arrol_pl.train.run import experiment
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    cache = tmp_path / "cache"
+    run = load_run_config({"model": {"cache_dir": str(cache)}, "data": {"num_heldout": 8}})
+    with pytest.raises(ConfigError) as err:
+        experiment.run_experiment(run, tmp_path / "run")
+    assert str(err.value) == (f"the model cache {cache} cannot be written (No space left on device): set "
+                              "model.cache_dir or $ARROL_CACHE to a writable directory with free space")
+    assert not (tmp_path / "run").exists() and list(cache.iterdir()) == []
+
+
 def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
     from omegaconf import OmegaConf
 

@@ -4,7 +4,8 @@ Decisions:
 - **Atomic writes.** A checkpoint is ``torch.save``d into a temporary file beside its target, flushed and
   fsynced, then renamed over it (``os.replace``). A reader sees the old file or the whole new one, never
   a prefix, whether the writer is killed (``kill -9``) or the disk fills up. A failed write removes the
-  temporary file and raises :class:`CheckpointWriteError` naming the target and the last good checkpoint.
+  temporary file and raises :class:`~arrol_pl.train.records.rundir.RecordWriteError` naming the target, the file
+  system's reason (``No space left on device``, not torch's ``unexpected pos``) and the last good checkpoint.
 - **Plain contents, safe reads.** Everything the module adds (calibrator, replay window, head optimizer,
   generator state, history, the run's config as a dict) is tensors and built-in types, as is Lightning's
   own part, so every read uses ``torch.load(weights_only=True)``: a checkpoint from someone else cannot
@@ -24,6 +25,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
 from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.records.rundir import RecordWriteError
 
 REQUIRED_ENTRIES = {
     "state_dict": "the model weights",
@@ -32,15 +34,6 @@ REQUIRED_ENTRIES = {
     "PromptDataModule": "the prompt stream's position",
 }
 """What a training checkpoint must hold to resume exactly (and what each entry is, for the message)."""
-
-
-class CheckpointWriteError(RuntimeError):
-    """A checkpoint could not be written; ``last_good`` is the newest complete one (None: none yet)."""
-
-    def __init__(self, path: Path, last_good: Path | None, cause: BaseException) -> None:
-        self.path, self.last_good = path, last_good
-        good = f"the last good checkpoint is {last_good}" if last_good else "no checkpoint was written before it"
-        super().__init__(f"writing checkpoint {path} failed ({type(cause).__name__}: {cause}); {good}")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -66,7 +59,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException as exc:
             tmp.unlink(missing_ok=True)
             if isinstance(exc, Exception):
-                raise CheckpointWriteError(path, self.last_good, exc) from exc
+                raise RecordWriteError("checkpoint", path, exc, self.last_good) from exc
             raise  # KeyboardInterrupt / SystemExit mid-write: the target is untouched
         self.last_good = path
 

@@ -21,6 +21,9 @@ Decisions:
 - **The history file is the record.** ``history.jsonl`` holds one JSON row per finished step; whole-file writes go
   to a temporary file renamed over it, and a last line cut short by a crash is left out when read. A resumed run
   starts from the rows before its checkpoint's step, read from the file of the run that wrote the checkpoint.
+- **A record that cannot be written is named.** A checkpoint, ``history.jsonl`` or ``summary.json`` whose write
+  fails (a full disk, a quota, a file-size limit) raises :class:`RecordWriteError`: the file, the file system's
+  reason (:func:`write_reason`) and the newest complete checkpoint, the one to resume from.
 """
 
 from __future__ import annotations
@@ -43,6 +46,44 @@ logger = logging.getLogger(__name__)
 
 STEP_CHECKPOINT = re.compile(r"step(\d+)\.ckpt")
 """The name of a step checkpoint (``step00042.ckpt``); the group is its step."""
+
+
+def write_reason(exc: BaseException) -> str:
+    """Why a write failed, in the file system's words when an OSError is in ``exc``'s chain (``No space left on
+    device``): torch.save reports a failed write of its archive as ``[enforce fail at inline_container.cc] unexpected
+    pos``, the OSError only its context. Otherwise ``exc``'s type and first line."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
+class RecordWriteError(RuntimeError):
+    """A record of the run (``what``: a checkpoint, the history, the summary) could not be written to ``path``;
+    ``last_good`` is the newest complete checkpoint (None: none yet; the experiment sets it where the writer does not
+    know it)."""
+
+    def __init__(self, what: str, path: Path, cause: BaseException, last_good: Path | None = None) -> None:
+        super().__init__(what, path, cause, last_good)
+        self.what, self.path, self.last_good = what, Path(path), last_good
+        self.failed = f"writing {what} {path} failed ({write_reason(cause)})"
+        """What failed and why, without the checkpoint to resume from."""
+
+    def __str__(self) -> str:
+        if self.last_good is None:
+            return f"{self.failed}; no checkpoint was written before it"
+        return f"{self.failed}; the last good checkpoint is {self.last_good}"
+
+
+@contextmanager
+def writing(what: str, path: Path, last_good: Path | None = None) -> Iterator[None]:
+    """Inside, an OSError is raised as :class:`RecordWriteError` naming ``what`` and ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        raise RecordWriteError(what, path, exc, last_good) from exc
 
 
 def step_checkpoints(dirpath: Path) -> dict[int, Path]:

@@ -19,22 +19,31 @@ from arrol_pl.train.config.run import RunConfig, prompts_drawn_per_step
 
 
 def policy_directory(run: RunConfig) -> Path:
-    if run.model.pretrained == "smollm2":
-        from arrol_pl.models.smollm2 import prepare_smollm2
+    """The policy's model directory: ``model.path`` (fetched when it names a hub model), else built (the tiny policy)
+    or converted (``model.pretrained``) into the model cache; a cache that refuses the build is a :class:`ConfigError`
+    naming it (:class:`~arrol_pl.models.cache.CacheNotWritable`)."""
+    from arrol_pl.models.cache import CacheNotWritable
 
-        return prepare_smollm2(run.model.cache_dir)
-    if run.model.path is not None:
-        from arrol_pl.models import hub
+    try:
+        if run.model.pretrained == "smollm2":
+            from arrol_pl.models.smollm2 import prepare_smollm2
 
-        path = hub.snapshot(run.model.path) if hub.is_hub_id(run.model.path) else Path(run.model.path)
-        if not (path / "config.json").exists():
-            raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no config.json)")
-        return path
-    from arrol_pl.train.run.console import weight_bars_off
-    from arrol_pl.train.run.warmstart import prepare_tiny_policy
+            return prepare_smollm2(run.model.cache_dir)
+        if run.model.path is not None:
+            from arrol_pl.models import hub
 
-    with weight_bars_off():
-        return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
+            path = hub.snapshot(run.model.path) if hub.is_hub_id(run.model.path) else Path(run.model.path)
+            if not (path / "config.json").exists():
+                raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no "
+                                        "config.json)")
+            return path
+        from arrol_pl.train.run.console import weight_bars_off
+        from arrol_pl.train.run.warmstart import prepare_tiny_policy
+
+        with weight_bars_off():
+            return prepare_tiny_policy(run.model, run.data, run.algo.max_response_tokens, run.trainer.seed)
+    except CacheNotWritable as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def context_length(tokenizer, problems: list, max_response_tokens: int) -> int:

@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterator
 import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
 
-from arrol_pl.train.records.rundir import step_checkpoints, write_rows
+from arrol_pl.train.records.rundir import step_checkpoints, write_rows, writing
 
 logger = logging.getLogger(__name__)
 
@@ -79,14 +79,15 @@ class HistoryFile(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         history = pl_module.history
         if trainer.is_global_zero and (history or self.path.exists()):
-            write_rows(self.path, history)
+            with writing("history", self.path):
+                write_rows(self.path, history)
         self.written = len(history)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         rows = pl_module.history[self.written:]
         if rows and trainer.is_global_zero:
-            with open(self.path, "a") as f:
+            with writing("history", self.path), open(self.path, "a") as f:
                 f.write("".join(json.dumps(row) + "\n" for row in rows))
                 f.flush()
         self.written = len(pl_module.history)
@@ -266,7 +267,8 @@ class FinalEvaluation(L.Callback):
 
 
 class StepProgressBar(TQDMProgressBar):
-    """``steps: 135/300 [00:45<00:55, 3.0it/s, acc=…, keep=…]``: steps done of ``max_steps`` and time left."""
+    """``steps: 135/300 [00:45<00:55, 3.0it/s, acc=…, keep=…]``: steps done of ``max_steps`` and time left; a fit
+    that stops on an error (or a second signal) ends the bar's line, so what is printed next starts a line."""
 
     def on_train_start(self, trainer: L.Trainer, *_: Any) -> None:
         super().on_train_start(trainer)
@@ -275,6 +277,10 @@ class StepProgressBar(TQDMProgressBar):
     def on_train_epoch_start(self, trainer: L.Trainer, *_: Any) -> None:
         super().on_train_epoch_start(trainer)
         self._steps_bar(trainer)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if self._train_progress_bar is not None:
+            self._train_progress_bar.close()
 
     def _steps_bar(self, trainer: L.Trainer) -> None:
         bar = self.train_progress_bar

@@ -15,6 +15,11 @@ Decisions:
   (and category or logger), so any other warning of the same kind still shows. vLLM's notes on which Triton backend
   it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to ERROR on their one
   logger (``arrol evaluate`` quiets its console too, before it imports vLLM).
+- **A line of its own for every message.** The progress bar redraws its line without ending it, and Hydra's console
+  handler writes to the same stdout: a warning logged mid-run (a signal received) was appended to the bar's line.
+  During the fit, console log lines go through ``tqdm.write`` (:func:`logs_above_bars`), which clears the bar, prints
+  the line and redraws the bar below it; a fit that stops on an error ends the bar's line first
+  (:class:`~arrol_pl.train.run.callbacks.StepProgressBar`), so the one-line error that follows starts a line.
 - **No progress bar for milliseconds of work.** Loading and saving the policy's weights from and to local
   directories (transformers' "Loading weights" and "Writing model shards"; vLLM's "Loading safetensors checkpoint
   shards", off in the engine) drew bars between the run's own lines: :func:`weight_bars_off` turns transformers'
@@ -24,6 +29,7 @@ Decisions:
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from contextlib import contextmanager
 from typing import Iterator
@@ -96,3 +102,17 @@ def weight_bars_off() -> Iterator[None]:
     finally:
         if enabled:
             hf_logging.enable_progress_bar()
+
+
+@contextmanager
+def logs_above_bars() -> Iterator[None]:
+    """Inside, the root logger's console handlers write through ``tqdm.write`` (module docstring); a script that
+    configured no console handler keeps its logging as it is."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.StreamHandler) and h.stream in (sys.stdout, sys.stderr) for h in root.handlers):
+        yield
+        return
+    with logging_redirect_tqdm():
+        yield

@@ -9,11 +9,13 @@ SIGTERM stop after the step in flight with a checkpoint, the history and a summa
 done; they stop the warm start or a held-out evaluation at once, keeping nothing of it
 (:class:`~arrol_pl.train.run.callbacks.RunCheckpoints`). Once the run is trained, a signal lets its export finish:
 the summary says ``completed`` and records the signal, and the run returns (``arrol train`` then exits 128 +
-signal). A checkpoint that cannot be written stops the run
-the same way, naming the last good one (:class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError`), and so does
-a reward that failed on every item for ``reward.max_failed_steps`` steps in a row, after that step's checkpoint, with
-no final evaluation or export (:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash
-writes the history and a summary marked ``failed``, then propagates.
+signal). A checkpoint or history row that cannot be written (a full disk) stops the run the same way, with a summary
+marked ``failed`` naming the file, the file system's reason and the last good checkpoint
+(:class:`~arrol_pl.train.records.rundir.RecordWriteError`; after a signal the run still ends ``interrupted``, naming
+the write that failed), and so does a reward that failed on every item for ``reward.max_failed_steps`` steps in a
+row, after that step's checkpoint, with no final evaluation or export
+(:class:`~arrol_pl.train.step.reward_failures.RewardsFailed`); any other crash writes the history and a summary
+marked ``failed``, then propagates. The history and the summary are written even when the other cannot be.
 
 Decisions:
 - **The history lives in the run directory.** Each step's row is appended to ``history.jsonl`` as the step
@@ -42,7 +44,7 @@ from typing import Callable
 
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import RunConfig, prompts_drawn_per_step
-from arrol_pl.train.records.rundir import claim_output_dir, history_before, resolve_resume
+from arrol_pl.train.records.rundir import RecordWriteError, claim_output_dir, history_before, resolve_resume
 from arrol_pl.train.records.summary import RunSummary
 from arrol_pl.train.run.build import RunParts, build_parts, join_world, lightning_strategy
 from arrol_pl.train.run.finish import RunInterrupted, export_run, push_export, summarise, write_outcome
@@ -70,9 +72,10 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
     once every check has passed, before anything is written (``run.py`` writes Hydra's record then).
 
     Raises :class:`~arrol_pl.train.config.loader.ConfigError` before anything is written (an ``out_dir`` holding
-    another run's files included), :class:`RunInterrupted` after a signal, and
-    :class:`~arrol_pl.train.records.checkpoint.CheckpointWriteError` after a failed checkpoint write or any other exception
-    the run raised, each once the history and a summary (``status`` interrupted or failed, ``error``) are written.
+    another run's files, a model cache that refuses the policy's build included), :class:`RunInterrupted` after a
+    signal, and :class:`~arrol_pl.train.records.rundir.RecordWriteError` after a failed write of a checkpoint, the
+    history or the summary, or any other exception the run raised, each once the history and a summary (``status``
+    interrupted or failed, ``error``) are written, as far as they can be.
     """
     from arrol_pl.train.run.callbacks import RunCheckpoints
 
@@ -139,6 +142,8 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
         parts.close()
     module = parts.module
     interrupted = stop.requested and outcome.export_dir is None  # a signal once the export is written stops nothing
+    if isinstance(outcome.failure, (RecordWriteError, RewardsFailed)):
+        outcome.failure.last_good = io.last_good
     summary = summarise(
         run, module.history if module is not None else [], parts.before, outcome.after, time.perf_counter() - t0,
         status="interrupted" if interrupted else outcome.status,
@@ -153,13 +158,14 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
         checkpoint_dir=str(out_dir / "checkpoints"), tensorboard_dir=str(out_dir / "tb"),
         overrides=overrides or [], data_rows={split: rows.report() for split, rows in loaded.items()},
     )
-    write_outcome(run, out_dir, summary, module.history if module is not None else [], rank)
-    if isinstance(outcome.failure, RewardsFailed):
-        outcome.failure.last_good = io.last_good
-    if outcome.failure is not None:
-        raise outcome.failure
-    if interrupted:
-        raise RunInterrupted(stop.signum, summary, stop.stopped_in)
+    unwritten = write_outcome(run, out_dir, summary, module.history if module is not None else [], rank, io.last_good)
+    if unwritten is not None and outcome.failure is not None:
+        logger.error("%s", unwritten.failed)  # the run had failed already: that failure is the one reported
+    failure = outcome.failure or unwritten
+    if interrupted and (failure is None or isinstance(failure, RecordWriteError)):
+        raise RunInterrupted(stop.signum, summary, stop.stopped_in, failure)  # a record not written: the last good
+    if failure is not None:
+        raise failure
     return summary
 
 
@@ -172,6 +178,7 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
 
     from arrol_pl.train.records.loggers import log_hyperparams, make_loggers
     from arrol_pl.train.run.callbacks import FinalEvaluation, HeldoutEvaluation, HistoryFile, StepProgressBar
+    from arrol_pl.train.run.console import logs_above_bars
     from arrol_pl.train.run.data import PromptDataModule
 
     t, module = run.trainer, parts.module
@@ -194,8 +201,9 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     )
     fit_start = time.perf_counter()
     if not stop.requested:
-        trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
-                    ckpt_path=t.resume, weights_only=True)
+        with logs_above_bars():
+            trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
+                        ckpt_path=t.resume, weights_only=True)
     outcome.fit_seconds = time.perf_counter() - fit_start - final.seconds
     if module.reward_failures.failure is not None:  # stopped by the module, its checkpoint written: no export
         raise RewardsFailed(module.reward_failures.failure)

@@ -25,6 +25,7 @@ from typing import Any
 from arrol_pl.core.screening import audit_totals
 from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.train.config.run import RunConfig
+from arrol_pl.train.records.rundir import RecordWriteError, write_rows, writing
 from arrol_pl.train.records.summary import RunSummary, values_from
 from arrol_pl.train.run.console import weight_bars_off
 from arrol_pl.train.step.phases import POLICY_SUMMARY, PhaseTimer
@@ -274,22 +275,40 @@ The run's whole configuration is in its `summary.json` and `.hydra/config.yaml`.
 
 
 class RunInterrupted(Exception):
-    """Training stopped on a signal; the checkpoint, history and summary (``status: interrupted``) are written."""
+    """Training stopped on a signal; the checkpoint, history and summary (``status: interrupted``) are written, or
+    the record that could not be (``failed``, a :class:`~arrol_pl.train.records.rundir.RecordWriteError`: the
+    checkpoint to resume from is then the last good one)."""
 
-    def __init__(self, signum: int, summary: RunSummary, phase: str | None = None) -> None:
+    def __init__(self, signum: int, summary: RunSummary, phase: str | None = None,
+                 failed: RecordWriteError | None = None) -> None:
         self.signum, self.summary = signum, summary
         ckpt = summary.checkpoint
         resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
         where = f" in {phase}" if phase else ""  # a phase stopped at once, keeping nothing of it
-        super().__init__(f"{signal.Signals(signum).name}: stopped{where} after {summary.steps} steps; {resume}")
+        write = f"{failed.failed}; " if failed is not None else ""
+        super().__init__(f"{signal.Signals(signum).name}: stopped{where} after {summary.steps} steps; {write}{resume}")
 
 
 def write_outcome(run: RunConfig, out_dir: Path, summary: RunSummary, history: list[dict[str, float]],
-                  rank: int) -> None:
-    """Rank 0 writes ``summary.json`` and the whole ``history.jsonl`` (every rank holds the same, global, history):
-    written as the run went, once more whole, with the final held-out evaluation on the last row."""
-    from arrol_pl.train.records.rundir import write_rows
-
-    if rank == 0:
-        summary.write(out_dir)
-        write_rows(out_dir / "history.jsonl", history)
+                  rank: int, last_good: Path | None = None) -> RecordWriteError | None:
+    """Rank 0 writes the whole ``history.jsonl`` (every rank holds the same, global, history: written as the run
+    went, once more whole, with the final held-out evaluation on the last row), then ``summary.json``. Returns the
+    first write that failed (a :class:`~arrol_pl.train.records.rundir.RecordWriteError` naming ``last_good``; None:
+    none), after which the summary is still written, marked failed with it unless the run had ended otherwise."""
+    if rank != 0:
+        return None
+    failed = None
+    try:
+        with writing("history", out_dir / "history.jsonl", last_good):
+            write_rows(out_dir / "history.jsonl", history)
+    except RecordWriteError as exc:
+        failed = exc
+        if summary.status == "completed":
+            summary.status = "failed"
+        summary.error = summary.error or str(exc)
+    try:
+        with writing("summary", out_dir / "summary.json", last_good):
+            summary.write(out_dir)
+    except RecordWriteError as exc:
+        failed = failed or exc
+    return failed

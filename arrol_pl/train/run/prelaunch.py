@@ -1,8 +1,9 @@
 """Checks before launch: everything about a run that can be wrong is found before its output directory or any
 model exists.
 
-Faults (docs/guide.md, "When things go wrong"): every key and the data sources (a file missing, empty, unreadable
-or without the fields looked for; a hub dataset while offline) are checked before Hydra starts the job
+Faults (docs/guide.md, "When things go wrong"): every key, the data sources (a file missing, empty, unreadable
+or without the fields looked for; a hub dataset while offline) and the model cache a built or converted policy goes
+into (a path under a file, a read-only or full file system, no permission) are checked before Hydra starts the job
 (:func:`check_run_config`); the data sizes, the checkpoint to resume, a GPU run's memory plan and the output directory
 by :func:`preflight`; such a run fails with one :class:`~arrol_pl.train.config.loader.ConfigError` naming what is
 wrong.
@@ -44,9 +45,9 @@ def data_error(exc: Exception) -> ConfigError:
 
 def check_run_config(cfg: Any, load: Callable[[Any], RunConfig] = load_run_config) -> RunConfig:
     """A training command line's checks before Hydra starts the job (``arrol train``'s, ``--cfg job``'s, ``arrol
-    advise``'s): the typed config (``load``, by default :func:`~arrol_pl.train.config.run.load_run_config`) and its
-    data sources, read briefly (:func:`~arrol_pl.tasks.registry.check_sources`); raises :class:`ConfigError` naming
-    the key."""
+    advise``'s): the typed config (``load``, by default :func:`~arrol_pl.train.config.run.load_run_config`), its
+    data sources, read briefly (:func:`~arrol_pl.tasks.registry.check_sources`), and the model cache when the policy
+    is built or converted there (:func:`check_model_cache`); raises :class:`ConfigError` naming the key."""
     from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import check_sources
 
@@ -55,7 +56,22 @@ def check_run_config(cfg: Any, load: Callable[[Any], RunConfig] = load_run_confi
         check_sources(run.data)
     except DatasetUnavailableError as exc:
         raise data_error(exc) from None
+    check_model_cache(run)
     return run
+
+
+def check_model_cache(run: RunConfig) -> None:
+    """The model cache of a policy built there (the tiny one) or converted there (``model.pretrained``), before any
+    model work (:func:`~arrol_pl.models.cache.check_writable`, which writes nothing); a ``model.path`` policy needs
+    none. :class:`ConfigError` naming the cache and the keys that move it."""
+    from arrol_pl.models.cache import CacheNotWritable, check_writable, resolve_cache_dir
+
+    if run.model.path is not None:
+        return
+    try:
+        check_writable(resolve_cache_dir(run.model.cache_dir))
+    except CacheNotWritable as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_splits(run: RunConfig) -> tuple:
