@@ -21,6 +21,7 @@ from typing import Any
 from arrol_pl.core.screening import audit_totals
 from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.train.config.run import RunConfig
+from arrol_pl.train.records.rundir import resume_command
 from arrol_pl.train.records.summary import RunSummary, values_from
 from arrol_pl.train.run.console import weight_bars_off
 from arrol_pl.train.step.phases import POLICY_SUMMARY, PhaseTimer
@@ -245,7 +246,7 @@ class RunInterrupted(Exception):
     def __init__(self, signum: int, summary: RunSummary, phase: str | None = None) -> None:
         self.signum, self.summary = signum, summary
         ckpt = summary.checkpoint
-        resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
+        resume = f"resume with {resume_command(ckpt)}" if ckpt else "no checkpoint to resume from"
         where = f" in {phase}" if phase else ""  # a phase stopped at once, keeping nothing of it
         super().__init__(f"{signal.Signals(signum).name}: stopped{where} after {summary.steps} steps; {resume}")
 
