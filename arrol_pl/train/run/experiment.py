@@ -198,7 +198,8 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     if not stop.requested:
         final.run(module)  # done in on_train_end unless the fit had no step left to run
         outcome.after = final.result  # the last point of the held-out curve
-        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format())
+        outcome.export_dir = export_policy(module, parts.tokenizer, out_dir / "export", run.data.prompt_format(),
+                                           run.data)
         if module.ranks.rank == 0:
             write_run_card(outcome.export_dir, run, len(module.history), parts.before, outcome.after)
             if t.push_to_hub is not None:  # the export whole: policy, tokenizer, card, quality_head/ (finish)
