@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--head-args", default="", help="extra Hydra overrides of head_quality.py, e.g. "
                    "'data.heldout_name=math500 data.heldout_path=/data/math500.jsonl max_tokens=8192'")
     p.add_argument("--vote-args", default="", help="extra Hydra overrides of evaluate.py, e.g. "
-                   "'~datasets.arithmetic +datasets.amc23.path=/data/amc23.jsonl max_tokens=8192'")
+                   "'+datasets.amc23.path=/data/amc23.jsonl max_tokens=8192'")
     p.add_argument("overrides", nargs="*", help="Hydra overrides for the training parts")
     args = p.parse_args(argv)
     if args.vote_k < 1:

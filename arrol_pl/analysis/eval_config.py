@@ -5,6 +5,8 @@ Decisions:
 - **Sections reused, not copied.** ``engine`` is the engine's own :class:`~arrol_pl.engine.EngineConfig` (the
   model comes from the checkpoint) and ``deepconf`` the scorer's :class:`DeepConfSettings`; a dataset entry holds
   the loader's arguments and the prompt keys of ``conf/data/`` (:class:`EvalDatasetConfig`).
+- **The run's data unless told.** With no ``datasets`` the evaluation scores what the checkpoint's run held out
+  (:mod:`arrol_pl.analysis.trained_data`); any entry given replaces it.
 - **The run's defaults, not copies.** ``temperature``, ``top_p`` and ``max_tokens`` default to the training
   rollouts' (``algo.temperature``, ``algo.top_p``, ``algo.max_response_tokens``) and ``limit`` to the held-out set's
   size (``data.num_heldout``), the run config's own fields: a checkpoint is sampled as it was trained unless an
@@ -37,7 +39,7 @@ class EvalDatasetConfig:
     """``datasets.<name>``: a dataset by its adapter name (``arithmetic``, ``math500``, ``gsm8k``, ...)."""
 
     split: str | None = None
-    """The adapter's split (None: its default; the built-in task: ``heldout``)."""
+    """The adapter's split (None: its default; a generated task's, the built-in one's: ``heldout``)."""
     path: str | None = None
     """A local file or directory (None: the adapter's source)."""
     options: dict[str, Any] = field(default_factory=dict)
@@ -48,10 +50,6 @@ class EvalDatasetConfig:
     """As ``data.chat_template`` (None: as trained)."""
     stop: list[str] | None = None
     """As ``data.stop`` (None: as trained)."""
-
-
-def _arithmetic() -> dict[str, EvalDatasetConfig]:
-    return {"arithmetic": EvalDatasetConfig(split="heldout")}
 
 
 @dataclass
@@ -70,10 +68,11 @@ class EvalConfig:
     """Longest completion; the trainer's ``algo.max_response_tokens`` (the paper: 8192)."""
     limit: int | None = DataConfig.num_heldout
     """Problems per dataset (None: all); as many as a run's held-out evaluation (``data.num_heldout``)."""
-    datasets: dict[str, Any] = field(default_factory=_arithmetic)
-    """Name → :class:`EvalDatasetConfig`; add one with ``+datasets.math500.path=...``, drop one with
-    ``~datasets.arithmetic`` or, in a preset, ``arithmetic: null`` (typed ``Any`` so that Hydra can add an entry key
-    by key)."""
+    datasets: dict[str, Any] = field(default_factory=dict)
+    """Name → :class:`EvalDatasetConfig`, the sets to score; empty: the data the checkpoint's run trained on, its
+    held-out set (else its training problems, said so; :mod:`arrol_pl.analysis.trained_data`). Add one with
+    ``+datasets.math500.path=...`` (the built-in task: ``+datasets.arithmetic.split=heldout``); an entry set to null
+    is dropped (typed ``Any`` so that Hydra can add an entry key by key)."""
     reward: AsTrainedRewardConfig = field(default_factory=AsTrainedRewardConfig)
     """What scores the completions, in how many workers, with what time limit."""
     deepconf: DeepConfSettings = field(default_factory=DeepConfSettings)
@@ -84,7 +83,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         from arrol_pl.core.confidence import TRACE_MODES
-        from arrol_pl.tasks.registry import canonical_name
+        from arrol_pl.tasks.registry import canonical_name, is_generated
 
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
@@ -97,14 +96,14 @@ class EvalConfig:
         if self.deepconf.mode not in TRACE_MODES:
             raise ConfigError(f"deepconf.mode={self.deepconf.mode!r}; choose one of {list(TRACE_MODES)}")
         self.datasets = {name: spec for name, spec in self.datasets.items() if spec is not None}
-        if not self.datasets:
-            raise ConfigError("datasets is empty: keep one (the default is datasets.arithmetic)")
         for name, spec in list(self.datasets.items()):
             try:
                 canonical_name(name)
                 self.datasets[name] = spec if isinstance(spec, EvalDatasetConfig) else EvalDatasetConfig(**spec)
             except (ValueError, TypeError) as exc:
                 raise ConfigError(f"datasets.{name}: {exc}") from None
+            if self.datasets[name].split is None and is_generated(name):  # never the problems it trains on
+                self.datasets[name].split = "heldout"
 
 
 def load_eval_config(cfg: DictConfig | dict) -> EvalConfig:

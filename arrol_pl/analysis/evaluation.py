@@ -134,6 +134,7 @@ def write_report(out_dir: Path, per_dataset: dict[str, list[dict]], meta: dict) 
                      f"{100 * sum(known) / len(known):.2f}" if known else "—"])
     lines = [
         f"Evaluation of `{meta.get('checkpoint')}`, k = {meta.get('k')} samples per problem, T = {meta.get('temperature')}.",
+        *([f"Scored: {meta['data']}."] if meta.get("data") else []),
         "",
         *table_lines(["metric", *names, "avg"], rows),
     ]

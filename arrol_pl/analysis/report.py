@@ -72,3 +72,5 @@ def print_summary(s: RunSummary, out_dir: Path) -> None:
     if phases:
         print(f"  {'seconds per phase':<{width}}  {phases}")
     print(f"  outputs: {out_dir} (summary.json, tb/, checkpoints/, export/)")
+    if s.checkpoint:
+        print(f"  train further: trainer.resume={out_dir} trainer.max_steps=<more> (in place)")

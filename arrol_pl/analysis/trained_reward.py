@@ -47,16 +47,19 @@ class AsTrainedRewardConfig(RewardScoring):
         self.function = MATH_VERIFY
 
 
-def trained_reward(path: Path) -> str | None:
-    """The ``reward.function`` that trained ``path`` (an export directory: its run's ``summary.json``, one directory
-    up; a training checkpoint: its own record); None when neither says."""
+def trained_config(path: Path) -> dict:
+    """The configuration of the run that trained ``path`` as it recorded it (an export directory: its run's
+    ``summary.json``, one directory up; a training checkpoint: its own record); empty when neither says."""
     from arrol_pl.train.records.checkpoint import read_checkpoint  # torch and Lightning, for a checkpoint only
 
     if path.is_dir():
         summary = path.parent / "summary.json"
-        config = json.loads(summary.read_text()).get("config", {}) if summary.is_file() else {}
-    elif path.is_file():
-        config = read_checkpoint(path, "checkpoint", {"arrol": "the run's records"})["arrol"].get("config", {})
-    else:
-        return None
-    return (config.get("reward") or {}).get("function")
+        return json.loads(summary.read_text()).get("config", {}) if summary.is_file() else {}
+    if path.is_file():
+        return read_checkpoint(path, "checkpoint", {"arrol": "the run's records"})["arrol"].get("config", {})
+    return {}
+
+
+def trained_reward(path: Path) -> str | None:
+    """The ``reward.function`` that trained ``path`` (:func:`trained_config`); None when nothing says."""
+    return (trained_config(path).get("reward") or {}).get("function")

@@ -4,9 +4,10 @@ evaluation, with Hydra (``conf/evaluate.yaml``).
 Samples k completions per problem with the vLLM engine (no pruning; the quality head scores each completion at its
 end) and writes, under the run directory: metrics.json, results.md (the layout of the paper's Tables 1 and 3) and
 records.jsonl (per problem: answers, classes, correctness, head scores, DeepConf confidences, votes), from which
-every metric can be recomputed. ``checkpoint`` is a run's ``export/`` or any training checkpoint (``.ckpt``). A
-problem whose prompt leaves no room for ``max_tokens`` in the context is skipped and counted with the bad rows, as
-training skips it (metrics.json's ``data_rows``).
+every metric can be recomputed. ``checkpoint`` is a run's ``export/`` or any training checkpoint (``.ckpt``). It
+scores the data the run held out (else its training problems) unless ``datasets`` names others, and says which in
+its first line. A problem whose prompt leaves no room for ``max_tokens`` in the context is skipped and counted with
+the bad rows, as training skips it (metrics.json's ``data_rows``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from arrol_pl.analysis.eval_config import EvalConfig, load_eval_config  # registers eval_schema (conf/evaluate.yaml)
+from arrol_pl.analysis.trained_data import trained_data
 from arrol_pl.cli import hydra_app
 from arrol_pl.train.config.loader import ConfigError
 
@@ -122,17 +124,58 @@ def evaluated_problems(name: str, loaded, tokenizer, prompt_format, policy_dir: 
 
 
 def task(raw: DictConfig) -> None:
-    """Hydra's task: check the config, then evaluate into the run directory."""
+    """Hydra's task: check the config, say what it scores and load it, then evaluate into the run directory."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         cfg = load_eval_config(raw)
         check(cfg)
-        evaluate(cfg, out_dir)
+        sets = scored_sets(cfg)
+        evaluate(cfg, out_dir, sets)
     except ConfigError as exc:
         hydra_app.refuse(exc, out_dir)
 
 
-def evaluate(cfg, out_dir: Path) -> None:
+@dataclasses.dataclass
+class ScoredSets:
+    """What an evaluation scores: its problems per dataset (a ProblemSet, with its bad rows), each dataset's prompt
+    format where the checkpoint's run gives it (None: :func:`dataset_format`), and the line that says which."""
+
+    problems: dict
+    formats: dict
+    described: str
+
+
+def scored_sets(cfg) -> ScoredSets:
+    """The problems ``cfg`` scores: its ``datasets``, or none named, the data of the checkpoint's run
+    (:mod:`arrol_pl.analysis.trained_data`), each cut to ``limit``. Prints which first; a source that gives no
+    problem is a ConfigError naming its key and file."""
+    from arrol_pl.tasks.problem import DatasetUnavailableError
+    from arrol_pl.tasks.registry import load_problems
+
+    run_data = None if cfg.datasets else trained_data(Path(cfg.checkpoint))
+    described = run_data.describe() if run_data else f"datasets {', '.join(cfg.datasets)}"
+    each = f"the first {cfg.limit} problems" if cfg.limit else "every problem"
+    print(f"evaluating {cfg.checkpoint} on {described}: {each}{' of each' if len(cfg.datasets) > 1 else ''}, "
+          f"k = {cfg.k}", flush=True)
+    try:
+        if run_data is not None:  # the run's own, in its own prompt format
+            sets = ScoredSets({run_data.name: run_data.load(cfg.limit)},
+                              {run_data.name: run_data.data.prompt_format()}, described)
+        else:
+            loaded = {name: load_problems(name, path=spec.path, split=spec.split, **spec.options)
+                      for name, spec in cfg.datasets.items()}
+            sets = ScoredSets({name: dataclasses.replace(ps, problems=ps.problems[:cfg.limit or None])
+                               for name, ps in loaded.items()},
+                              dict.fromkeys(loaded), described)
+    except DatasetUnavailableError as exc:
+        raise ConfigError(str(exc)) from None
+    empty = [name for name, loaded in sets.problems.items() if not loaded.problems]
+    if empty:
+        raise ConfigError(f"datasets.{empty[0]}: no problems loaded")
+    return sets
+
+
+def evaluate(cfg, out_dir: Path, sets: ScoredSets) -> None:
     """Sample, score and write ``metrics.json``, ``results.md`` and ``records.jsonl`` into ``out_dir``."""
     from arrol_pl.train.run.console import quiet_console
 
@@ -142,21 +185,17 @@ def evaluate(cfg, out_dir: Path) -> None:
     from arrol_pl.analysis.evaluation import evaluate_dataset, write_report
     from arrol_pl.engine import ArrolEngine
     from arrol_pl.tasks.prompts import PromptFormat
-    from arrol_pl.tasks.registry import load_problems
     from arrol_pl.tasks.reward_function import make_reward
     from arrol_pl.train.run.build import engine_context
 
-    loaded = {}
-    for name, spec in cfg.datasets.items():
-        read = load_problems(name, path=spec.path, split=spec.split, **spec.options)
-        loaded[name] = dataclasses.replace(read, problems=read.problems[: cfg.limit]) if cfg.limit else read
     with tempfile.TemporaryDirectory(prefix="arrol-eval-") as scratch:
         policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
         tokenizer = AutoTokenizer.from_pretrained(policy_dir)
         trained = PromptFormat.load(policy_dir) if Path(cfg.checkpoint).is_dir() else None
-        formats = {name: dataset_format(name, spec, trained) for name, spec in cfg.datasets.items()}
+        formats = {name: fmt or dataset_format(name, cfg.datasets[name], trained)
+                   for name, fmt in sets.formats.items()}
         problems = {name: evaluated_problems(name, ps, tokenizer, formats[name], policy_dir, cfg)
-                    for name, ps in loaded.items()}
+                    for name, ps in sets.problems.items()}
         all_problems = [p for ps in problems.values() for p in ps]
         length = cfg.engine.max_model_len or engine_context(tokenizer, all_problems, cfg.max_tokens, policy_dir)
         engine = ArrolEngine(str(policy_dir), dataclasses.replace(cfg.engine, max_model_len=length), head=head)
@@ -170,7 +209,8 @@ def evaluate(cfg, out_dir: Path) -> None:
         finally:
             engine.close()
     meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
-            "reward": cfg.reward.function, "data_rows": {name: ps.report() for name, ps in loaded.items()},
+            "reward": cfg.reward.function, "data": sets.described,
+            "data_rows": {name: ps.report() for name, ps in sets.problems.items()},
             "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
             "config": dataclasses.asdict(cfg)}
     write_report(out_dir, records, meta)

@@ -13,8 +13,10 @@ Decisions:
   an override it cannot parse), is one line on stderr naming the key and what is allowed, ``config error: ...``,
   exit 2, before Hydra creates a directory or any model loads. ``--cfg job`` / ``--cfg all`` check as a run does
   before Hydra prints the config. ``--config-dir`` adds presets: they are composed here too (on Hydra's search path,
-  where Hydra puts them), unless they compose only as Hydra composes them; ``--config-path`` replaces the presets:
-  then Hydra alone composes, and reports in its own words.
+  where Hydra puts them), and a key, type or value refused in one of them names its file
+  (:mod:`arrol_pl.cli.config_files`); a primary config of their own (``--config-name``), which only Hydra finds
+  there, and ``--config-path``, which replaces the presets, leave Hydra alone to compose and report in its own
+  words.
 - **A refusal leaves no directory.** What needs the run directory or the data (a directory holding another run, a
   training set smaller than a step) is checked inside the job, after Hydra created the run directory:
   :func:`refuse` removes it, and the parents Hydra created for it (``outputs/runs/``), known from the composed
@@ -36,6 +38,7 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from omegaconf import DictConfig, open_dict, read_write
 
+from arrol_pl.cli.config_files import composing_file, in_file, setting_file
 from arrol_pl.train.config.loader import ConfigError, from_hydra
 from arrol_pl.train.records.rundir import remove_if_only_hydra
 
@@ -76,18 +79,46 @@ def initialized() -> Iterator[None]:
         yield
 
 
-def compose(config_name: str, overrides: Sequence[str], with_hydra: bool = False) -> DictConfig:
-    """``conf/<config_name>.yaml`` with ``overrides``, composed as a run composes it (``with_hydra``: Hydra's own
-    section too); what Hydra refuses is a one-line :class:`ConfigError` naming the key or preset."""
+def searched(config_dir: Path | None) -> list[str]:
+    """The override that puts ``--config-dir``'s presets on the search path, where Hydra puts them (none without)."""
+    return [] if config_dir is None else [f"hydra.searchpath=['file://{Path(config_dir).absolute()}']"]
+
+
+def compose(config_name: str, overrides: Sequence[str], with_hydra: bool = False,
+            config_dir: Path | None = None) -> DictConfig:
+    """``conf/<config_name>.yaml`` with ``overrides`` (and ``config_dir``'s presets), composed as a run composes it
+    (``with_hydra``: Hydra's own section too); what Hydra refuses is a one-line :class:`ConfigError` naming the key
+    or preset, and the file when a config file's key or value is refused."""
     from hydra import compose as hydra_compose
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     with initialized():
         try:
-            return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+            return hydra_compose(config_name, overrides=[*searched(config_dir), *overrides],
+                                 return_hydra_config=with_hydra)
         except (HydraException, OmegaConfBaseException) as exc:
-            raise from_hydra(exc) from None
+            dirs = [conf_dir(), *([] if config_dir is None else [Path(config_dir)])]
+            raise in_file(from_hydra(exc), composing_file(exc, dirs)) from None
+
+
+def checked_in_file(job: HydraJob, name: str, cfg: DictConfig, config_dir: Path | None,
+                    overrides: Sequence[str]) -> Any:
+    """``job``'s typed config of ``cfg`` (``name`` with ``overrides``, composed with Hydra's section); a value it
+    refuses that one of ``config_dir``'s presets set names that file."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    try:
+        return job.check(task_part(cfg))
+    except ConfigError as exc:
+        if config_dir is None:
+            raise
+        with initialized():
+            defaults = GlobalHydra.instance().config_loader().compute_defaults_list(
+                name, [*searched(config_dir), *overrides], RunMode.RUN).defaults
+        raise in_file(exc, setting_file(exc, defaults, [conf_dir(), Path(config_dir)], Path(config_dir),
+                                        overrides)) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,8 +186,7 @@ def precheck(job: HydraJob, args: Any) -> Path | None:
     from hydra.types import RunMode
 
     name = args.config_name or job.config_name
-    extra = args.config_dir and Path(args.config_dir).is_dir()
-    search = [f"hydra.searchpath=['file://{Path(args.config_dir).absolute()}']"] if extra else []
+    extra = Path(args.config_dir) if args.config_dir and Path(args.config_dir).is_dir() else None
     parser = OverridesParser.create()
     parsed = []
     for line in args.overrides:
@@ -165,25 +195,25 @@ def precheck(job: HydraJob, args: Any) -> Path | None:
         except OverrideParseException as exc:
             raise ConfigError(f"{line}: not an override ({str(exc).splitlines()[0]}); an override reads key=value, "
                               "group=preset, +key=value (add) or ~key (remove)") from None
-    fixed = [*search, *(o.input_line for o in parsed if not o.is_sweep_override())]
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     try:
-        cfg = compose(name, fixed, with_hydra=True)
+        cfg = compose(name, fixed, with_hydra=True, config_dir=extra)
         if args.multirun or cfg.hydra.mode == RunMode.MULTIRUN:
             for o in parsed:
                 if o.is_discrete_sweep() and o.value_type != ValueType.GLOB_CHOICE_SWEEP:
                     for value in o.sweep_string_iterator():
-                        compose(name, [*fixed, f"{o.get_key_element()}={value}"])
+                        compose(name, [*fixed, f"{o.get_key_element()}={value}"], config_dir=extra)
             return deepest_existing(cfg.hydra.sweep.dir)
-        if len(fixed) < len(search) + len(parsed):
-            compose(name, [*search, *args.overrides])  # Hydra's refusal of a sweep outside --multirun
+        if len(fixed) < len(parsed):
+            compose(name, args.overrides, config_dir=extra)  # Hydra's refusal of a sweep outside --multirun
     except ConfigError:
-        if extra:
-            return None  # presets from --config-dir that compose only as Hydra composes them: Hydra's words
+        if extra and not (conf_dir() / f"{name}.yaml").is_file():
+            return None  # a primary config of --config-dir's own: only Hydra finds it there, and words its refusals
         raise
     hydra_dir = Path(cfg.hydra.run.dir)
     existed = deepest_existing(hydra_dir)
     if args.cfg in (None, "job", "all") and not args.info:
-        checked = job.check(task_part(cfg))
+        checked = checked_in_file(job, name, cfg, extra, fixed)
         if args.cfg is None and job.run_dir is not None and (run_dir := job.run_dir(checked, hydra_dir)) != hydra_dir:
             INVOCATION.run_dir, existed = run_dir, deepest_existing(run_dir)
     return existed

@@ -28,7 +28,8 @@ from omegaconf import DictConfig
 from arrol_pl.cli import hydra_app
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import RunConfig, load_run_config
-from arrol_pl.train.records.rundir import OWNER_ENV, claim_output_dir, resumed_run_dir, save_hydra_record
+from arrol_pl.train.records.rundir import (OWNER_ENV, claim_output_dir, resume_command, resumed_run_dir,
+                                           save_hydra_record)
 from arrol_pl.train.run.prelaunch import check_run_config
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
@@ -81,7 +82,7 @@ def train(cfg: DictConfig) -> None:
         print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
         sys.exit(128 + exc.signum)
     except (RecordWriteError, RewardsFailed) as exc:
-        resume = f"; resume with trainer.resume={exc.last_good}" if exc.last_good else ""
+        resume = f"; resume with {resume_command(exc.last_good)}" if exc.last_good else ""
         print(f"stopped: {exc}{resume}", file=sys.stderr)
         sys.exit(1)
     if os.environ.get("RANK", "0") == "0":

@@ -79,6 +79,7 @@ def test_the_printout_says_how_often_the_gate_let_the_run_prune_and_the_heads_au
     print_summary(s, tmp_path)
     out = capsys.readouterr().out
     assert "quality-head AUC after cold start (within groups)  0.700 (0.510)" in out
+    assert "train further" not in out  # no checkpoint to go on from
     assert ("steps the gate let prune after cold start" in out) == (gate is not None)
     if gate is not None:
         assert "steps the gate let prune after cold start          0.25" in out
@@ -119,7 +120,9 @@ def test_a_run_that_never_left_its_cold_start_reports_no_figures_after_it(tmp_pa
                 "zero_advantage_fraction", "seconds_per_step"):
         assert getattr(s, key) is None, key
     assert s.train_accuracy_first == 0.0  # the figures over every step stay
+    s.checkpoint = str(tmp_path / "checkpoints" / "last.ckpt")
     print_summary(RunSummary.from_json(json.loads(json.dumps(s.to_json()))), tmp_path)
     out = capsys.readouterr().out
     assert "no steps after the cold start (2 of its 10 steps ran)" in out
+    assert f"  train further: trainer.resume={tmp_path} trainer.max_steps=<more>" in out  # in place, as resumes go
     assert "after cold start" not in out and "keep ratio" not in out

@@ -209,3 +209,39 @@ def test_compose_names_the_key_or_preset_and_what_it_takes(overrides, expected):
     with pytest.raises(ConfigError) as err:
         load_run_config(compose("config", overrides))
     assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+
+
+RECIPE = """# @package _global_
+defaults:
+  - smollm2_setting
+  - _self_
+name: sums
+{body}
+"""
+
+
+@pytest.mark.parametrize("body,override,expected", [
+    ("algo:\n  lrr: 1e-5", "", "mine/exp/sums.yaml: algo.lrr: no such key (did you mean algo.lr?); algo takes name, "),
+    ("algo.lrr: 1e-5", "", "mine/exp/sums.yaml: algo.lrr: no such key (did you mean algo.lr?); algo takes name, "),
+    ("algo.lr: 1e-5", "", "mine/exp/sums.yaml: algo.lr: a dotted key in a file is one key of that name, which no "
+                          "section has; nest it: algo:, then lr: indented below it"),
+    ("pruning:\n  screen:\n    stagez: 2", "", "mine/exp/sums.yaml: pruning.screen.stagez: no such key (did you mean "
+                                                "pruning.screen.stages?); pruning.screen takes stages, "),
+    ("algo:\n  clip_low: abc", "", "mine/exp/sums.yaml: algo.clip_low: Value 'abc' of type 'str' could not be "
+                                   "converted to Float; algo.clip_low takes float"),
+    ("pruning:\n  keep_ratio: 7.0", "", "mine/exp/sums.yaml: pruning.keep_ratio (κ) must be in (0, 1], got 7.0"),
+    ("pruning:\n  keep_ratio: 7.0", "pruning.keep_ratio=3.0", "config error: pruning.keep_ratio (κ) must be in "
+                                                              "(0, 1], got 3.0"),
+], ids=["nested-key", "dotted-typo", "dotted-key", "deep-key", "wrong-type", "bad-value", "value-on-the-command-line"])
+def test_a_recipe_of_ones_own_is_refused_in_one_line_naming_its_file(tmp_path, command_main, body, override, expected):
+    """A preset of ``--config-dir`` is checked as the command line is: a bad key, type or value in it is one line
+    naming the file (as the directory was given), the key and the closest one, exit 2, nothing written; a value the
+    command line sets instead names no file."""
+    (tmp_path / "mine" / "exp").mkdir(parents=True)
+    (tmp_path / "mine" / "exp" / "sums.yaml").write_text(RECIPE.format(body=body))
+    out = command_main(tmp_path, "train", "--config-dir", "mine", "+exp=sums", *([override] if override else []))
+    assert out.returncode == 2, out.stderr[-3000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error: "), out.stderr[-3000:]
+    assert expected in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]

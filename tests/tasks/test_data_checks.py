@@ -124,7 +124,8 @@ def test_presets_added_with_config_dir_are_checked_before_hydra_starts(tmp_path,
     (tmp_path / "extra" / "pruning" / "wide.yaml").write_text("policy: arrol\nkeep_ratio: 7.0\n")
     out = command_main(tmp_path, "train", "--config-dir", str(tmp_path / "extra"), "pruning=wide")
     assert out.returncode == 2 and out.stderr.splitlines() == [
-        "config error: pruning.keep_ratio (κ) must be in (0, 1], got 7.0"], out.stderr[-3000:]
+        f"config error: {tmp_path / 'extra' / 'pruning' / 'wide.yaml'}: pruning.keep_ratio (κ) must be in (0, 1], got "
+        "7.0"], out.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["extra"]  # no outputs/runs/
 
 

@@ -2,7 +2,8 @@
 example (``examples/rewards.py``, exact match on a JSON field), wrapped by a module in the run's working directory
 that logs every call. The run's rewards, its accuracy and its held-out figures are the function's, scored in the
 reward workers (not the trainer's process), one call per rollout; and the evaluation of its export scores with the
-same function, named again (what a run records is never imported: tests/analysis/test_trained_reward.py)."""
+same function, named again (what a run records is never imported: tests/analysis/test_trained_reward.py), on the
+problems the run held out, which the export records."""
 
 import json
 import os
@@ -76,19 +77,27 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     sampled = [c["reward"] for c in after[HELDOUT:]]
     assert summary["heldout_accuracy_after"] == pytest.approx(sum(r > 0.5 for r in sampled) / len(sampled))
 
-    # The export evaluates with the function that trained it, named again, and votes over no answers.
+    # The export evaluates with the function that trained it, named again, and votes over no answers; told no
+    # datasets, on the data the run held out (the export records it: names and paths), saying so first.
     log.unlink()
+    export = tmp_path / "run" / "export"
+    assert json.loads((export / "data_config.json").read_text())["heldout_path"] == str(data)
     evaluation = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run' / 'export'}",
-         "~datasets.arithmetic", f"+datasets.jsonl.path={data}", "k=2", "limit=3", "max_tokens=16",
-         "reward.function=probe_rewards:logged",
+        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={export}", "k=2", "limit=3",
+         "max_tokens=16", "reward.function=probe_rewards:logged",
          f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert evaluation.returncode == 0, evaluation.stderr[-4000:]
+    assert evaluation.stdout.splitlines()[0] == (
+        f"evaluating {export} on the run's held-out set: jsonl, {data} (recorded in {export / 'data_config.json'}): "
+        "the first 3 problems, k = 2")
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
-    assert metrics["reward"] == "probe_rewards:logged"
+    assert metrics["reward"] == "probe_rewards:logged" and metrics["data"].startswith("the run's held-out set: jsonl")
+    records = [json.loads(line) for line in (tmp_path / "eval" / "records.jsonl").read_text().splitlines()]
+    assert [(r["dataset"], r["id"]) for r in records] == [("jsonl", row["id"]) for row in rows[:3]]
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 3 * 2 and all("Reply as JSON" in c["prompt"] for c in calls)
     jsonl = metrics["metrics"]["jsonl"]
     assert jsonl["avg@k"] == pytest.approx(sum(c["reward"] > 0.5 for c in calls) / len(calls))
     assert jsonl["maj@k"] is None and jsonl["arrol@k"] is None  # no answers extracted: nothing to vote over
-    assert "extracts no answers" in (tmp_path / "eval" / "results.md").read_text()
+    results = (tmp_path / "eval" / "results.md").read_text()
+    assert "extracts no answers" in results and "Scored: the run's held-out set: jsonl, " in results

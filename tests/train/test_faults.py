@@ -213,7 +213,7 @@ def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, 
     assert out.returncode == 2, out.stderr[-3000:]
     line = next(x for x in out.stderr.splitlines() if x.startswith("config error:"))
     assert f"output directory {reference} already holds another run's files" in line
-    assert f"resume it with trainer.resume={reference / 'checkpoints' / 'last.ckpt'}" in line
+    assert f"resume it with trainer.resume={reference}, or pass a new directory" in line
     assert "or pass a new directory" in line and "Traceback" not in out.stderr
     assert not cache.exists(), "a model was built before the directory was refused"
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == files
@@ -264,8 +264,18 @@ def test_signal_saves_checkpoint_history_and_summary(reference, policy_cache, si
     assert not (run_dir / "export").exists()
     assert summary["config"]["pruning"]["policy"] == "random"
     assert all(row["pruning/keep_ratio"] < 1.0 for row in history(run_dir)[1:])  # pruned after the cold start
-    assert f"interrupted: {signum.name}: stopped after {steps} steps; resume with trainer.resume=" in stderr
+    resume = f"trainer.resume={run_dir}"  # the run's directory: the same resume the README and the guide give
+    assert f"interrupted: {signum.name}: stopped after {steps} steps; resume with {resume} (outputs: {run_dir})" \
+        in stderr
     assert "Traceback" not in stderr
+    if signum == signal.SIGTERM:  # followed as printed, from a new command: the run continues in its own directory
+        elsewhere = reference.parent / "resume-as-printed"
+        out = run(policy_cache, elsewhere, "pruning=random", resume)
+        assert out.returncode == 0, out.stderr[-4000:]
+        assert not elsewhere.exists(), "the printed resume started a new run"
+        resumed = json.loads((run_dir / "summary.json").read_text())
+        assert resumed["status"] == "completed" and resumed["steps"] == STEPS
+        assert [r["step"] for r in history(run_dir)] == list(map(float, range(STEPS)))
     # Exact resume is checked from the kill -9 run's checkpoint
     # (test_kill_9_then_resume_in_its_own_directory_is_identical); a signal's checkpoint is written by the same
     # RunCheckpoints path as an off-interval last step's, whose resume test_run_smoke.py's
@@ -287,6 +297,7 @@ def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache
     line = next(x for x in out.stderr.splitlines() if x.startswith("stopped:"))
     assert f"writing checkpoint {run_dir / 'checkpoints' / 'step00004.ckpt'} failed (File too large)" in line
     assert f"the last good checkpoint is {run_dir / 'checkpoints' / 'last.ckpt'}" in line
+    assert line.endswith(f"; resume with trainer.resume={run_dir}")  # the directory resumes from that one in place
     assert "Traceback" not in out.stderr and "enforce fail" not in out.stderr  # the kernel's reason, not torch's
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert names == ["last.ckpt", "step00002.ckpt"], names  # nothing partial, no temporary file left

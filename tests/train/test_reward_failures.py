@@ -79,7 +79,7 @@ def test_a_reward_that_is_nan_on_every_item_stops_the_run_in_one_line_with_a_che
     stopped = [line for line in out.stderr.splitlines() if line.startswith("stopped: ")]
     assert stopped == [f"stopped: reward nan_reward:nan failed on every item of 2 steps in a row (steps 0-1: error 8), "
                        f"so the run learned nothing from them (reward.max_failed_steps=2); resume with "
-                       f"trainer.resume={run / 'checkpoints' / 'last.ckpt'}"], out.stderr[-3000:]
+                       f"trainer.resume={run}"], out.stderr[-3000:]
     assert "Traceback" not in out.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"].startswith("reward nan_reward:nan failed on every item")

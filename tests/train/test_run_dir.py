@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,10 +17,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from arrol_pl.train.records.summary import RunSummary
 from arrol_pl.train.run.callbacks import HistoryFile, RunCheckpoints
+from arrol_pl.train.run.finish import RunInterrupted
 from arrol_pl.train.records.rundir import (CLAIM_FILE, OWNER_ENV, check_output_dir, claim_holder, claim_output_dir,
                                    history_before, latest_run, read_rows, remove_if_only_hydra, resolve_resume,
-                                   resumed_run_dir, run_files, step_checkpoints, write_rows)
+                                   resume_command, resumed_run_dir, run_files, step_checkpoints, write_rows)
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import load_run_config
 
@@ -57,7 +60,7 @@ def test_a_directory_holding_a_run_is_refused_and_left_as_it_was(tmp_path):
         check_output_dir(run, None, None)
     message = str(err.value)
     assert "\n" not in message and f"output directory {run} already holds another run's files" in message
-    assert f"resume it with trainer.resume={last}" in message and "pass a new directory" in message
+    assert f"resume it with trainer.resume={run}, or pass a new directory" in message
     # another run's checkpoint does not continue this one
     other = a_run(tmp_path / "other")
     with pytest.raises(ConfigError, match="already holds another run's files"):
@@ -178,6 +181,24 @@ def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_p
     # killed between a step's two writes: its step file is newer than last.ckpt, and is the one to continue from
     os.utime(new / "checkpoints" / "step00004.ckpt", ns=(3 * 10**18,) * 2)
     assert resolve_resume(str(new), "x", fresh, pinned=False)[0] == new / "checkpoints" / "step00004.ckpt"
+
+
+def test_the_resume_command_names_the_run_directory_wherever_it_continues_the_run_in_place(tmp_path):
+    """What a stopped run prints (a signal's, a failure's line): the run's directory, which resumes from the same
+    checkpoint in place; a .ckpt path, a new run from it, only where the directory would resume from another one."""
+    run = a_run(tmp_path / "run")
+    checkpointed(run, 10**18)
+    ckpts = run / "checkpoints"
+    assert resume_command(ckpts / "last.ckpt") == resume_command(str(ckpts / "last.ckpt")) == f"trainer.resume={run}"
+    assert resume_command(ckpts / "step00002.ckpt") == f"trainer.resume={ckpts / 'step00002.ckpt'}"
+    os.utime(ckpts / "step00004.ckpt", ns=(2 * 10**18,) * 2)  # a kill -9 between a step's two writes
+    assert resume_command(ckpts / "step00004.ckpt") == f"trainer.resume={run}"
+    assert resume_command(ckpts / "last.ckpt") == f"trainer.resume={ckpts / 'last.ckpt'}"
+    loose = tmp_path / "last.ckpt"  # a checkpoint outside a run's checkpoints/ (a resume branched from it)
+    loose.write_bytes(b"ckpt")
+    assert resume_command(loose) == f"trainer.resume={loose}"
+    interrupted = RunInterrupted(signal.SIGTERM, RunSummary(steps=4, checkpoint=str(ckpts / "step00004.ckpt")))
+    assert str(interrupted) == f"SIGTERM: stopped after 4 steps; resume with trainer.resume={run}"
 
 
 def test_a_run_that_finds_nothing_to_resume_starts_fresh_and_says_so(tmp_path, caplog):

@@ -238,7 +238,7 @@ def test_evaluate_refuses_a_bad_prompt_template_inside_its_job(tmp_path):
     (export / "quality_head").mkdir(parents=True)
     (export / "quality_head" / "config.json").write_text("{}")
     out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={export}",
-                          "datasets.arithmetic.prompt_template=no-placeholder", f"hydra.run.dir={tmp_path / 'eval'}"],
+                          "+datasets.arithmetic.prompt_template=no-placeholder", f"hydra.run.dir={tmp_path / 'eval'}"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "datasets.arithmetic: prompt_template must hold exactly one" in out.stderr

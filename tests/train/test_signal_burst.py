@@ -92,5 +92,6 @@ def test_a_burst_of_signals_still_writes_the_summary_and_releases_the_claim(tmp_
         assert last["global_step"] == summary["steps"] >= 2
     else:  # the second SIGINT abandoned the step in flight: the checkpoint is of a step before it
         assert 2 <= last["global_step"] <= summary["steps"]
-    assert f"interrupted: {signum.name}: stopped after {summary['steps']} steps; resume with trainer.resume=" in stderr
+    line = f"interrupted: {signum.name}: stopped after {summary['steps']} steps; resume with trainer.resume={run_dir} "
+    assert line in stderr
     assert "Traceback" not in stderr

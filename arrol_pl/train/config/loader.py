@@ -76,11 +76,26 @@ def wrong_type(override: str, key: str, owner: type | None, problem: str) -> str
     return f"{override}: {problem}{takes}"
 
 
+def dotted_key(key: str, written: str, owner: type) -> str:
+    """The refusal of ``written``, a key a config file wrote dotted (``algo.lr: 1e-5``), which YAML reads as one key
+    of that name in the section of the dataclass ``owner`` (``key``: its full name): the first part no dataclass
+    has, as :func:`no_such_key` words it; or, every part a field, how to write it nested."""
+    prefix, parts = key[:len(key) - len(written)], written.split(".")
+    for i, part in enumerate(parts):
+        hints = typing.get_type_hints(owner) if dataclasses.is_dataclass(owner) else {}
+        if part not in hints:
+            return no_such_key(prefix + ".".join(parts[:i + 1]), owner)
+        owner = hints[part]
+    below = "".join(f", then {part}: indented below it" for part in parts[1:])
+    return f"{key}: a dotted key in a file is one key of that name, which no section has; nest it: {parts[0]}:{below}"
+
+
 def from_hydra(exc: Exception) -> ConfigError:
     """One line for what Hydra refuses while it composes (it would print several and exit 1), naming the key or
     preset and what is allowed there: a key no dataclass has, a value of the wrong type, a preset that does not
-    exist; anything else as Hydra words it, its lines joined (its config search path left out)."""
-    cause = exc.__cause__
+    exist, on the command line or in a config file (whose refusal Hydra raises from the merge's, its context);
+    anything else as Hydra words it, its lines joined (its config search path left out)."""
+    cause = exc.__cause__ or exc.__context__
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file and exc.options is not None:
         group, _, name = exc.missing_cfg_file.rpartition("/")
         return ConfigError(f"{group}={name}: no such preset; {group} has {', '.join(exc.options)}")
@@ -88,7 +103,8 @@ def from_hydra(exc: Exception) -> ConfigError:
     if isinstance(cause, OmegaConfBaseException) and key:
         owner = getattr(cause, "object_type", None)
         if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and dataclasses.is_dataclass(owner):
-            return ConfigError(no_such_key(key, owner))
+            written = str(getattr(cause, "key", ""))
+            return ConfigError(dotted_key(key, written, owner) if "." in written else no_such_key(key, owner))
         if isinstance(cause, ValidationError):
             override = str(exc).partition("Error merging override ")[2].strip() or key
             return ConfigError(wrong_type(override, key, owner, str(cause).splitlines()[0]))

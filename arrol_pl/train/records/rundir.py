@@ -18,6 +18,9 @@ Decisions:
   directory from its newest checkpoint (``checkpoints/last.ckpt``); ``trainer.resume=auto`` continues the run's own directory if it holds
   a checkpoint, else the most recent run of the same name (:func:`latest_run`); a ``.ckpt`` path resumes into the
   run's directory as given. No checkpoint found: the run starts fresh, and says so (:func:`resolve_resume`).
+- **One resume command.** Every line that tells the user how to go on (a signal's, a failure's, a refused
+  directory's) names the run directory, which continues the run in place; a ``.ckpt`` path, which starts a new run
+  from that checkpoint, only where the run directory would not resume from it (:func:`resume_command`).
 - **The history file is the record.** ``history.jsonl`` holds one JSON row per finished step; whole-file writes go
   to a temporary file renamed over it, and a last line cut short by a crash is left out when read. A resumed run
   starts from the rows before its checkpoint's step, read from the file of the run that wrote the checkpoint.
@@ -137,9 +140,9 @@ def check_output_dir(out_dir: Path, resume: str | None, ckpt: dict | None) -> No
     if not found:
         return
     checkpoints = Path(out_dir) / "checkpoints"
-    last = checkpoints / "last.ckpt"
     if resume is None or Path(resume).resolve().parent != checkpoints.resolve():
-        way = f"resume it with trainer.resume={last}" if last.is_file() else "it has no checkpoint to resume"
+        way = f"resume it with trainer.resume={out_dir}" if last_checkpoint(out_dir) else \
+            "it has no checkpoint to resume"
         raise ConfigError(f"output directory {out_dir} already holds another run's files ({', '.join(found)}): {way}, "
                           "or pass a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)")
     step = int(ckpt["global_step"])
@@ -201,6 +204,17 @@ def resolve_resume(resume: str | None, name: str, run_dir: Path, pinned: bool) -
     last = last_checkpoint(target)
     note = None if last else f"trainer.resume={resume}: no checkpoints/last.ckpt there; starting a fresh run in it"
     return last, target, note
+
+
+def resume_command(checkpoint: str | Path) -> str:
+    """The ``trainer.resume=`` override that goes on from ``checkpoint``: its run's directory, which continues the
+    run in place, when that directory resumes from this very checkpoint (its newest, :func:`last_checkpoint`); else
+    the file, which starts a new run from it."""
+    checkpoint = Path(checkpoint)
+    run_dir = checkpoint.parent.parent
+    newest = last_checkpoint(run_dir) if checkpoint.parent.name == "checkpoints" else None
+    in_place = newest is not None and newest.resolve() == checkpoint.resolve()
+    return f"trainer.resume={run_dir if in_place else checkpoint}"
 
 
 def resumed_run_dir(run: Any, hydra_dir: Path) -> Path:

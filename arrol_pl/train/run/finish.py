@@ -15,6 +15,7 @@ Decisions:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shutil
 import signal
@@ -24,8 +25,8 @@ from typing import Any
 
 from arrol_pl.core.screening import audit_totals
 from arrol_pl.models.head import HEAD_FOLDER, save_head
-from arrol_pl.train.config.run import RunConfig
-from arrol_pl.train.records.rundir import RecordWriteError, write_rows, writing
+from arrol_pl.train.config.run import DATA_RECORD, RunConfig
+from arrol_pl.train.records.rundir import RecordWriteError, resume_command, write_rows, writing
 from arrol_pl.train.records.summary import RunSummary, values_from
 from arrol_pl.train.run.console import weight_bars_off
 from arrol_pl.train.step.phases import POLICY_SUMMARY, PhaseTimer
@@ -115,14 +116,14 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
     )
 
 
-def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
-    """A transformers directory plus the head and the calibrator, and the prompt format the policy was trained in
-    (``prompt_format.json``: evaluation uses it unless a dataset sets its own). The head and calibrator go on the
-    hub's terms into ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config JSON and a
-    card), which the evaluation and the probe read
-    (:func:`~arrol_pl.models.head.load_head`). Several ranks: the sharded policy is gathered tensor
-    by tensor into rank 0's host memory (the other ranks hold one tensor at a time on their device, not the whole
-    policy), and rank 0 writes."""
+def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, data=None) -> Path:
+    """A transformers directory plus the head and the calibrator, the prompt format the policy was trained in
+    (``prompt_format.json``: evaluation uses it unless a dataset sets its own) and the run's ``data:`` section
+    (:data:`~arrol_pl.train.config.run.DATA_RECORD`: what evaluation scores unless told). The head and calibrator go
+    on the hub's terms into ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config JSON
+    and a card), which the evaluation and the probe read (:func:`~arrol_pl.models.head.load_head`). Several ranks:
+    the sharded policy is gathered tensor by tensor into rank 0's host memory (the other ranks hold one tensor at a
+    time on their device, not the whole policy), and rank 0 writes."""
 
     if not module.ranks.alone:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -139,6 +140,10 @@ def export_policy(module, tokenizer, out_dir: Path, prompt_format=None) -> Path:
             module.policy.save_pretrained(out_dir, safe_serialization=True)
     if prompt_format is not None:
         prompt_format.save(out_dir)
+    if data is not None:  # its files by absolute path: the run read them from its working directory
+        record = dataclasses.asdict(data)
+        record.update({key: str(Path(record[key]).absolute()) for key in ("path", "heldout_path") if record[key]})
+        (out_dir / DATA_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     tokenizer.save_pretrained(out_dir)
     save_head(module.head, module.calibrator, out_dir / HEAD_FOLDER)
     return out_dir
@@ -155,7 +160,7 @@ def export_run(module, tokenizer, export_dir: Path, run: RunConfig, before, afte
     if writer:
         shutil.rmtree(partial, ignore_errors=True)
     try:
-        export_policy(module, tokenizer, partial, run.data.prompt_format())
+        export_policy(module, tokenizer, partial, run.data.prompt_format(), run.data)
         if writer:
             write_run_card(partial, run, len(module.history), before, after)
     except BaseException:
@@ -251,8 +256,8 @@ G = {a.group_size} rollouts, data {run.data.name}, reward {run.reward.function})
 {accuracy}
 ## Files
 
-- the policy: a transformers directory (`config.json`, `model.safetensors`, the tokenizer) and `prompt_format.json`,
-  the prompt format it was trained in;
+- the policy: a transformers directory (`config.json`, `model.safetensors`, the tokenizer), `prompt_format.json`,
+  the prompt format it was trained in, and `{DATA_RECORD}`, the data it was trained on and held out;
 - `{HEAD_FOLDER}/`: the quality head and its calibrator (safetensors, `config.json`, a card of its own), which
   `arrol evaluate checkpoint=<the export>` scores each completion with.
 
@@ -283,7 +288,7 @@ class RunInterrupted(Exception):
                  failed: RecordWriteError | None = None) -> None:
         self.signum, self.summary = signum, summary
         ckpt = summary.checkpoint
-        resume = f"resume with trainer.resume={ckpt}" if ckpt else "no checkpoint to resume from"
+        resume = f"resume with {resume_command(ckpt)}" if ckpt else "no checkpoint to resume from"
         where = f" in {phase}" if phase else ""  # a phase stopped at once, keeping nothing of it
         write = f"{failed.failed}; " if failed is not None else ""
         super().__init__(f"{signal.Signals(signum).name}: stopped{where} after {summary.steps} steps; {write}{resume}")

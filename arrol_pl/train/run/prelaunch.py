@@ -10,7 +10,7 @@ resume, a GPU run's memory plan and the output directory by :func:`preflight`; s
 
 Decisions:
 - **One run per directory.** A directory that holds a run's files (:func:`~arrol_pl.train.records.rundir.run_files`) takes
-  only that run's continuation, ``trainer.resume=<dir>/checkpoints/last.ckpt``; anything else is refused by
+  only that run's continuation, ``trainer.resume=<dir>`` (or its newest checkpoint); anything else is refused by
   :func:`~arrol_pl.train.records.rundir.check_output_dir` before anything is read or written there. Resuming from one of
   the directory's older step checkpoints is refused too: the steps after it would be dropped with the later
   checkpoints that hold them; a branch from there goes to a new directory.
