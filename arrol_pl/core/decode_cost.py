@@ -126,21 +126,34 @@ class SchedulePlan:
         return self.detect_first < self.one_pass
 
 
+SURVIVOR_QUANTILES = 9
+"""How many quantiles of the survivor count :func:`plan_schedule` averages over."""
+
+
 def plan_schedule(prompt_lengths: Sequence[int], group_size: int, keep_ratio: float, detect_length: int,
                   response: int, slots: int, block: int | None, cost: StepCost) -> SchedulePlan:
     """What a pruned generation of ``group_size`` rollouts per prompt would cost run as one request per rollout and
     run detect-first, with ``cost`` per step (``per_request``: per token computed) and every rollout at its budget
-    ``response`` unless pruned (a share ``1 - keep_ratio``, spread evenly). Detect-first runs the same tokens in
-    fewer or as many steps, and computes each survivor's prompt again past its cached blocks
-    (:func:`recomputed_tokens`)."""
-    lengths = [response] * (len(prompt_lengths) * group_size)
-    pruned = spread_pruned(len(lengths), keep_ratio)
-    again = sum(recomputed_tokens(prompt_lengths[i // group_size], detect_length, block)
-                for i, p in enumerate(pruned) if not p)
-    return SchedulePlan(
-        one_pass=cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots)),
-        detect_first=cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, True))
-        + cost.per_request * again)
+    ``response`` unless pruned (spread evenly). Detect-first runs the same tokens in fewer or as many steps, and
+    computes each survivor's prompt again past its cached blocks (:func:`recomputed_tokens`).
+
+    Survivors are drawn, so their count varies about ``keep_ratio`` of the rollouts: the figures are the mean over
+    :data:`SURVIVOR_QUANTILES` quantiles of a binomial count (normal approximation). Detect-first's second pass runs
+    in whole waves of ``slots``, so a count just over a multiple of the slots costs it a whole extra wave; the mean
+    over the counts prices that in."""
+    rollouts = len(prompt_lengths) * group_size
+    spread = statistics.NormalDist(keep_ratio * rollouts, max(keep_ratio * (1 - keep_ratio) * rollouts, 1e-9) ** 0.5)
+    one_pass = detect_first = 0.0
+    lengths = [response] * rollouts
+    for q in range(SURVIVOR_QUANTILES):
+        kept = min(max(round(spread.inv_cdf((q + 0.5) / SURVIVOR_QUANTILES)), 0), rollouts)
+        pruned = spread_pruned(rollouts, kept / rollouts)
+        again = sum(recomputed_tokens(prompt_lengths[i // group_size], detect_length, block)
+                    for i, p in enumerate(pruned) if not p)
+        one_pass += cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots))
+        detect_first += (cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, True))
+                         + cost.per_request * again)
+    return SchedulePlan(one_pass / SURVIVOR_QUANTILES, detect_first / SURVIVOR_QUANTILES)
 
 
 def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,

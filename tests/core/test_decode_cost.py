@@ -89,3 +89,14 @@ def test_the_schedule_plan_weighs_steps_saved_against_prompts_computed_again():
     assert tokens.detect_first - tokens.one_pass == 64 * 16 and not tokens.chosen
     cpu = plan_schedule(**shape, block=128, cost=StepCost(0.0, 1.0))
     assert cpu.detect_first - cpu.one_pass == 64 * 32
+
+
+def test_the_plan_prices_a_survivor_count_just_over_the_slots():
+    """κN = 32 survivors fit 32 slots in one wave of continuations; drawn, the count is over 32 half the time, and
+    then detect-first pays a second wave: the plan, a mean over the counts, prices that in."""
+    from arrol_pl.core.decode_cost import StepCost, plan_schedule
+
+    plan = plan_schedule([18] * 16, 8, 0.25, 32, 128, 32, 128, StepCost(0.011, 0.00048))
+    exact = StepCost(0.011, 0.00048).seconds([32] * 128) + 0.011 * 96 + 0.00048 * (32 * 96 + 32 * 50)
+    assert plan.detect_first > exact * 1.05  # the one-wave figure, were exactly κN to survive
+    assert not plan.chosen
