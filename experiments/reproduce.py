@@ -165,8 +165,12 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
     }
 
 
-def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
+def late_command(args: argparse.Namespace, name: str) -> list[str]:
+    """The command of a part that reads the κ sweep's runs (found when it is run, after the sweep); the page reads
+    only the results directory and the records."""
     py, out = sys.executable, args.out
+    if name == "page":
+        return [py, "experiments/write_results.py", str(out), "-o", str(args.page), *page_sections(args)]
     arrol = find_run(out / "kappa", keep_ratio=0.5)
     grpo = find_run(out / "kappa", keep_ratio=1.0)
     quick_eval = ["limit=8"] if args.quick else []
@@ -180,8 +184,7 @@ def late_commands(args: argparse.Namespace) -> dict[str, list[str]]:
                    f"hydra.run.dir={out / 'voting'}", *quick_eval, *shlex.split(args.vote_args)],
         "wallclock": [py, "experiments/plot_wallclock.py", str(grpo), str(arrol), "-o", str(out / "wallclock.png"),
                       "--labels", "GRPO (κ=1)", "ARRoL (κ=0.5)", "--tag", "heldout/accuracy", "--smooth", "0"],
-        "page": [py, "experiments/write_results.py", str(out), "-o", str(args.page), *page_sections(args)],
-    }
+    }[name]
 
 
 def page_sections(args: argparse.Namespace) -> list[str]:
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in PARTS:
         if name not in parts:
             continue
-        argv_ = early[name] if name in early else late_commands(args)[name]
+        argv_ = early[name] if name in early else late_command(args, name)
         run_part(name, argv_, args.out, manifest)
     total = sum(p["seconds"] for k, p in manifest["parts"].items() if k != "page")
     print(f"measurement parts: {total / 60:.1f} min in total; page: {args.page}")

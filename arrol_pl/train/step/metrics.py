@@ -127,6 +127,8 @@ def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -
         "pruning/active": float(pruning_active),
         "tokens/generated": float(result.generated_tokens),
         "tokens/kept": float(sum(len(r.response_token_ids) for r in rollouts if not r.pruned)),
+        "engine/detect_first": float(getattr(result, "detect_first", False)),
+        "engine/steps": float(result.steps),
     }
 
 
