@@ -81,15 +81,15 @@ def measure(engine, prompts, args, kappa: float, slots: int, sampling: dict, rou
     from arrol_pl.core.pruning import PrunerParams, decide_batch
 
     pruner = PrunerParams(policy="random", keep_ratio=kappa, min_keep_per_group=2, seed=round_seed)
-    engine.seed_sampling(round_seed)
-    real = engine.generate(prompts, args.group_size, sampling, args.detect_length, pruner)
+    many = len(prompts) * args.group_size > slots
+    engine.seed_sampling(round_seed)  # the schedule the credit models, whatever the engine would choose
+    real = engine.generate(prompts, args.group_size, sampling, args.detect_length, pruner, detect_first=many)
     engine.seed_sampling(round_seed)
     full = engine.generate(prompts, args.group_size, sampling, args.detect_length)
     rollouts = full.rollouts
     decision = decide_batch(pruner, torch.zeros(len(rollouts)), torch.tensor([r.eligible for r in rollouts]),
                             torch.tensor([r.prompt_index for r in rollouts]))
     pruned = [not bool(k) for k in decision.keep]
-    many = len(rollouts) > slots
     credit = pruning_credit([r.generated_tokens for r in rollouts], pruned, args.detect_length, slots,
                             full.step_seconds, full.step_requests, detect_first=many)
     same = sum(a.pruned == b for a, b in zip(real.rollouts, pruned)) / len(rollouts)

@@ -11,7 +11,7 @@ Decisions:
   answers no question about the run.
 - **Names and paths, never code.** The record gives an adapter's name, a file, a split, row fields and options,
   which load as they did in training; a reward function it names is never imported (:mod:`.trained_reward`).
-- **Where the record is.** An export's own ``data_config.json`` (:data:`~arrol_pl.train.config.run.DATA_RECORD`,
+- **Where the record is.** An export's own ``data_config.json`` (:data:`~arrol_pl.tasks.prompts.DATA_RECORD`,
   written beside the policy, so a moved or pushed export keeps it), else its run's ``summary.json`` one directory
   up (an export written before the record); a training checkpoint's own config. No record: the evaluation is
   refused naming ``datasets``, before any model loads.
@@ -26,8 +26,9 @@ from pathlib import Path
 from arrol_pl.analysis.trained_reward import trained_config
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.problem import ProblemSet
+from arrol_pl.tasks.prompts import DATA_RECORD
 from arrol_pl.train.config.loader import ConfigError, load_typed
-from arrol_pl.train.config.run import DATA_RECORD, DataConfig
+from arrol_pl.train.config.run import DataConfig
 
 ALL = 10**9
 """A held-out size that keeps every problem of the source (``limit`` null)."""

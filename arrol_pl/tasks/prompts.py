@@ -42,6 +42,10 @@ def render_prompt(prompt: str, tokenizer: Any = None, system_prompt: str | None 
 
 PROMPT_FORMAT_FILE = "prompt_format.json"
 
+DATA_RECORD = "data_config.json"
+"""Beside an exported policy: its run's ``data:`` section, what it trained on and held out (names, paths, fields,
+options), which ``arrol evaluate`` scores when told no datasets (:mod:`arrol_pl.analysis.trained_data`)."""
+
 
 @dataclass(frozen=True)
 class PromptFormat:

@@ -12,8 +12,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from arrol_pl.analysis.trained_data import trained_data
+from arrol_pl.tasks.prompts import DATA_RECORD
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import DATA_RECORD, DataConfig
+from arrol_pl.train.config.run import DataConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -100,7 +100,7 @@ def test_a_history_row_the_disk_cannot_take_stops_the_run_in_one_line_of_its_own
     last = run / "checkpoints" / "last.ckpt"
     failed = f"writing history {run / 'history.jsonl'} failed ({FULL}); the last good checkpoint is {last}"
     lines = out.stdout.split("\n")
-    assert f"stopped: {failed}; resume with trainer.resume={last}" in lines, out.stdout[-4000:]
+    assert f"stopped: {failed}; resume with trainer.resume={run}" in lines, out.stdout[-4000:]  # in place, from it
     assert "Traceback" not in out.stdout
     written = json.loads((run / "summary.json").read_text())
     assert written["status"] == "failed" and written["error"] == failed and written["checkpoint"] == str(last)
@@ -130,7 +130,8 @@ def test_signals_during_a_checkpoint_write_the_disk_cannot_take_still_end_the_ru
     ckpts = run / "checkpoints"
     step = ckpts / "step00004.ckpt"
     failed = f"writing checkpoint {ckpts / 'last.ckpt'} failed ({FULL})"
-    assert f"interrupted: SIGTERM: stopped after 4 steps; {failed}; resume with trainer.resume={step}" in stderr
+    # the run directory resumes from the newest good checkpoint, the step file
+    assert f"interrupted: SIGTERM: stopped after 4 steps; {failed}; resume with trainer.resume={run}" in stderr
     assert "Traceback" not in stderr and "enforce fail" not in stderr
     written = json.loads((run / "summary.json").read_text())
     assert written["status"] == "interrupted" and written["signal"] == "SIGTERM"

@@ -179,7 +179,7 @@ def test_evaluate_writes_consistent_tables(first_run):
     (tmp / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sums))
     out = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=4", "limit=12",
-         f"+datasets.jsonl.path={tmp / 'sums.jsonl'}", f"hydra.run.dir={out_dir}"],
+         "+datasets.arithmetic.split=heldout", f"+datasets.jsonl.path={tmp / 'sums.jsonl'}", f"hydra.run.dir={out_dir}"],
         cwd=tmp, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     written = json.loads((out_dir / "metrics.json").read_text())

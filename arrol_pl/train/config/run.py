@@ -95,11 +95,6 @@ class DataConfig:
         return PromptFormat(self.prompt_template, self.chat_template, tuple(self.stop))
 
 
-DATA_RECORD = "data_config.json"
-"""Beside an exported policy: its run's ``data:`` section, what it trained on and held out (names, paths, fields,
-options), which ``arrol evaluate`` scores when told no datasets (:mod:`arrol_pl.analysis.trained_data`)."""
-
-
 @dataclass
 class AlgoConfig:
     """The RLVR algorithm (GRPO or DAPO settings) and its batch shapes."""

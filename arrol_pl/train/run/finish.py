@@ -25,7 +25,8 @@ from typing import Any
 
 from arrol_pl.core.screening import audit_totals
 from arrol_pl.models.head import HEAD_FOLDER, save_head
-from arrol_pl.train.config.run import DATA_RECORD, RunConfig
+from arrol_pl.tasks.prompts import DATA_RECORD
+from arrol_pl.train.config.run import RunConfig
 from arrol_pl.train.records.rundir import RecordWriteError, resume_command, write_rows, writing
 from arrol_pl.train.records.summary import RunSummary, values_from
 from arrol_pl.train.run.console import weight_bars_off
@@ -119,7 +120,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
 def export_policy(module, tokenizer, out_dir: Path, prompt_format=None, data=None) -> Path:
     """A transformers directory plus the head and the calibrator, the prompt format the policy was trained in
     (``prompt_format.json``: evaluation uses it unless a dataset sets its own) and the run's ``data:`` section
-    (:data:`~arrol_pl.train.config.run.DATA_RECORD`: what evaluation scores unless told). The head and calibrator go
+    (:data:`~arrol_pl.tasks.prompts.DATA_RECORD`: what evaluation scores unless told). The head and calibrator go
     on the hub's terms into ``quality_head/`` (:func:`~arrol_pl.models.head.save_head`: safetensors, a config JSON
     and a card), which the evaluation and the probe read (:func:`~arrol_pl.models.head.load_head`). Several ranks:
     the sharded policy is gathered tensor by tensor into rank 0's host memory (the other ranks hold one tensor at a
