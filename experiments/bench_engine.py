@@ -211,6 +211,9 @@ def main(argv: list[str] | None = None) -> dict:
                 summary[f"default_k{k:g}"] = {"detect_first": plan.chosen, "modelled_one_pass_s": round(plan.one_pass, 3),
                                               "modelled_detect_first_s": round(plan.detect_first, 3),
                                               "speed_vs_other": round(other["wall_s"] / chosen["wall_s"], 4)}
+                if "wall_ratio_to_k1" in chosen:  # the goal's gap, for the schedule the default runs
+                    summary[f"default_k{k:g}"]["wall_vs_token_ratio_gap"] = round(
+                        chosen["wall_ratio_to_k1"] / chosen["token_ratio_to_k1"] - 1.0, 4)
                 print(f"κ = {k:g}, the default (engine.detect_first null) runs "
                       f"{'detect-first' if plan.chosen else 'one pass'}: modelled {plan.one_pass:.2f} s one pass, "
                       f"{plan.detect_first:.2f} s detect-first (block {plans.block}); measured "
