@@ -54,18 +54,39 @@ def after_cold_start_rows(s: RunSummary) -> list[tuple[str, str]]:
     ]
 
 
+def plural(n: int, word: str) -> str:
+    """``1 step``, ``2 steps``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def train_accuracy_row(s: RunSummary) -> tuple[str, str]:
+    """The training accuracy of the first step against the mean of the last ten (or of every step, in a shorter run)."""
+    if s.steps <= 1:
+        return "train accuracy (the one step)", fmt(s.train_accuracy_first)
+    last = "the last 10" if s.steps > 10 else f"all {s.steps} steps"
+    return f"train accuracy (first step → {last})", f"{fmt(s.train_accuracy_first)} → {fmt(s.train_accuracy_last10)}"
+
+
+def heldout_rows(s: RunSummary) -> list[tuple[str, str]]:
+    """The held-out figures, when the run evaluated a held-out set (none without one)."""
+    if s.heldout_accuracy_before is None and s.heldout_accuracy_after is None:
+        return []
+    return [(f"held-out accuracy (avg@{s.heldout_samples}, T=1)",
+             f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}"),
+            ("held-out gain (± its standard error)", gain_text(s)),
+            ("held-out accuracy (greedy)",
+             f"{fmt(s.heldout_greedy_accuracy_before)} → {fmt(s.heldout_greedy_accuracy_after)}")]
+
+
 def print_summary(s: RunSummary, out_dir: Path) -> None:
     rows = [
-        (f"held-out accuracy (avg@{s.heldout_samples}, T=1)",
-         f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}"),
-        ("held-out gain (± its standard error)", gain_text(s)),
-        ("held-out accuracy (greedy)", f"{fmt(s.heldout_greedy_accuracy_before)} → {fmt(s.heldout_greedy_accuracy_after)}"),
-        ("train accuracy (first step → last 10)", f"{fmt(s.train_accuracy_first)} → {fmt(s.train_accuracy_last10)}"),
+        *heldout_rows(s),
+        train_accuracy_row(s),
         *after_cold_start_rows(s),
-        ("wall seconds (whole run)", fmt(s.wall_seconds, ".1f")),
+        ("wall seconds (this command)", fmt(s.wall_seconds, ".1f")),
     ]
     width = max(len(k) for k, _ in rows)
-    print(f"\n{s.name}: {s.steps} steps")
+    print(f"\n{s.name}: {plural(s.steps, 'step')}")
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     phases = ", ".join(f"{k} {v:.2f}" for k, v in s.seconds_per_phase.items() if v is not None)

@@ -192,7 +192,8 @@ def to_problem_set(
         shown = "; ".join(f"{s.id}: {s.reason}" for s in skipped[:10])
         more = f" (and {len(skipped) - 10} more)" if len(skipped) > 10 else ""
         counts = ", ".join(f"{k} {v}" for k, v in result.skip_counts().items())
-        logger.warning("%s: skipped %d bad rows of %d (%s): %s%s", name, len(skipped), n_rows, counts, shown, more)
+        logger.warning("%s: skipped %d bad row%s of %d (%s): %s%s", name, len(skipped), "" if len(skipped) == 1 else "s",
+                       n_rows, counts, shown, more)
     if duplicates and dedupe_prompts:
         logger.info("%s: dropped %d rows repeating an earlier prompt", name, duplicates)
     elif duplicates:
@@ -254,7 +255,7 @@ def skip_overlong(loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: An
         loaded.skipped = [*loaded.skipped, *skipped]
         shown = "; ".join(f"{s.id}: {s.reason}" for s in skipped[:10])
         more = f" (and {len(skipped) - 10} more)" if len(skipped) > 10 else ""
-        logger.warning("%s: skipped %d rows of %d whose prompt the engine cannot take (too_long %d; %s): %s%s",
+        logger.warning("%s: skipped %d of %d rows whose prompt the engine cannot take (too_long %d; %s): %s%s",
                        loaded.name, len(skipped), len(rendered), len(skipped), why, shown, more)
     return kept
 

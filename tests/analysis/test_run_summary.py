@@ -126,3 +126,21 @@ def test_a_run_that_never_left_its_cold_start_reports_no_figures_after_it(tmp_pa
     assert "no steps after the cold start (2 of its 10 steps ran)" in out
     assert f"  train further: trainer.resume={tmp_path} trainer.max_steps=<more>" in out  # in place, as resumes go
     assert "after cold start" not in out and "keep ratio" not in out
+
+
+def test_a_short_run_without_held_out_data_prints_only_rows_with_a_value(tmp_path, capsys):
+    """No held-out set: no held-out rows (no ``avg@0``, no ``n/a``); one step: ``1 step`` and its accuracy alone; the
+    wall seconds say they are this command's."""
+    from arrol_pl.analysis.report import print_summary
+
+    cold = {"pruning": {"cold_start_steps": 10}}
+    print_summary(RunSummary(name="r", steps=1, train_accuracy_first=0.25, train_accuracy_last10=0.25,
+                             wall_seconds=3.0, config=cold), tmp_path)
+    out = capsys.readouterr().out
+    assert "r: 1 step\n" in out and "held-out" not in out and "avg@0" not in out and "n/a" not in out
+    assert "train accuracy (the one step)" in out and "wall seconds (this command)" in out
+    print_summary(RunSummary(name="r", steps=2, train_accuracy_first=0.25, train_accuracy_last10=0.5, config=cold,
+                             heldout_samples=4, heldout_accuracy_before=0.3, heldout_accuracy_after=0.4), tmp_path)
+    out = capsys.readouterr().out
+    assert "r: 2 steps\n" in out and "train accuracy (first step → all 2 steps)  0.250 → 0.500" in out
+    assert "held-out accuracy (avg@4, T=1)" in out

@@ -63,7 +63,7 @@ def test_adapter_loads_its_fixture_offline(name, caplog):
         assert p.prompt.endswith(INSTRUCTION)
         assert p.prompt[: -len(INSTRUCTION)].strip()
     if skipped:
-        assert f"skipped {len(skipped)} bad rows" in caplog.text
+        assert f"skipped {len(skipped)} bad row{'' if len(skipped) == 1 else 's'} of" in caplog.text
         assert all(s in caplog.text for s in skipped)
 
 

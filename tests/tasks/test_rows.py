@@ -51,7 +51,7 @@ def test_skip_overlong_counts_the_long_row_with_the_bad_ones_and_keeps_the_order
     assert [p.id for p in loaded.problems] == ["q0", "q1", "q3", "q4"]
     assert loaded.report() == {"source": "sums.jsonl", "rows": 6, "problems": 4,
                                "skipped": {"invalid_json": 1, "too_long": 1}}
-    assert "jsonl: skipped 1 rows of 5 whose prompt the engine cannot take (too_long 1; prompt + " \
+    assert "jsonl: skipped 1 of 5 rows whose prompt the engine cannot take (too_long 1; prompt + " \
            "algo.max_response_tokens=16 > 80): long: prompt of " in caplog.text
     assert skip_overlong(loaded, kept, tokenizer, 64, "") == kept and len(loaded.skipped) == 2  # nothing more
 
@@ -95,7 +95,7 @@ def test_evaluation_skips_a_long_row_in_the_middle_of_a_file_as_training_does(to
         kept = evaluated_problems("jsonl", loaded, tokenizer, PromptFormat(), export, cfg)
     assert [p.id for p in kept] == ["q0", "q1", "q2", "q4", "q5", "q6"]
     assert loaded.report() == {"source": str(data), "rows": 7, "problems": 6, "skipped": {"too_long": 1}}
-    assert ("jsonl: skipped 1 rows of 7 whose prompt the engine cannot take (too_long 1; prompt + max_tokens=16 > "
+    assert ("jsonl: skipped 1 of 7 rows whose prompt the engine cannot take (too_long 1; prompt + max_tokens=16 > "
             "the policy's max_position_embeddings=512): long: prompt of ") in caplog.text
     data.write_text(json.dumps(rows[3]) + "\n")
     with pytest.raises(ConfigError, match=r"^datasets.jsonl: no problem to evaluate in .*sums.jsonl \(skipped: "
@@ -125,7 +125,7 @@ def test_a_long_row_in_the_middle_of_a_file_is_skipped_and_counted_and_the_run_c
          *context, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     for rows_read in (9, 6):  # the training set, then the held-out one
-        assert (f"jsonl: skipped 1 rows of {rows_read} whose prompt the engine cannot take (too_long 1; prompt + "
+        assert (f"jsonl: skipped 1 of {rows_read} rows whose prompt the engine cannot take (too_long 1; prompt + "
                 f"algo.max_response_tokens=16 > {named}): long: prompt of ") in out.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 3

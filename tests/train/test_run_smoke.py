@@ -187,7 +187,7 @@ def test_evaluate_writes_consistent_tables(first_run):
     records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records if r["dataset"] == "jsonl"] == ["s0", "s1", "s3", "s4"]
     assert written["metrics"]["jsonl"]["problems"] == 4 and written["data_rows"]["jsonl"]["skipped"] == {"too_long": 1}
-    assert "jsonl: skipped 1 rows of 5 whose prompt the engine cannot take (too_long 1; prompt + max_tokens=" \
+    assert "jsonl: skipped 1 of 5 rows whose prompt the engine cannot take (too_long 1; prompt + max_tokens=" \
            in out.stdout + out.stderr
     records = [r for r in records if r["dataset"] == "arithmetic"]
     assert len(records) == metrics["problems"] == 12 and metrics["k"] == 4
