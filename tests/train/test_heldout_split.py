@@ -136,3 +136,15 @@ def test_the_evaluation_asks_the_engine_for_no_hidden_row_and_no_head_score():
     result = evaluate_heldout(engine, EvenLength(), [Problem(f"p{i}", f"q{i}", "1") for i in range(3)], 2, 1.0, 8)
     assert result.accuracy == 1.0  # empty texts have an even length
     assert [call.get("features", True) for call in engine.calls] == [False, False]
+
+
+def test_each_evaluation_labels_its_progress_bars():
+    """Before, during and after training read apart on the console: the label leads each bar's description."""
+    from arrol_pl.tasks.problem import Problem
+    from arrol_pl.train.run.heldout import evaluate_heldout
+
+    engine = Recorder()
+    evaluate_heldout(engine, EvenLength(), [Problem(f"p{i}", f"q{i}", "1") for i in range(3)], 2, 1.0, 8,
+                     progress="held-out after training")
+    assert [call["progress"] for call in engine.calls] == ["held-out after training greedy",
+                                                          "held-out after training avg@2"]

@@ -85,7 +85,7 @@ def test_sigint_in_the_warm_start_stops_it_and_keeps_nothing(tmp_path):
 
 def test_sigint_in_the_first_heldout_evaluation_stops_it(tmp_path, policy_cache):
     run = Run(tmp_path, policy_cache, "model.warm_start.steps=0", "data.num_heldout=64", "trainer.max_steps=2")
-    run.wait_for("held-out greedy")  # its progress bar
+    run.wait_for("held-out before training greedy")  # its progress bar
     line = run.interrupt()
     assert line.startswith("interrupted: SIGINT: stopped in the held-out evaluation after 0 steps; no checkpoint to "
                            "resume from"), line
@@ -101,7 +101,7 @@ def test_sigint_in_an_evaluation_during_training_keeps_the_steps_checkpoint(tmp_
     while not ckpt.exists():
         assert run.proc.poll() is None and time.monotonic() < deadline, run.text[-3000:]
         time.sleep(0.05)
-    run.wait_for("held-out greedy", after=len(run.text))  # step 2's evaluation
+    run.wait_for("held-out during training greedy", after=len(run.text))  # step 2's evaluation
     line = run.interrupt()
     last = run.dir / "checkpoints" / "last.ckpt"
     assert line.startswith(f"interrupted: SIGINT: stopped in the held-out evaluation after 2 steps; resume with "

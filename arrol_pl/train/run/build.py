@@ -153,7 +153,7 @@ class RunParts:
     reward: Any = None
     tokenizer: Any = None
     module: Any = None
-    evaluate: Callable[[], Any] = lambda: None
+    evaluate: Callable[..., Any] = lambda label="held-out": None
     """The held-out evaluation on the engine's current weights (None without held-out problems)."""
     before: Any = None
     """The held-out result before training (the checkpoint's, on a resume)."""
@@ -214,13 +214,14 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     # itself does not depend on whether the cache existed. The evaluation samples from a stream of its own.
     L.seed_everything(t.seed, workers=True, verbose=False)
     if heldout:  # every rank's engine evaluates its chunks
-        def evaluate() -> HeldoutResult:
+        def evaluate(label: str = "held-out") -> HeldoutResult:  # label: its progress bars' (which evaluation)
             with stoppable("the held-out evaluation"):
                 return evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature, a.max_response_tokens,
-                                        fmt.stop, seed=t.eval_seed, ranks=RankSync(), chunk=t.eval_chunk)
+                                        fmt.stop, seed=t.eval_seed, ranks=RankSync(), chunk=t.eval_chunk,
+                                        progress=label)
         parts.evaluate = evaluate
     saved_before = resume["arrol"].get("heldout_before") if resume else None
-    parts.before = HeldoutResult(**saved_before) if saved_before else parts.evaluate()
+    parts.before = HeldoutResult(**saved_before) if saved_before else parts.evaluate("held-out before training")
     # the quality head before the prompt head: both draw their initial weights from the seeded stream
     pruning = OnlinePruning(run.pruning, run.head, policy.config.hidden_size, t.seed)
     scorer = PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed) \

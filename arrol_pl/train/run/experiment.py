@@ -184,8 +184,10 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     t, module = run.trainer, parts.module
     # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
     warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
-    heldout_every = [HeldoutEvaluation(t.eval_every, parts.evaluate)] if t.eval_every and has_heldout else []
-    final = FinalEvaluation(parts.evaluate, lambda: stop.requested or module.reward_failures.failure is not None)
+    heldout_every = [HeldoutEvaluation(t.eval_every, lambda: parts.evaluate("held-out during training"))] \
+        if t.eval_every and has_heldout else []
+    final = FinalEvaluation(lambda: parts.evaluate("held-out after training"),
+                            lambda: stop.requested or module.reward_failures.failure is not None)
     loggers = make_loggers(t.logger, out_dir, run.name, resumed_step, t.wandb)
     log_hyperparams(loggers, json.loads(json.dumps(dataclasses.asdict(run))))  # built-in types: tuples as lists
     trainer = L.Trainer(
