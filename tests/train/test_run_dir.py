@@ -404,3 +404,36 @@ def test_the_ranks_of_one_run_share_its_claim(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="in use by another run"), claim_output_dir(run):
         pass
     launcher.communicate("")
+
+
+def test_a_compiled_engine_start_that_fails_in_inductor_names_enforce_eager(monkeypatch, tmp_path):
+    """CUDA starts the engine compiled; without a host compiler or Python's headers Inductor fails deep inside vLLM.
+    The run refuses it in one line naming the way out; any other start failure stays as it was."""
+    import dataclasses
+
+    import arrol_pl.engine
+    from arrol_pl.engine.adapter import compile_failure
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.run.build import build_engine
+
+    class InductorError(RuntimeError):
+        pass
+
+    def failing(*args, **kwargs):
+        try:
+            raise InductorError("CppCompileError: C++ compile error\\n fatal error: Python.h: No such file")
+        except InductorError as inner:
+            raise RuntimeError("Engine core initialization failed. See root cause above.") from inner
+
+    monkeypatch.setattr(arrol_pl.engine, "ArrolEngine", failing)
+    run = RunConfig()
+    run = dataclasses.replace(run, engine=dataclasses.replace(run.engine, max_model_len=64, enforce_eager=False))
+    with pytest.raises(ConfigError) as err:
+        build_engine(run, tmp_path, None, [])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("engine.enforce_eager: the engine's compiled start failed")
+    assert "InductorError: CppCompileError: C++ compile error" in message and "engine.enforce_eager=true" in message
+    assert compile_failure(ValueError("max_model_len too large")) is None
+    monkeypatch.setattr(arrol_pl.engine, "ArrolEngine", lambda *a, **k: (_ for _ in ()).throw(ValueError("other")))
+    with pytest.raises(ValueError, match="other"):
+        build_engine(run, tmp_path, None, [])

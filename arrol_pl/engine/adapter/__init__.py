@@ -124,6 +124,25 @@ def start_engine(**engine_args: Any) -> Any:
         return LLMEngine.from_engine_args(EngineArgs(**engine_args))
 
 
+COMPILE_FAILURES = ("InductorError", "BackendCompilerFailed", "CppCompileError", "CompilationError")
+"""Exception classes, anywhere in an engine start's error chain, that say torch.compile (Inductor) failed."""
+
+
+def compile_failure(exc: BaseException) -> str | None:
+    """When ``exc`` (or one it was raised from) is torch.compile failing, as a machine without a host compiler or
+    Python headers makes it at a compiled engine's start: its first line; else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        name = type(exc).__name__
+        text = str(exc)
+        if name in COMPILE_FAILURES or "Python.h" in text or "no C compiler" in text.lower():
+            first = next((line.strip() for line in text.splitlines() if line.strip()), name)
+            return f"{name}: {first}"[:300]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def sampling_params(sampling: Any) -> Any:
     """vLLM ``SamplingParams`` from its keyword arguments (or a copy of given ones); ``n`` must be 1 and
     ``max_tokens`` set: a rollout is one request."""

@@ -110,13 +110,22 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
     length = e.max_model_len
     if length is None:
         length = engine_context(tokenizer, problems, run.algo.max_response_tokens, policy_dir)
-    return ArrolEngine(
-        str(policy_dir),
-        dataclasses.replace(e, max_model_len=length),
-        seed=run.trainer.seed, head_input=run.head.input, head_hidden_dim=run.head.hidden_dim,
-        logprobs_mode="processed_logprobs",  # what the trainer compares its own against: T-scaled log-probs
-        join_launcher_world=run.trainer.ranks > 1,
-    )
+    try:
+        return ArrolEngine(
+            str(policy_dir),
+            dataclasses.replace(e, max_model_len=length),
+            seed=run.trainer.seed, head_input=run.head.input, head_hidden_dim=run.head.hidden_dim,
+            logprobs_mode="processed_logprobs",  # what the trainer compares its own against: T-scaled log-probs
+            join_launcher_world=run.trainer.ranks > 1,
+        )
+    except Exception as exc:  # a compiled start (CUDA's default) needs a host compiler and Python's headers
+        from arrol_pl.engine.adapter import compile_failure
+
+        failed = None if e.enforce_eager else compile_failure(exc)
+        if failed is None:
+            raise
+        raise ConfigError(f"engine.enforce_eager: the engine's compiled start failed ({failed}): set "
+                          "engine.enforce_eager=true to start it without torch.compile and CUDA graphs") from exc
 
 
 def lightning_strategy(t):
