@@ -11,8 +11,8 @@ One process, one engine, the same prompts and sampling seeds for every configura
 The pruned rows run the engine's default schedule (``engine.detect_first`` null: the one its step cost, fitted on
 its first generation, models faster). With ``--detect-first both`` each κ < 1 runs detect-first and, as
 ``κ=0.5/one``, one request per rollout, in the same rounds, and the line after the table says which of the two the
-default would run, with the model's figures and the measured ratio; the ``steps`` column counts engine steps. Configurations are interleaved over ``--repeats`` rounds after one warm-up round; medians are
-reported.
+default would run, with the model's figures and the measured ratio; the ``steps`` column counts engine steps.
+Configurations are interleaved over ``--repeats`` rounds after one warm-up round; medians are reported.
 Targets: the project's GRPO generation (κ = 1) within 5 % of ``bare`` (``grpo_vs_bare``); reading and scoring the
 hidden rows costs ≤ 3 % at κ = 1 (``hook_overhead_k1``, against ``stock``); at κ = 0.5 the wall ratio to κ = 1 is within 10 % of the generated-token
 ratio (freed capacity is reused), and ``k05_vs_bare_scaled`` compares it with bare's time scaled by the tokens it
@@ -201,12 +201,11 @@ def main(argv: list[str] | None = None) -> dict:
         if one is not None:  # detect-first's generation time against one request per rollout
             first = rows[f"kappa={k:g}"]
             summary[f"detect_first_speedup_k{k:g}"] = round(one["wall_s"] / first["wall_s"], 4)
-            plans = engine.scheduling
-            if plans.step_cost is not None:  # what engine.detect_first null would run, by the engine's own fit
-                from arrol_pl.core.decode_cost import plan_schedule
-
-                plan = plan_schedule([len(ids) for ids in engine._prompt_ids(prompts)], args.group_size, k, detect,
-                                     args.max_tokens, args.max_num_seqs, plans.block, plans.step_cost)
+            plans = engine.scheduling  # what engine.detect_first null would run, by the engine's own choice
+            plans.detect_first([len(ids) for ids in engine._prompt_ids(prompts)], args.group_size,
+                               PrunerParams(policy="arrol", keep_ratio=k), detect, args.max_tokens)
+            plan = plans.plan  # None: nothing to choose (a slot for every rollout, or no step cost yet)
+            if plan is not None:
                 chosen, other = (first, one) if plan.chosen else (one, first)
                 summary[f"default_k{k:g}"] = {"detect_first": plan.chosen, "modelled_one_pass_s": round(plan.one_pass, 3),
                                               "modelled_detect_first_s": round(plan.detect_first, 3),

@@ -99,6 +99,15 @@ def pruned_schedule(lengths: Sequence[int], pruned: Sequence[bool], detect_lengt
     return schedule([min(n, detect_length) if p else n for n, p in zip(lengths, pruned)], slots)
 
 
+def pruned_seconds(cost: StepCost, lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
+                   detect_first: bool | None) -> tuple[float, bool]:
+    """The modelled seconds of a generation pruned to ``pruned`` (:func:`pruned_schedule`) and whether it ran
+    detect-first; ``detect_first`` None: the schedule of the two ``cost`` models faster (one pass on a tie), as the
+    engine chooses with ``engine.detect_first`` null."""
+    return min((cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, first)), first)
+               for first in ((False, True) if detect_first is None else (detect_first,)))
+
+
 def recomputed_tokens(prompt_length: int, detect_length: int, block: int | None) -> int:
     """Tokens a continued rollout's second request computes again (detect-first): its prompt is the rollout's prompt
     and first ``detect_length`` tokens, of which prefix caching serves the full ``block``-token blocks but never the
@@ -169,9 +178,8 @@ def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length
         raise ValueError(f"{len(lengths)} lengths for {len(pruned)} prune flags")
     cost = fit_step_cost(step_seconds, step_requests)
     cut = [min(n, detect_length) if p else n for n, p in zip(lengths, pruned)]
-    pruned_seconds = min(cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, first))
-                         for first in ((False, True) if detect_first is None else (detect_first,)))
-    seconds = cost.seconds(schedule(lengths, slots)) - pruned_seconds
+    seconds = cost.seconds(schedule(lengths, slots)) - pruned_seconds(cost, lengths, pruned, detect_length, slots,
+                                                                      detect_first)[0]
     # never less than nothing, never more than the steps took
     return Credit(min(max(seconds, 0.0), sum(step_seconds)), sum(lengths) - sum(cut), cost)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from arrol_pl.core.decode_cost import fit_step_cost, pruned_schedule, schedule
+from arrol_pl.core.decode_cost import fit_step_cost, pruned_schedule, pruned_seconds, schedule
 
 
 def training_step(lengths: torch.Tensor, pruned: torch.Tensor, prompts: int) -> tuple[list[int], list[bool]]:
@@ -45,13 +45,11 @@ def savings(lengths: torch.Tensor, pruned: torch.Tensor, detect_length: int, mac
     cost = fit_step_cost(step_seconds, step_requests) if step_seconds else None
     first = machine["detect_first"]
     if first is None:  # the engine's own choice: the schedule the step cost models faster, one pass without one
-        first = cost is not None and (
-            cost.seconds(pruned_schedule(flat, flags, detect_length, machine["slots"], True))
-            < cost.seconds(pruned_schedule(flat, flags, detect_length, machine["slots"])))
+        first = cost is not None and pruned_seconds(cost, flat, flags, detect_length, machine["slots"], None)[1]
     here = ratios(flat, flags, detect_length, machine["slots"], first)
     if cost is not None:
         full = cost.seconds(schedule(flat, machine["slots"]))
-        cut = cost.seconds(pruned_schedule(flat, flags, detect_length, machine["slots"], here["detect_first"]))
+        cut = pruned_seconds(cost, flat, flags, detect_length, machine["slots"], here["detect_first"])[0]
         here["seconds"] = full / max(cut, 1e-12)
         here["step_cost"] = {"fixed": cost.fixed, "per_request": cost.per_request}
     out["machine"] = {**machine, **here}
