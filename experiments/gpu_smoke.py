@@ -183,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"step {int(row['step'])}: {row['time/step']:.2f} s ({seconds}); keep ratio "
               f"{row.get('pruning/keep_ratio', float('nan')):.2f}")
     if cuda:
-        planned = max(plan.generation.bytes, plan.update.bytes)
+        planned = plan.peak
         print(f"memory: device in use at peak {gib(memory.peak)}, torch's peak allocation "
-              f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(planned)} (generation "
-              f"{gib(plan.generation.bytes)}, update {gib(plan.update.bytes)}): measured/planned "
+              f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(planned)} ("
+              + ", ".join(f"{phase.name} {gib(phase.bytes)}" for phase in plan.phases) + "): measured/planned "
               f"{memory.peak / planned:.3f}")
     else:
         print("memory: not measured on CPU (the plan is for GPUs; tests/train/test_update_peak.py checks the "

@@ -140,3 +140,38 @@ def test_a_selection_rule_the_check_does_not_model_fails_by_name(tmp_path):
     problems, _ = checker.check_runner(checker.Sources(root))
     assert problems == ["runner selection: the wheel reads parallel_config.data_parallel_size, which this check "
                         "does not model: update scripts/check_vllm_wheel.py (selected_runner)"]
+
+
+def _calls_in(fn: ast.AST, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+            and (getattr(n.func, "attr", None) == name or getattr(n.func, "id", None) == name)]
+
+
+def _pool_scoped(fn: ast.AST, call: ast.Call) -> bool:
+    """Whether ``call`` runs inside a ``with`` that enters one of the sleep allocator's tagged pools."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.With) and any(call in ast.walk(stmt) for stmt in node.body):
+            if any(_calls_in(item.context_expr, "_maybe_get_memory_pool_context")
+                   or _calls_in(item.context_expr, "use_memory_pool") for item in node.items):
+                return True
+    return False
+
+
+@pytest.mark.subprocess  # pip downloads the wheel on a machine that has not cached it
+def test_the_memory_plans_reading_of_sleep_and_reload_holds_in_the_pinned_gpu_wheel():
+    """What arrol_pl/train/memory/plan.py assumes of the pinned GPU wheel, read from its sources: the CUDA graphs are
+    captured outside every pool sleep frees (so their memory stays while the engine sleeps), their estimate is taken
+    out of the engine's share by default, and the layerwise reload builds a layer anew before copying it back."""
+    sources = checker.Sources(checker.wheel_sources(checker.pinned_version()))
+    worker = sources._parse("vllm.v1.worker.gpu_worker")
+    warm = next(n for n in ast.walk(worker) if isinstance(n, ast.FunctionDef) and n.name == "_compile_or_warm_up_model")
+    captures = _calls_in(warm, "capture_model")
+    assert captures and not any(_pool_scoped(warm, c) for c in captures)
+    load = next(n for n in ast.walk(worker) if isinstance(n, ast.FunctionDef) and n.name == "load_model")
+    loading = _calls_in(load, "load_model")
+    assert loading and all(_pool_scoped(load, c) for c in loading), "the weights left their tagged pool"
+    envs = sources.file("vllm.envs").read_text()
+    assert 'os.getenv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1")' in envs
+    layerwise = sources._parse("vllm.model_executor.model_loader.reload.layerwise")
+    process = next(n for n in ast.walk(layerwise) if isinstance(n, ast.FunctionDef) and n.name == "_layerwise_process")
+    assert _calls_in(process, "materialize_layer") and _calls_in(process, "_copy_and_restore_kernel_tensors")

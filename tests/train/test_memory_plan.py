@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Co
 
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import load_run_config
-from arrol_pl.train.memory.plan import GIB, plan_memory
+from arrol_pl.train.memory.plan import GIB, GRAPH_POOL_BYTES, plan_memory
 from arrol_pl.train.memory.shape import ModelShape, layer_activation_bytes, precision_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,3 +247,41 @@ def test_the_plan_needs_no_torch():
     code = "import sys, arrol_pl.train.memory.plan; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'vllm'}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_sync_and_the_sleeping_engine_are_counted():
+    """The weight sync is a phase of its own: the engine's weights woken without the KV cache, the CUDA-graph pool
+    that sleep does not free, and the embedding twice (the sync's cast copy and vLLM's layerwise reload of its
+    layer; with several ranks also this rank's cast shard). The pool stays through the update too; an eager
+    engine has none, and an engine that never sleeps keeps its whole share through the sync."""
+    shape = ModelShape.from_config(fixture("qwen3-8b"))
+    plan = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)
+    embedding = shape.vocab_size * shape.hidden_size * 2
+    labels = {i.label: i.bytes for i in plan.sync.items}
+    assert labels["engine weights (woken before the sync)"] == shape.params * 2
+    assert labels["sync: the embedding, cast and gathered"] == embedding + embedding // 8
+    assert labels["sync: vLLM's reload of that layer"] == embedding
+    assert labels["engine CUDA-graph pool"] == GRAPH_POOL_BYTES
+    assert any(i.label == "engine CUDA-graph pool" for i in plan.update.items)
+    assert plan.peak == max(plan.generation.bytes, plan.update.bytes, plan.sync.bytes)
+    assert "weight sync: resident +" in plan.render()
+    eager_awake = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "engine.enforce_eager=true",
+                                                 "engine.enable_sleep_mode=false", "trainer.devices=1",
+                                                 "trainer.strategy=auto"), 141 * GIB)
+    assert not any("graph" in i.label for phase in eager_awake.phases for i in phase.items)
+    labels = {i.label: i.bytes for i in eager_awake.sync.items}
+    assert labels["engine share"] == eager_awake.engine_budget and labels["sync: the embedding, cast"] == embedding
+    # a sync that alone does not fit is a problem named by its phase
+    tight = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "engine.gpu_memory_utilization=0.9",
+                                           "engine.enable_sleep_mode=false"), 80 * GIB)
+    assert any(p.startswith("weight sync needs") for p in tight.problems), tight.problems
+
+
+def test_the_plans_in_the_docs_are_current():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("write_plan_docs", ROOT / "experiments" / "write_plan_docs.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--check"]) == 0, "run: python experiments/write_plan_docs.py"
+    assert "| weight sync | peak | fits |" in script.PAGE.read_text()

@@ -52,8 +52,18 @@ run's settings, and each assumption is stated where it is made:
   full concurrency would take (vLLM queues what does not fit). ``engine.enable_sleep_mode`` frees the engine's
   memory during the update (``sleep(level=2)`` before a sync of every weight: KV cache and weights dropped;
   ``level=1`` with ``model.trainable_layers``: weights to pinned host memory); without it the engine keeps its
-  share throughout. A null ``engine.dtype`` is the CUDA default, bfloat16. The weight sync gathers one full tensor
-  at a time, cast to the engine's dtype on each shard first: the largest is the embedding, ``V × h`` in that dtype.
+  share throughout. A null ``engine.dtype`` is the CUDA default, bfloat16.
+- **The engine's CUDA-graph pool** (compiled mode, CUDA's default; none with ``engine.enforce_eager=true``): vLLM
+  0.33 counts it inside the engine's share while awake (its profiler subtracts its estimate from the KV cache,
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``), but sleep frees only the pools tagged ``weights`` and
+  ``kv_cache``: the graphs' memory stays through the update and the sync. Its size is assumed
+  (:data:`GRAPH_POOL_BYTES`); vLLM's start log gives the real one ("Graph capturing finished in … secs, took …").
+- **The weight sync** (its own phase): the engine holds its weights (asleep: woken without the KV cache, which
+  comes back after the sync; awake: its whole share) and the graph pool, and the sync sends one full tensor at a
+  time, cast to the engine's dtype (on each shard first, then all-gathered, with several ranks). The largest is
+  the embedding, ``V × h``: its cast copy, and vLLM's layerwise reload, which buffers the incoming tensor until
+  its layer is complete, builds the layer anew beside the kernel's tensors and copies it back
+  (``model_loader/reload/layerwise.py``): a second ``V × h`` at the same moment.
 - **Host memory while loading**: rank 0 alone reads the policy (float32) and the reference (``model.reference_dtype``)
   and broadcasts them into the other ranks' shards, which start on the meta device: ``(4 + b_ref)·P`` on rank 0's
   node, about nothing elsewhere.
@@ -76,6 +86,10 @@ RUNTIME_BYTES = 2 * GIB
 PROMPT_TOKENS = 1024
 """Prompt allowance when ``engine.max_model_len`` is unset (the trainer then uses the longest prompt +
 ``algo.max_response_tokens``, known only once the data is tokenized): an assumption, stated in the plan."""
+
+GRAPH_POOL_BYTES = GIB
+"""The engine's CUDA-graph pool, kept while the engine sleeps: an assumption (vLLM reports its capture, typically
+0.2-1.5 GiB for 1-32 B models at its default capture sizes)."""
 
 LOGPROB_CHUNK_ELEMENTS = 2**25
 """Logits (tokens × vocabulary) the log-prob step turns to float32 at once: 128 MiB, 220 tokens of Qwen3's
@@ -184,6 +198,9 @@ class MemoryPlan:
     generation: Phase
     update: Phase
     """The update at its peak: the largest of its moments (:func:`update_moments`)."""
+    sync: Phase
+    """The weight sync after the update: the engine's weights (and its KV cache when it does not sleep), the graph
+    pool, and the largest tensor twice (the sync's cast copy and vLLM's reload of its layer)."""
     other_moments: tuple[Phase, ...]
     """The update's other moments, each smaller than ``update``."""
     engine_budget: int
@@ -205,7 +222,7 @@ class MemoryPlan:
     def problems(self) -> list[str]:
         """Why the run cannot fit, one line each; empty when it fits."""
         out = []
-        for phase in (self.generation, self.update):
+        for phase in self.phases:
             if phase.bytes > self.gpu_bytes:
                 out.append(f"{phase.name} needs {gib(phase.bytes)} per rank, more than the {gib(self.gpu_bytes)} GPU")
         if self.kv_capacity_seqs < 1:
@@ -213,6 +230,16 @@ class MemoryPlan:
                        f"but not one sequence of max_model_len {self.max_model_len} "
                        f"({gib(self.kv_per_token * self.max_model_len)} of KV cache): vLLM would refuse to start")
         return out
+
+    @property
+    def phases(self) -> tuple[Phase, Phase, Phase]:
+        """Generation, the update at its peak and the weight sync: each must fit."""
+        return self.generation, self.update, self.sync
+
+    @property
+    def peak(self) -> int:
+        """The largest phase's bytes: what one rank needs."""
+        return max(phase.bytes for phase in self.phases)
 
     @property
     def fits(self) -> bool:
@@ -235,16 +262,16 @@ class MemoryPlan:
         return tips
 
     def render(self) -> str:
-        width = max(len(i.label) for i in (*self.resident, *self.generation.items, *self.update.items)) + 2
+        width = max(len(i.label) for phase in self.phases for i in phase.items) + 2
         lines = list(self.header)
 
         def rows(items) -> None:
             for it in items:
                 lines.append(f"    {it.label:<{width}}{gib(it.bytes):>10}" + (f"   {it.how}" if it.how else ""))
 
-        lines.append("  resident on every rank (both phases):")
+        lines.append("  resident on every rank (every phase):")
         rows(self.resident)
-        for phase in (self.generation, self.update):
+        for phase in self.phases:
             extra = [i for i in phase.items if i not in self.resident]
             verdict = "fits" if phase.bytes <= self.gpu_bytes else "DOES NOT FIT"
             lines.append(f"  {phase.name}: resident +")
@@ -301,13 +328,14 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     engine_budget = int(e.gpu_memory_utilization * gpu_bytes)
     engine_weights = shape.params * e_bytes
     kv = shape.kv_bytes_per_token(e_bytes)
-    largest = shape.vocab_size * shape.hidden_size * e_bytes
-    generation = Phase("generation (engine awake, weight sync)", (*resident, Item(
-        "engine share", engine_budget,
-        f"engine.gpu_memory_utilization {e.gpu_memory_utilization:g}: its weights ({engine_dtype}) "
-        f"{gib(engine_weights)} + KV cache"),
-        *([Item("weight sync: one full tensor", largest, f"the embedding, gathered in {engine_dtype}")]
-          if ranks > 1 else [])))
+    share = Item("engine share", engine_budget, f"engine.gpu_memory_utilization {e.gpu_memory_utilization:g}: its "
+                 f"weights ({engine_dtype}) {gib(engine_weights)} + KV cache"
+                 + (" + CUDA-graph pool" if not e.enforce_eager else ""))
+    generation = Phase("generation (engine awake)", (*resident, share))
+    graphs = [] if e.enforce_eager else [Item("engine CUDA-graph pool", GRAPH_POOL_BYTES,
+                                              "assumed; kept while the engine sleeps (engine.enforce_eager=true: none)")]
+    sync = Phase("weight sync", (*resident, *_sync_items(shape, engine_dtype, e_bytes, ranks, e.enable_sleep_mode,
+                                                           share, engine_weights, graphs)))
 
     per_layer = layer_activation_bytes(shape, p.residual, p.compute)
     casts = shape.block_params * p.compute if p.autocast else 0
@@ -319,6 +347,8 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     steady = [*resident, *_update_steady(shape, p, trainable, ranks)]
     if not e.enable_sleep_mode:
         steady.append(Item("engine share (awake)", engine_budget, "engine.enable_sleep_mode=false"))
+    else:
+        steady += graphs
     name = "update (engine asleep)" if e.enable_sleep_mode else "update"
     moments = [Phase(f"{name}, at {mo.name}", (*steady, *mo.items))
                for mo in update_moments(shape, t.precision, tokens, ac, ranks, m.trainable_layers)]
@@ -344,9 +374,23 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
                  f"({gib(host)} on its node); the other ranks start on the meta device"
                  if ranks > 1 else f"host memory while loading: the policy in float32"
                  f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''}, {gib(host)}")
-    return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update,
+    return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update, sync,
                       tuple(mo for mo in moments if mo is not update), engine_budget, engine_weights, kv,
                       max_model_len, e.max_num_seqs, activations, ac, tuple(notes))
+
+
+def _sync_items(shape: ModelShape, engine_dtype: str, e_bytes: int, ranks: int, sleeps: bool, share: Item,
+                engine_weights: int, graphs: list[Item]) -> list[Item]:
+    """What the weight sync holds beyond the resident memory (module docstring): the engine as it is during the
+    sync, and the largest tensor as the sync's cast copy and as vLLM's reload of its layer."""
+    largest = shape.vocab_size * shape.hidden_size * e_bytes
+    engine = ([Item("engine weights (woken before the sync)", engine_weights,
+                    f"{engine_dtype}; the KV cache comes back after the sync"), *graphs] if sleeps else [share])
+    cast = (Item("sync: the embedding, cast and gathered", largest + largest // ranks,
+                 f"V × h in {engine_dtype}, and this rank's cast shard before the gather") if ranks > 1 else
+            Item("sync: the embedding, cast", largest, f"V × h in {engine_dtype}"))
+    return [*engine, cast, Item("sync: vLLM's reload of that layer", largest,
+                                "the layer built anew beside its kernel tensors, then copied back")]
 
 
 def _dtype(n: int) -> str:
