@@ -8,7 +8,9 @@
 # `make check-vllm-gpu` checks the pinned GPU vLLM (requirements/gpu.txt) against every vLLM name the engine touches
 # and finds which model runner it builds on CUDA, from the wheel's sources (downloaded once into outputs/cache/wheels),
 # without a GPU; `make test` runs the same check. `make check-gpu` is the first command on a new GPU node: 2 pruned
-# steps of a random Qwen3-1.7B-shaped policy (experiments/gpu_smoke.py; ARGS="--torch-only" without vLLM).
+# steps of a random Qwen3-1.7B-shaped policy in two cases (one pass, detect-first), failing on log-probs that
+# disagree after a sync, memory above the plan or a V2 runner (experiments/gpu_smoke.py; ARGS="--torch-only"
+# without vLLM).
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false

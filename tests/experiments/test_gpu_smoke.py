@@ -17,26 +17,80 @@ SHAPE = {"_name_or_path": "tiny-qwen3", "model_type": "qwen3", "hidden_size": 12
          "vocab_size": 1000, "tie_word_embeddings": True}
 
 
-@pytest.mark.subprocess
-def test_the_smoke_command_runs_two_pruned_steps_and_reports_the_engine(tmp_path):
+SMOKE_ARGS = ("--device", "cpu", "algo.max_response_tokens=32", "engine.detect_length=8", "algo.prompts_per_step=4",
+              "data.num_heldout=4")
+
+STALE_SYNC = """
+import sys
+
+sys.path.insert(0, sys.argv.pop(1))
+from arrol_pl.engine.engine import ArrolEngine
+
+original, calls = ArrolEngine.sync_weights, []
+
+
+def stale(self, weights=None, head_state=None):
+    calls.append(1)
+    if len(calls) > 1 and weights is not None:
+        list(weights)  # taken from the trainer, never loaded: the engine keeps the weights it started with
+        weights = None
+    return original(self, weights, head_state)
+
+
+if __name__ == "__main__":
+    ArrolEngine.sync_weights = stale
+    import gpu_smoke
+
+    sys.exit(gpu_smoke.main(sys.argv[1:]))
+"""
+"""The smoke with a weight sync that loads nothing after the first: what a sync leaving weights behind looks like."""
+
+
+def smoke(tmp_path: Path, *command: str) -> subprocess.CompletedProcess:
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"), "--config-json", str(shape), "--device", "cpu",
-         "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"),
-         "algo.max_response_tokens=32", "engine.detect_length=8", "algo.prompts_per_step=4", "data.num_heldout=4"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    return subprocess.run([*command, "--config-json", str(shape), "--out", str(tmp_path / "run"), "--cache-dir",
+                           str(tmp_path / "cache"), *SMOKE_ARGS], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+
+
+@pytest.mark.subprocess
+def test_the_smoke_command_runs_both_cases_and_checks_every_step(tmp_path):
+    """Two cases, each with an engine of its own in the one process: one pass, and detect-first with twice as many
+    rollouts as slots; on every step the engine's log-probs against the trainer's, within float32's bound."""
+    done = smoke(tmp_path, sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"))
     out = done.stdout
     assert done.returncode == 0, (out + done.stderr)[-4000:]
-    engine_line = next(line for line in out.splitlines() if line.startswith("engine: "))
-    assert "runner vllm.v1.worker.cpu_model_runner.CPUModelRunner" in engine_line
-    assert "model_runner_v2 False" in engine_line and "enforce_eager True" in engine_line
-    assert "dtype float32" in engine_line
-    steps = [line for line in out.splitlines() if line.startswith("step ")]
-    assert len(steps) == 2 and all("generation" in s and "update" in s and "keep ratio" in s for s in steps)
-    assert "smoke: ok" in out
-    rows = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
-    assert all(row["pruning/keep_ratio"] < 1.0 for row in rows), "both steps prune (no cold start)"
+    engine_lines = [line for line in out.splitlines() if line.startswith("  engine: ")]
+    assert len(engine_lines) == 2
+    for line in engine_lines:
+        assert "runner vllm.v1.worker.cpu_model_runner.CPUModelRunner" in line
+        assert "model_runner_v2 False" in line and "enforce_eager True" in line and "dtype float32" in line
+    assert "one pass: 32 rollouts a step, 256 slots" in out and "detect-first: 32 rollouts a step, 16 slots" in out
+    steps = [line for line in out.splitlines() if line.startswith("  step ")]
+    assert len(steps) == 4 and all("generation" in s and "update" in s and "keep ratio" in s for s in steps)
+    diffs = [float(s.split("mean |Δ| ")[1].split(",")[0]) for s in steps]
+    assert all(d <= 1e-3 for d in diffs), steps
+    assert len([line for line in out.splitlines() if "generation with the hidden-state tap" in line]) == 2
+    assert "smoke: ok" in out and "FAILED" not in out
+    for case, detect_first in (("one_pass", 0.0), ("detect_first", 1.0)):
+        rows = [json.loads(line) for line in (tmp_path / "run" / case / "history.jsonl").read_text().splitlines()]
+        assert all(row["pruning/keep_ratio"] < 1.0 for row in rows), "both steps prune (no cold start)"
+        assert [row["engine/detect_first"] for row in rows] == [detect_first] * 2
+
+
+@pytest.mark.subprocess
+def test_a_sync_that_loads_nothing_fails_the_smoke_on_the_second_step(tmp_path):
+    """The smoke's reward and learning rate make the first update move the log-probs: an engine left with the weights
+    it started with is 100× past the bound on the step after the sync, in both cases, and the exit is 1."""
+    script = tmp_path / "stale_sync.py"
+    script.write_text(STALE_SYNC)
+    done = smoke(tmp_path, sys.executable, str(script), str(ROOT / "experiments"))
+    assert done.returncode == 1, (done.stdout + done.stderr)[-4000:]
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED: ")]
+    assert len(failed) == 2 and all("step 1's engine log-probs differ" in f and "after the first weight sync" in f
+                                    for f in failed), failed
+    assert "smoke: FAILED" in done.stdout
 
 
 @pytest.mark.subprocess
