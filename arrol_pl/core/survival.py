@@ -2,7 +2,8 @@
 
     p_i = clip(κ + δ + λ (ρ - q_i), p_min, p_max)
 
-δ is a scalar found by bisection so that the (optionally weighted) mean of ``p`` equals κ. The mean
+δ is a scalar found by bisection (:func:`solve_delta`) so that the (optionally weighted) mean of ``p`` equals κ; the
+per-group rules solve one δ per group exactly (:func:`solve_delta_per_group`). The mean
 is continuous and non-decreasing in δ and ranges over ``[p_min, p_max]``, so κ is reachable iff
 ``p_min <= κ <= p_max``; otherwise the closest achievable mean is returned and the shortfall reported.
 Paper values: λ = 0.5, ρ = 0.5.
@@ -48,6 +49,48 @@ def _weighted_mean(x: torch.Tensor, weights: torch.Tensor | None) -> float:
     return float((x * weights).sum() / weights.sum())
 
 
+def solve_delta(
+    posteriors: torch.Tensor,
+    keep_ratio: float,
+    target_positive_ratio: float,
+    balance_strength: float,
+    p_min: float,
+    p_max: float,
+    weights: torch.Tensor | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 200,
+) -> float:
+    """Eq. 2's δ (A.4): the bias that makes the (weighted) mean of ``clip(κ + δ + λ(ρ − q_i), p_min, p_max)`` equal
+    κ, by bisection on the mean, which is continuous and non-decreasing in δ. Where κ is out of reach (outside
+    ``[p_min, p_max]``) the end of the bracket nearest it: every p at p_max, or every p at p_min.
+    :func:`solve_delta_per_group` is the exact solution for many groups at once (the per-group rules)."""
+    q = torch.as_tensor(posteriors, dtype=torch.float64).flatten()
+    args = (keep_ratio, target_positive_ratio, balance_strength, p_min, p_max)
+
+    def mean_at(d: float) -> float:
+        return _weighted_mean(survival_from_delta(q, d, *args), weights)
+
+    # Brackets where every p sits at p_min (lo) or at p_max (hi).
+    shift = balance_strength * (target_positive_ratio - q)
+    lo = float(p_min - keep_ratio - shift.max()) - 1.0
+    hi = float(p_max - keep_ratio - shift.min()) + 1.0
+    if mean_at(hi) < keep_ratio - tol:
+        return hi
+    if mean_at(lo) > keep_ratio + tol:
+        return lo
+    delta = 0.5 * (lo + hi)
+    for _ in range(max_iter):
+        delta = 0.5 * (lo + hi)
+        m = mean_at(delta)
+        if abs(m - keep_ratio) <= tol:
+            break
+        if m < keep_ratio:
+            lo = delta
+        else:
+            hi = delta
+    return delta
+
+
 def survival_probabilities(
     posteriors: torch.Tensor,
     keep_ratio: float,
@@ -81,29 +124,8 @@ def survival_probabilities(
     if w is not None and (w.numel() != q.numel() or float(w.sum()) <= 0):
         raise ValueError("weights must match posteriors in length and have a positive sum")
     args = (keep_ratio, target_positive_ratio, balance_strength, p_min, p_max)
-
-    def mean_at(d: float) -> float:
-        return _weighted_mean(survival_from_delta(q, d, *args), w)
-
     if delta is None:
-        # Brackets where every p sits at p_min (lo) or at p_max (hi).
-        shift = balance_strength * (target_positive_ratio - q)
-        lo = float(p_min - keep_ratio - shift.max()) - 1.0
-        hi = float(p_max - keep_ratio - shift.min()) + 1.0
-        if mean_at(hi) < keep_ratio - tol:
-            delta = hi
-        elif mean_at(lo) > keep_ratio + tol:
-            delta = lo
-        else:
-            for _ in range(max_iter):
-                delta = 0.5 * (lo + hi)
-                m = mean_at(delta)
-                if abs(m - keep_ratio) <= tol:
-                    break
-                if m < keep_ratio:
-                    lo = delta
-                else:
-                    hi = delta
+        delta = solve_delta(q, *args, weights=w, tol=tol, max_iter=max_iter)
     probs = survival_from_delta(q, delta, *args)
     mean = _weighted_mean(probs, w)
     shortfall = keep_ratio - mean
@@ -127,7 +149,7 @@ def best_single_prune(posteriors: torch.Tensor, target_positive_ratio: float) ->
     return int(torch.argmin((loo_means - target_positive_ratio).abs()))
 
 
-def _solve_delta_rows(base: torch.Tensor, keep_ratio: float | torch.Tensor, p_min: float, p_max: float) -> torch.Tensor:
+def solve_delta_per_group(base: torch.Tensor, keep_ratio: float | torch.Tensor, p_min: float, p_max: float) -> torch.Tensor:
     """Exact δ per row so that ``mean(clip(base + δ, p_min, p_max)) = κ``; ``base: (K, n)`` → ``(K, 1)``; κ a scalar
     or ``(K, 1)``.
 
@@ -202,7 +224,7 @@ def _group_balanced_rows(q: torch.Tensor, kappa: torch.Tensor, rho: torch.Tensor
     base = kappa.unsqueeze(2) + slopes.unsqueeze(2) * centred.unsqueeze(1)  # (K, S, n)
     rows = base.reshape(k * num_slopes, n)
     row_kappa = kappa.repeat_interleave(num_slopes, dim=0)
-    probs = torch.clamp(rows + _solve_delta_rows(rows, row_kappa, p_min, p_max), p_min, p_max).reshape(base.shape)
+    probs = torch.clamp(rows + solve_delta_per_group(rows, row_kappa, p_min, p_max), p_min, p_max).reshape(base.shape)
     ratio = (probs * q.unsqueeze(1)).sum(2) / probs.sum(2).clamp(min=1e-12)
     err = (ratio - rho).abs() + 1e-9 * slopes.abs()
     best = probs[torch.arange(k), err.argmin(1)]
@@ -329,7 +351,7 @@ def soft_anchored_survival(
     clipped = ((probs < p_min) | (probs > p_max)).any(1)  # only where κ(1 ± t) leaves [p_min, p_max]
     if bool(clipped.any()):
         base = probs[clipped]
-        probs[clipped] = torch.clamp(base + _solve_delta_rows(base, keep_ratio, p_min, p_max), p_min, p_max)
+        probs[clipped] = torch.clamp(base + solve_delta_per_group(base, keep_ratio, p_min, p_max), p_min, p_max)
     return (probs[0] if single else probs).to(torch.float32)
 
 

@@ -4,7 +4,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from arrol_pl.core.survival import (
-    _solve_delta_rows,
+    solve_delta_per_group,
     best_single_prune,
     group_balanced_survival,
     survival_from_delta,
@@ -117,7 +117,7 @@ def test_delta_solve_by_bisection_equals_the_dense_evaluation(n):
                       (torch.rand(300, n, generator=gen, dtype=torch.float64) * 4).round() / 4,
                       torch.full((10, n), 0.3, dtype=torch.float64)])
     kappa = torch.rand(base.shape[0], 1, generator=gen, dtype=torch.float64) * 1.2 - 0.1
-    assert torch.equal(_solve_delta_rows(base, kappa, 0.05, 1.0), dense_delta_rows(base, kappa, 0.05, 1.0))
+    assert torch.equal(solve_delta_per_group(base, kappa, 0.05, 1.0), dense_delta_rows(base, kappa, 0.05, 1.0))
 
 
 def test_group_balanced_survival_of_many_groups_is_each_groups_own():
