@@ -66,7 +66,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from arrol_pl.core.autocast import outside_autocast
 from arrol_pl.core.confidence import STATISTICS_TOPK
@@ -76,6 +75,7 @@ from arrol_pl.core.scorers import PrefixScorer
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine import adapter
 from arrol_pl.engine.config import EngineConfig, check_logprobs_mode
+from arrol_pl.engine.console import progress as progress_bar
 from arrol_pl.engine.protocol import GenerationResult
 from arrol_pl.engine.scoring import score_tracks, tapped_rows
 from arrol_pl.engine.scheduling import Scheduling
@@ -304,7 +304,7 @@ class ArrolEngine:
             pruner: h_t; None keeps everything (features and scores are still returned).
             logprobs_topk: also return per-token top-k log-probs (DeepConf). A head reading ``stats`` makes
                 the engine sample with at least the top 20; the rollouts then carry those (a superset).
-            progress: a tqdm bar of finished rollouts with this description (long evaluations); None: silent.
+            progress: a bar of finished rollouts with this description (:mod:`.console`); None: silent.
             features: False reads nothing from the hidden states (the tap only counts the requests each step
                 advanced; the benchmark's ``stock`` row): no feature, score or pruning.
             screen: the group screen (:class:`~arrol_pl.core.screening.GroupScreen`): with ``screen.keep`` the
@@ -375,7 +375,7 @@ class ArrolEngine:
                     tracker.add(ext_id, internal, b, g, ids)
                     if features:
                         self.tap.register(internal, target)
-            with tqdm(total=len(tracker.tracks), desc=progress, unit="rollout", disable=progress is None) as bar:
+            with progress_bar(total=len(tracker.tracks), desc=progress, unit="rollout", disable=not progress) as bar:
                 self._run(tracker, features, target, bar, clock)
                 if two_part:  # the survivors (and audited rollouts) go on from their first part's tokens
                     for tr in tracker.paused():

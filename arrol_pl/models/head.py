@@ -17,6 +17,9 @@ Decisions:
 
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,9 @@ from arrol_pl.core.quality_head import QualityHead
 
 HEAD_FOLDER = "quality_head"
 """The folder of a run's ``export/`` that holds the head."""
+
+LOCAL_LOAD = "Loading weights from local directory"
+"""What the hub mixin prints on every load from a directory: nothing a user can act on (dropped)."""
 
 CARD = """---
 {{ card_data }}
@@ -97,8 +103,15 @@ class CalibratedHead(nn.Module, PyTorchModelHubMixin, library_name="arrol-pl", m
 
     @classmethod
     def _from_pretrained(cls, *, strict: bool = True, **kwargs):
-        # the hub mixin loads non-strictly by default; a head with a missing or an extra tensor is refused here
-        return super()._from_pretrained(strict=strict, **kwargs)
+        # the hub mixin loads non-strictly by default; a head with a missing or an extra tensor is refused here.
+        # It prints LOCAL_LOAD on every load from a directory (a run's export): dropped, anything else it prints kept.
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(said):
+                return super()._from_pretrained(strict=strict, **kwargs)
+        finally:
+            sys.stdout.write("".join(line for line in said.getvalue().splitlines(keepends=True)
+                                     if line.strip() != LOCAL_LOAD))
 
 
 def check_push_target(repo_id: str) -> None:

@@ -144,3 +144,39 @@ def test_a_short_run_without_held_out_data_prints_only_rows_with_a_value(tmp_pat
     out = capsys.readouterr().out
     assert "r: 2 steps\n" in out and "train accuracy (first step → all 2 steps)  0.250 → 0.500" in out
     assert "held-out accuracy (avg@4, T=1)" in out
+
+
+def test_the_seconds_cover_every_session_of_a_resumed_run(tmp_path, capsys):
+    """A run resumed at step 2: its history holds the first session's steps too, and ``time/wall`` continues their
+    clock, so the training seconds printed are the whole run's; the wall seconds beside them are this command's."""
+    from arrol_pl.analysis.report import print_summary
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.run.finish import summarise
+
+    history = [{"step": i, "reward/accuracy": 0.5, "time/step": 4.0, "time/wall": 4.0 * (i + 1)} for i in range(3)]
+    s = summarise(RunConfig(), history, None, None, wall=6.5)  # this command ran the third step only
+    assert s.training_seconds == 12.0 and s.wall_seconds == 6.5
+    print_summary(RunSummary.from_json(json.loads(json.dumps(s.to_json()))), tmp_path)
+    out = capsys.readouterr().out
+    assert "seconds: training over the whole run / this command  12.0 / 6.5\n" in out
+    assert summarise(RunConfig(), [], None, None, wall=1.0).training_seconds is None
+
+
+def test_rows_without_a_value_are_left_out_and_counts_agree_with_their_nouns(tmp_path, capsys):
+    """Past its cold start, a run whose summary has no head or zero-advantage figures prints no row for them
+    (never ``n/a`` alone); a one-step cold start is ``1 step``; a run with no step prints no accuracy."""
+    from arrol_pl.analysis.report import print_summary
+
+    print_summary(RunSummary(name="r", steps=20, train_accuracy_first=0.25, train_accuracy_last10=0.5,
+                             keep_ratio_mean=0.5, keep_ratio_target=0.5, seconds_per_step=1.0, wall_seconds=30.0,
+                             training_seconds=20.0, config={"pruning": {"cold_start_steps": 10}}), tmp_path)
+    out = capsys.readouterr().out
+    assert "n/a" not in out and "quality-head" not in out and "zero-advantage" not in out
+    assert "keep ratio after cold start (target)" in out and "seconds per step (after cold start)" in out
+    print_summary(RunSummary(name="r", steps=1, train_accuracy_first=0.0, config={"pruning": {"cold_start_steps": 1}},
+                             wall_seconds=3.0), tmp_path)
+    assert "(1 of its 1 step ran)" in capsys.readouterr().out
+    print_summary(RunSummary(name="r", steps=0, wall_seconds=3.0, config={"pruning": {"cold_start_steps": 10}}),
+                  tmp_path)
+    out = capsys.readouterr().out
+    assert "r: 0 steps\n" in out and "n/a" not in out and "train accuracy" not in out and "cold start" not in out

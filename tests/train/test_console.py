@@ -1,9 +1,11 @@
 """A run's console reads cleanly: each message once (Lightning's own handler beside Hydra's printed every one twice;
 the training file read as prompts, tokenizer corpus and held-out set reported its load three times), no tip,
-accelerator line or deprecation a user cannot act on, the progress bar's last line once, no progress bar for loading
-or saving local weights, and a summary that says a two-step run never left its cold start. The same two-step run on a
-JSONL file, with two loggers, checks what a run leaves for the loggers and the hub: the whole config in the CSV
-logger's hparams.yaml, the head on the hub's terms and the run's card in export/, and integer steps in its history."""
+accelerator line, NUMA notice or deprecation a user cannot act on, no progress bar for loading or saving local
+weights, and a summary that says a two-step run never left its cold start. Its console goes to pipes, as to a file or
+a CI log: a few plain lines, no bar redrawn, none written twice (Lightning's ``Training:`` and ``Epoch 0:`` none at
+all). The same two-step run on a JSONL file, with two loggers, checks what a run leaves for the loggers and the hub:
+the whole config in the CSV logger's hparams.yaml, the head on the hub's terms and the run's card in export/, and
+integer steps in its history."""
 
 import json
 import re
@@ -18,7 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 UNWANTED = ("litlogger", "💡", "LeafSpec", "reduce_op", "Triton", "Loading safetensors checkpoint shards",
-            "Loading weights", "Writing model shards", "GPU available", "TPU available", "`Trainer.fit` stopped")
+            "Loading weights", "Writing model shards", "GPU available", "TPU available", "`Trainer.fit` stopped",
+            "NUMA binding", "Automatic Mixed Precision", "fontManager", "Tensor Cores", "LOCAL_RANK", "Restoring states",
+            "Training:", "Epoch 0:")
+BAR_LINE = re.compile(r"^(?P<desc>[^:\[]+): (?P<n>\d+)/(?P<total>\d+) \[")
+"""A progress bar's plain line: ``steps: 2/2 [00:09<00:00, 4.59s/it, acc=0.219, keep=1.000]``."""
+MAX_LINES = 20
 HYDRA_PREFIX = re.compile(r"^\[[^]]+\]\[[^]]+\]\[[A-Z]+\] - ")
 LEVEL_PREFIX = re.compile(r"^(INFO|WARNING|ERROR): ")
 
@@ -59,9 +66,18 @@ def test_each_message_prints_once_and_no_notice_a_user_cannot_act_on(one_step):
     repeated = sorted({m for m in logged if logged.count(m) > 1})
     assert not repeated, repeated
     assert messages(out.stdout).count("jsonl: 20 problems from sums.jsonl") == 1  # prompts, corpus, held-out set
-    lines = shown(console)
-    assert len([line for line in lines if line.startswith("steps: 100%|")]) == 1, lines  # the bar's last line once
-    assert not [line for line in lines if line.startswith(("Training:", "Epoch 0:"))], lines
+
+
+def test_off_a_terminal_the_console_is_a_few_plain_lines_none_written_twice(one_step):
+    _, out = one_step
+    console = out.stdout + out.stderr
+    assert "\r" not in console and "\x1b[" not in console, console  # no bar redrawn, no cursor moved
+    lines = [line for line in console.split("\n") if line.strip()]
+    assert len(lines) <= MAX_LINES, console
+    assert len(set(lines)) == len(lines), console
+    bars = [(m["desc"], m["n"]) for m in map(BAR_LINE.match, lines) if m]
+    assert len(set(bars)) == len(bars), bars  # no bar's state written twice
+    assert [n for desc, n in bars if desc == "steps"] == ["1", "2"], bars  # a line per step here, its last once
 
 
 def test_a_run_that_never_left_its_cold_start_says_so(one_step):

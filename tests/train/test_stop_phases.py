@@ -7,6 +7,7 @@ the export finish: the run completed. (A signal during a training step: test_fau
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -33,7 +34,8 @@ class Run:
             [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.cache_dir={cache}",
              "algo.prompts_per_step=4", "algo.group_size=4", "pruning.cold_start_steps=1", f"hydra.run.dir={self.dir}",
              *overrides],
-            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env={**os.environ, "ARROL_PROGRESS_SECONDS": "0"})  # off a terminal, each bar's update a line
         self.text = ""
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -85,7 +87,7 @@ def test_sigint_in_the_warm_start_stops_it_and_keeps_nothing(tmp_path):
 
 def test_sigint_in_the_first_heldout_evaluation_stops_it(tmp_path, policy_cache):
     run = Run(tmp_path, policy_cache, "model.warm_start.steps=0", "data.num_heldout=64", "trainer.max_steps=2")
-    run.wait_for("held-out before training greedy")  # its progress bar
+    run.wait_for("held-out before training avg@4: ")  # a line of its progress bar (its greedy part ran)
     line = run.interrupt()
     assert line.startswith("interrupted: SIGINT: stopped in the held-out evaluation after 0 steps; no checkpoint to "
                            "resume from"), line
@@ -101,7 +103,7 @@ def test_sigint_in_an_evaluation_during_training_keeps_the_steps_checkpoint(tmp_
     while not ckpt.exists():
         assert run.proc.poll() is None and time.monotonic() < deadline, run.text[-3000:]
         time.sleep(0.05)
-    run.wait_for("held-out during training greedy", after=len(run.text))  # step 2's evaluation
+    run.wait_for("held-out during training avg@4: ", after=len(run.text))  # step 2's evaluation, under way
     line = run.interrupt()
     last = run.dir / "checkpoints" / "last.ckpt"
     assert line.startswith(f"interrupted: SIGINT: stopped in the held-out evaluation after 2 steps; resume with "

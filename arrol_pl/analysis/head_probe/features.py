@@ -21,10 +21,10 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from arrol_pl.analysis.evaluation import DeepConfSettings, trace_scores
 from arrol_pl.core.confidence import PREFIX_STATISTICS, STATISTICS_TOPK, prefix_statistics
+from arrol_pl.engine.console import progress
 
 
 def detect_lengths(fractions: Sequence[float], max_tokens: int) -> list[int]:
@@ -107,7 +107,7 @@ def prefix_features(
     by_prompt: dict[tuple[int, ...], list[int]] = {}
     for i, p in enumerate(prompt_ids):
         by_prompt.setdefault(tuple(p), []).append(i)
-    for prompt, members in tqdm(by_prompt.items(), desc="features", leave=False):
+    for prompt, members in progress(by_prompt.items(), desc="features", leave=False):
         head = decoder(input_ids=torch.tensor([prompt], device=device), use_cache=True, output_hidden_states=True)
         rows_per_batch = max(1, batch_tokens // max(width - 1, 1))
         for start in range(0, len(members), rows_per_batch):

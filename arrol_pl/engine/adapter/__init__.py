@@ -116,11 +116,18 @@ def eager_stance(eager: bool) -> Any:
 
 def start_engine(**engine_args: Any) -> Any:
     """A V1 ``LLMEngine`` built from vLLM's ``EngineArgs`` keywords (after :func:`check_vllm_version` and
-    :func:`check_environment`), eagerly throughout when ``enforce_eager`` (:func:`eager_stance`)."""
+    :func:`check_environment`), eagerly throughout when ``enforce_eager`` (:func:`eager_stance`); on CPU without
+    the C++ notice of the NUMA policy its worker binds memory with
+    (:func:`~arrol_pl.engine.console.native_lines_dropped`)."""
+    import contextlib
+
     from vllm import EngineArgs
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    with eager_stance(bool(engine_args.get("enforce_eager"))):
+    from arrol_pl.engine.console import NUMA_NOTICE, native_lines_dropped
+
+    numa = native_lines_dropped(NUMA_NOTICE) if platform_kind() == "cpu" else contextlib.nullcontext()
+    with eager_stance(bool(engine_args.get("enforce_eager"))), numa:
         return LLMEngine.from_engine_args(EngineArgs(**engine_args))
 
 

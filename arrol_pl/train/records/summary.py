@@ -91,7 +91,10 @@ class RunSummary:
     """``policy/*`` metric → its mean over every step."""
     steps: int = 0
     wall_seconds: float | None = None
-    """The whole run, model loading and evaluations included."""
+    """This command's seconds, model loading and evaluations included (a resumed run: its last session's)."""
+    training_seconds: float | None = None
+    """The whole run's training clock: ``time/wall`` of its last step, every session of a resumed run included,
+    held-out evaluations excluded (None: no step)."""
     credited_seconds: float | None = None
     """The oracle scorer's credit over the run (``time/credit`` summed: the decode time its pruning would have
     saved); None for any other scorer."""

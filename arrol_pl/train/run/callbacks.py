@@ -36,7 +36,9 @@ Decisions:
   ``on_train_end``, while the TensorBoard writer is open: Lightning closes it after that hook, and a value
   logged later would start a second event file.
 - **Progress.** One Lightning epoch covers the whole run (see :mod:`.data`), so the bar counts steps
-  done of ``trainer.max_steps``, from the resumed step on, with tqdm's estimate of the time left.
+  done of ``trainer.max_steps``, from the resumed step on, with tqdm's estimate of the time left. Off a terminal
+  (a file, a pipe, a CI log) it writes plain lines instead of redrawing one (:mod:`arrol_pl.engine.console`), none
+  for Lightning's ``Training:`` or ``Epoch 0:``, and its last line once.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,7 +54,9 @@ from typing import Any, Callable, Iterator
 
 import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
+from arrol_pl.engine.console import PlainProgress, plain_lines
 from arrol_pl.train.records.rundir import step_checkpoints, write_rows, writing
 
 logger = logging.getLogger(__name__)
@@ -266,9 +271,28 @@ class FinalEvaluation(L.Callback):
             pl_module.record_heldout(self.result)
 
 
+class PlainSteps(PlainProgress):
+    """The steps bar's plain lines, its numbers padded as Lightning's bar pads them (``keep=1.000``)."""
+
+    format_num = staticmethod(Tqdm.format_num)
+
+
 class StepProgressBar(TQDMProgressBar):
     """``steps: 135/300 [00:45<00:55, 3.0it/s, acc=…, keep=…]``: steps done of ``max_steps`` and time left; a fit
-    that stops on an error (or a second signal) ends the bar's line, so what is printed next starts a line."""
+    that stops on an error (or a second signal) ends the bar's line, so what is printed next starts a line. Where
+    stdout is no terminal, a plain line every tenth of the run or every minute, and one at its end
+    (:class:`~arrol_pl.engine.console.PlainProgress`); first in the callbacks, so the bar ends before the final
+    evaluation starts its own."""
+
+    @property
+    def train_description(self) -> str:
+        return "steps"
+
+    def init_train_tqdm(self) -> Any:
+        if not plain_lines(sys.stdout):
+            return super().init_train_tqdm()
+        return PlainSteps(desc=self.train_description, disable=self.is_disabled, leave=True, file=sys.stdout,
+                          smoothing=0, lines=10)
 
     def on_train_start(self, trainer: L.Trainer, *_: Any) -> None:
         super().on_train_start(trainer)

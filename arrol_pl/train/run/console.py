@@ -9,12 +9,18 @@ Decisions:
   tokenizer corpus, the held-out set when it is the same file); a repeated report of a load is dropped
   (:class:`Once`).
 - **Notices filtered where they arise, by their text.** Lightning's tips to install litlogger, its lines on the
-  accelerators it found and its notice that the fit reached ``max_steps`` (logged at INFO by its rank-zero logger),
-  torch's deprecation of ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code triggers, and the
-  ``torch.distributed.reduce_op`` deprecation vLLM's Triton dispatcher triggers at import: each by its own message
-  (and category or logger), so any other warning of the same kind still shows. vLLM's notes on which Triton backend
-  it found (logged while it is imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to ERROR on their one
-  logger (``arrol evaluate`` quiets its console too, before it imports vLLM).
+  accelerators it found, the precision it uses (``Using bfloat16 Automatic Mixed Precision``: the config names it),
+  the advice on Tensor Cores, the GPU rank's ``LOCAL_RANK`` line, the first of its two lines on a resumed checkpoint
+  (``Restored all states from the checkpoint at <path>`` stays: it names the checkpoint a run directory resolved to)
+  and its notice that the fit reached ``max_steps`` (all logged at INFO, :data:`NOTICES`); matplotlib's
+  ``generated new fontManager`` (at INFO, when a sweep first draws its plot); torch's deprecation of
+  ``isinstance(treespec, LeafSpec)`` that Lightning's pytree code triggers, and the ``torch.distributed.reduce_op``
+  deprecation vLLM's Triton dispatcher triggers at import: each by its own message (and category or logger), so any
+  other message of the same kind still shows. vLLM's notes on which Triton backend it found (logged while it is
+  imported, before ``VLLM_LOGGING_LEVEL`` applies) are raised to ERROR on their one logger (``arrol evaluate`` quiets
+  its console too, before it imports vLLM). vLLM's C++ notice of its NUMA binding is dropped at the engine's start
+  (:mod:`arrol_pl.engine.console`), the hub's print of ``Loading weights from local directory`` where the head loads
+  (:class:`~arrol_pl.models.head.CalibratedHead`).
 - **A line of its own for every message.** The progress bar redraws its line without ending it, and Hydra's console
   handler writes to the same stdout: a warning logged mid-run (a signal received) was appended to the bar's line.
   During the fit, console log lines go through ``tqdm.write`` (:func:`logs_above_bars`), which clears the bar, prints
@@ -34,21 +40,34 @@ import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
-NOTICES = ("💡 Tip: For seamless cloud", "GPU available: ", "TPU available: ", "HPU available: ",
-           "`Trainer.fit` stopped: `max_steps=")
-"""Openings of Lightning's INFO messages a user has no use for: the tip advertising its cloud products, the
-accelerators it found (the run's config names the one it uses) and the fit's end at ``max_steps`` (the progress bar
-says so; printed after the bar's last update, it made the bar print its final line twice)."""
+NOTICES = {
+    "lightning.pytorch.utilities.rank_zero": (
+        "💡 Tip: For seamless cloud", "GPU available: ", "TPU available: ", "HPU available: ",
+        "Using bfloat16 Automatic Mixed Precision", "Using 16bit Automatic Mixed Precision",
+        "You are using a CUDA device (", "Restoring states from the checkpoint path at ",
+        "`Trainer.fit` stopped: `max_steps="),
+    "lightning.pytorch.accelerators.cuda": ("LOCAL_RANK: ",),
+    "matplotlib.font_manager": ("generated new fontManager",),
+}
+"""Per logger, the openings of the INFO messages a user has no use for: Lightning's tip advertising its cloud
+products, the accelerators it found and the precision it uses (the run's config names both), its advice on Tensor
+Cores (the policy's precision is the config's), the first of its two lines on a resumed checkpoint, the fit's end
+at ``max_steps`` (the progress bar says so; printed after the bar's last update, it made the bar print its final
+line twice) and each GPU rank's ``CUDA_VISIBLE_DEVICES``; matplotlib's note that it built its font cache."""
 
 LOADERS = "arrol_pl.tasks.rows"
 """The logger of every dataset load (``<name>: <n> problems from <source>``, the rows it skipped)."""
 
 
 class DropNotices(logging.Filter):
-    """Drops the records whose message opens with one of :data:`NOTICES`."""
+    """Drops the records whose message opens with one of ``openings`` (a logger's :data:`NOTICES`)."""
+
+    def __init__(self, openings: tuple[str, ...]) -> None:
+        super().__init__()
+        self.openings = openings
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(NOTICES)
+        return not str(record.msg).startswith(self.openings)
 
 
 class Once(logging.Filter):
@@ -75,9 +94,10 @@ def quiet_console() -> None:
         lightning = logging.getLogger("lightning")
         for handler in list(lightning.handlers):
             lightning.removeHandler(handler)
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, DropNotices) for f in rank_zero.filters):
-        rank_zero.addFilter(DropNotices())
+    for name, openings in NOTICES.items():
+        noisy = logging.getLogger(name)
+        if not any(isinstance(f, DropNotices) for f in noisy.filters):
+            noisy.addFilter(DropNotices(openings))
     loads = logging.getLogger(LOADERS)
     for old in [f for f in loads.filters if isinstance(f, Once)]:
         loads.removeFilter(old)

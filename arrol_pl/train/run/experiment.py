@@ -195,8 +195,9 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
         num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
         precision=t.precision,
         logger=loggers or False,
-        # HistoryFile after the held-out evaluation (it completes the step's row), before the checkpoint
-        callbacks=[*heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final, StepProgressBar()],
+        # the bar first (it ends before the final evaluation); HistoryFile after the held-out evaluation (it
+        # completes the step's row), before the checkpoint
+        callbacks=[StepProgressBar(), *heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final],
         plugins=[io], enable_checkpointing=False,  # RunCheckpoints writes them all
         log_every_n_steps=t.log_every, num_sanity_val_steps=0,
         limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),

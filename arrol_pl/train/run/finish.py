@@ -110,6 +110,7 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         policy={k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
         steps=len(history),
         wall_seconds=wall,
+        training_seconds=history[-1].get("time/wall") if history else None,
         credited_seconds=sum(h["time/credit"] for h in history if "time/credit" in h)
         if any("time/credit" in h for h in history) else None,
         **outcome,

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from tqdm.auto import tqdm
 
+from arrol_pl.engine.console import progress
 from arrol_pl.models.cache import cache_entry, remove_stale, resolve_cache_dir
 from arrol_pl.models.tiny import build_tiny_model, build_tokenizer
 from arrol_pl.tasks.arithmetic import ArithmeticConfig, arithmetic_splits, sft_examples, tokenizer_corpus
@@ -95,7 +95,7 @@ def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]],
     history = []
     rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed)
     step = 0
-    with tqdm(total=ws.steps, desc="warm start", unit="step", leave=False) as bar:
+    with progress(total=ws.steps, desc="warm start", unit="step", leave=False) as bar:
         while step < ws.steps and not lo <= rate <= hi:
             model.train()
             for _ in range(ws.check_every):
