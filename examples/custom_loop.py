@@ -124,9 +124,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             optimizer.step()
-            # every tensor under each of its names (a tied LM head is sent as the embedding and as lm_head)
+            # every tensor under each of its names (a tied LM head is sent as the embedding and as lm_head); a name
+            # the engine does not take, or a weight left out, is an error naming it
             engine.sync_weights(((name, t.detach()) for name, t in policy.state_dict().items()),
-                                pruning.head.state_dict())
+                                pruning.head.state_dict(), every_weight=True)
             row = {"step": step, "pruning_active": bool(params.active), "rollouts": len(generation.rollouts),
                    "pruned": len(generation.rollouts) - len(survivors), "keep_ratio": generation.keep_ratio,
                    "reward_accuracy": scored.accuracy, "policy_loss": float(loss.detach()), "head_loss": head_loss,

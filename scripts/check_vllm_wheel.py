@@ -10,7 +10,8 @@ The names are :data:`arrol_pl.engine.vllm_api.VLLM_API`, the list the CPU contra
 with ``ast``: the module file, the name at its top level (followed through imports, re-exports and vLLM's lazy
 ``MODULE_ATTRS`` / ``__getattr__``), a method in the class or its bases, each parameter in the signature, each
 attribute as a class-level field, enum member, method or property, or an assignment to ``self.<name>`` in a
-method.
+method, and the code a definition must hold (``Touch.source``: behaviour relied on, such as the GPU worker's refusal
+of a second sleep-mode engine in one process).
 
 Behaviour, where the engine's correctness hangs on it: **which model runner the engine's settings select on CUDA**.
 The check runs the wheel's own ``VllmConfig.use_v2_model_runner`` (and the helpers it calls) on a stand-in config
@@ -204,9 +205,9 @@ def check(sources: Sources, t: Touch) -> tuple[list[str], str]:
             if p not in names:
                 via = " (only through **kwargs)" if args.kwarg else ""
                 missing.append(f"{t.target}: no parameter {p!r}{via}; it takes {sorted(names - {'self', 'cls'})}")
-    for attr in t.attrs:
-        if sources.member(found, attr) is None:
-            missing.append(f"{t.target}: no attribute {attr!r}")
+    missing += [f"{t.target}: no attribute {attr!r}" for attr in t.attrs if sources.member(found, attr) is None]
+    text = ast.unparse(found.node) if t.source and found.node is not None else ""
+    missing += [f"{t.target}: its source no longer holds {code!r}" for code in t.source if code not in text]
     return missing, found.where
 
 

@@ -67,7 +67,7 @@ def task(raw: DictConfig) -> None:
 
 
 JOB = hydra_app.HydraJob(config_name="advise", task=task, schema=AdviseConfig, check=check,
-                         about=__doc__.split("\n\n", 1)[1])
+                         about=__doc__.split("\n\n", 1)[1], engine=True)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -219,7 +219,7 @@ def evaluate(cfg, out_dir: Path, sets: ScoredSets) -> None:
 
 
 JOB = hydra_app.HydraJob(config_name="evaluate", task=task, schema=EvalConfig, check=load_eval_config,
-                         about=__doc__.split("\n\n", 1)[1], groups=())
+                         about=__doc__.split("\n\n", 1)[1], groups=(), engine=True)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

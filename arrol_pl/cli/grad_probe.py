@@ -68,7 +68,7 @@ def task(raw: DictConfig) -> None:
 
 
 JOB = hydra_app.HydraJob(config_name="grad_probe", task=task, schema=GradProbeConfig, check=load_grad_probe_config,
-                         about=__doc__.split("\n\n", 1)[1], groups=("data",))
+                         about=__doc__.split("\n\n", 1)[1], groups=("data",), engine=True)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -23,6 +23,8 @@ Decisions:
   ``hydra.run.dir`` (a sweep's ``hydra.sweep.dir``) before Hydra ran.
 - **``--help`` is the configuration's**: the preset groups a user picks, with their presets, then every key with its
   type, default and meaning (:mod:`arrol_pl.cli.help`); ``--hydra-help`` is Hydra's own.
+- **A sweep's jobs on CUDA run in processes of their own** when they start an engine (:mod:`.job_process`): one
+  process holds one sleep-mode vLLM engine there. On CPU they follow each other in the sweep's process.
 - **Hydra's argument parser** (``hydra._internal.utils.get_args_parser``, the one ``@hydra.main`` uses) reads the
   flags, so the command line means here what it means to Hydra; it is the one name this module takes from inside
   Hydra.
@@ -38,6 +40,7 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from omegaconf import DictConfig, open_dict, read_write
 
+from arrol_pl.cli import job_process
 from arrol_pl.cli.config_files import composing_file, in_file, setting_file
 from arrol_pl.train.config.loader import ConfigError, from_hydra
 from arrol_pl.train.records.rundir import remove_if_only_hydra
@@ -140,6 +143,9 @@ class HydraJob:
     run_dir: Callable[[Any, Path], Path] | None = None
     """Where the job runs, from its typed config and the directory Hydra would make (training: a resumed run's own
     directory); None: Hydra's."""
+    engine: bool = False
+    """The job starts a vLLM engine: on CUDA each job of a sweep runs in a process of its own
+    (:mod:`arrol_pl.cli.job_process`)."""
 
 
 @dataclasses.dataclass
@@ -162,11 +168,6 @@ def deepest_existing(path: str | Path) -> Path:
     """The deepest directory of ``path`` (relative: to the working directory, as Hydra reads it) that exists."""
     path = Path(path).absolute()
     return next(p for p in (path, *path.parents) if p.exists())
-
-
-def quoted(path: Path) -> str:
-    """``path`` as a quoted override value: a path may hold characters the override grammar reads (``=``, ``,``)."""
-    return "'" + str(path).replace("'", "\\'") + "'"
 
 
 def task_part(cfg: DictConfig) -> DictConfig:
@@ -249,10 +250,11 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
         except BrokenCompanionError as exc:
             print(f"environment error: {exc}", file=sys.stderr)
             return 1
-    moved = [] if INVOCATION.run_dir is None else [f"hydra.run.dir={quoted(INVOCATION.run_dir)}"]
+    moved = [] if INVOCATION.run_dir is None else [f"hydra.run.dir={job_process.quoted(INVOCATION.run_dir)}"]
     saved, sys.argv = sys.argv, [prog, *argv, *moved]
     try:
-        hydra_main(version_base=None, config_path=config_source(), config_name=job.config_name)(job.task)()
+        hydra_main(version_base=None, config_path=config_source(), config_name=job.config_name)(
+            job_process.task(job, INVOCATION))()
     finally:
         sys.argv = saved
     return 0

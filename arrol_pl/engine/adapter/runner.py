@@ -58,14 +58,20 @@ class HiddenStateTap:
         self.tokens = 0
         """Tokens the last step computed: one per request decoded, and the prompt tokens it prefilled."""
         self._inner = runner.execute_model
+        self._wrapped = "execute_model" in vars(runner)
+        """Whether ``execute_model`` was already the runner's own attribute (else: its class's method)."""
         self.install()
 
     def install(self) -> None:
         self.runner.execute_model = self._execute_model
 
     def uninstall(self) -> None:
-        """Restore the stock ``execute_model`` (the benchmark's no-hook baseline)."""
-        self.runner.execute_model = self._inner
+        """Restore the stock ``execute_model`` (the benchmark's no-hook baseline; a closed engine), leaving no
+        attribute on the runner that refers back to it."""
+        if self._wrapped:
+            self.runner.execute_model = self._inner
+        else:
+            del self.runner.execute_model
 
     def register(self, internal_id: str, target: int) -> None:
         self.targets[internal_id] = target

@@ -133,7 +133,7 @@ class ArrolModule(L.LightningModule):
         if self._reference:
             self._reference[0].to(self.device)
         # The engine may hold other weights (a resumed run, or a fresh engine): align it first.
-        self.engine.sync_weights(*self._new_weights())
+        self.engine.sync_weights(*self._new_weights(), every_weight=self.cfg.model.trainable_layers is None)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["arrol"] = {

@@ -408,6 +408,6 @@ def engine_asleep(engine, timer: PhaseTimer, new_weights: Callable[[], tuple[Ite
     with timer("sync"):
         if asleep:
             engine.wake_up(["weights"])
-        engine.sync_weights(*new_weights())
+        engine.sync_weights(*new_weights(), every_weight=every_weight)
         if asleep:
             engine.wake_up(["kv_cache"])
