@@ -4,7 +4,8 @@ to run on a new GPU node (`make check-gpu`), in a few minutes.
 It trains a randomly initialised policy of a real model's shape (default Qwen3-1.7B's, from
 tests/fixtures/model_configs/qwen3-1.7b.json; its vocabulary is the local tokenizer's, so every sampled id decodes)
 for 2 pruned ARRoL steps on one device through the project's own engine and trainer, twice, each case with an engine
-of its own started in this process after the last one closed:
+of its own, started in this process after the last one closed (on CUDA with sleep mode each case runs in a process
+of its own, `--case`: vLLM's sleep-mode allocator serves one engine per process):
 - **one pass**: a slot for every rollout, pruned rollouts aborted as they are decided;
 - **detect-first**: twice as many rollouts as slots (`engine.max_num_seqs`), every rollout run to L_detect first.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -58,6 +60,10 @@ that sends nothing, or leaves a weight behind, shows on the second step."""
 def even_length(prompt: str, completion: str, answer: str) -> float:
     """The smoke's reward: 1 for a completion of an even number of characters (about half of a random policy's)."""
     return float(len(completion) % 2 == 0)
+
+CASE_NAMES = {"one pass": "one_pass", "detect-first": "detect_first"}
+"""Each case's name and its ``--case`` (also its run directory under ``--out``)."""
+CASES = tuple(CASE_NAMES.values())
 
 LOGPROB_BOUND = {"float32": 1e-3, "bfloat16": 0.05, "float16": 0.05}
 """Largest mean |log π_engine − log π_trainer| over a step's sampled tokens, by the engine's dtype: float32 engines
@@ -156,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="run directory (default outputs/smoke/<time>)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "outputs" / "cache" / "smoke",
                         help="where the random model is built (once per shape)")
+    parser.add_argument("--case", choices=("all", *CASES), default="all",
+                        help="run one case only (what the smoke runs in a process of its own on CUDA)")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, overrides = parser.parse_known_args(argv)
     if not args.config_json.is_file():
         print(f"config error: --config-json {args.config_json}: no such file", file=sys.stderr)
@@ -184,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = {"one pass": [*base, f"engine.max_num_seqs={max(rollouts, first.engine.max_num_seqs)}",
                               "engine.detect_first=false"],
                  "detect-first": [*base, f"engine.max_num_seqs={max(rollouts // 2, 1)}", "engine.detect_first=true"]}
-        runs = {name: compose([*case, f"trainer.output_dir={out / name.replace(' ', '_').replace('-', '_')}"])
-                for name, case in cases.items()}
+        runs = {name: compose([*case, f"trainer.output_dir={out / CASE_NAMES[name]}"]) for name, case in cases.items()}
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
@@ -193,8 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: random {shape.name} shape, {shape.num_layers} layers, {shape.params / 1e9:.2f} B parameters "
           f"({model_dir}), built in {time.perf_counter() - start:.0f} s")
     failures: list[str] = []
+    own_process = cuda and args.case == "all" and any(run.engine.enable_sleep_mode for run in runs.values())
     for name, run in runs.items():
-        failures += smoke_case(name, run, model_dir, shape, cuda)
+        if args.case not in ("all", CASE_NAMES[name]):
+            continue
+        if own_process:  # vLLM's sleep-mode allocator serves one engine per CUDA process (adapter.claim_sleep_mode)
+            case = subprocess.run([sys.executable, __file__, *argv, "--case", CASE_NAMES[name], "--out", str(out)])
+            if case.returncode != 0:
+                failures.append(f"{name}: its process exited {case.returncode} (its lines above)")
+        else:
+            failures += smoke_case(name, run, model_dir, shape, cuda)
     for line in failures:
         print(f"FAILED: {line}")
     print(f"smoke: {'ok' if not failures else 'FAILED'} in {time.perf_counter() - start:.0f} s (outputs: {out})")
@@ -219,6 +235,7 @@ def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
     print(f"{name}: {rollouts} rollouts a step, {slots} slots")
     engine = build_engine(run, model_dir, AutoTokenizer.from_pretrained(model_dir), [])
     described = engine.describe()
+    bound = LOGPROB_BOUND.get(str(engine.dtype).removeprefix("torch."), LOGPROB_BOUND["bfloat16"])
     print("  engine: " + ", ".join(f"{k} {v}" for k, v in described.items()))
     if cuda and described["model_runner_v2"]:
         failures.append(f"{name}: vLLM built Model Runner V2, which the hidden-state tap cannot read")
@@ -234,7 +251,6 @@ def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
     rows = read_rows(out / "history.jsonl")
     if len(rows) != 2:
         failures.append(f"{name}: {len(rows)} history rows, not 2")
-    bound = LOGPROB_BOUND.get(str(engine.dtype).removeprefix("torch."), LOGPROB_BOUND["bfloat16"])
     for row in rows:
         step = int(row["step"])
         seconds = ", ".join(f"{p} {row[f'time/{p}']:.2f}" for p in PhaseTimer.PHASES if f"time/{p}" in row)

@@ -29,12 +29,12 @@ from arrol_pl.engine.engine import ArrolEngine
 original, calls = ArrolEngine.sync_weights, []
 
 
-def stale(self, weights=None, head_state=None):
+def stale(self, weights=None, head_state=None, **kw):
     calls.append(1)
     if len(calls) > 1 and weights is not None:
         list(weights)  # taken from the trainer, never loaded: the engine keeps the weights it started with
         weights = None
-    return original(self, weights, head_state)
+    return original(self, weights, head_state, **kw)
 
 
 if __name__ == "__main__":
@@ -82,14 +82,16 @@ def test_the_smoke_command_runs_both_cases_and_checks_every_step(tmp_path):
 @pytest.mark.subprocess
 def test_a_sync_that_loads_nothing_fails_the_smoke_on_the_second_step(tmp_path):
     """The smoke's reward and learning rate make the first update move the log-probs: an engine left with the weights
-    it started with is 100× past the bound on the step after the sync, in both cases, and the exit is 1."""
+    it started with is 100× past the bound on the step after the sync, and the exit is 1. One case (``--case``, what
+    each process runs on CUDA)."""
     script = tmp_path / "stale_sync.py"
     script.write_text(STALE_SYNC)
-    done = smoke(tmp_path, sys.executable, str(script), str(ROOT / "experiments"))
+    done = smoke(tmp_path, sys.executable, str(script), str(ROOT / "experiments"), "--case", "detect_first")
     assert done.returncode == 1, (done.stdout + done.stderr)[-4000:]
+    assert "one pass:" not in done.stdout and "detect-first: 32 rollouts a step, 16 slots" in done.stdout
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED: ")]
-    assert len(failed) == 2 and all("step 1's engine log-probs differ" in f and "after the first weight sync" in f
-                                    for f in failed), failed
+    assert len(failed) == 1 and "detect-first: step 1's engine log-probs differ" in failed[0], failed
+    assert "after the first weight sync" in failed[0]
     assert "smoke: FAILED" in done.stdout
 
 
