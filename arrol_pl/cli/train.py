@@ -10,14 +10,16 @@ flight with a checkpoint, the history and a summary marked interrupted (exit 128
 meanwhile included); once the run is trained, one lets the export finish (the summary completed, exit 128 +
 signal); a checkpoint, history or summary that cannot be written stops the run naming the file and the last good
 checkpoint (exit 1), and so does a reward that failed on every item for ``reward.max_failed_steps`` steps in a row.
-``trainer.devices > 1`` on one node starts the ranks under torchrun.
+``trainer.devices > 1`` on one node starts the ranks under torchrun; a rank that dies (a signal, an error, a
+collective past ``trainer.rank_timeout_minutes``) is named in two lines after the others stopped: how it ended, the
+last checkpoint and the resume command (exit: the rank's status, 128 + signal for a signal); the tracebacks and
+torchrun's log go to ``ranks.log`` in the run directory (:mod:`arrol_pl.train.run.ranks`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,21 +30,22 @@ from omegaconf import DictConfig
 from arrol_pl.cli import hydra_app
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import RunConfig, load_run_config
-from arrol_pl.train.records.rundir import (OWNER_ENV, claim_output_dir, resume_command, resumed_run_dir,
-                                           save_hydra_record)
+from arrol_pl.train.records.rundir import claim_output_dir, resume_command, resumed_run_dir, save_hydra_record
 from arrol_pl.train.run.prelaunch import check_run_config
 
 # vLLM logs every weight sync at INFO/WARNING; the run's own summary is what matters here.
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 
-def launch_ranks(run: Any, hydra_dir: Path) -> int:
+def launch_ranks(run: Any, hydra_dir: Path, overrides: list[str]) -> int:
     """``trainer.devices > 1`` on one node, not started by a launcher: run this command as that many ranks
-    under torchrun (one run directory for all); returns torchrun's exit status. The policy (and the tiny
-    policy's warm start) is prepared here first, with every core, so the ranks find it in the cache."""
+    under torchrun (one run directory for all); returns its exit status, after a failed rank that rank's
+    (:func:`~arrol_pl.train.run.ranks.launch`). The policy (and the tiny policy's warm start) is prepared here
+    first, with every core, so the ranks find it in the cache."""
     from arrol_pl.train.run.build import policy_directory
     from arrol_pl.train.run.experiment import continued_run
     from arrol_pl.train.run.prelaunch import preflight
+    from arrol_pl.train.run.ranks import launch
 
     if run.trainer.num_nodes > 1:
         raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
@@ -51,10 +54,7 @@ def launch_ranks(run: Any, hydra_dir: Path) -> int:
     with claim_output_dir(out_dir):  # the run's claim, held here for its ranks (rundir)
         preflight(run, out_dir)
         policy_directory(run)
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc-per-node={run.trainer.devices}", "-m", "arrol_pl", "train", *hydra_app.INVOCATION.argv,
-                   f"hydra.run.dir={hydra_dir}"]
-        return subprocess.call(command, env={**os.environ, OWNER_ENV: str(os.getpid())})
+        return launch(run, out_dir, hydra_dir, list(hydra_app.INVOCATION.argv), overrides)
 
 
 def train(cfg: DictConfig) -> None:
@@ -63,6 +63,7 @@ def train(cfg: DictConfig) -> None:
     from arrol_pl.train.records.rundir import RecordWriteError
     from arrol_pl.train.run.experiment import run_experiment
     from arrol_pl.train.run.finish import RunInterrupted
+    from arrol_pl.train.run.ranks import rank_ended
     from arrol_pl.train.step.reward_failures import RewardsFailed
 
     hydra_cfg = HydraConfig.get()
@@ -70,21 +71,29 @@ def train(cfg: DictConfig) -> None:
     try:
         run = load_run_config(cfg)
         out_dir = Path(run.trainer.output_dir or hydra_dir)
-        if run.trainer.ranks > 1 and "LOCAL_RANK" not in os.environ:
-            sys.exit(launch_ranks(run, hydra_dir))
         overrides = list(hydra_cfg.overrides.task)
+        if run.trainer.ranks > 1 and "LOCAL_RANK" not in os.environ:
+            sys.exit(launch_ranks(run, hydra_dir, overrides))
         record = (lambda: save_hydra_record(hydra_dir, cfg, hydra_cfg, overrides)) if os.environ.get(
             "RANK", "0") == "0" else None  # Hydra's record, once the directory is accepted (rundir)
         summary = run_experiment(run, out_dir, overrides=overrides, accepted=record)
     except ConfigError as exc:
+        rank_ended(exc, "reported")
         hydra_app.refuse(exc, hydra_dir)
     except RunInterrupted as exc:
+        if rank_ended(exc, "interrupted"):  # torchrun closed the ranks after another failed: the launcher says so
+            sys.exit(1)
         print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
         sys.exit(128 + exc.signum)
     except (RecordWriteError, RewardsFailed) as exc:
+        rank_ended(exc, "reported")
         resume = f"; resume with {resume_command(exc.last_good)}" if exc.last_good else ""
         print(f"stopped: {exc}{resume}", file=sys.stderr)
         sys.exit(1)
+    except Exception as exc:
+        if rank_ended(exc):  # one rank of several under arrol train's launcher: recorded, and the launcher says it
+            sys.exit(1)
+        raise
     if os.environ.get("RANK", "0") == "0":
         print_summary(summary, out_dir)
     if summary.signal is not None:  # received once the run was trained: its export finished

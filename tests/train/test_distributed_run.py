@@ -2,13 +2,24 @@
 gloo, a vLLM engine per rank joined to their world, 3 training steps of the tiny policy with the held-out
 evaluation split over both ranks (before, after step 2 and at the end), then a resume of the last step from the
 step-2 checkpoint on two ranks again. The policy is not warm-started (the warm start takes
-minutes on a shared 2-core machine): rewards are mostly 0, which changes nothing checked here."""
+minutes on a shared 2-core machine): rewards are mostly 0, which changes nothing checked here.
+
+A third run has one rank killed (``kill -9``) once its first checkpoint is written: what the console shows after
+torchrun (two lines naming the rank, its signal, the checkpoint and the resume command; no traceback), and what the
+run directory keeps."""
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
-from test_run_smoke import run_script
+from test_run_smoke import ROOT, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -74,3 +85,78 @@ def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path):
     assert exported.keys() == loaded.keys()
     for name, tensor in loaded.items():
         assert torch.equal(exported[name], tensor), name
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def rank_process(launcher: int, rank: int) -> int | None:
+    """The process of ``rank``: a child of torchrun's wrapper, itself a child of the launcher ``launcher``."""
+    for wrapper in children(launcher):
+        for pid in children(wrapper):
+            try:
+                if f"\0RANK={rank}\0".encode() in b"\0" + Path(f"/proc/{pid}/environ").read_bytes():
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_command(tmp_path):
+    run_dir = tmp_path / "killed"
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
+           f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
+           "algo.group_size=4", "pruning.cold_start_steps=1", "trainer.checkpoint_every=1", "trainer.max_steps=100",
+           "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp", "trainer.eval_every=0",
+           f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, killed = time.monotonic() + TIMEOUT, None
+    try:
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            if (run_dir / "checkpoints" / "last.ckpt").is_file():  # written whole (renamed into place)
+                killed = rank_process(proc.pid, 1)
+                if killed is not None:
+                    os.kill(killed, signal.SIGKILL)
+        out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        if proc.poll() is None:  # the ranks run in sessions of their own: end them too
+            for wrapper in children(proc.pid):
+                for pid in [*children(wrapper), wrapper]:
+                    os.kill(pid, signal.SIGKILL)
+            proc.kill()
+    assert killed is not None, err[-4000:]
+    assert proc.returncode == 128 + signal.SIGKILL, err[-4000:]
+
+    # after torchrun: two lines, and nothing else about the death (no traceback, no torchrun report, no SIGTERM)
+    lines = (out + err).replace("\r", "\n").splitlines()
+    said = [line for line in lines if re.search(r"Traceback|Error|SIGKILL|SIGTERM|exitcode|rank \d|resume", line)]
+    assert len(said) == 2 and err.rstrip().splitlines()[-2:] == said, said
+    assert re.fullmatch(r"stopped: rank 1 of 2 was killed by SIGKILL after step \d+; the other rank stopped with it",
+                        said[0]), said[0]
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert said[1] == f"the last checkpoint is {last}: resume with trainer.resume={run_dir}"
+
+    # nothing finished is lost: the history of every finished step, the checkpoint it resumes from, a summary
+    rows = history(run_dir)
+    assert rows and [r["step"] for r in rows] == list(range(len(rows)))
+    ckpt = torch.load(last, map_location="cpu", weights_only=True)
+    assert 1 <= ckpt["global_step"] <= len(rows)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == said[0].removeprefix("stopped: ")
+    assert summary["steps"] == len(rows)
+    # the command resumes that checkpoint in place; torchrun's log is kept beside the run
+    from arrol_pl.train.records.rundir import resolve_resume
+
+    assert resolve_resume(str(run_dir), "arrol-grpo", tmp_path / "other", pinned=False)[:2] == (last, run_dir)
+    assert "(SIGKILL)" in (run_dir / "ranks.log").read_text()

@@ -2,13 +2,15 @@
 
 Two real gloo processes start their world with :func:`init_launcher_world`, then rank 0 works alone (sleeps) inside
 :func:`rank_zero_first` while rank 1 waits in its barrier, as the other ranks wait while rank 0 prepares the
-policy. A wait beyond the timeout fails, naming the setting; a shorter one passes. No engine: the timeout is the
-group's, whatever waits in it.
+policy. A wait beyond the timeout fails in one line naming the collective and the setting with its value; a
+shorter one passes (what ``arrol train`` prints for it after torchrun: ``tests/train/test_rank_failures.py``). No
+engine: the timeout is the group's, whatever waits in it.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 from test_distributed import launch
@@ -48,7 +50,11 @@ def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
     (_, rank0), (code, rank1) = two_ranks(2.5 * TIMEOUT_MINUTES * 60)
     assert code != 0 and "rank 1 done" not in rank1
     assert "RankTimeout" in rank1 and "trainer.rank_timeout_minutes" in rank1, rank1[-3000:]
-    assert "rank 0 to prepare the policy" in rank1
+    # one line: the collective that waited, for what, and the override with its value
+    line = next(line for line in rank1.splitlines() if "RankTimeout: " in line).split("RankTimeout: ", 1)[1]
+    assert line.startswith("rank 1 waited longer than trainer.rank_timeout_minutes=0.1 for rank 0 to prepare the "
+                           "policy (in barrier at train/policy/distributed.py:"), line
+    assert re.search(r"; raise it if that work takes longer \(Timed out waiting 6000ms [^()\[\]]*\)$", line), line
     assert "rank 1 done" not in rank0
 
 

@@ -1,1 +1,1 @@
-"""The policy on one or many ranks: log-probs, FSDP2 sharding, weights for the engine, the update's peak."""
+"""The policy on one or many ranks: log-probs, FSDP2 sharding, engine weights, the update's peak, a collective's end."""

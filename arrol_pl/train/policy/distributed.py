@@ -20,8 +20,9 @@ Decisions (the colocated layout of verl and TRL: every rank generates, trains an
   its weights and writes checkpoints and the export while the others wait in a collective. The process
   group's timeout (``trainer.rank_timeout_minutes``, :func:`rank_timeout`) bounds every such wait: NCCL's own
   default (10 min) is shorter than a large model's download or checkpoint write. A timeout in
-  :func:`rank_wait` names that setting. Work every rank can share is shared instead: each rank evaluates its
-  chunks of the held-out problems (:func:`~arrol_pl.train.run.heldout.evaluate_heldout`).
+  :func:`~arrol_pl.train.policy.rank_errors.rank_wait` names that setting. Work every rank can share is shared
+  instead: each rank evaluates its chunks of the held-out problems
+  (:func:`~arrol_pl.train.run.heldout.evaluate_heldout`).
 
 Single process: every function here is the identity (``world() == (0, 1)``), and so is every collective of a
 one-rank :class:`RankSync` (``RankSync(0, 1)``, what the update runs with on one device): the update has one
@@ -31,7 +32,6 @@ path whatever the number of ranks, and on one rank it computes exactly what it c
 from __future__ import annotations
 
 import atexit
-import contextlib
 import datetime
 import hashlib
 from typing import Callable, Iterator, Sequence, TypeVar
@@ -41,6 +41,7 @@ import torch.distributed as dist
 from torch import nn
 
 from arrol_pl.train.policy.logprobs import length_buckets, pack, response_log_probs
+from arrol_pl.train.policy.rank_errors import TIMEOUT_MINUTES, RankTimeout, rank_wait, timeout_setting  # noqa: F401
 
 T = TypeVar("T")
 
@@ -311,6 +312,7 @@ def init_launcher_world(trainer) -> int:
     cuda = trainer.accelerator in ("gpu", "cuda") or (trainer.accelerator == "auto" and torch.cuda.is_available())
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    TIMEOUT_MINUTES.append(trainer.rank_timeout_minutes)
     if not dist.is_initialized():
         with rank_wait("the other ranks to start"):
             dist.init_process_group("nccl" if cuda else "gloo", timeout=rank_timeout(trainer))
@@ -319,28 +321,6 @@ def init_launcher_world(trainer) -> int:
         # after the run has written its files.
         atexit.register(leave_world)
     return dist.get_rank()
-
-
-class RankTimeout(RuntimeError):
-    """A rank waited longer than the process group's timeout (``trainer.rank_timeout_minutes``) for the others."""
-
-
-@contextlib.contextmanager
-def rank_wait(what: str) -> Iterator[None]:
-    """Collectives that wait for ``what`` (in words: "rank 0 to prepare the policy"): a timeout among them is
-    raised as :class:`RankTimeout`, naming ``trainer.rank_timeout_minutes``. gloo raises the timeout in the waiting
-    rank; NCCL's watchdog aborts the process after the same timeout instead, and logs it itself."""
-    import os
-
-    try:
-        yield
-    except RuntimeError as exc:
-        message = str(exc).lower()
-        if "timed out" not in message and "timeout" not in message:
-            raise
-        rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
-        raise RankTimeout(f"rank {rank} waited longer than trainer.rank_timeout_minutes for {what}; raise it "
-                          f"if that work takes longer ({exc})") from exc
 
 
 def leave_world() -> None:

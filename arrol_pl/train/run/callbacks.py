@@ -17,7 +17,10 @@ Decisions:
   (:func:`~arrol_pl.models.cache.cache_entry`), an evaluation is dropped (the step it follows still ends with its
   checkpoint). A second SIGINT during a training step abandons it (``KeyboardInterrupt``): its half-applied update
   is not saved, the newest checkpoint stays the one to resume from. A step can take minutes on a large model, and
-  a person at the keyboard may not wait, hence the second Ctrl-C.
+  a person at the keyboard may not wait, hence the second Ctrl-C. The SIGTERM torchrun sends the other ranks when
+  one failed is handled the same way without a word (``arrol train`` names the failed rank:
+  :mod:`~arrol_pl.train.run.ranks`), and after a collective that found a peer gone the handlers stay until the
+  summary is written, so that SIGTERM does not end the rank before it.
 - **A trained run's export finishes.** Once the last step's checkpoint is written and the final evaluation is done,
   what is left, the export (:meth:`RunCheckpoints.unstoppable`), is short beside the run and is its product: a signal
   during it is logged and absorbed, the export finishes, and the caller records the run as completed, with the
@@ -57,6 +60,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
 from arrol_pl.engine.console import PlainProgress, plain_lines
+from arrol_pl.train.policy.rank_errors import group_closing, peer_lost
 from arrol_pl.train.records.rundir import step_checkpoints, write_rows, writing
 
 logger = logging.getLogger(__name__)
@@ -139,8 +143,10 @@ class RunCheckpoints(L.Callback):
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if not self.requested:  # after a signal they absorb the rest until restore(), once everything is written
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        # After a signal they absorb the rest until restore(), once everything is written; so they do after a peer
+        # rank vanished mid-collective: torchrun's closing SIGTERM follows, and the summary is still to be written.
+        if not self.requested and not (exc is not None and peer_lost(exc)):
             self.restore()
 
     def restore(self) -> None:
@@ -151,24 +157,26 @@ class RunCheckpoints(L.Callback):
 
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
+        # torchrun's SIGTERM to the ranks left after one failed: handled as any, in silence (its launcher reports)
+        say = logger.debug if signum == signal.SIGTERM and group_closing() else logger.warning
         if self.signum is not None:
             if signum == signal.SIGINT and self.in_step and not self.hurried:
                 self.hurried = True
                 raise KeyboardInterrupt(f"second {name}: abandoning the step in flight")
             self.absorbed += 1
             if self.absorbed == 1:
-                logger.warning("%s received again: ignored until the checkpoint and the summary are written", name)
+                say("%s received again: ignored until the checkpoint and the summary are written", name)
             return
         self.signum = signum
         if self.finishing is not None:
-            logger.warning("%s received: finishing %s, then exiting", name, self.finishing)
+            say("%s received: finishing %s, then exiting", name, self.finishing)
             return
         if self.phase is not None:
             self.stopped_in = self.phase
-            logger.warning("%s received: stopping %s", name, self.phase)
+            say("%s received: stopping %s", name, self.phase)
             raise StopRequested(self.phase)
-        logger.warning("%s received: finishing the step in flight, then saving a checkpoint and stopping "
-                       "(Ctrl-C again abandons the step)", name)
+        say("%s received: finishing the step in flight, then saving a checkpoint and stopping "
+            "(Ctrl-C again abandons the step)", name)
 
     @contextmanager
     def stoppable(self, phase: str) -> Iterator[None]:

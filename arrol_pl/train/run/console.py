@@ -21,6 +21,9 @@ Decisions:
   its console too, before it imports vLLM). vLLM's C++ notice of its NUMA binding is dropped at the engine's start
   (:mod:`arrol_pl.engine.console`), the hub's print of ``Loading weights from local directory`` where the head loads
   (:class:`~arrol_pl.models.head.CalibratedHead`).
+- **A rank stopped by torchrun stops in silence.** When one rank fails, torchrun sends SIGTERM to the others and
+  ``arrol train`` names the failed rank itself (:mod:`~arrol_pl.train.run.ranks`): Lightning's "Received SIGTERM" is
+  dropped then (:class:`ClosingSigterm`), as the run's own notice of the signal is.
 - **A line of its own for every message.** The progress bar redraws its line without ending it, and Hydra's console
   handler writes to the same stdout: a warning logged mid-run (a signal received) was appended to the bar's line.
   During the fit, console log lines go through ``tqdm.write`` (:func:`logs_above_bars`), which clears the bar, prints
@@ -108,6 +111,19 @@ def quiet_console() -> None:
     # the prompt stream is a seeded function of the step, so a resume mid-"epoch" is exact (checkpoint.py)
     warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
     logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
+    sigterm = logging.getLogger("lightning.pytorch.trainer.connectors.signal_connector")
+    if not any(isinstance(f, ClosingSigterm) for f in sigterm.filters):
+        sigterm.addFilter(ClosingSigterm())
+
+
+class ClosingSigterm(logging.Filter):
+    """Drops Lightning's "Received SIGTERM" while torchrun closes the ranks after one failed (its launcher says
+    which): the rank stops in silence (:func:`~arrol_pl.train.policy.rank_errors.group_closing`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from arrol_pl.train.policy.rank_errors import group_closing
+
+        return "Received SIGTERM" not in str(record.msg) or not group_closing()
 
 
 @contextmanager
