@@ -369,7 +369,7 @@ class ArrolEngine:
                     params = adapter.rollout_params(base, b * group_size + g, sample_topk,
                                                     max_tokens=detect_length if two_part else None,
                                                     final_only=not stream)
-                    ext_id = f"arrol-{b}-{g}"
+                    ext_id = tracker.request_id(b, g)
                     internal = adapter.add_request(self.llm, ext_id, engine_input, params)
                     tracker.add(ext_id, internal, b, g, ids)
                     if features:
@@ -381,15 +381,15 @@ class ArrolEngine:
                         params = adapter.rollout_params(base, tr.prompt_index * group_size + tr.sample_index,
                                                         sample_topk, max_tokens=base.max_tokens - len(tr.tokens),
                                                         part=1, final_only=not stream)
-                        request_id = f"{tr.ext_id}-continued"
+                        request_id = tracker.request_id(tr.prompt_index, tr.sample_index, continued=True)
                         tokens = tr.prompt_ids + tr.tokens
                         internal = adapter.add_request(self.llm, request_id,
                                                        adapter.render_token_prompt(self.llm, tokens), params)
                         tr.text = [decode(tr.tokens)]  # the first part's whole text (its last delta may hold back)
                         tracker.resume(tr, request_id, internal)
                     self._run(tracker, features, target, bar, clock)
-        except BaseException:
-            adapter.abort_internal(self.llm, tracker.running())
+        except BaseException:  # every request this call added, also one a signal cut short inside add_request
+            adapter.abort_external(self.llm, tracker.requested)
             raise
         finally:
             self._generating = False

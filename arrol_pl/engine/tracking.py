@@ -93,11 +93,19 @@ class GenerationTracker:
         self.tracks: dict[str, Track] = {}
         self.requests: dict[str, Track] = {}
         """Request id → its rollout: a continued rollout has a second request."""
+        self.requested: list[str] = []
+        """Every request id handed out (:meth:`request_id`), before its request is added."""
         self.groups: list[list[Track]] = []
         self.steps = 0
         self.screen_done = screen is None or screen.keep is None
         self.group_p0: dict[int, float] = {}
         """Prompt index → the detect stage's P0 of its group."""
+
+    def request_id(self, prompt_index: int, sample_index: int, continued: bool = False) -> str:
+        """The id rollout ``(prompt_index, sample_index)``'s request (or its continuation) is added under, recorded
+        first: a generation cut short (an error, a signal inside ``add_request``) aborts every id recorded."""
+        self.requested.append(f"arrol-{prompt_index}-{sample_index}" + ("-continued" if continued else ""))
+        return self.requested[-1]
 
     def add(self, ext_id: str, internal_id: str, prompt_index: int, sample_index: int, prompt_ids: list[int]) -> Track:
         """Register a request; prompts must be added in order (``prompt_index`` 0, 1, ...)."""

@@ -79,7 +79,7 @@ VLLM_API: tuple[Touch, ...] = (
     # requests, steps, aborts
     Touch(f"{ENGINE}.add_request", params=("request_id", "prompt", "params"), why="add_request: the internal id"),
     Touch(f"{ENGINE}.step", why="step: DELTA outputs"),
-    Touch(f"{ENGINE}.abort_request", params=("request_ids", "internal"), why="abort_internal"),
+    Touch(f"{ENGINE}.abort_request", params=("request_ids", "internal"), why="abort_internal, abort_external"),
     Touch(f"{ENGINE}.has_unfinished_requests", why="has_unfinished_requests"),
     Touch(f"{ENGINE}.get_tokenizer", why="tokenizer"),
     Touch("vllm.renderers.base:BaseRenderer.render_cmpl", params=("prompts",), why="render_token_prompt"),

@@ -398,3 +398,30 @@ def test_detect_screen_aborts_dropped_groups_at_l_detect_and_audits_run_on(engin
 def test_detect_screen_needs_a_detect_length(engine):
     with pytest.raises(ValueError, match="needs detect_length"):
         engine.generate(PROMPTS[:1], 2, dict(max_tokens=4), screen=GroupScreen(keep=1))
+
+
+@pytest.mark.parametrize("two_part", [False, True], ids=["one_pass", "detect_first"])
+def test_a_generation_cut_short_while_adding_requests_leaves_none_running(engine, monkeypatch, two_part):
+    """A signal (KeyboardInterrupt) that lands inside ``add_request`` after vLLM took the request, before its id came
+    back: the generation aborts every request it handed an id to, so the engine is idle (it can close, or generate
+    again) rather than holding a request nothing tracks."""
+    from arrol_pl.engine import adapter
+
+    original, calls = adapter.add_request, []
+
+    def interrupted(*args, **kw):
+        internal = original(*args, **kw)
+        calls.append(internal)
+        if len(calls) == (10 if two_part else 3):  # detect-first: inside the survivors' continuations
+            raise KeyboardInterrupt
+        return internal
+
+    monkeypatch.setattr(adapter, "add_request", interrupted)
+    pruner = PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=3) if two_part else None
+    with pytest.raises(KeyboardInterrupt):
+        engine.generate(["1 + 1 =", "2 + 3 ="], 4, {"max_tokens": 16, "temperature": 1.0},
+                        detect_length=4 if two_part else None, pruner=pruner, detect_first=two_part or None)
+    assert len(calls) == (10 if two_part else 3)
+    assert not adapter.has_unfinished_requests(engine.llm)
+    monkeypatch.setattr(adapter, "add_request", original)
+    assert len(engine.generate(["1 + 1 ="], 2, {"max_tokens": 4, "temperature": 0.0}).rollouts) == 2

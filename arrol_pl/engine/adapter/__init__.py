@@ -330,6 +330,13 @@ def abort_internal(llm_engine: Any, internal_ids: Sequence[str]) -> None:
         llm_engine.abort_request(list(internal_ids), internal=True)
 
 
+def abort_external(llm_engine: Any, request_ids: Sequence[str]) -> None:
+    """Abort by the ids :func:`add_request` was given: every request added under them, whatever its internal id
+    (one a signal interrupted inside :func:`add_request` has none yet to the caller); ids never added are ignored."""
+    if request_ids:
+        llm_engine.abort_request(list(request_ids), internal=False)
+
+
 def block_size(llm_engine: Any) -> int | None:
     """The KV cache's block size: prefix caching serves a prompt's full blocks only (None: no prefix caching)."""
     cache = llm_engine.vllm_config.cache_config
