@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -30,6 +28,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig
 
 from arrol_pl.train.records.rundir import remove_if_only_hydra
+from arrol_pl.train.run.child import run_alone
 
 ENV = "ARROL_SWEEP_JOB_PROCESS"
 """``1``: every sweep job in a process of its own; ``0``: none; unset: the jobs that start an engine, on CUDA."""
@@ -83,23 +82,6 @@ def job_command(job: Any, hydra_cfg: Any, argv: list[str]) -> list[str]:
 def quoted(path: Path) -> str:
     """``path`` as a quoted override value: a path may hold characters the override grammar reads (``=``, ``,``)."""
     return "'" + str(path).replace("'", "\\'") + "'"
-
-
-def run_alone(command: list[str]) -> int:
-    """Run ``command`` in a session of its own, forwarding SIGINT and SIGTERM to it; its exit status (``128 +
-    signal`` when a signal ended it)."""
-    child = subprocess.Popen(command, start_new_session=True)
-
-    def forward(signum: int, frame: Any) -> None:
-        child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 128 - code if code < 0 else code
 
 
 def task(job: Any, invocation: Any) -> Callable[[DictConfig], None]:

@@ -83,7 +83,8 @@ def train(cfg: DictConfig) -> None:
     except RunInterrupted as exc:
         if rank_ended(exc, "interrupted"):  # torchrun closed the ranks after another failed: the launcher says so
             sys.exit(1)
-        print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # every rank stopped on the signal; the checkpoint is rank 0's
+            print(f"interrupted: {exc} (outputs: {out_dir})", file=sys.stderr)
         sys.exit(128 + exc.signum)
     except (RecordWriteError, RewardsFailed) as exc:
         rank_ended(exc, "reported")

@@ -160,3 +160,36 @@ def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_
 
     assert resolve_resume(str(run_dir), "arrol-grpo", tmp_path / "other", pinned=False)[:2] == (last, run_dir)
     assert "(SIGKILL)" in (run_dir / "ranks.log").read_text()
+
+
+def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_path):
+    """A Ctrl-C reaches ``arrol train`` alone (torchrun runs in a session of its own); it hands the signal to
+    torchrun once, which stops both ranks on it: each finishes its step and rank 0 saves, says so in one line and
+    the launcher exits 130 once they have, with no rank left running."""
+    run_dir = tmp_path / "interrupted"
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
+           f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
+           "algo.group_size=4", "trainer.checkpoint_every=1", "trainer.max_steps=100", "trainer.accelerator=cpu",
+           "trainer.devices=2", "trainer.strategy=fsdp", "trainer.eval_every=0", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, ranks = time.monotonic() + TIMEOUT, []
+    try:
+        while proc.poll() is None and time.monotonic() < deadline and not (run_dir / "checkpoints" / "last.ckpt").is_file():
+            time.sleep(0.2)
+        ranks = [rank_process(proc.pid, r) for r in (0, 1)]
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        if proc.poll() is None:
+            for wrapper in children(proc.pid):
+                for pid in [*children(wrapper), wrapper]:
+                    os.kill(pid, signal.SIGKILL)
+            proc.kill()
+    assert None not in ranks, err[-4000:]
+    assert proc.returncode == 128 + signal.SIGINT, err[-4000:]
+    assert not [pid for pid in ranks if Path(f"/proc/{pid}").exists()], "a rank outlived the launcher"
+    said = [line for line in err.splitlines() if line.startswith("interrupted:")]
+    assert said == [f"interrupted: SIGINT: stopped after {len(history(run_dir))} steps; resume with "
+                     f"trainer.resume={run_dir} (outputs: {run_dir})"], err[-2000:]
+    assert "Traceback" not in err and out.count("SIGINT received") == 1
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -157,8 +158,10 @@ class RunCheckpoints(L.Callback):
 
     def _handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
-        # torchrun's SIGTERM to the ranks left after one failed: handled as any, in silence (its launcher reports)
-        say = logger.debug if signum == signal.SIGTERM and group_closing() else logger.warning
+        # torchrun's SIGTERM to the ranks left after one failed: handled as any, in silence (its launcher reports);
+        # a signal every rank receives from torchrun (the user's Ctrl-C) is said by rank 0
+        quiet = (signum == signal.SIGTERM and group_closing()) or os.environ.get("RANK", "0") != "0"
+        say = logger.debug if quiet else logger.warning
         if self.signum is not None:
             if signum == signal.SIGINT and self.in_step and not self.hurried:
                 self.hurried = True

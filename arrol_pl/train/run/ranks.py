@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from arrol_pl.train.policy.rank_errors import CLOSING_ENV, failure_kind, failure_line, group_closing, timeout_setting
+from arrol_pl.train.run.child import run_alone
 
 RANKS_LOG = "ranks.log"
 """torchrun's log and the failed ranks' records (tracebacks included), in the run directory."""
@@ -158,7 +158,9 @@ def launch(run: Any, out_dir: Path, hydra_dir: Path, argv: list[str], overrides:
                f"--nproc-per-node={run.trainer.devices}", "-m", "arrol_pl", "train", *argv,
                f"hydra.run.dir={hydra_dir}"]
     start = time.perf_counter()
-    code = subprocess.call(command, env={**os.environ, OWNER_ENV: str(os.getpid()), CLOSING_ENV: str(closing)})
+    # torchrun in a session of its own: a Ctrl-C reaches it once, from here, it stops its ranks on it (each saves
+    # and says so), and this process waits for them rather than killing torchrun and leaving them running
+    code = run_alone(command, env={**os.environ, OWNER_ENV: str(os.getpid()), CLOSING_ENV: str(closing)})
     try:
         return code if code == 0 else report_end(run, out_dir, code, time.perf_counter() - start, overrides)
     finally:
