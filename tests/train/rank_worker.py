@@ -24,9 +24,10 @@ from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config.run import AlgoConfig
-from arrol_pl.train.policy.distributed import RankSync, full_value, full_weights, shard_policy, shard_prompts
+from arrol_pl.train.policy.sharding import full_value, full_weights, shard_policy
 from arrol_pl.train.step.metrics import balance_metrics
 from arrol_pl.train.step.phases import PhaseTimer, Survivors, UpdateInputs, logprob_phase, policy_update, step_advantages
+from arrol_pl.train.step.rank_sync import RankSync, shard_prompts
 
 GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
 """Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""

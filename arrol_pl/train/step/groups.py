@@ -21,9 +21,9 @@ from typing import Sequence
 
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.engine.protocol import RolloutEngine
-from arrol_pl.train.policy import distributed
 from arrol_pl.train.step.oracle import OracleRound
 from arrol_pl.train.step.phases import PhaseTimer
+from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync, shard_prompts
 from arrol_pl.train.step.refill import refilled
 from arrol_pl.train.step.rollouts import RolloutRound, StepGroups, prefix_scorers
 from arrol_pl.train.step.screening import PromptScorer, screened
@@ -79,11 +79,11 @@ class GroupChooser:
         return RolloutRound(*args, scorer_for=prefix_scorers(cfg.pruning.scorer, cfg.data.name), logprobs=logprobs)
 
     def choose(self, step: int, drawn: Sequence, params: PrunerParams, timer: PhaseTimer,
-               ranks: distributed.RankSync = distributed.ONE_RANK) -> StepGroups:
+               ranks: RankSync = ONE_RANK) -> StepGroups:
         """This rank's groups of ``step`` from the prompts the stream ``drawn``; ``survivors`` is None when every
         rollout was pruned (then nothing was rewarded)."""
         cfg = self.cfg
-        prompts = distributed.shard_prompts(drawn, ranks.rank, ranks.world_size)
+        prompts = shard_prompts(drawn, ranks.rank, ranks.world_size)
         self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * ranks.world_size + ranks.rank))
         rollout = self.rollout_round(timer, step)
         if cfg.pruning.screen.stages != "none":

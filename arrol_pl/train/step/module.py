@@ -21,7 +21,7 @@ The per-step history is not in the checkpoint (its size would grow with the step
 ``history.jsonl`` holds it, and the experiment gives a resumed module the rows before the checkpoint's step;
 the checkpoint keeps the training clock (``wall``) and the skipped-step counts.
 
-Several ranks (Lightning's ``ModelParallelStrategy``, FSDP2; :mod:`arrol_pl.train.policy.distributed`): ``configure_model`` shards
+Several ranks (Lightning's ``ModelParallelStrategy``, FSDP2; :mod:`.rank_sync`, :mod:`arrol_pl.train.policy.sharding`): ``configure_model`` shards
 the policy; each rank generates whole groups for its share of the step's prompts with its own engine, the
 update normalises globally, the survivors of all ranks update one calibrator and one head (identical on
 every rank), metrics are global, and each rank's engine receives the gathered full weights.
@@ -41,11 +41,12 @@ from arrol_pl.core.online import OnlinePruning
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.engine.protocol import RolloutEngine, engine_step_cost, restore_engine_step_cost
 from arrol_pl.train.config.run import RunConfig
-from arrol_pl.train.policy import distributed
+from arrol_pl.train.policy.sharding import full_value, shard_from_rank0
 from arrol_pl.train.policy import weights as policy_weights
 from arrol_pl.train.records.loggers import log_text
 from arrol_pl.train.step import metrics as step_metrics
 from arrol_pl.train.step import phases
+from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 from arrol_pl.train.step.groups import GroupChooser
 from arrol_pl.train.step.reward_failures import RewardFailures
 from arrol_pl.train.step.rollouts import StepGroups
@@ -90,7 +91,7 @@ class ArrolModule(L.LightningModule):
         """``time/wall`` at the resumed checkpoint (0 for a fresh run): a resumed run continues its training clock."""
         self.paused_seconds = 0.0
         """Seconds spent outside training since fit started (held-out evaluations): not in ``time/wall``."""
-        self.ranks = distributed.ONE_RANK
+        self.ranks = ONE_RANK
         """The ranks the policy is sharded over (``configure_model``); one rank alone until then, and on one
         device (every collective the identity)."""
 
@@ -116,10 +117,10 @@ class ArrolModule(L.LightningModule):
         every rank's shards, so no meta tensor is left for Lightning to initialise."""
         if self.device_mesh is None or not self.ranks.alone:
             return
-        distributed.shard_from_rank0(self.policy, self.device_mesh["data_parallel"])
+        shard_from_rank0(self.policy, self.device_mesh["data_parallel"])
         if self._reference:
-            distributed.shard_from_rank0(self._reference[0], self.device_mesh["data_parallel"])
-        self.ranks = distributed.RankSync()
+            shard_from_rank0(self._reference[0], self.device_mesh["data_parallel"])
+        self.ranks = RankSync()
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         return batch  # a PromptBatch of Problems: text, consumed by the engine
@@ -211,7 +212,7 @@ class ArrolModule(L.LightningModule):
         opt.zero_grad()
 
         def optimizer_step(last: bool) -> float:
-            norm = distributed.full_value(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), clip))
+            norm = full_value(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), clip))
             (opt.step if last else opt.optimizer.step)()
             opt.zero_grad()
             return float(norm)
@@ -293,7 +294,7 @@ class ArrolModule(L.LightningModule):
         self._record(step, metrics, timer, step_start, len(groups.problems))
 
 
-def skip_warning(step: int, reason: str, rollouts: int, ranks: distributed.RankSync, skipped: int) -> str:
+def skip_warning(step: int, reason: str, rollouts: int, ranks: RankSync, skipped: int) -> str:
     """The warning of the rank whose ``rollouts`` were all pruned at ``step``; with several ranks it names the rank."""
     whose = f"all {rollouts} rollouts" + ("" if ranks.alone else f" of rank {ranks.rank}")
     return f"step {step} skipped ({reason}): {whose} were pruned; {skipped} steps skipped so far"

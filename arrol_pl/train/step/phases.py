@@ -34,8 +34,9 @@ from torch import nn
 from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
 from arrol_pl.train.config.run import AlgoConfig
-from arrol_pl.train.policy.distributed import ONE_RANK, RankSync, micro_batch_count
-from arrol_pl.train.policy.logprobs import MicroBatch, gather_rows, make_micro_batches, response_log_probs, score_rows
+from arrol_pl.train.policy.logprobs import (MicroBatch, gather_rows, make_micro_batches, micro_batch_count,
+                                            response_log_probs, score_rows)
+from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 
 
 class PhaseTimer:
@@ -168,7 +169,7 @@ def logprob_phase(policy: nn.Module, reference: nn.Module | None, survivors: Sur
                   algo: AlgoConfig, pad_id: int, timer: PhaseTimer, ranks: RankSync = ONE_RANK) -> StepLogProbs:
     """Old log-probs of the survivors in ``train_mask`` under the current policy and, with a KL term, the
     reference's (Table 5's log-prob phase), each once per step, without gradient, in length buckets. ``ranks``: the
-    ranks a sharded policy spans (:mod:`arrol_pl.train.policy.distributed`), which this one matches forward for forward."""
+    ranks a sharded policy spans (:mod:`.rank_sync`), which this one matches forward for forward."""
     idx = torch.nonzero(train_mask, as_tuple=True)[0].tolist()
     prompts = [survivors.prompt_ids[i] for i in idx]
     responses = [survivors.response_ids[i] for i in idx]
@@ -332,7 +333,7 @@ def policy_update(policy: nn.Module, inputs: UpdateInputs, algo: AlgoConfig, pad
     ``update`` and ``optimizer``). With no training row ``inputs.optimizer_step`` is still called once, on no
     gradient: the trainer counts training steps by optimizer steps. Returns the step's loss statistics.
 
-    ``ranks`` (:mod:`arrol_pl.train.policy.distributed`): the normaliser of each mini-batch is its count over all ranks, and this
+    ``ranks`` (:mod:`.rank_sync`): the normaliser of each mini-batch is its count over all ranks, and this
     rank runs as many mini-batches and micro-batches as the busiest rank (idle ones add nothing); ``backward``
     must be ``ranks.scaled(...)``. The statistics stay this rank's. One rank alone: all of this is the identity.
     """
