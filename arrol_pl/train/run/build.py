@@ -237,10 +237,10 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     pruning = OnlinePruning(run.pruning, run.head, policy.config.hidden_size, t.seed)
     scorer = PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed) \
         if run.pruning.screen.prompt_stage else None
-    groups = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
+    chooser = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
     run_info = {"policy_dir": str(Path(policy_dir).resolve()),
                 "heldout_before": dataclasses.asdict(parts.before) if parts.before else None}
-    parts.module = ArrolModule(run, policy, engine, groups, tokenizer.pad_token_id, reference, pruning=pruning,
+    parts.module = ArrolModule(run, policy, engine, chooser, tokenizer.pad_token_id, reference, pruning=pruning,
                                history=history, run_info=run_info)
     engine.sync_weights(None, parts.module.head.state_dict())
     return train, heldout

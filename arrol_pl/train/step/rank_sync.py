@@ -50,6 +50,10 @@ class RankSync(UpdateRanks):
     """The step's view of the other ranks (see the module docstring): ``RankSync()`` over the default group,
     ``RankSync(0, 1)`` one rank alone (every collective is then the identity, none touches a process group)."""
 
+    def any_rank(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank; every rank gets the same answer."""
+        return self.max(int(flag)) == 1
+
     def reduce_metrics(self, metrics: dict[str, float], summed: Sequence[str] = ()) -> dict[str, float]:
         """Over the ranks that report a key (a rank without training rows has no log-prob mismatch): the mean
         of this rank's ``metrics``, the sum for keys in ``summed``. A ratio over rollouts is global this way:
