@@ -226,7 +226,7 @@ def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
     from arrol_pl.train.records.rundir import read_rows
     from arrol_pl.train.run.build import build_engine
     from arrol_pl.train.run.experiment import run_experiment
-    from arrol_pl.train.step.phases import PhaseTimer
+    from arrol_pl.train.step.context import PhaseTimer
 
     out, failures = Path(run.trainer.output_dir), []
     gpu_bytes = torch.cuda.mem_get_info()[1] if cuda else 80 * 1024**3

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from arrol_pl.train.policy.logprobs import score_rows
-from arrol_pl.train.step.phases import collect_survivors, logprob_mismatch
+from arrol_pl.train.policy.update import logprob_mismatch
+from arrol_pl.train.step.survivors import collect_survivors
 
 pytestmark = pytest.mark.engine
 

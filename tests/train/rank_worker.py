@@ -24,9 +24,13 @@ from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
 from arrol_pl.train.config.run import AlgoConfig
-from arrol_pl.train.policy.distributed import RankSync, full_value, full_weights, shard_policy, shard_prompts
+from arrol_pl.train.policy.sharding import full_value, full_weights, shard_policy
+from arrol_pl.train.policy.update import UpdateHooks
 from arrol_pl.train.step.metrics import balance_metrics
-from arrol_pl.train.step.phases import PhaseTimer, Survivors, UpdateInputs, logprob_phase, policy_update, step_advantages
+from arrol_pl.train.step.context import StepContext
+from arrol_pl.train.step.phases import advantage_phase, logprob_phase, update_phase
+from arrol_pl.train.step.rank_sync import RankSync, shard_prompts
+from arrol_pl.train.step.survivors import Survivors
 
 GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
 """Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""
@@ -99,8 +103,8 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
         shard_policy(policy, mesh)
         shard_policy(reference, mesh)  # as the trainer does: a forward gathers one block at a time
     surv, rewards = rank_share(*step_rollouts(), rank, world_size)
-    timer = PhaseTimer()
-    advantages, train_mask = step_advantages(rewards, surv.group_ids, ALGO, timer)
+    ctx = StepContext(0, ALGO, ranks=ranks)
+    advantages, train_mask = advantage_phase(ctx, rewards, surv.group_ids)
     optimizer = torch.optim.SGD(policy.parameters(), lr=LR)
     norms: list[float] = []
 
@@ -111,10 +115,9 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
         norms.append(float(full_value(norm)))
         return norms[-1]
 
-    logps = logprob_phase(policy, reference, surv, train_mask, ALGO, 0, timer, ranks)
+    logps = logprob_phase(ctx, policy, reference, surv, train_mask)
     backward = ranks.scaled(lambda loss: loss.backward())
-    policy_update(policy, UpdateInputs(surv, advantages, train_mask, logps, backward, optimizer_step), ALGO, 0, timer,
-                  ranks)
+    update_phase(ctx, policy, surv, advantages, train_mask, logps, UpdateHooks(backward, optimizer_step))
     return {k: v.detach().cpu().clone() for k, v in full_weights(iter(policy.state_dict().items()))}, norms
 
 

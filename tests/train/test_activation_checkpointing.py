@@ -86,7 +86,7 @@ RANK = textwrap.dedent("""
     from torch.distributed.device_mesh import init_device_mesh
     sys.path.insert(0, sys.argv[2])
     from test_activation_checkpointing import loss_and_grads, tiny_policy
-    from arrol_pl.train.policy.distributed import full_value, shard_policy
+    from arrol_pl.train.policy.sharding import full_value, shard_policy
     dist.init_process_group("gloo")
     policy = shard_policy(tiny_policy(), init_device_mesh("cpu", (2,)))
     loss, grads = loss_and_grads(policy, True)

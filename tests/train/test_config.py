@@ -209,7 +209,7 @@ def test_two_ranks_compose():
 
 def test_several_ranks_need_their_launcher(monkeypatch):
     """The ranks come from torchrun (experiments/run.py starts it on one node): a mismatch is named."""
-    from arrol_pl.train.policy.distributed import init_launcher_world
+    from arrol_pl.train.run.world import init_launcher_world
 
     run = compose_run("trainer.devices=2", "trainer.strategy=fsdp", "trainer.accelerator=cpu", "pruning=arrol")
     monkeypatch.delenv("WORLD_SIZE", raising=False)

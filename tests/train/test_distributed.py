@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arrol_pl.train.policy.distributed import RankSync
+from arrol_pl.train.step.rank_sync import RankSync
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -146,7 +146,7 @@ def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_nccl(tmp
 LEAVE_WORLD = """
 import sys
 import torch.distributed as dist
-from arrol_pl.train.policy.distributed import leave_world
+from arrol_pl.train.run.world import leave_world
 
 leave_world()  # no group yet: nothing to do
 dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)

@@ -1,4 +1,4 @@
-from arrol_pl.train.policy.distributed import ONE_RANK, RankSync
+from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 from arrol_pl.train.step.module import skip_warning
 
 

@@ -10,27 +10,20 @@ from arrol_pl.engine.protocol import sampled_token_log_probs
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import AlgoConfig
 from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
-from arrol_pl.train.step.phases import (
-    PhaseTimer,
-    Survivors,
-    UpdateInputs,
-    logprob_mismatch,
-    logprob_phase,
-    policy_update,
-    ppo_mini_batches,
-    sampled_log_probs,
-    step_advantages,
-)
+from arrol_pl.train.policy.update import UpdateHooks, logprob_mismatch, ppo_mini_batches
+from arrol_pl.train.step.context import PhaseTimer, StepContext
+from arrol_pl.train.step.phases import advantage_phase, logprob_phase, update_phase
+from arrol_pl.train.step.survivors import Survivors, sampled_log_probs
 
 
 def test_dynamic_sampling_rows_follow_the_algo_and_the_advantage_phase_times_itself():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
     groups = torch.tensor([0, 0, 1, 1])
     timer = PhaseTimer()
-    _, train_mask = step_advantages(rewards, groups, AlgoConfig(), timer)
+    _, train_mask = advantage_phase(StepContext(0, AlgoConfig(), timer), rewards, groups)
     assert train_mask.all()
     assert set(timer.seconds) == {"advantage"}
-    adv, train_mask = step_advantages(rewards, groups, AlgoConfig(dynamic_sampling=True), timer)
+    adv, train_mask = advantage_phase(StepContext(0, AlgoConfig(dynamic_sampling=True), timer), rewards, groups)
     assert train_mask.tolist() == [False, False, True, True]
     assert adv[:2].tolist() == [0.0, 0.0]
 
@@ -106,9 +99,9 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
         return 1.0
 
     timer = PhaseTimer()
-    logps = logprob_phase(model, None, surv, rows, algo, 0, timer)
-    stats = policy_update(model, UpdateInputs(surv, adv, rows, logps, lambda loss: loss.backward(), step), algo, 0,
-                          timer)
+    logps = logprob_phase(StepContext(0, algo, timer), model, None, surv, rows)
+    stats = update_phase(StepContext(0, algo, timer), model, surv, adv, rows, logps,
+                         UpdateHooks(lambda loss: loss.backward(), step))
     assert [c[0] for c in captured] == [True]
     for got, want in zip(captured[0][1], expected):
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
@@ -136,9 +129,9 @@ def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_m
         opt.zero_grad()
         return 1.0
 
-    logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
-    stats = policy_update(model, UpdateInputs(surv, adv, rows, logps, lambda loss: loss.backward(), step), algo, 0,
-                          PhaseTimer())
+    logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
+    stats = update_phase(StepContext(0, algo), model, surv, adv, rows, logps,
+                         UpdateHooks(lambda loss: loss.backward(), step))
     assert algo.num_mini_batches == 2
     assert stats["mini_batches"] == 2 and stats["optimizer_steps"] == 4 and lasts == [False, False, False, True]
     assert stats["trained_rollouts"] == 9
@@ -153,9 +146,9 @@ def test_no_training_row_still_steps_once_for_the_trainer():
     rows = torch.zeros(4, dtype=torch.bool)
     model = tiny_lm()
     calls = []
-    logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
-    stats = policy_update(model, UpdateInputs(surv, torch.zeros(4), rows, logps, lambda loss: loss.backward(),
-                                              lambda last: calls.append(last) or 0.0), algo, 0, PhaseTimer())
+    logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
+    stats = update_phase(StepContext(0, algo), model, surv, torch.zeros(4), rows, logps,
+                         UpdateHooks(lambda loss: loss.backward(), lambda last: calls.append(last) or 0.0))
     assert calls == [True] and stats["optimizer_steps"] == 0 and stats["trained_rollouts"] == 0
 
 
@@ -167,12 +160,12 @@ def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
     surv = make_survivors([2, 2])
     model = tiny_lm()
     rows = torch.tensor([True, True, False, True])
-    exact = logprob_phase(model, None, surv, rows, AlgoConfig(prompts_per_step=2, old_logprobs="recompute"), 0,
-                          PhaseTimer()).old
+    exact = logprob_phase(StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv,
+                          rows).old
     # the "engine" sampled row 0 with half the trainer's probability everywhere: w = 2 → capped at 1.5
     surv.rollout_log_probs = [exact[i] - (math.log(2) if i == 0 else 0.0) if i in exact else torch.zeros(len(r))
                               for i, r in enumerate(surv.response_ids)]
-    logps = logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+    logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
     assert torch.allclose(logps.is_weights[0], torch.full_like(logps.is_weights[0], 1.5))
     assert torch.allclose(logps.is_weights[1], torch.ones_like(logps.is_weights[1]), atol=1e-5)
     n0 = len(surv.response_ids[0])
@@ -182,7 +175,7 @@ def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
     assert logps.metrics["is_capped_fraction"] == pytest.approx(n0 / n)
     surv.rollout_log_probs = None
     with pytest.raises(ValueError, match="rollout_is_cap"):
-        logprob_phase(model, None, surv, rows, algo, 0, PhaseTimer())
+        logprob_phase(StepContext(0, algo), model, None, surv, rows)
 
 
 def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
@@ -191,8 +184,8 @@ def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
     surv = make_survivors([2, 3])
     model = tiny_lm()
     rows = torch.tensor([True, True, False, True, True])
-    exact = logprob_phase(model, None, surv, rows, AlgoConfig(prompts_per_step=2, old_logprobs="recompute"), 0,
-                          PhaseTimer()).old
+    exact = logprob_phase(StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv,
+                          rows).old
     surv.rollout_log_probs = [exact[i] - (math.log(3) if i == 1 else 0.1) if i in exact else torch.zeros(len(r))
                               for i, r in enumerate(surv.response_ids)]
     adv = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.5])
@@ -202,10 +195,9 @@ def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
         model.zero_grad()
         captured = []
         timer = PhaseTimer()
-        logps = logprob_phase(model, None, surv, rows, algo, 0, timer)
-        update = UpdateInputs(surv, adv, rows, logps, lambda loss: loss.backward(),
-                              lambda last: captured.append(grads_of(model)) or 0.0)
-        stats = policy_update(model, update, algo, 0, timer)
+        logps = logprob_phase(StepContext(0, algo, timer), model, None, surv, rows)
+        hooks = UpdateHooks(lambda loss: loss.backward(), lambda last: captured.append(grads_of(model)) or 0.0)
+        stats = update_phase(StepContext(0, algo, timer), model, surv, adv, rows, logps, hooks)
         results[mode] = (stats, captured[0], "old_logprob" in timer.seconds)
     (want, want_grads, recomputed), (got, got_grads, reused_timer) = results["recompute"], results["auto"]
     assert recomputed and not reused_timer
@@ -242,7 +234,7 @@ def test_verl_parity_sums_the_sequences_over_the_padded_width():
     """seq-mean-token-sum-norm: this project Σ S_i / (N_seq · max_response_tokens); verl Σ S_i / L with L its
     loss_scale_factor or the micro-batch's padded width."""
     from arrol_pl.core.losses import aggregate_loss
-    from arrol_pl.train.step.phases import sum_norm
+    from arrol_pl.train.policy.update import sum_norm
 
     loss = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
@@ -283,13 +275,13 @@ def test_the_engine_sleeps_through_the_update_and_wakes_its_weights_before_the_s
     from arrol_pl.train.step.phases import engine_asleep
 
     engine, timer = SleepRecorder(sleeps), PhaseTimer()
-    with engine_asleep(engine, timer, lambda: ("w", "h")):
+    with engine_asleep(StepContext(0, AlgoConfig(), timer), engine, lambda: ("w", "h")):
         engine.calls.append(("update",))
     woken = [("wake_up", ("weights",)), ("sync_weights", "w", "h", True), ("wake_up", ("kv_cache",))]
     assert engine.calls == [("sleep", 2), ("update",), *(woken if sleeps else woken[1:2])]
     assert set(timer.seconds) == {"sync"}, "the sync times itself, once the engine is awake"
     engine = SleepRecorder()
-    with engine_asleep(engine, timer, lambda: ("w", "h"), every_weight=False):
+    with engine_asleep(StepContext(0, AlgoConfig(), timer), engine, lambda: ("w", "h"), every_weight=False):
         pass
     assert engine.calls[0] == ("sleep", 1), "a partial sync keeps the other weights in host memory"
     assert engine.calls[-2] == ("sync_weights", "w", "h", False), "and is not checked as a sync of every weight"
@@ -300,6 +292,6 @@ def test_a_failed_update_leaves_the_engine_asleep_without_a_sync():
 
     engine, timer = SleepRecorder(), PhaseTimer()
     with pytest.raises(RuntimeError, match="update failed"):
-        with engine_asleep(engine, timer, lambda: ("w", "h")):
+        with engine_asleep(StepContext(0, AlgoConfig(), timer), engine, lambda: ("w", "h")):
             raise RuntimeError("update failed")
     assert engine.calls == [("sleep", 2)] and "sync" not in timer.seconds

@@ -81,7 +81,7 @@ import sys
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from arrol_pl.train.policy.distributed import full_weights, load_on_rank0, shard_from_rank0
+from arrol_pl.train.policy.sharding import full_weights, load_on_rank0, shard_from_rank0
 from arrol_pl.train.policy.weights import engine_weights
 
 path, out = sys.argv[1], sys.argv[2]

@@ -14,8 +14,8 @@ import signal
 import pytest
 
 from arrol_pl.train.config.run import RunConfig
-from arrol_pl.train.policy import rank_errors
-from arrol_pl.train.policy.rank_errors import RankTimeout
+from arrol_pl.train.run import rank_errors
+from arrol_pl.train.run.rank_errors import RankTimeout
 from arrol_pl.train.records.rundir import OWNER_ENV, write_rows
 from arrol_pl.train.run import ranks
 from arrol_pl.train.run.callbacks import RunCheckpoints

@@ -26,7 +26,7 @@ import sys
 import time
 
 from arrol_pl.train.config.run import TrainerConfig
-from arrol_pl.train.policy.distributed import init_launcher_world, rank_zero_first
+from arrol_pl.train.run.world import init_launcher_world, rank_zero_first
 
 seconds, minutes = float(sys.argv[1]), float(sys.argv[2])
 rank = init_launcher_world(TrainerConfig(devices=2, strategy="fsdp", accelerator="cpu", rank_timeout_minutes=minutes))
@@ -53,7 +53,7 @@ def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
     # one line: the collective that waited, for what, and the override with its value
     line = next(line for line in rank1.splitlines() if "RankTimeout: " in line).split("RankTimeout: ", 1)[1]
     assert line.startswith("rank 1 waited longer than trainer.rank_timeout_minutes=0.1 for rank 0 to prepare the "
-                           "policy (in barrier at train/policy/distributed.py:"), line
+                           "policy (in barrier at train/run/world.py:"), line
     assert re.search(r"; raise it if that work takes longer \(Timed out waiting 6000ms [^()\[\]]*\)$", line), line
     assert "rank 1 done" not in rank0
 

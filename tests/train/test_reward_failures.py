@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from arrol_pl.tasks.reward import counted
-from arrol_pl.train.policy.distributed import ONE_RANK
+from arrol_pl.train.step.rank_sync import ONE_RANK
 from arrol_pl.train.step.reward_failures import RewardFailures, reward_failures
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ run's settings, and each assumption is stated where it is made:
   and moments in that dtype. With several ranks FSDP2 shards all three over them (``fully_shard`` per decoder
   block, then the root); gradients exist only in the update (``zero_grad`` frees them after each optimizer step).
 - **The frozen reference** (``algo.kl_coef > 0``, the trainer's condition) is loaded in ``model.reference_dtype``
-  and, with several ranks, sharded by FSDP2 like the policy (:mod:`arrol_pl.train.policy.distributed`); its forward,
+  and, with several ranks, sharded by FSDP2 like the policy (:mod:`arrol_pl.train.policy.sharding`); its forward,
   before the update and without gradient, gathers one block at a time and is no peak of its own.
 - **FSDP2's gathered weights.** In the update a rank holds, besides its shards, the unsharded weights of the block
   running and of the one prefetched, and the root's (embeddings, final norm, LM head) for the whole step.

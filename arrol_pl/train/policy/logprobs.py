@@ -88,6 +88,11 @@ def make_micro_batches(
     return [pack(prompts, responses, b, pad_id) for b in length_buckets(lengths, max_tokens)]
 
 
+def micro_batch_count(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], max_tokens: int) -> int:
+    """How many length buckets :func:`make_micro_batches` makes of these rows."""
+    return len(length_buckets([len(p) + len(r) for p, r in zip(prompts, responses)], max_tokens))
+
+
 def response_log_probs(
     model: nn.Module, batch: MicroBatch, temperature: float = 1.0, chunk_elements: int = CHUNK_ELEMENTS
 ) -> torch.Tensor:

@@ -5,9 +5,9 @@ the same ones (:func:`planned_update_peak`, :func:`arrol_pl.train.memory.plan.pl
 :func:`measure_update_peak` builds a causal LM from a ``config.json`` dict (random float32 weights, as the trainer
 loads the policy), makes rows of equal length that fill ``micro_batches`` micro-batches of ``tokens`` each, takes
 their old log-probs without gradient, then runs the update's micro-batch loop on them as
-:func:`~arrol_pl.train.step.phases.policy_update` does: :func:`~arrol_pl.train.policy.logprobs.response_log_probs`, the PPO
-loss with a KL term, the backward, the gradients accumulating over the micro-batches (so the second runs with the
-first one's gradients held, as every micro-batch but a mini-batch's first does). Precision as Lightning's:
+:func:`~arrol_pl.train.policy.update.policy_update` does: :func:`~arrol_pl.train.policy.logprobs.response_log_probs`,
+the PPO loss with a KL term, the backward, the gradients accumulating over the micro-batches (so the second runs
+with the first one's gradients held, as every micro-batch but a mini-batch's first does). Precision as Lightning's:
 ``32-true``, ``bf16-true`` (weights in bfloat16) or ``bf16-mixed`` (float32 weights; the forward, the loss and the
 backward under bf16 autocast without its cast cache, as Lightning calls ``manual_backward`` inside the training
 step). The optimizer step is left out (its AdamW moments are resident in the plan). It returns the highest number

@@ -8,7 +8,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from arrol_pl.train.policy.distributed import full_weights
+from arrol_pl.train.policy.sharding import full_weights
 
 
 def policy_weights(policy: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -18,7 +18,7 @@ def policy_weights(policy: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     (:func:`freeze_lower_layers`; the engine keeps the others).
 
     A tied LM head is the embedding under a second name. It is yielded right after the embedding, as the same
-    tensor object, so :func:`~arrol_pl.train.policy.distributed.full_weights` casts and gathers it once. Both names go to
+    tensor object, so :func:`~arrol_pl.train.policy.sharding.full_weights` casts and gathers it once. Both names go to
     the engine: vLLM 0.32 loads ``lm_head.weight`` of a tied Qwen3 or Llama into its own head layer, and on CPU
     that layer serves the logits from a packed copy it rebuilds only when it receives a weight (sent once, as the
     embedding, the engine kept sampling from the old head)."""

@@ -135,7 +135,7 @@ def lightning_strategy(t):
         return t.strategy
     from lightning.pytorch.strategies import ModelParallelStrategy
 
-    from arrol_pl.train.policy.distributed import rank_timeout
+    from arrol_pl.train.run.world import rank_timeout
 
     # The timeout counts where Lightning creates the group itself; it reuses the one init_launcher_world made.
     return ModelParallelStrategy(data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False,
@@ -147,7 +147,7 @@ def join_world(run: RunConfig) -> int:
     (docs/distributed.md); one rank is rank 0 without a group."""
     if run.trainer.ranks == 1:
         return 0
-    from arrol_pl.train.policy.distributed import init_launcher_world
+    from arrol_pl.train.run.world import init_launcher_world
 
     return init_launcher_world(run.trainer)
 
@@ -190,13 +190,15 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
 
     from arrol_pl.core.online import OnlinePruning
     from arrol_pl.tasks.reward_function import make_reward
-    from arrol_pl.train.policy.distributed import RankSync, load_on_rank0, rank_zero_first
+    from arrol_pl.train.policy.sharding import load_on_rank0
     from arrol_pl.train.run.console import weight_bars_off
     from arrol_pl.train.run.data import check_fits
     from arrol_pl.train.run.heldout import HeldoutResult, evaluate_heldout
     from arrol_pl.train.run.prelaunch import check_trainable_layers
+    from arrol_pl.train.run.world import rank_zero_first
     from arrol_pl.train.step.groups import GroupChooser
     from arrol_pl.train.step.module import ArrolModule
+    from arrol_pl.train.step.rank_sync import RankSync
     from arrol_pl.train.step.screening import PromptScorer
 
     t, a = run.trainer, run.algo
@@ -235,10 +237,10 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     pruning = OnlinePruning(run.pruning, run.head, policy.config.hidden_size, t.seed)
     scorer = PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed) \
         if run.pruning.screen.prompt_stage else None
-    groups = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
+    chooser = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
     run_info = {"policy_dir": str(Path(policy_dir).resolve()),
                 "heldout_before": dataclasses.asdict(parts.before) if parts.before else None}
-    parts.module = ArrolModule(run, policy, engine, groups, tokenizer.pad_token_id, reference, pruning=pruning,
+    parts.module = ArrolModule(run, policy, engine, chooser, tokenizer.pad_token_id, reference, pruning=pruning,
                                history=history, run_info=run_info)
     engine.sync_weights(None, parts.module.head.state_dict())
     return train, heldout

@@ -61,7 +61,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
 from arrol_pl.engine.console import PlainProgress, plain_lines
-from arrol_pl.train.policy.rank_errors import group_closing, peer_lost
+from arrol_pl.train.run.rank_errors import group_closing, peer_lost
 from arrol_pl.train.records.rundir import step_checkpoints, write_rows, writing
 
 logger = logging.getLogger(__name__)

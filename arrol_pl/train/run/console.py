@@ -118,10 +118,10 @@ def quiet_console() -> None:
 
 class ClosingSigterm(logging.Filter):
     """Drops Lightning's "Received SIGTERM" while torchrun closes the ranks after one failed (its launcher says
-    which): the rank stops in silence (:func:`~arrol_pl.train.policy.rank_errors.group_closing`)."""
+    which): the rank stops in silence (:func:`~arrol_pl.train.run.rank_errors.group_closing`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from arrol_pl.train.policy.rank_errors import group_closing
+        from arrol_pl.train.run.rank_errors import group_closing
 
         return "Received SIGTERM" not in str(record.msg) or not group_closing()
 

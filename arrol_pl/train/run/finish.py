@@ -27,10 +27,11 @@ from arrol_pl.core.screening import audit_totals
 from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.tasks.prompts import DATA_RECORD
 from arrol_pl.train.config.run import RunConfig
+from arrol_pl.train.policy.update import POLICY_SUMMARY
 from arrol_pl.train.records.rundir import RecordWriteError, resume_command, write_rows, writing
 from arrol_pl.train.records.summary import RunSummary, values_from
 from arrol_pl.train.run.console import weight_bars_off
-from arrol_pl.train.step.phases import POLICY_SUMMARY, PhaseTimer
+from arrol_pl.train.step.context import PhaseTimer
 
 
 SUMMARY_PHASES = (*PhaseTimer.PHASES, "step")

@@ -7,7 +7,7 @@ Decisions:
   from ``seed``'s stream.
 - **Split over the ranks**: with several ranks (or a ``chunk``) the problems are cut, in order, into chunks of
   ``chunk`` problems; rank ``r`` of ``W`` generates and scores chunks ``r, r + W, …`` (as
-  :func:`~arrol_pl.train.policy.distributed.shard_prompts` deals a step's prompts), each sampled from a seed of its own
+  :func:`~arrol_pl.train.step.rank_sync.shard_prompts` deals a step's prompts), each sampled from a seed of its own
   (``seed`` and the chunk's index), and every rank gathers the per-problem results: all ranks return the same
   :class:`HeldoutResult`, and no rank evaluates alone while the others wait. It is a function of the weights,
   ``seed`` and ``chunk``, not of ``W``: one rank with the same ``chunk`` computes it too. It is not the unchunked
@@ -31,7 +31,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from arrol_pl.train.policy.distributed import ONE_RANK, RankSync, rank_wait
+from arrol_pl.train.run.rank_errors import rank_wait
+from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 
 SPLIT_CHUNK = 16
 """Problems per chunk of a split evaluation when none is set (``trainer.eval_chunk``): MATH500 makes 32 chunks, 4

@@ -9,15 +9,15 @@ Decisions:
   ``ranks.log`` in the run directory (:data:`RANKS_LOG`), not to the console. The ranks' own output is untouched.
 - **A rank records how it ended.** A rank whose run raised writes torchrun's error file
   (``TORCHELASTIC_ERROR_FILE``, :func:`rank_ended`): one line, the traceback and its kind (:data:`KINDS`,
-  :func:`~arrol_pl.train.policy.rank_errors.failure_kind`). Under
+  :func:`~arrol_pl.train.run.rank_errors.failure_kind`). Under
   ``arrol train``'s launcher a rank that lost its peers, timed out or failed on its own exits 1 without a traceback
   (the launcher reports it); a rank that printed its own line (a record it could not write, a config error, a
   signal) keeps it; under a torchrun of the user's the rank raises as before, and torchrun's report shows the record.
 - **torchrun's closing signal is told apart.** When one rank ends in failure torchrun sends SIGTERM to the others;
-  the wrapper writes a marker first (:data:`~arrol_pl.train.policy.rank_errors.CLOSING_ENV`), so a rank that
-  receives it stops as on any SIGTERM but says nothing (:func:`~arrol_pl.train.policy.rank_errors.group_closing`)
+  the wrapper writes a marker first (:data:`~arrol_pl.train.run.rank_errors.CLOSING_ENV`), so a rank that
+  receives it stops as on any SIGTERM but says nothing (:func:`~arrol_pl.train.run.rank_errors.group_closing`)
   and records itself as lost, and one whose peer vanished mid-collective keeps its handlers until its summary is
-  written (:func:`~arrol_pl.train.policy.rank_errors.peer_lost`).
+  written (:func:`~arrol_pl.train.run.rank_errors.peer_lost`).
 - **The launcher says it once** (:func:`report_end`). The root cause is the earliest failure that is not a
   consequence of another (a lost peer, torchrun's SIGTERM, an interrupted rank); two lines on stderr: the rank, its
   signal, exit code or error, the steps done (and where its traceback is); the last checkpoint and the resume
@@ -37,7 +37,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from arrol_pl.train.policy.rank_errors import CLOSING_ENV, failure_kind, failure_line, group_closing, timeout_setting
+from arrol_pl.train.run.rank_errors import CLOSING_ENV, failure_kind, failure_line, group_closing, timeout_setting
 from arrol_pl.train.run.child import run_alone
 
 RANKS_LOG = "ranks.log"

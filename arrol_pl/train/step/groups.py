@@ -3,7 +3,7 @@ call that returns one :class:`~.rollouts.StepGroups`.
 
 A rank takes its share of the drawn prompts, re-seeds the engine's sampling for the step, and runs one of:
 - **one round** (the paper): generate B×G rollouts pruned at L_detect, drop the pruned, reward the survivors
-  (:class:`~.rollouts.RolloutRound`);
+  (:meth:`.rollouts.RolloutRound.generate_groups`);
 - **the group screen** (``pruning.screen``, :func:`.screening.screened`): the prompt head chooses who generates,
   the engine keeps B groups at L_detect, and the audited groups are scored;
 - **DAPO's refill** (``algo.dynamic_sampling_refill``, :func:`.refill.refilled`): rounds of fresh prompts until
@@ -21,9 +21,9 @@ from typing import Sequence
 
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.engine.protocol import RolloutEngine
-from arrol_pl.train.policy import distributed
+from arrol_pl.train.step.context import StepContext
 from arrol_pl.train.step.oracle import OracleRound
-from arrol_pl.train.step.phases import PhaseTimer
+from arrol_pl.train.step.rank_sync import shard_prompts
 from arrol_pl.train.step.refill import refilled
 from arrol_pl.train.step.rollouts import RolloutRound, StepGroups, prefix_scorers
 from arrol_pl.train.step.screening import PromptScorer, screened
@@ -51,7 +51,7 @@ def engine_logprobs(cfg, step: int) -> bool:
 
 
 class GroupChooser:
-    """``choose(step, drawn, params, timer, ranks) -> StepGroups`` (see the module's docstring).
+    """``choose(ctx, drawn, h_t) -> StepGroups`` (see the module's docstring).
 
     ``problems``: the training set, from which refill rounds draw; ``prompt_scorer``: the screen's prompt stage
     (None without it).
@@ -68,27 +68,26 @@ class GroupChooser:
         if cfg.pruning.screen.prompt_stage and prompt_scorer is None:
             raise ValueError("pruning.screen with a prompt stage needs its PromptScorer: GroupChooser(prompt_scorer=...)")
 
-    def rollout_round(self, timer: PhaseTimer, step: int) -> RolloutRound:
-        """``step``'s round: the engine's, scored at L_detect by ``pruning.scorer``, or the oracle's."""
+    def rollout_round(self, ctx: StepContext) -> RolloutRound:
+        """The round of ``ctx.step``: the engine's, scored at L_detect by ``pruning.scorer``, or the oracle's."""
         cfg = self.cfg
-        args = (self.engine, self.reward, self.sampling, cfg.algo.group_size, cfg.engine.detect_length, timer)
-        logprobs = engine_logprobs(cfg, step)
+        args = (self.engine, self.reward, self.sampling, cfg.algo.group_size, cfg.engine.detect_length, ctx.timer)
+        logprobs = engine_logprobs(cfg, ctx.step)
         if cfg.pruning.scorer == "oracle":
             return OracleRound(*args, auc=cfg.pruning.oracle_auc, slots=cfg.engine.max_num_seqs,
                                detect_first=cfg.engine.detect_first, logprobs=logprobs)
         return RolloutRound(*args, scorer_for=prefix_scorers(cfg.pruning.scorer, cfg.data.name), logprobs=logprobs)
 
-    def choose(self, step: int, drawn: Sequence, params: PrunerParams, timer: PhaseTimer,
-               ranks: distributed.RankSync = distributed.ONE_RANK) -> StepGroups:
-        """This rank's groups of ``step`` from the prompts the stream ``drawn``; ``survivors`` is None when every
-        rollout was pruned (then nothing was rewarded)."""
-        cfg = self.cfg
-        prompts = distributed.shard_prompts(drawn, ranks.rank, ranks.world_size)
+    def choose(self, ctx: StepContext, drawn: Sequence, h_t: PrunerParams) -> StepGroups:
+        """This rank's groups of step ``ctx.step`` from the prompts the stream ``drawn``, pruned with ``h_t``;
+        ``survivors`` is None when every rollout was pruned (then nothing was rewarded)."""
+        cfg, step, ranks = self.cfg, ctx.step, ctx.ranks
+        prompts = shard_prompts(drawn, ranks.rank, ranks.world_size)
         self.engine.seed_sampling(sampling_seed(cfg.trainer.seed, step * ranks.world_size + ranks.rank))
-        rollout = self.rollout_round(timer, step)
+        rollout_round = self.rollout_round(ctx)
         if cfg.pruning.screen.stages != "none":
-            return screened(cfg, step, prompts, rollout, params, self.prompt_scorer)
-        groups = rollout(prompts, params)
+            return screened(cfg, step, prompts, rollout_round, h_t, self.prompt_scorer)
+        groups = rollout_round.generate_groups(prompts, h_t)
         if cfg.algo.dynamic_sampling_refill and groups.survivors is not None:
-            return refilled(groups, rollout, self.problems, params, cfg.algo, cfg.trainer.seed, step)
+            return refilled(groups, rollout_round, self.problems, h_t, cfg.algo, cfg.trainer.seed, step)
         return groups

@@ -35,7 +35,10 @@ class OracleRound(RolloutRound):
             raise ValueError("the oracle prunes at L_detect: it needs engine.detect_length")
         self.auc, self.slots, self.detect_first = auc, slots, detect_first
 
-    def __call__(self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None) -> StepGroups:
+    def generate_groups(self, problems: Sequence, params: PrunerParams,
+                        screen: GroupScreen | None = None) -> StepGroups:
+        """The groups of ``problems``: every rollout generated to its end and rewarded, then pruned on its outcome's
+        noisy score; the saved decode time is credited as ``time/credit``."""
         if screen is not None:
             raise ValueError("the oracle decides after the rollouts end; it takes no group screen")
         gen = self.generate(problems, dataclasses.replace(params, active=False))

@@ -88,15 +88,16 @@ def generate_with_refill(first_problems: Sequence, first_rollouts: Sequence, fir
     return RefillResult(problems, rollouts, len(rounds), found, sum(len(x[1]) for x in rounds), tokens)
 
 
-def refilled(first: StepGroups, rollout: RolloutRound, problems: Sequence, params: PrunerParams, algo, seed: int,
-             step: int) -> StepGroups:
+def refilled(first: StepGroups, rollout_round: RolloutRound, problems: Sequence, params: PrunerParams, algo,
+             seed: int, step: int) -> StepGroups:
     """A step's groups with refill: ``first`` is the first round's; each further round draws
     ``algo.prompts_per_step`` of the training ``problems`` (a function of ``seed``, ``step`` and the round) and
     prunes with draws of its own. Adds the ``refill/*`` metrics."""
 
     def next_round(r: int):
         extra = [problems[i] for i in refill_indices(len(problems), algo.prompts_per_step, seed, step, r)]
-        more = rollout(extra, dataclasses.replace(params, seed=(params.seed * 31 + r) % (2**31 - 1)))
+        round_params = dataclasses.replace(params, seed=(params.seed * 31 + r) % (2**31 - 1))
+        more = rollout_round.generate_groups(extra, round_params)
         found = [] if more.survivors is None else informative_groups(more.scored.rewards,
                                                                     more.survivors.group_ids.tolist())
         return extra, more.generation.rollouts, found, more.generation.generated_tokens
@@ -108,7 +109,8 @@ def refilled(first: StepGroups, rollout: RolloutRound, problems: Sequence, param
     groups = dataclasses.replace(first, every_rollout=None)
     if result.rounds > 1:
         gen = first.generation
-        groups = rollout.rewarded(result.problems, GenerationResult(  # the kept groups, scored together (a few ms)
+        # the kept groups, scored together (a few ms)
+        groups = rollout_round.rewarded(result.problems, GenerationResult(
             result.rollouts, gen.wall_seconds, gen.steps, gen.generated_tokens + result.tokens))
     groups.metrics.update({"refill/rounds": float(result.rounds), "refill/informative_groups": float(result.informative),
                            "refill/short": float(result.informative < algo.prompts_per_step),

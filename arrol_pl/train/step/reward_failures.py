@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 
 from arrol_pl.tasks.verify import FAILURE_STATUSES
-from arrol_pl.train.policy.distributed import RankSync
+from arrol_pl.train.step.rank_sync import RankSync
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from arrol_pl.core.scorers import CheckerScorer, ConfidenceScorer, PrefixScorer
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine.protocol import GenerationResult, RolloutEngine
 from arrol_pl.tasks import registry
-from arrol_pl.train.step.phases import PhaseTimer, Survivors, collect_survivors
+from arrol_pl.train.step.context import PhaseTimer
+from arrol_pl.train.step.survivors import Survivors, collect_survivors
 
 if TYPE_CHECKING:
     from arrol_pl.core.screening import ScreenStep
@@ -71,8 +72,8 @@ def prefix_scorers(scorer: str, task: str) -> Callable[[Sequence], PrefixScorer 
 
 
 class RolloutRound:
-    """``round(problems, params, screen=None) -> StepGroups``: generate (timed as ``generation``), drop the
-    pruned rollouts, reward the survivors (``reward``). ``sampling``: vLLM sampling keywords; ``scorer_for``: the
+    """One round of a step: :meth:`generate_groups` generates (timed as ``generation``), drops the pruned
+    rollouts and rewards the survivors (``reward``). ``sampling``: vLLM sampling keywords; ``scorer_for``: the
     prefix scorer of a round's problems (:func:`prefix_scorers`; None: the head); ``logprobs``: the rollouts carry
     the engine's log-prob of each sampled token (``Rollout.sampled_logprobs``; they cost generation time)."""
 
@@ -84,7 +85,10 @@ class RolloutRound:
         self.scorer_for = scorer_for or (lambda problems: None)
         self.logprobs_topk = 0 if logprobs else None  # 0: the sampled token's alone
 
-    def __call__(self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None) -> StepGroups:
+    def generate_groups(self, problems: Sequence, params: PrunerParams,
+                        screen: GroupScreen | None = None) -> StepGroups:
+        """The groups of ``problems``: their rollouts generated and pruned per ``params`` (and ``screen``), the
+        survivors rewarded; ``survivors`` is None when every rollout was pruned (then nothing was rewarded)."""
         gen = self.generate(problems, params, screen)
         if all(r.pruned for r in gen.rollouts):
             return StepGroups(list(problems), gen)

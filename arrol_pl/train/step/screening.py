@@ -64,7 +64,7 @@ class PromptScorer(OnlinePruning):
                                  "head_optimizer": state["optimizer"], "head_generator": state["generator"]})
 
 
-def screened(cfg, step: int, prompts: list, rollout: RolloutRound, params: PrunerParams,
+def screened(cfg, step: int, prompts: list, rollout_round: RolloutRound, params: PrunerParams,
              scorer: PromptScorer | None) -> StepGroups:
     """A step's groups with the screen (``pruning.screen``): the prompt stage chooses who generates (the engine
     gives each drawn prompt's last hidden state, timed as ``screen``), one round generates with the engine's
@@ -73,16 +73,16 @@ def screened(cfg, step: int, prompts: list, rollout: RolloutRound, params: Prune
                         active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
     features = None
     if screen.config.prompt_stage:
-        with rollout.timer("screen"):
-            features = rollout.engine.prompt_features([p.prompt for p in prompts])
+        with rollout_round.timer("screen"):
+            features = rollout_round.engine.prompt_features([p.prompt for p in prompts])
     screen.plan_prompts(len(prompts), scorer, features)
     prompts = [prompts[i] for i in screen.order]
-    groups = rollout(prompts, params, screen.engine_screen())
+    groups = rollout_round.generate_groups(prompts, params, screen.engine_screen())
     if groups.survivors is None:
         return groups
     groups.screen = screen
-    with rollout.timer("reward"):
-        groups.metrics.update(screen.audit(groups.generation.rollouts, lambda texts, ks: rollout.reward.score(
+    with rollout_round.timer("reward"):
+        groups.metrics.update(screen.audit(groups.generation.rollouts, lambda texts, ks: rollout_round.reward.score(
             texts, [prompts[k].answer for k in ks], prompts=[prompts[k].prompt for k in ks]).correct))
     groups.metrics.update(screen.metrics, **screen.detect_metrics(groups.generation.rollouts))
     return groups

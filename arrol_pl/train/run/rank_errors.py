@@ -24,7 +24,7 @@ GLOO_NOISE = re.compile(r"^\[[^\]]*\.(cc|cpp|h):\d+\]\s*|\s*This is typically ca
 """gloo's source location before its message, and the advice after it."""
 TIMEOUT_MINUTES: list[float] = []
 """``trainer.rank_timeout_minutes`` of the process group this process started
-(:func:`~arrol_pl.train.policy.distributed.init_launcher_world`)."""
+(:func:`~arrol_pl.train.run.world.init_launcher_world`)."""
 
 
 def group_closing() -> bool:
