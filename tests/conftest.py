@@ -6,9 +6,18 @@ cache, ``$ARROL_CACHE``: no test writes to the user's); how the tests are shared
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+DONT_WRITE_BYTECODE = sys.dont_write_bytecode
+"""The environment's setting (``PYTHONDONTWRITEBYTECODE``), which the tests run with. Collection writes bytecode
+whatever it says (:func:`pytest_collection_finish` puts it back): pytest keeps each test module with its asserts
+rewritten, about 4 s of every later collection on every worker, and the package modules the tests import are
+compiled once for the scripts the tests start (a hundred of them, each compiling them again otherwise). The caches
+are ``__pycache__`` directories, which git ignores."""
+sys.dont_write_bytecode = False
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -166,9 +175,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """On an xdist worker with ``--dist loadgroup``, refuse to run when the groups did not reach the test ids: xdist
+    """The tests run with the environment's bytecode setting (:data:`DONT_WRITE_BYTECODE`: a module a test imports
+    from its own directory leaves no ``__pycache__`` there when the environment says so).
+
+    On an xdist worker with ``--dist loadgroup``, refuse to run when the groups did not reach the test ids: xdist
     3.8 writes them where pytest 8 keeps a test's id and pytest 9 does not look (requirements pin pytest 8), and
     without them every test is handed out alone, so the engine starts on both workers and module-scoped runs twice."""
+    sys.dont_write_bytecode = DONT_WRITE_BYTECODE
     config = session.config
     if getattr(config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
         raise pytest.UsageError(f"--dist loadgroup: the xdist groups are not in the test ids (pytest "
