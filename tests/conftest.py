@@ -6,9 +6,18 @@ cache, ``$ARROL_CACHE``: no test writes to the user's); how the tests are shared
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+DONT_WRITE_BYTECODE = sys.dont_write_bytecode
+"""The environment's setting (``PYTHONDONTWRITEBYTECODE``), which the tests run with. Collection writes bytecode
+whatever it says (:func:`pytest_collection_finish` puts it back): pytest keeps each test module with its asserts
+rewritten, about 4 s of every later collection on every worker, and the package modules the tests import are
+compiled once for the scripts the tests start (a hundred of them, each compiling them again otherwise). The caches
+are ``__pycache__`` directories, which git ignores."""
+sys.dont_write_bytecode = False
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -36,10 +45,8 @@ def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.fixture(scope="session")
-def policy_cache(tmp_path_factory):
-    """``model.cache_dir`` of the tests that run ``experiments/run.py`` (or scripts that train) with the default tiny
-    policy: its warm-started build is made by the first of them and found by the others, on every worker (each
-    build is published by a rename, so two workers never see half of one)."""
+def _model_cache(tmp_path_factory):
+    """The session's model cache directory, one for every worker."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return tmp_path_factory.mktemp("policy-cache")
     shared = tmp_path_factory.getbasetemp().parent / "policy-cache"
@@ -47,13 +54,22 @@ def policy_cache(tmp_path_factory):
     return shared
 
 
+@pytest.fixture(scope="session")
+def policy_cache(_model_cache):
+    """``model.cache_dir`` of the tests that run ``experiments/run.py`` (or scripts that train) with the default tiny
+    policy: its warm-started build is made by the first of them and found by the others, on every worker (each
+    build is published by a rename, so two workers never see half of one). A test that asks for it is one that may
+    build the warm start (:data:`WARM_START_SECONDS`); the session's model cache is the same directory."""
+    return _model_cache
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _session_model_cache(policy_cache):
+def _session_model_cache(_model_cache):
     """The tests' model cache (``$ARROL_CACHE``, inherited by the scripts they start): a run given no
     ``model.cache_dir`` builds into the session's policy cache, never into the user's."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ARROL_CACHE", str(policy_cache))
-        yield policy_cache
+        patch.setenv("ARROL_CACHE", str(_model_cache))
+        yield _model_cache
 
 
 @pytest.fixture
@@ -81,6 +97,11 @@ DURATIONS = Path(__file__).with_name("durations.json")
 """Each xdist group's measured seconds (``make test-durations`` rewrites it): the longest groups are handed out
 first."""
 
+WARM_START_SECONDS = 90.0
+"""About how long the first run that needs the warm-started tiny policy takes to build it (the warm start, once a
+session, with a worker busy beside it): groups that ask for ``policy_cache`` start one at a time until then, the
+others' workers running groups that need no warm start, so that two workers never build it side by side."""
+
 
 def pytest_addoption(parser):
     parser.addoption("--quick", action="store_true",
@@ -91,6 +112,27 @@ def pytest_addoption(parser):
 
 def uses_engine(item) -> bool:
     return "engine" in getattr(item, "fixturenames", ())
+
+
+def uses_warm_start(item) -> bool:
+    return "policy_cache" in getattr(item, "fixturenames", ())
+
+
+def warm_start_once(order: list[str], seconds: dict[str, float], warm: set[str], workers: int) -> list[str]:
+    """``order`` (the groups, longest first) with the first group that needs the warm start followed by the
+    longest groups that do not, :data:`WARM_START_SECONDS` of them for each other worker, before any other group
+    that needs it: the workers that take those build nothing while the first group builds the warm start."""
+    first = next((i for i, group in enumerate(order) if group in warm), None)
+    if first is None or workers < 2:
+        return order
+    lead, total = [], 0.0
+    for group in order[first + 1:]:
+        if total >= WARM_START_SECONDS * (workers - 1):
+            break
+        if group not in warm:
+            lead.append(group)
+            total += seconds[group]
+    return order[:first + 1] + lead + [group for group in order[first + 1:] if group not in lead]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -104,7 +146,9 @@ def pytest_collection_modifyitems(config, items):
     would otherwise put the groups with the most tests first, which leaves a file holding one long end-to-end test
     for last, on one worker while the other idles). So the groups are sorted longest first, by their seconds in
     tests/durations.json; a group it does not know yet goes by its markers, as long as the longest group if it
-    uses the engine or has a test marked slow, else as the quickest. Within a group, collection order stays.
+    uses the engine or has a test marked slow, else as the quickest. Within a group, collection order stays. The
+    groups that ask for ``policy_cache`` start one at a time (:func:`warm_start_once`): the warm start is built
+    once, not on every worker at the session's start.
 
     First of the hooks: pytest-xdist's worker reads the ``xdist_group`` markers in its own hook and, without them,
     hands out every test alone (a file's module fixtures then run again on the other worker)."""
@@ -115,20 +159,29 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item, q in zip(items, quick) if q]
     known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
     longest = max(known.values(), default=1.0)
-    group_of, seconds = {}, {}
+    group_of, seconds, warm = {}, {}, set()
     for item in items:
         group = group_of[item.nodeid] = "engine" if uses_engine(item) else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
         item.user_properties.append(("xdist_group", group))
         guess = longest if group == "engine" or item.get_closest_marker("slow") else 0.0
         seconds[group] = known.get(group, max(seconds.get(group, 0.0), guess))
-    items.sort(key=lambda item: -seconds[group_of[item.nodeid]])  # a stable sort: within a group, collection order
+        if uses_warm_start(item):
+            warm.add(group)
+    order = sorted(seconds, key=lambda group: -seconds[group])
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))  # set on each worker; none without xdist
+    rank = {group: i for i, group in enumerate(warm_start_once(order, seconds, warm, workers))}
+    items.sort(key=lambda item: rank[group_of[item.nodeid]])  # a stable sort: within a group, collection order
 
 
 def pytest_collection_finish(session):
-    """On an xdist worker with ``--dist loadgroup``, refuse to run when the groups did not reach the test ids: xdist
+    """The tests run with the environment's bytecode setting (:data:`DONT_WRITE_BYTECODE`: a module a test imports
+    from its own directory leaves no ``__pycache__`` there when the environment says so).
+
+    On an xdist worker with ``--dist loadgroup``, refuse to run when the groups did not reach the test ids: xdist
     3.8 writes them where pytest 8 keeps a test's id and pytest 9 does not look (requirements pin pytest 8), and
     without them every test is handed out alone, so the engine starts on both workers and module-scoped runs twice."""
+    sys.dont_write_bytecode = DONT_WRITE_BYTECODE
     config = session.config
     if getattr(config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
         raise pytest.UsageError(f"--dist loadgroup: the xdist groups are not in the test ids (pytest "

@@ -4,7 +4,6 @@ policy (slow)."""
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -166,11 +165,10 @@ def test_the_command_advises_on_the_tiny_policy(tmp_path, tiny_model_dirs):
     assert "| κ | rule | G' (cost-matched) |" in text
 
 
-@pytest.mark.subprocess
-def test_a_bad_value_stops_the_command_in_one_line_before_any_model_loads(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "arrol_pl", "advise", "advise.batches=1", "advise.minutes=2"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def test_a_bad_value_stops_the_command_in_one_line_before_any_model_loads(tmp_path, command_main):
+    """Refused before Hydra starts the job: ``python -m arrol_pl``'s ``main`` in this process (``command_main`` in
+    tests/conftest.py), on the arguments a user types."""
+    run = command_main(tmp_path, "advise", "advise.batches=1", "advise.minutes=2")
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == ["config error: advise.batches must be >= 2, got 1"]
     assert list(tmp_path.iterdir()) == []

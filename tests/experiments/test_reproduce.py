@@ -7,6 +7,7 @@ tests/train/test_run_smoke.py's test_evaluate_writes_consistent_tables); their
 sections' readers are tested on made-up runs in tests/analysis/test_results.py, and here they say how to run them."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +21,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.engine]
 
 def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path):
     out, page = tmp_path / "results", tmp_path / "docs" / "results.md"
-    # the training parts take the session's model cache: the warm start is built once for every test that trains
+    # the training parts take the session's model cache: the warm start is built once for every test that trains;
+    # SmolLM2 (the pretrained part's policy, from $ARROL_CACHE) is converted once per checkout into its cache, which
+    # tests/models/test_smollm2.py converts into and reads too
     parts = ["phases", "kappa", "head", "wallclock", "pretrained", "page"]
     proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--only", *parts, "--out", str(out),
                            "--page", str(page), "--", f"model.cache_dir={policy_cache}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+                          cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "ARROL_CACHE": str(ROOT / "outputs" / "cache")})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["parts"]) == set(parts)

@@ -97,9 +97,10 @@ def test_a_bad_value_is_named(override, message):
     ("selfcheck.steps=many", "config error: selfcheck.steps=many: Value 'many' of type 'str' could not be converted to "
                              "Integer; selfcheck.steps takes int"),
 ])
-@pytest.mark.subprocess
-def test_a_bad_key_or_value_exits_2_in_one_line_and_leaves_nothing(tmp_path, override, message):
-    out = run(override, f"hydra.run.dir={tmp_path}/bad", cwd=tmp_path)
+def test_a_bad_key_or_value_exits_2_in_one_line_and_leaves_nothing(tmp_path, command_main, override, message):
+    """Refused before Hydra starts the job: the script's ``main`` (``arrol simulate``) in this process, on the
+    arguments a user types (``command_main`` in tests/conftest.py)."""
+    out = command_main(tmp_path, "simulate", override, f"hydra.run.dir={tmp_path}/bad")
     assert out.returncode == 2, out.stderr[-2000:]
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(message)
     assert not (tmp_path / "bad").exists()

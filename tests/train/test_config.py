@@ -1,4 +1,6 @@
+import copy
 import dataclasses
+import functools
 import importlib
 import re
 import shutil
@@ -18,10 +20,30 @@ CONF = str(Path(__file__).resolve().parents[2] / "conf")
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF) / "exp").glob("*.yaml"))
 
 
-def compose_run(*overrides: str):
+@functools.cache
+def _composed(overrides: tuple[str, ...], with_hydra: bool) -> DictConfig:
     with initialize_config_dir(config_dir=CONF, version_base=None):
-        cfg = compose("config", overrides=list(overrides))
-    return load_run_config(cfg)
+        cfg = compose("config", overrides=list(overrides), return_hydra_config=with_hydra)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def composed(*overrides: str) -> DictConfig:
+    """conf/config.yaml composed with ``overrides`` and Hydra's own node (``cfg.hydra.sweeper.params``, ...), read-only:
+    composed once per command line in this module (a composition takes a tenth of a second; the tests here share
+    many)."""
+    return _composed(overrides, True)
+
+
+@functools.cache
+def _loaded(overrides: tuple[str, ...]) -> RunConfig:
+    return load_run_config(_composed(overrides, False))
+
+
+def compose_run(*overrides: str) -> RunConfig:
+    """The typed run config of the command line ``overrides``, composed and validated once per command line in this
+    module (a refusal is raised each time); each call gets its own copy."""
+    return copy.deepcopy(_loaded(overrides))
 
 
 def test_default_config_composes_and_validates():
@@ -37,19 +59,17 @@ SINGLE_RUN = {"bench_phases", "smollm2_setting", "paper_grpo", "paper_dapo"}
 
 @pytest.mark.parametrize("exp", EXPERIMENTS)
 def test_every_experiment_composes_and_validates(exp):
-    with initialize_config_dir(config_dir=CONF, version_base=None):
-        cfg = compose("config", overrides=[f"+exp={exp}"], return_hydra_config=True)
-        load_run_config(compose("config", overrides=[f"+exp={exp}"]))
-        sweep = dict(cfg.hydra.sweeper.params or {})
-        assert bool(sweep) != (exp in SINGLE_RUN), f"exp={exp}: sweep {sweep}"
-        for callback in (cfg.hydra.callbacks or {}).values():  # Hydra imports these only when the sweep ends
-            module, _, name = callback._target_.rpartition(".")
-            assert hasattr(importlib.import_module(module), name), f"exp={exp}: {callback._target_}"
-        # every point of the sweep is a valid run too
-        for key, values in sweep.items():
-            for value in str(values).split(","):
-                point = compose("config", overrides=[f"+exp={exp}", f"{key}={value}"])
-                load_run_config(point)
+    cfg = composed(f"+exp={exp}")
+    compose_run(f"+exp={exp}")
+    sweep = dict(cfg.hydra.sweeper.params or {})
+    assert bool(sweep) != (exp in SINGLE_RUN), f"exp={exp}: sweep {sweep}"
+    for callback in (cfg.hydra.callbacks or {}).values():  # Hydra imports these only when the sweep ends
+        module, _, name = callback._target_.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), f"exp={exp}: {callback._target_}"
+    # every point of the sweep is a valid run too
+    for key, values in sweep.items():
+        for value in str(values).split(","):
+            compose_run(f"+exp={exp}", f"{key}={value}")
     assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "paper_dapo", "paper_grpo", "pruning_pays",
                            "random_pruning", "seeds", "smollm2_balance", "smollm2_online", "smollm2_online_spread",
                            "smollm2_screen", "smollm2_setting"]
@@ -164,8 +184,7 @@ def test_the_spread_equal_time_preset_changes_only_the_pruning_and_runs_seed_maj
     assert (run.engine.detect_length, run.head.input, run.pruning.balance_target) == (12, "stats", "spread")
     assert run.trainer == base.trainer and run.algo == base.algo and run.model == base.model
     for exp, arms in (("smollm2_online", "none,arrol"), ("smollm2_online_spread", "none,arrol_spread")):
-        with initialize_config_dir(config_dir=CONF, version_base=None):
-            params = compose("config", overrides=[f"+exp={exp}"], return_hydra_config=True).hydra.sweeper.params
+        params = composed(f"+exp={exp}").hydra.sweeper.params
         # each seed's two arms run back to back: a machine that drifts over the sweep slows a pair alike
         assert list(params) == ["trainer.seed", "pruning"] and params["pruning"] == arms
 
@@ -233,8 +252,7 @@ def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
         assert (run.algo.prompts_per_step, run.algo.temperature, run.algo.lr) == (8, 0.8, 1e-4)
     assert compose_run("+exp=smollm2_screen", "arm=dapo").algo.dynamic_sampling_refill
     assert compose_run("+exp=smollm2_screen").pruning.policy == "none"  # the preset's own arm: GRPO
-    with initialize_config_dir(config_dir=CONF, version_base=None):
-        cfg = compose("config", overrides=["+exp=smollm2_screen"], return_hydra_config=True)
+    cfg = composed("+exp=smollm2_screen")
     assert list(cfg.hydra.sweeper.params) == ["trainer.seed", "arm"]  # seed-major
     assert cfg.hydra.sweeper.params["arm"] == ",".join(arms)  # the pilot arms run when named
     # a job's directory is named by its overrides: seeds run in different sessions never overwrite each other

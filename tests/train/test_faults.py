@@ -1,5 +1,6 @@
 """Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
-kill -9 and resume in the run's own directory (by its checkpoint, its directory, or auto), SIGINT / SIGTERM, a checkpoint write that fails, configs and a
+kill -9 and resume in the run's own directory (by its checkpoint, or auto), SIGINT / SIGTERM and the resume a
+stopped run prints (by its directory), a checkpoint write that fails, configs and a
 reused run directory that must fail before any model loads, a pruning config whose steps can lose every
 rollout, a directory another live run holds, and a checkpoint that names a policy directory that is gone.
 (Evaluating an unfinished run from its checkpoint alone: test_run_smoke.py's bf16 stats-head run.)
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arrol_pl.train.records.rundir import CLAIM_FILE, claim_holder, run_files
+from arrol_pl.train.records.rundir import CLAIM_FILE, claim_holder, last_checkpoint, run_files
 from arrol_pl.train.run.finish import HUB_FILES, hub_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,60 +149,6 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
 
 
-FAST = ("model.warm_start.steps=0", "data.num_heldout=0", "trainer.checkpoint_every=1", "trainer.max_steps=8")
-"""An untrained tiny policy, no held-out set, a checkpoint every step: a resume by run needs nothing more."""
-
-
-def kill_after(run_dir: Path, proc: subprocess.Popen, step: int) -> None:
-    """SIGKILL ``proc`` once ``run_dir``'s checkpoint of ``step`` is on disk and the run is still going."""
-    wait_for(run_dir / "checkpoints" / f"step{step:05d}.ckpt", proc)
-    proc.kill()
-    proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-
-
-@pytest.mark.subprocess
-def test_kill_9_then_resume_by_run_directory_and_by_auto_continue_it_in_place(tmp_path, policy_cache):
-    """A run killed with SIGKILL, resumed with ``trainer.resume=<its directory>``, killed again, resumed with
-    ``trainer.resume=auto``: both continue in the run's own directory, never in the one Hydra would make for the new
-    command (which is not created); its history ends with every step once and in order, TensorBoard too. auto takes
-    the run of the same name whose last.ckpt was written last (a copy of an earlier state with an older one is
-    passed by)."""
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    target = runs / "2026-01-01_10-00-00_arrol-grpo"
-    kill_after(target, start(policy_cache, target, *FAST), 2)
-    older = runs / "2026-01-01_09-00-00_arrol-grpo"
-    shutil.copytree(target, older)
-    last = older / "checkpoints" / "last.ckpt"
-    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns - 10**12))
-
-    by_dir = runs / "2026-01-01_11-00-00_arrol-grpo"
-    kill_after(target, start(policy_cache, by_dir, *FAST, f"trainer.resume={target}"), 5)
-    assert not by_dir.exists(), "the resume wrote into a new directory"
-    by_auto = runs / "2026-01-01_12-00-00_arrol-grpo"
-    out = run(policy_cache, by_auto, *FAST, "trainer.resume=auto")
-    assert out.returncode == 0, out.stderr[-4000:]
-    assert not by_auto.exists() and not (older / "summary.json").exists(), "auto continued another run"
-
-    assert [r["step"] for r in history(target)] == list(map(float, range(8)))
-    summary = json.loads((target / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["steps"] == 8
-    assert summary["checkpoint"] == str(target / "checkpoints" / "last.ckpt")
-    assert load(target / "checkpoints" / "last.ckpt")["global_step"] == 8
-    assert not (target / CLAIM_FILE).exists()
-    # the export a push uploads (test_export_push.py), as this real run wrote it: every file at its repository path
-    files = hub_files(target / "export")
-    assert set(HUB_FILES) <= set(files) and {"prompt_format.json", "quality_head/README.md"} <= set(files)
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    assert len(list((target / "tb").glob("events.out.tfevents.*"))) == 3  # one per session
-    steps = [e.step for e in EventAccumulator(str(target / "tb")).Reload().Scalars("reward/accuracy")]
-    # each step at most once, in order, the last session's all there (a kill -9 loses events TensorBoard had not
-    # flushed yet: the history file, written as each step ends, is the record)
-    assert steps == sorted(set(steps)) and {5, 6, 7} <= set(steps), steps
-
-
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):
     """Another run into the reference's directory: exit 2, one line naming both ways on, the run's files untouched,
     its Hydra record (.hydra/) included (Hydra appends to the log before the run starts)."""
@@ -239,19 +186,42 @@ def test_a_directory_another_live_run_holds_is_refused_before_any_model_loads(tm
     assert claim_holder(run_dir / CLAIM_FILE) == claim and not run_files(run_dir)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_saves_checkpoint_history_and_summary(reference, policy_cache, signum):
-    """Random pruning (``pruning=random``, the balance study's control) makes these runs its only end-to-end test;
-    nothing below depends on which rollouts are pruned."""
-    run_dir = reference.parent / f"signalled-{signum.name}"
-    proc = start(policy_cache, run_dir, "pruning=random")
+def stop_with(signum: signal.Signals, cache: Path, run_dir: Path) -> tuple[int, str]:
+    """A run with random pruning in ``run_dir``, sent ``signum`` once step 2's checkpoint is on disk (SIGTERM as a
+    scheduler's kill loop sends it, a burst of twelve in about 200 ms): its exit code and stderr."""
+    proc = start(cache, run_dir, "pruning=random")
     wait_for(run_dir / "checkpoints" / "step00002.ckpt", proc)
-    proc.send_signal(signum)
+    for _ in range(12 if signum == signal.SIGTERM else 1):
+        proc.send_signal(signum)
+        time.sleep(0.015)
     _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 128 + signum, stderr[-3000:]
+    return proc.returncode, stderr
+
+
+@pytest.fixture(scope="module")
+def sigterm_stopped(reference, policy_cache) -> tuple[Path, int, str]:
+    """The run stopped by SIGTERM (:func:`stop_with`): its directory, exit code and stderr."""
+    run_dir = reference.parent / "signalled-SIGTERM"
+    return (run_dir, *stop_with(signal.SIGTERM, policy_cache, run_dir))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_saves_checkpoint_history_and_summary(request, reference, policy_cache, signum):
+    """Random pruning (``pruning=random``, the balance study's control) makes these runs its only end-to-end test;
+    nothing below depends on which rollouts are pruned. SIGTERM comes as a burst: every one after the first is
+    absorbed until the checkpoint, the history, the summary and the claim's release are done (the burst of SIGINTs,
+    whose second abandons the step in flight: test_signal_burst.py). The SIGTERM run's printed resume is followed
+    by test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place."""
+    if signum == signal.SIGTERM:
+        run_dir, returncode, stderr = request.getfixturevalue("sigterm_stopped")
+    else:
+        run_dir = reference.parent / f"signalled-{signum.name}"
+        returncode, stderr = stop_with(signum, policy_cache, run_dir)
+    assert returncode == 128 + signum, stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     steps = summary["steps"]
     assert summary["status"] == "interrupted" and summary["signal"] == signum.name
+    assert not (run_dir / CLAIM_FILE).exists(), "the claim was released"
     # the signal can land after step 2's checkpoint and before step 3 starts (nothing in flight: 2 steps),
     # or during step 3, which then finishes; either way the run stops before STEPS
     assert 2 <= steps < STEPS, "the step in flight finishes, then the run stops"
@@ -268,18 +238,68 @@ def test_signal_saves_checkpoint_history_and_summary(reference, policy_cache, si
     assert f"interrupted: {signum.name}: stopped after {steps} steps; resume with {resume} (outputs: {run_dir})" \
         in stderr
     assert "Traceback" not in stderr
-    if signum == signal.SIGTERM:  # followed as printed, from a new command: the run continues in its own directory
-        elsewhere = reference.parent / "resume-as-printed"
-        out = run(policy_cache, elsewhere, "pruning=random", resume)
-        assert out.returncode == 0, out.stderr[-4000:]
-        assert not elsewhere.exists(), "the printed resume started a new run"
-        resumed = json.loads((run_dir / "summary.json").read_text())
-        assert resumed["status"] == "completed" and resumed["steps"] == STEPS
-        assert [r["step"] for r in history(run_dir)] == list(map(float, range(STEPS)))
     # Exact resume is checked from the kill -9 run's checkpoint
     # (test_kill_9_then_resume_in_its_own_directory_is_identical); a signal's checkpoint is written by the same
     # RunCheckpoints path as an off-interval last step's, whose resume test_run_smoke.py's
     # test_resume_restores_calibrator_and_step checks.
+
+
+@pytest.mark.subprocess
+def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(sigterm_stopped, tmp_path,
+                                                                                policy_cache):
+    """The run SIGTERM stopped (a copy), followed as it printed from a new command (``trainer.resume=<its
+    directory>``), that resume killed with SIGKILL once it wrote a checkpoint of its own, then ``trainer.resume=auto``:
+    both continue in the run's own directory, never in the one Hydra would make for the new command (which is not
+    created), and the run completes, its history ending with every step once and in order, TensorBoard too. auto
+    takes the run of the same name whose last.ckpt was written last (a copy of an earlier state with an older one is
+    passed by)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    target = runs / "2026-01-01_10-00-00_arrol-grpo"
+    shutil.copytree(sigterm_stopped[0], target)
+    older = runs / "2026-01-01_09-00-00_arrol-grpo"
+    shutil.copytree(target, older)
+    last = older / "checkpoints" / "last.ckpt"
+    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns - 10**12))
+    untouched = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in older.rglob("*") if p.is_file()}
+
+    ckpts = target / "checkpoints"
+    before = {p.name for p in ckpts.glob("step*.ckpt")}
+    by_dir = runs / "2026-01-01_11-00-00_arrol-grpo"
+    proc = start(policy_cache, by_dir, "pruning=random", f"trainer.resume={target}")
+    deadline = time.monotonic() + 600
+    while not {p.name for p in ckpts.glob("step*.ckpt")} - before:  # step 4's, the stop having been at 2 or 3
+        assert proc.poll() is None, f"the resume ended before its first checkpoint: {proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, "the resume wrote no checkpoint"
+        time.sleep(0.02)
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not by_dir.exists(), "the resume wrote into a new directory"
+    resumed_from = load(last_checkpoint(target))["global_step"]  # what a resume by the directory continues from
+    by_auto = runs / "2026-01-01_12-00-00_arrol-grpo"
+    out = run(policy_cache, by_auto, "pruning=random", "trainer.resume=auto")
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert not by_auto.exists(), "auto started a new run"
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in older.rglob("*") if p.is_file()} == untouched, \
+        "auto continued another run"
+
+    assert [r["step"] for r in history(target)] == list(map(float, range(STEPS)))
+    summary = json.loads((target / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == STEPS
+    assert summary["checkpoint"] == str(target / "checkpoints" / "last.ckpt")
+    assert load(target / "checkpoints" / "last.ckpt")["global_step"] == STEPS
+    assert not (target / CLAIM_FILE).exists()
+    # the export a push uploads (test_export_push.py), as this real run wrote it: every file at its repository path
+    files = hub_files(target / "export")
+    assert set(HUB_FILES) <= set(files) and {"prompt_format.json", "quality_head/README.md"} <= set(files)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert len(list((target / "tb").glob("events.out.tfevents.*"))) == 3  # one per session
+    steps = [e.step for e in EventAccumulator(str(target / "tb")).Reload().Scalars("reward/accuracy")]
+    # each step at most once, in order, the last session's all there (a kill -9 loses events TensorBoard had not
+    # flushed yet: the history file, written as each step ends, is the record)
+    assert steps == sorted(set(steps)) and set(range(resumed_from, STEPS)) <= set(steps), steps
 
 
 def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache):

@@ -16,12 +16,24 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
+def script_overrides(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None) -> list[str]:
+    return [f"model.warm_start.steps={1000 if warm else 0}", f"model.cache_dir={cache or tmp / 'cache'}",
+            "data.num_heldout=8", "algo.prompts_per_step=4", "algo.group_size=4", "pruning.cold_start_steps=1",
+            "trainer.checkpoint_every=2", *overrides]
+
+
 def run_script(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None,
                timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.warm_start.steps={1000 if warm else 0}",
-           f"model.cache_dir={cache or tmp / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
-           "algo.group_size=4", "pruning.cold_start_steps=1", "trainer.checkpoint_every=2", *overrides]
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), *script_overrides(tmp, *overrides, warm=warm,
+                                                                                  cache=cache)]
     return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+
+
+def refused_before_hydra_starts(command_main, tmp: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """:func:`run_script`'s command line refused before Hydra starts a job (every value check of the typed config):
+    ``arrol train``'s ``main`` in this process (``command_main`` in tests/conftest.py), the function
+    experiments/run.py calls, with the same exit code and stderr, and no process to start."""
+    return command_main(tmp, "train", *script_overrides(tmp, *overrides))
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +157,9 @@ def test_resume_restores_calibrator_and_step(first_run):
     assert first["steps"] == 3
 
 
-def test_bad_config_fails_before_any_model_loads(tmp_path):
-    out = run_script(tmp_path, "pruning.keep_ratio=2", f"hydra.run.dir={tmp_path / 'bad'}")
+def test_bad_config_fails_before_any_model_loads(tmp_path, command_main):
+    out = refused_before_hydra_starts(command_main, tmp_path, "pruning.keep_ratio=2",
+                                      f"hydra.run.dir={tmp_path / 'bad'}")
     assert out.returncode != 0
     assert "pruning.keep_ratio" in out.stderr
     assert not (tmp_path / "cache").exists()  # nothing was built

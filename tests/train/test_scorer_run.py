@@ -9,7 +9,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_run_smoke import run_script  # noqa: E402
+from test_run_smoke import refused_before_hydra_starts, run_script  # noqa: E402
 from test_screen_run import history_of  # noqa: E402
 
 from arrol_pl.tasks.arithmetic import CHECK_SCORES  # noqa: E402
@@ -57,7 +57,7 @@ def test_the_oracle_trains_on_its_survivors_and_credits_the_decode_time(tmp_path
     (("pruning.scorer=checker", "data=gsm8k", "model=hf", "model.path=none"), "needs a task that checks a response prefix"),
     (("pruning.scorer=oracle",), "scorer=oracle needs oracle_auc"),
 ])
-def test_a_scorer_that_cannot_work_fails_before_any_model_loads(tmp_path, overrides, message):
-    out = run_script(tmp_path, *overrides, f"hydra.run.dir={tmp_path / 'run'}")
+def test_a_scorer_that_cannot_work_fails_before_any_model_loads(tmp_path, command_main, overrides, message):
+    out = refused_before_hydra_starts(command_main, tmp_path, *overrides, f"hydra.run.dir={tmp_path / 'run'}")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
     assert not (tmp_path / "cache").exists()

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_run_smoke import run_script  # noqa: E402
+from test_run_smoke import refused_before_hydra_starts, run_script  # noqa: E402
 
 from arrol_pl.core.screening import AuditCounts  # noqa: E402
 from arrol_pl.core.screening import audit_totals  # noqa: E402
@@ -36,8 +36,9 @@ def test_dapo_refill_generates_until_b_informative_groups(tmp_path, policy_cache
     assert any(h["refill/rounds"] > 1 for h in history), "the warm policy leaves some groups all-correct or all-wrong"
 
 
-def test_screen_and_refill_together_fail_before_any_model_loads(tmp_path):
-    out = run_script(tmp_path, "algo=dapo", "pruning.screen.stages=detect", f"hydra.run.dir={tmp_path / 'run'}")
+def test_screen_and_refill_together_fail_before_any_model_loads(tmp_path, command_main):
+    out = refused_before_hydra_starts(command_main, tmp_path, "algo=dapo", "pruning.screen.stages=detect",
+                                      f"hydra.run.dir={tmp_path / 'run'}")
     assert out.returncode == 2 and "are two ways of choosing the step's groups" in out.stderr
     assert not (tmp_path / "cache").exists()
 
