@@ -8,11 +8,11 @@ Hydra (``conf/advise.yaml``: the trainer's presets and ``advise.*``).
         engine.detect_length=128 advise.gpu.prompts=128 advise.gpu.slots=256
 
 One engine samples G rollouts of ``advise.head_prompts`` training problems (the cold start: they fit the quality head
-and its calibrator) and G + G + R rollouts of ``advise.batches × advise.prompts_per_batch`` others. It reports the
+and its calibrator) and G + R rollouts of ``advise.batches × advise.prompts_per_batch`` others. It reports the
 head's AUC within groups on all of a group's rollouts at several detection lengths; the mean generated length, so
-what a pruned rollout costs and G', the number of fresh rollouts that costs what pruning G to κ does; the gradient
-probe at the run's κ and at 0.25 and 0.5, the run's rule reading the head (and a perfect oracle) against the
-cost-matched fresh G', the count-matched fresh κG and random κG, with Bonferroni-corrected 95 % t intervals and the
+what a pruned rollout costs and G', the number of rollouts without pruning that cost what pruning G to κ does; the
+gradient probe at the run's κ and at 0.25 and 0.5, the run's rule reading the head (and a perfect oracle, or the
+oracles of ``advise.oracle_aucs``) against the cost-matched G', the count-matched κG and random κG, with Bonferroni-corrected 95 % t intervals and the
 difference each could detect at 80 % power; the generation saving modelled for this machine and for a GPU setting
 (``advise.gpu``); and one verdict: prune (κ, L_detect, rule, expected speedup), don't (train G' rollouts without
 pruning), or undecided (the batches that would decide).

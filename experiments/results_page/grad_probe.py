@@ -1,7 +1,7 @@
 """The results page's section on the gradient probe (beyond the paper): on identical rollouts, what choosing which of
 a group's rollouts to train on does to the policy update (``arrol grad-probe``), one table per policy, then the
 headline: the default survival rule reading a perfect oracle (and the learned head) against the cost-matched control
-(fresh G') and random κG.
+(G' without pruning) and random κG.
 
 Decisions:
 - **One probe per policy**: ``<root>/grad_probe/<policy>/grad_probe.json``, in name order; none is "Not run".
@@ -23,12 +23,12 @@ from arrol_pl.core.metrics import t_quantile
 from .common import Claim, load_json
 
 HEADING = "## 14. Does choosing the survivors improve the update? The gradient probe (beyond the paper)"
-RUN_HINT = ("`python experiments/reproduce.py --only grad_probe page` (the tiny policy and SmolLM2, about 35 min on 2 "
+RUN_HINT = ("`python experiments/reproduce.py --only grad_probe page` (the tiny policy and SmolLM2, about 50 min on 2 "
             "cores)")
 """How to run the probes: ``reproduce.py``'s ``grad_probe`` part holds both commands."""
 HEADLINE_SCORERS = ("oracle_1", "head")
 """The scorers the headline reads with the default rule: a perfect oracle (what choosing can do at best), the head."""
-HEADLINE_BASELINES = (("fresh_cost", "fresh G' (cost-matched)"), ("random", "random κG"))
+HEADLINE_BASELINES = (("fresh_cost", "G' unpruned (cost-matched)"), ("random", "random κG"))
 """What the headline compares the default rule with: the control that costs the same generation first."""
 
 
@@ -46,10 +46,11 @@ def setup_line(result: dict[str, Any]) -> str:
                      for name, q in result["scorers"].items() if q["auc"] is not None and q["within_auc"] is not None)
     costs = "; ".join(f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}"
                       for k, v in c["by_kappa"].items())
+    controls = f"{s['group_size']} for the controls + " if s.get("controls", "fresh") == "fresh" else ""
     margin = ("" if m is None else f"; the margin read on {m['rollouts']} rollouts of {m['problems']} held-out "
               f"problems with both outcomes; unit SGD step {s['sgd_step']:g}, AdamW lr {s['adamw_lr']:g}")
     return (f"`{result['command']}`: {s['measured_batches']} batches × {s['prompts_per_batch']} prompts, each with "
-            f"G = {s['group_size']} + {s['group_size']} fresh + R = {s['reference_rollouts']} rollouts (accuracy "
+            f"G = {s['group_size']} + {controls}R = {s['reference_rollouts']} rollouts (accuracy "
             f"{result['rollouts']['batches']['accuracy']:.2f}), L_detect = {s['detect_length']} against a mean "
             f"length of {c['mean_length']:.1f} tokens ({costs}); the scorers' AUC pooled / within groups on all the "
             f"batches' group rollouts: {aucs}{margin}.")
@@ -96,7 +97,9 @@ def section_grad_probe(root: Path) -> tuple[list[str], list[Claim]]:
              "answers to the same held-out problem, after a plain SGD step of fixed length along the unit gradient "
              "and after AdamW's first update (≈ lr·sign(g)). The survivors are the trainer's own decisions (floor of "
              "2, rollouts that finished before L_detect kept); random κG prunes with survival κ. Two controls train "
-             "on fresh rollouts, none of the group's: the cost-matched G' decodes as many tokens as pruning does "
+             "without pruning, on the first rollouts of the same group (sampled alike, so distributed as rollouts "
+             "sampled for the control alone, and paired with the rules on the same draws; a probe recorded with "
+             "`controls=fresh` gave them G of their own): the cost-matched G' decodes as many tokens as pruning does "
              "(survivors whole, pruned rollouts up to L_detect), the count-matched κG trains on as many rollouts as "
              "κ keeps. Means ± SE are over batches; every comparison is paired by batch; a difference inside its "
              "95 % t interval is stated with the smallest difference the batches detect at 80 % power.", ""]

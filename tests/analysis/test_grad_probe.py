@@ -15,8 +15,11 @@ import torch
 from arrol_pl.analysis.grad_probe.config import load_grad_probe_config
 from arrol_pl.analysis.grad_probe.gradients import after_step, prompt_log_probs, subset_gradient
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference
+from arrol_pl.analysis.grad_probe.config import GradProbeConfig
+from arrol_pl.analysis.grad_probe.run import choose_subsets
 from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, compared_rules, cost_matched_size, decoded_tokens,
-                                                  first_of, fresh_counts, pruner_params, subset_rows, survivors)
+                                                  first_of, fresh_counts, is_control, pruner_params, subset_rows,
+                                                  survivors)
 from arrol_pl.analysis.head_probe.fit import fit_calibrator
 from arrol_pl.core.advantages import grpo_advantages
 from arrol_pl.core.losses import ppo_clip_loss
@@ -118,7 +121,8 @@ def test_paired_differences_by_batch():
 
 
 def test_the_parts_are_disjoint_and_cover_every_rollout():
-    parts = Parts(8, 8, 32)
+    parts = Parts.of(8, 32, "fresh")
+    assert parts == Parts(8, 8, 32) and parts.controls == parts.fresh
     prompts = [3, 4]
     rows = {name: set(subset_rows(parts, prompts, part, torch.ones(2, part.stop - part.start, dtype=torch.bool)))
             for name, part in (("group", parts.group), ("fresh", parts.fresh), ("reference", parts.reference))}
@@ -128,6 +132,58 @@ def test_the_parts_are_disjoint_and_cover_every_rollout():
     assert set.union(*rows.values()) == set(range(3 * 48, 5 * 48))
     keep = torch.tensor([[True, False, True, False, False, False, False, True]] * 2)
     assert subset_rows(parts, prompts, parts.group, keep) == [144, 146, 151, 192, 194, 199]
+
+
+def test_shared_controls_read_the_group_and_sample_no_more():
+    parts = Parts.of(8, 32)
+    assert (parts.fresh_size, parts.samples, parts.controls) == (0, 40, parts.group)
+    assert subset_rows(parts, [1], parts.controls, first_of(torch.tensor([3]), 8)) == [40, 41, 42]
+    assert is_control("fresh_cost") and is_control("fresh_count@0.25") and not is_control("anchored/head@0.25")
+
+
+def _chosen_on_coin_groups(controls: str, prompts: int = 3000):
+    """The subsets of ``prompts`` groups of 8 whose rollouts are right with the prompt's own pass rate (and, with
+    fresh controls, 8 more of the same), chosen by the default rule reading a perfect oracle."""
+    gen = torch.Generator().manual_seed(3)
+    cfg = GradProbeConfig(policy="tiny", oracle_aucs=[1.0], paper_rule=False, controls=controls, detect_length=4,
+                          max_tokens=32)
+    parts = cfg.parts
+    rate = torch.rand(prompts, 1, generator=gen)
+    correct = (torch.rand(prompts, parts.samples, generator=gen) < rate).float()
+    pool = (torch.rand(4096, generator=gen) < 0.5).float()
+    noise = torch.Generator().manual_seed(4)
+    calibrator = fit_calibrator(oracle_scores(pool, 1.0, noise), pool, 64)
+    group = correct[:, parts.group]
+    scorers = {"head": (calibrator, oracle_scores(group.flatten(), 1.0, noise).view(group.shape))}
+    lengths = torch.full(group.shape, 32)
+    chosen = choose_subsets(cfg, parts, scorers, torch.ones(group.shape, dtype=torch.bool), lengths,
+                            cfg.compared_rules)
+    return chosen, correct
+
+
+def _positive_share(part_keep, correct):
+    part, keep = part_keep
+    sub = correct[:, part]
+    return (sub * keep).sum(1) / keep.sum(1)
+
+
+def test_a_shared_control_measures_what_a_fresh_one_does_with_less_noise_in_the_difference():
+    """Rollouts sampled alike are exchangeable: the first G' of a group are distributed as G' of the control's
+    own, so its mean measure is the fresh control's; paired with the rule on the same draws, the per-prompt
+    difference to the rule varies less."""
+    shared, correct_s = _chosen_on_coin_groups("shared")
+    fresh, correct_f = _chosen_on_coin_groups("fresh")
+    # G' is measured on the rule's decisions, whatever part the controls read (the draws differ: 8 + 8 per prompt)
+    assert shared.cost_matched[0.5] == pytest.approx(fresh.cost_matched[0.5], rel=0.01)
+    rule = compared_rules()[0] + "/head"
+    spreads = {}
+    for name, chosen, correct in (("shared", shared, correct_s), ("fresh", fresh, correct_f)):
+        control = _positive_share(chosen.subsets["fresh_cost"], correct)
+        group = correct[:, chosen.subsets["all"][0]].mean(1)
+        # the control's positive share is unbiased for the prompt's own pass rate, as the whole group's is
+        assert float((control - group).mean()) == pytest.approx(0.0, abs=0.015), name
+        spreads[name] = float((_positive_share(chosen.subsets[rule], correct) - control).std())
+    assert spreads["shared"] < 0.8 * spreads["fresh"]
 
 
 def test_the_cost_matched_control_decodes_what_pruning_decodes():
@@ -188,6 +244,7 @@ def test_the_preset_takes_the_trainers_defaults():
     ("keep_ratio=0.3", "keep_ratio=0.3 of group_size=8 gives κG=2.4"),
     ("rules=[group,nope]", "rules=['group', 'nope']: choose among"),
     ("oracle_aucs=[0.4]", "oracle_aucs=[0.4]: distinct AUCs in [0.5, 1]"),
+    ("controls=both", "controls='both'; choose one of ['shared', 'fresh']"),
     ("detect_length=48", "detect_length must be >= 1 and < max_tokens=48"),
     ("policy=/nonexistent", "policy='/nonexistent': not a transformers model directory"),
 ])

@@ -26,7 +26,7 @@ def test_each_policys_probe_gets_a_table_and_the_headline_rows(tmp_path: Path):
     assert text.index("### a_first") < text.index("### tiny")
     perfect = subset_title(probe, f"{compared_rules()[0]}/oracle_1")
     for policy in ("a_first", "tiny"):  # per baseline a row per measure for the default rule reading a perfect oracle
-        assert text.count(f"| {policy} | {perfect} | fresh G' (cost-matched) |") == len(measures(probe))
+        assert text.count(f"| {policy} | {perfect} | G' unpruned (cost-matched) |") == len(measures(probe))
         assert text.count(f"| {policy} | {perfect} | random κG |") == len(measures(probe))
     assert "does not" not in text and ("not detectable at ±" in text or "beyond its interval" in text)
     assert f"`{probe['command']}`: 2 batches × 2 prompts" in text

@@ -57,6 +57,9 @@ class AdviseSettings:
     ``algo.max_response_tokens``)."""
     trainable_layers: int | None = None
     """Take the gradient over the top this-many decoder blocks only (None: ``model.trainable_layers``)."""
+    oracle_aucs: list[float] = field(default_factory=lambda: [1.0])
+    """AUCs of the oracle scorers (the outcome plus noise) probed beside the head; AUC 1 always (it tells "the
+    head cannot rank" from "choosing cannot pay here"), others to read the probe against a training ladder."""
     gpu: GpuSetting = field(default_factory=GpuSetting)
     """The GPU setting the saving is modelled for."""
 
@@ -68,6 +71,8 @@ class AdviseSettings:
             raise ConfigError(f"advise.minutes must be > 0 or null, got {self.minutes}")
         if self.detect_lengths is not None and (not self.detect_lengths or min(self.detect_lengths) < 1):
             raise ConfigError(f"advise.detect_lengths={self.detect_lengths}: lengths >= 1, or null")
+        if not self.oracle_aucs or not all(0.5 <= auc <= 1.0 for auc in self.oracle_aucs):
+            raise ConfigError(f"advise.oracle_aucs={list(self.oracle_aucs)}: AUCs in [0.5, 1]")
         if self.gpu.prompts < 1 or self.gpu.slots < 1:
             raise ConfigError(f"advise.gpu.prompts and advise.gpu.slots must be >= 1, got {self.gpu.prompts}, "
                               f"{self.gpu.slots}")
@@ -99,6 +104,11 @@ class AdviseConfig(RunConfig):
         return sorted({max(1, length // 2), length, *([2 * length] if 2 * length < self.algo.max_response_tokens
                                                       else [])})
 
+    @property
+    def oracle_aucs(self) -> list[float]:
+        """The oracles probed: ``advise.oracle_aucs`` in order, AUC 1 among them."""
+        return list(dict.fromkeys([*self.advise.oracle_aucs, 1.0]))
+
     def probe(self, policy: str = "run") -> GradProbeConfig:
         """The gradient probe of this run: its G, κ (and ``advise.keep_ratios``), rule, L_detect, sampling, loss,
         head and reward; the perfect oracle beside the head; no held-out margin (the cosine decides)."""
@@ -109,7 +119,7 @@ class AdviseConfig(RunConfig):
                 policy=policy, cache_dir=self.model.cache_dir, group_size=algo.group_size,
                 keep_ratio=self.pruning.keep_ratio, extra_keep_ratios=extra,
                 reference_rollouts=a.reference_rollouts, batches=a.batches, prompts_per_batch=a.prompts_per_batch,
-                head_prompts=a.head_prompts, oracle_aucs=[1.0], default_rule=self.pruning.balance_target,
+                head_prompts=a.head_prompts, oracle_aucs=self.oracle_aucs, default_rule=self.pruning.balance_target,
                 paper_rule=False, detect_length=self.engine.detect_length, max_tokens=algo.max_response_tokens,
                 temperature=algo.temperature, loss_agg_mode=algo.loss_agg_mode, margin=False,
                 adamw_lr=algo.lr, engine_dtype=self.engine.dtype or "float32",

@@ -5,7 +5,7 @@ length (:mod:`.lengths`), the gradient probe against the cost-matched control at
 
 Decisions:
 - **One sampling for everything**: the head prompts' G rollouts (the cold start a run would have, fitting the head
-  and its calibrator) and the batches' G + G + R rollouts come from one engine; the AUC table re-reads their hidden
+  and its calibrator) and the batches' G + R rollouts (the controls share the group's) come from one engine; the AUC table re-reads their hidden
   states at each L with transformers, the probe reads the engine's at L_detect.
 - **The budget**: ``advise.minutes`` counts from the command's start. The batches' generation is sized to half the
   time the head prompts' generation leaves, at the rate that generation ran (:func:`budget_batches`); the gradient
@@ -28,7 +28,7 @@ from arrol_pl.analysis.advise.verdict import candidates, decide, tables, verdict
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig, training_problems
 from arrol_pl.analysis.grad_probe.rollouts import Rollouts, sample_rollouts
 from arrol_pl.analysis.grad_probe.run import GradProbeJob, _finite, choose, load_policy, probe_rollouts
-from arrol_pl.analysis.grad_probe.subsets import Parts, kappa_key
+from arrol_pl.analysis.grad_probe.subsets import kappa_key
 
 
 @dataclass(kw_only=True)
@@ -50,7 +50,7 @@ def run_advise(job: AdviseJob) -> dict[str, Any]:
     policy = policy_directory(run)
     probe_cfg = run.probe(str(policy))
     head_problems, batch_problems = training_problems(probe_cfg)
-    parts = Parts(probe_cfg.group_size, probe_cfg.group_size, probe_cfg.reference_rollouts)
+    parts = probe_cfg.parts
     prompt_format = run.data.prompt_format()
     job.out.mkdir(parents=True, exist_ok=True)
     deadline = None if run.advise.minutes is None else start + 60 * run.advise.minutes

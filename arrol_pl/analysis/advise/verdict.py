@@ -1,9 +1,9 @@
 """The advice itself, from what was measured: per κ probed, the default rule reading the quality head against the
-control that costs the same generation (fresh G', :mod:`arrol_pl.analysis.grad_probe.subsets`), then one verdict.
+control that costs the same generation (G' rollouts without pruning, :mod:`arrol_pl.analysis.grad_probe.subsets`), then one verdict.
 
 Decisions:
-- **The cost-matched control decides.** Pruning G rollouts to κ spends the generation of G' full ones; if G' fresh
-  rollouts give an update at least as aligned with the reference gradient, pruning buys nothing that dropping to G'
+- **The cost-matched control decides.** Pruning G rollouts to κ spends the generation of G' full ones; if G'
+  rollouts without pruning give an update at least as aligned with the reference gradient, pruning buys nothing that dropping to G'
   rollouts would not. The measure is the cosine to the reference gradient, paired by batch.
 - **Several κ, one family.** Each κ's comparison is judged on a Bonferroni-corrected two-sided 95 % t interval
   (α = 0.05 / the number of κ, batches − 1 degrees of freedom), and its null is stated with the smallest difference
@@ -12,7 +12,7 @@ Decisions:
   interval. *Don't prune* when none is ahead and either the run's own κ is behind beyond its interval, or the head
   cannot rank a group's rollouts at L_detect: the 95 % interval of its AUC within groups (groups resampled) lies
   below the discrimination gate's threshold (``pruning.gate_auc``, 0.6 when unset). Such a head keeps a subset close
-  to a random one, which trains like the count-matched κG, while G' > κG fresh rollouts cost the same. *Don't*
+  to a random one, which trains like the count-matched κG, while G' > κG rollouts without pruning cost the same. *Don't*
   means: train G' rollouts per prompt without pruning, which costs what pruning would. Otherwise *undecided*, with
   the batches that would detect a difference of the size measured at the run's κ.
 - **Words no stronger than the statistics**: a comparison inside its interval is "not detectable at ±MDE (80 %
@@ -47,8 +47,8 @@ def judged(diff: dict[str, Any], comparisons: int) -> dict[str, Any]:
 
 def candidates(probe: dict[str, Any], kappas: list[float], run_kappa: float,
                saving: dict[float, dict]) -> list[dict[str, Any]]:
-    """Per κ: the default rule reading the head against fresh G' and random κG (cosine), the perfect oracle against
-    fresh G', G', and the modelled saving."""
+    """Per κ: the default rule reading the head against G' unpruned and random κG (cosine), the perfect oracle
+    against G', G', and the modelled saving."""
     rule, out = probe["default_rule"], []
     for kappa in kappas:
         key = kappa_key(f"{rule}/head", kappa, run_kappa)
@@ -99,7 +99,7 @@ def decide(rows: list[dict[str, Any]], run_kappa: float, detect_length: int, bat
     if ahead:
         pick = max(ahead, key=lambda r: r["saving"]["machine"].get("seconds", r["saving"]["machine"]["steps"]))
         v = pick["vs_cost_matched"]
-        why.append(f"at κ = {pick['keep_ratio']:g} its update beats G' = {pick['cost_matched']:.1f} fresh rollouts "
+        why.append(f"at κ = {pick['keep_ratio']:g} its update beats G' = {pick['cost_matched']:.1f} rollouts without pruning "
                    f"by {v['mean']:+.3f} cosine, beyond ±{v['margin']:.3f}")
         return {"verdict": "prune", "keep_ratio": pick["keep_ratio"], "detect_length": detect_length,
                 "rule": pick["rule"], "saving": pick["saving"], "why": why}
@@ -108,9 +108,9 @@ def decide(rows: list[dict[str, Any]], run_kappa: float, detect_length: int, bat
     if v["standing"] == "behind" or cannot_rank:
         if cannot_rank:
             why.append(f"the interval lies below {gate:g}, the AUC the discrimination gate asks for: the head cannot "
-                       f"rank a group's rollouts, so its survivors train like a random κG, while G' = {g:.1f} fresh "
+                       f"rank a group's rollouts, so its survivors train like a random κG, while G' = {g:.1f} "
                        "rollouts cost what pruning does")
-        why.append(f"at κ = {run_kappa:g} pruning against G' = {g:.1f} fresh rollouts: {_fmt(v['mean'], '+.3f')} "
+        why.append(f"at κ = {run_kappa:g} pruning against G' = {g:.1f} rollouts without pruning: {_fmt(v['mean'], '+.3f')} "
                    f"cosine, {_standing(v)}; no κ probed is ahead of its G'")
         oracle = run["oracle_vs_cost_matched"]
         if oracle is not None:
@@ -172,6 +172,6 @@ def tables(rows: list[dict[str, Any]], aucs: list[dict[str, Any]]) -> list[str]:
                      f"{m['seconds']:.2f}×" if "seconds" in m else "n/a", f"{g['steps']:.2f}–{g['tokens']:.2f}×",
                      f"{m['trained']:.2f}×"])
     return [*lines, "", *table_lines(
-        ["κ", "rule", "G' (cost-matched)", "cosine − fresh G' ± SE", "judged (Bonferroni, 95 %)",
+        ["κ", "rule", "G' (cost-matched)", "cosine − G' ± SE", "judged (Bonferroni, 95 %)",
          "cosine − random κG", "generation here", "generation, GPU setting (steps–tokens)", "fewer trained tokens"],
         body)]

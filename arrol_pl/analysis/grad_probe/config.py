@@ -37,6 +37,9 @@ SCHEMA = "grad_probe_schema"
 """The name ``conf/grad_probe.yaml`` selects first in its defaults list."""
 NAMED_POLICIES = ("tiny", "smollm2")
 ENGINE_DTYPES = ("float32", "bfloat16", "float16")
+CONTROL_SOURCES = ("shared", "fresh")
+"""Where the controls without pruning take their rollouts (``controls``): the group's own first ones, or G of their
+own."""
 
 
 @dataclass
@@ -77,6 +80,10 @@ class GradProbeConfig:
     """B of the calibrators; None: one bin per 32 rollouts a calibrator is fitted on, at most 128."""
     heldout_samples: int = AlgoConfig.group_size
     """Rollouts per held-out problem; the margin reads the problems that got both outcomes."""
+    controls: str = "shared"
+    """Where the controls without pruning (κG, G') take their rollouts: ``shared``, the first of each group's own
+    (sampled alike, so distributed as rollouts sampled for the control alone; paired with the rules on the same
+    draws, the differences are sharper); ``fresh``, G more per prompt of their own."""
     oracle_aucs: list[float] = field(default_factory=lambda: [0.7, 0.9, 1.0])
     """AUCs of the oracle scorers (the outcome plus noise) the survival rules read beside the head."""
     default_rule: str | None = None
@@ -155,6 +162,8 @@ class GradProbeConfig:
         for key in ("temperature", "sgd_step", "adamw_lr"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{key} must be > 0, got {getattr(self, key)}")
+        if self.controls not in CONTROL_SOURCES:
+            raise ConfigError(f"controls={self.controls!r}; choose one of {list(CONTROL_SOURCES)}")
         if self.engine_dtype not in ENGINE_DTYPES:
             raise ConfigError(f"engine_dtype={self.engine_dtype!r}; choose one of {list(ENGINE_DTYPES)}")
         if self.loss_agg_mode not in LOSS_AGG_MODES:
@@ -173,6 +182,14 @@ class GradProbeConfig:
         from arrol_pl.analysis.grad_probe.subsets import compared_rules
 
         return compared_rules(self.rules, self.default_rule, self.paper_rule)
+
+    @property
+    def parts(self):
+        """Where each batch prompt's sampled rollouts go (:class:`~arrol_pl.analysis.grad_probe.subsets.Parts`: the
+        group, the controls' own with ``controls=fresh``, the reference)."""
+        from arrol_pl.analysis.grad_probe.subsets import Parts
+
+        return Parts.of(self.group_size, self.reference_rollouts, self.controls)
 
     @property
     def keep_ratios(self) -> list[float]:

@@ -3,9 +3,9 @@ every batch's groups, every subset's gradient and measures per batch; then ``gra
 
 Decisions:
 - **Three sets of prompts, disjoint.** Training problems drawn with the seed: the first ``head_prompts`` (G
-  rollouts each) fit the scorers' calibrators and the head; the next ``batches × prompts_per_batch`` (G + G + R
-  rollouts each: the group, the fresh part, the reference) give the gradients. The first ``data.num_heldout`` held-out problems (``heldout_samples`` rollouts
-  each) measure the margin.
+  rollouts each) fit the scorers' calibrators and the head; the next ``batches × prompts_per_batch`` (G + R
+  rollouts each: the group and the reference; G more for the controls with ``controls=fresh``) give the gradients.
+  The first ``data.num_heldout`` held-out problems (``heldout_samples`` rollouts each) measure the margin.
 - **One policy, unchanged.** Every gradient is taken at the policy that sampled the rollouts; a measured step is
   undone before the next (:func:`~arrol_pl.analysis.grad_probe.gradients.after_step`), and AdamW's weight decay is the
   trainer's (``algo.weight_decay``, 0 by default: the step is the gradient's alone).
@@ -32,15 +32,16 @@ from arrol_pl.analysis.grad_probe.gradients import after_step, mean_log_probs, s
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference, summary
 from arrol_pl.analysis.grad_probe.rollouts import (Rollouts, fit_scorers, policy_directory, sample_rollouts,
                                                    scorer_quality)
-from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, cost_matched_size, decoded_tokens, first_of,
-                                                  fresh_counts, kappa_key, pruner_params, subset_rows, survivors)
+from arrol_pl.analysis.grad_probe.subsets import (CONTROLS, Parts, balance, cost_matched_size, decoded_tokens,
+                                                  first_of, fresh_counts, is_control, kappa_key, pruner_params,
+                                                  subset_rows, survivors)
 from arrol_pl.analysis.grad_probe.tables import difference_table, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat
 from arrol_pl.train.config.run import AlgoConfig
 
-BASELINES = ("random", "fresh_count", "fresh_cost")
+BASELINES = ("random", *CONTROLS)
 """The subsets every other is compared with, paired by batch, at the other's κ: random pruning (survival κ), the
 count-matched fresh κG and the cost-matched fresh G' (:mod:`.subsets`)."""
 MARGINS = ("margin_unit", "margin_adamw")
@@ -81,7 +82,7 @@ class Chosen:
 
 def choose_subsets(config: GradProbeConfig, parts: Parts, scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]],
                    eligible: torch.Tensor, lengths: torch.Tensor, rules: list[str]) -> Chosen:
-    """Random pruning and every rule reading every scorer on the groups, the two fresh controls, all G and the
+    """Random pruning and every rule reading every scorer on the groups, the two controls, all G and the
     reference, at every κ. ``eligible, lengths: (P, G)`` of the groups; G' is measured on the default rule's
     decisions reading the head (``rules[0]``)."""
     prompts = eligible.shape[0]
@@ -105,11 +106,11 @@ def choose_subsets(config: GradProbeConfig, parts: Parts, scorers: dict[str, tup
                 subsets[key(f"{rule}/{name}")] = parts.group, survivors(params, scores, eligible, indices)
         default = subsets[key(f"{rules[0]}/head")][1]
         cost_matched[kappa] = cost_matched_size(lengths, default, eligible, config.detect_length)
-        fresh = parts.fresh.stop - parts.fresh.start
+        source = parts.controls
+        size = source.stop - source.start
         count = torch.full((prompts,), config.count_matched_size(kappa))
-        subsets[key("fresh_count")] = parts.fresh, first_of(count, fresh)
-        subsets[key("fresh_cost")] = parts.fresh, first_of(
-            fresh_counts(prompts, cost_matched[kappa], config.seed), fresh)
+        subsets[key("fresh_count")] = source, first_of(count, size)
+        subsets[key("fresh_cost")] = source, first_of(fresh_counts(prompts, cost_matched[kappa], config.seed), size)
     subsets["reference"] = whole(parts.reference)
     return Chosen(subsets, cost_matched)
 
@@ -169,9 +170,9 @@ def measure_batch(cfg: GradProbeConfig, model, params, probe: Rollouts, parts: P
     aligned = bool(grads["reference"].norm() > 0)
     out = {}
     for key, (part, keep) in chosen.subsets.items():
-        if part == parts.group:  # the group is generated whole: a pruned rollout ran to L_detect
+        if part == parts.group and not is_control(key):  # a pruned group's rollouts ran to L_detect
             tokens = decoded_tokens(lengths[batch][:, part], keep[batch], eligible[batch][:, part], cfg.detect_length)
-        else:  # a control's rollouts are its own: the fresh ones it leaves out are never generated
+        else:  # a run without pruning samples only the rollouts the control keeps
             tokens = (lengths[batch][:, part] * keep[batch]).double().sum(1)
         out[key] = {"cosine": cosine(grads[key], grads["reference"]) if aligned else math.nan,
                     "grad_norm": float(grads[key].double().norm()),
@@ -186,7 +187,7 @@ def run_grad_probe(job: GradProbeJob) -> dict[str, Any]:
     """Generate, fit the scorers, measure every subset on every batch, write ``grad_probe.json`` under ``job.out``
     and print the tables; returns what the JSON holds."""
     cfg = job.config
-    parts = Parts(cfg.group_size, cfg.group_size, cfg.reference_rollouts)
+    parts = cfg.parts
     policy = policy_directory(cfg)
     job.out.mkdir(parents=True, exist_ok=True)
     sets = (job.head_problems, job.batch_problems, *([job.heldout_problems] if cfg.margin else []))
@@ -316,11 +317,14 @@ def probe_account(result: dict[str, Any]) -> str:
     costs = "; ".join(f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}"
                       for k, v in c["by_kappa"].items())
     margin = result["margin"]
+    fresh = f"{s['group_size']} + " if s.get("controls", "fresh") == "fresh" else ""
+    source = "their own" if fresh else "the first of the group's"
     text = (f"{s['measured_batches']} batches x {s['prompts_per_batch']} prompts x ({s['group_size']} + "
-            f"{s['group_size']} + {s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head "
+            f"{fresh}{s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head "
             f"fit on {r['head']['rollouts']} rollouts; default rule: {result['default_rule']}; scorers' AUC pooled / "
             f"within groups (all rollouts): {scorers}; mean length {c['mean_length']:.1f} tokens at L_detect = "
-            f"{c['detect_length']} ({c['eligible_share']:.0%} reach it unfinished); {costs}")
+            f"{c['detect_length']} ({c['eligible_share']:.0%} reach it unfinished); {costs}; the controls' rollouts: "
+            f"{source}")
     if margin is not None:
         text += (f"; margin on {margin['rollouts']} held-out rollouts of {margin['problems']} problems, base "
                  f"{margin['base'] if margin['base'] is None else round(margin['base'], 4)}")

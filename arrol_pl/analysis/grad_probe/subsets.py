@@ -1,17 +1,23 @@
-"""Which rollouts each subset trains on: a prompt's G + G + R rollouts split into its group, a fresh group and the
-reference, the group's survivors under each rule (decided by the project's own decision code), and the two fresh
-controls.
+"""Which rollouts each subset trains on: a prompt's G (+ G) + R rollouts split into its group, the controls' part
+and the reference, the group's survivors under each rule (decided by the project's own decision code), and the two
+controls without pruning.
 
 Decisions:
-- **Disjoint parts.** A prompt's rollouts are sampled alike; the first G are its group (the rules choose among
-  them), the next G the fresh part (the controls take their rollouts from it, none of the group's), the last R the
-  reference. The reference shares no rollout with any subset, so no cosine is raised by a shared one.
-- **Two controls without pruning.** The *count-matched* fresh κG trains on as many rollouts as κ keeps. The
-  *cost-matched* fresh G' decodes as many tokens as pruning does: pruning at κ decodes its survivors whole and the
+- **The reference apart.** A prompt's rollouts are sampled alike; the first G are its group (the rules choose among
+  them), the last R the reference, which shares no rollout with any subset, so no cosine is raised by a shared one.
+- **Two controls without pruning.** The *count-matched* κG trains on as many rollouts as κ keeps. The
+  *cost-matched* G' decodes as many tokens as pruning does: pruning at κ decodes its survivors whole and the
   pruned rollouts up to L_detect, G' = (those tokens per prompt) / L̄ with L̄ the group rollouts' mean length, about
   G·(κ + (1 − κ)·L_detect / L̄) (:func:`cost_matched_size`, measured on the default rule's own decisions). A
-  fractional G' is met on average: each prompt trains on ⌊G'⌋ or ⌈G'⌉ fresh rollouts, drawn with the seed
-  (:func:`fresh_counts`). Both controls read the same fresh rollouts (the count-matched ones are the first κG).
+  fractional G' is met on average: each prompt trains on ⌊G'⌋ or ⌈G'⌉ rollouts, drawn with the seed
+  (:func:`fresh_counts`). Both controls read the first rollouts of their part (the count-matched ones are the
+  first κG).
+- **The controls share the group's rollouts** (``controls=shared``, the default): rollouts sampled alike are
+  exchangeable, so the first G' of a group, taken before any score is read, are distributed as G' rollouts sampled
+  for that prompt alone: the control's expected measures are those of a run that samples G'. Sharing them with the
+  rules' survivors is common random numbers: each paired difference keeps its mean and loses the variance of two
+  independent draws, and a prompt samples G + R rollouts, not
+  2G + R. ``controls=fresh`` gives the controls G rollouts of their own (:attr:`Parts.fresh`), as a check.
 - **Training's decisions.** A rule's survivors are :func:`~arrol_pl.core.pruning.decide_group`'s on h_t made by
   :func:`~arrol_pl.core.pruning.build_pruner_params` from the scorer's calibrator (δ solved over its window, as the
   trainer solves it before a step), with the floor of 2 survivors and rollouts that finished before L_detect kept.
@@ -34,6 +40,8 @@ from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import balance_stats
 from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params, decide_group
 
+CONTROLS = ("fresh_count", "fresh_cost")
+"""The subsets without pruning: the count-matched κG and the cost-matched G' (keys as recorded)."""
 PAPER_RULE = "global"
 """The paper's Eq. 2: one δ for every rollout (``balance_target``)."""
 
@@ -52,11 +60,22 @@ def kappa_key(key: str, kappa: float, keep_ratio: float) -> str:
 
 @dataclass(frozen=True)
 class Parts:
-    """Where a prompt's ``group_size + fresh_size + reference_size`` rollouts go, in sample order."""
+    """Where a prompt's ``group_size + fresh_size + reference_size`` rollouts go, in sample order
+    (``fresh_size`` 0: the controls read the group)."""
 
     group_size: int
     fresh_size: int
     reference_size: int
+
+    @classmethod
+    def of(cls, group_size: int, reference_size: int, controls: str = "shared") -> Parts:
+        """The parts of a probe whose controls are ``controls`` (``shared`` or ``fresh``)."""
+        return cls(group_size, group_size if controls == "fresh" else 0, reference_size)
+
+    @property
+    def controls(self) -> slice:
+        """The rollouts the controls take their first ones from: their own part, else the group."""
+        return self.fresh if self.fresh_size else self.group
 
     @property
     def samples(self) -> int:
@@ -76,9 +95,14 @@ class Parts:
         return slice(self.group_size + self.fresh_size, self.samples)
 
 
+def is_control(key: str) -> bool:
+    """Whether subset ``key`` (at any κ) is a control without pruning: it decodes only the rollouts it keeps."""
+    return key.split("@")[0] in CONTROLS
+
+
 def subset_rows(parts: Parts, prompts: list[int], part: slice, keep: torch.Tensor) -> list[int]:
     """Rows of a generation ordered (prompt, sample) that a subset trains on: the rollouts ``keep: (len(prompts), n)``
-    picks from ``part`` (``parts.group``, ``.fresh`` or ``.reference``) of each of ``prompts``."""
+    picks from ``part`` (``parts.group``, ``.controls`` or ``.reference``) of each of ``prompts``."""
     return [p * parts.samples + part.start + s
             for j, p in enumerate(prompts) for s in keep[j].nonzero().flatten().tolist()]
 

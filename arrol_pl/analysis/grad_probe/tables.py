@@ -1,5 +1,5 @@
 """The probe's Markdown tables, from what ``grad_probe.json`` holds: every subset's measures, and the paired
-differences to a baseline (random κG, the count-matched fresh κG, the cost-matched fresh G') with the mark of a
+differences to a baseline (random κG, the count-matched κG and the cost-matched G' without pruning) with the mark of a
 difference beyond t₀.₉₇₅·SE and the smallest difference the batches could detect at 80 % power."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def kappa_of(summary: dict[str, Any], key: str) -> float:
 
 
 def subset_title(summary: dict[str, Any], key: str) -> str:
-    """A subset's name in the tables: ``all 8``, ``random 4 (survival κ)``, ``fresh G' = 5.3 (cost-matched)``,
+    """A subset's name in the tables: ``all 8``, ``random 4 (survival κ)``, ``G' = 5.3 unpruned (cost-matched)``,
     ``anchored (default) · oracle AUC 0.9``, with ``, κ = 0.25`` where the probe read several κ."""
     s = summary["settings"]
     base, _, at = key.partition("@")
@@ -38,8 +38,8 @@ def subset_title(summary: dict[str, Any], key: str) -> str:
     several = bool(s.get("extra_keep_ratios"))
     cost = summary["costs"]["by_kappa"][f"{kappa:g}"]
     fixed = {"all": f"all {s['group_size']}", "random": f"random {cost['count_matched']} (survival κ)",
-             "fresh_count": f"fresh κG = {cost['count_matched']} (count-matched)",
-             "fresh_cost": f"fresh G' = {cost['cost_matched']:.1f} (cost-matched)",
+             "fresh_count": f"κG = {cost['count_matched']} unpruned (count-matched)",
+             "fresh_cost": f"G' = {cost['cost_matched']:.1f} unpruned (cost-matched)",
              "reference": f"reference ({s['reference_rollouts']})"}
     if base in fixed:
         title = fixed[base]
@@ -112,7 +112,8 @@ def difference_table(summary: dict[str, Any], baseline: str) -> str:
         mde = detectable(diffs["cosine"])
         rows.append([subset_title(summary, key), *cells, "n/a" if mde is None else f"±{mde:.3f}"])
     df = summary["subsets"]["all"]["cosine"]["n"] - 1
-    titles = {"random": "random κG", "fresh_count": "fresh κG (count-matched)", "fresh_cost": "fresh G' (cost-matched)"}
+    titles = {"random": "random κG", "fresh_count": "κG unpruned (count-matched)",
+              "fresh_cost": "G' unpruned (cost-matched)"}
     head = (f"subset − {titles[baseline]} at its κ (paired by batch, df {df}: * beyond t = "
             f"{t_quantile(0.975, max(df, 1)):.2f} SE)")
     return "\n".join(table_lines([head, *(title for _, title in shown), "cosine: detectable at 80 % power"], rows))
