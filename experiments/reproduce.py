@@ -32,11 +32,11 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 - ``screen``    experiments/run.py +exp=smollm2_screen: GRPO, DAPO with refill, ARRoL and ARRoL with the prompt-stage
   screen with SmolLM2 at equal training time, 5 seeds of 12 min per arm (beyond the paper; opt-in, about 5 h);
 - ``pruning_pays`` experiments/run.py +exp=pruning_pays: when pruning pays on the long-chain task at equal training
-  time: GRPO G = 8 and G = 4 (the cost-matched control), random pruning, ARRoL with the head and with an oracle of
-  AUC 1.0, 5 seeds of 4 min each; the oracle ladder and the other scorers go into the same sweep directory
-  (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, several hours);
+  time: GRPO G = 8 and G = 4 (the cost-matched control), random pruning, ARRoL with the head and the oracle ladder
+  (AUC 1.0, 0.9, 0.7), 3 seeds of 4 min each on one core, then experiments/advise.py on the same setting, which the
+  page checks against the runs (conf/exp/pruning_pays.yaml; beyond the paper; opt-in, about 2 h on one core);
 - ``grad_probe`` experiments/grad_probe.py on the tiny policy, then on SmolLM2: on identical rollouts, what choosing
-  which of a group's rollouts to train on does to the policy update (beyond the paper; opt-in, about 35 min);
+  which of a group's rollouts to train on does to the policy update (beyond the paper; opt-in, about 50 min);
 - ``peers``     experiments/bench_peers.py on the default task and on the long-answer task (as its preset caps vLLM's
   slots, and with every rollout in flight, as TRL's transformers generation decodes): the project's GRPO and
   ARRoL steps beside TRL's GRPOTrainer (when trl is installed) and GRPO's generation against vLLM as shipped (beyond
@@ -76,6 +76,13 @@ OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "o
 ONE_CORE = ["OMP_NUM_THREADS=1", "VLLM_CPU_OMP_THREADS_BIND=0"]
 """An equal-time sweep's runs on one core, one thread: with two, OpenMP's spin-waits make step times 3-10x longer
 whenever anything else runs on a 2-core machine, and the arms would pay for it unequally."""
+PRUNING_PAYS_SEEDS = ["trainer.seed=0,1,2"]
+PRUNING_PAYS_LADDER = ["arm=oracle", "pruning.oracle_auc=0.9,0.7"]
+PRUNING_PAYS_ADVICE = ["arm=arrol", "hydra.mode=RUN", "advise.oracle_aucs=[0.7,0.9]", "advise.batches=64"]
+"""Section 13 as the page shows it: the study's arms and the oracle ladder over 3 seeds, each run on one core (two
+sweeps side by side on a 2-core machine: ``taskset -c <core>`` and ``VLLM_CPU_OMP_THREADS_BIND=<core>`` each), then
+``arrol advise`` on the same setting (its ARRoL arm, one run rather than the preset's sweep) with the ladder's
+oracles, which the page sets beside the runs."""
 SMOLLM2_TASK = ["policy=smollm2", "data=arithmetic_fewshot", "max_tokens=32", "temperature=0.8"]
 """SmolLM2-135M-Instruct on held-out one-step problems at T = 0.8, answers of at most 32 tokens."""
 PRETRAINED_PROBE = [*SMOLLM2_TASK, "data.num_heldout=256", "samples=8", "fractions=[1/8,1/4,3/8,1/2]"]
@@ -89,12 +96,12 @@ VOTES32_PROBE = [*SMOLLM2_TASK, "data.num_heldout=160", "samples=32", "dtype=bfl
 GRAD_PROBES = {
     "tiny": ["policy=tiny", "batches=32", "head_prompts=256", "data.num_heldout=64", "rules=[group,spread]"],
     "smollm2": [*SMOLLM2_TASK, "detect_length=4", "trainable_layers=2", "engine_dtype=bfloat16", "margin=false",
-                "oracle_aucs=[1.0]", "batches=40", "reference_rollouts=16", "head_prompts=64"],
+                "oracle_aucs=[1.0]", "batches=80", "reference_rollouts=16", "head_prompts=64"],
 }
 """The gradient probe per policy (``grad_probe``, one directory each): on the tiny policy 32 batches, with the
 per-group and spread rules beside the default and Eq. 2; on SmolLM2 its few-shot task at L_detect = 4, the gradient
-over the top 2 decoder blocks that the SmolLM2 runs train, 40 batches of the cosine alone (no margin, the perfect
-oracle and the head), enough for at least 32 with a reference gradient."""
+over the top 2 decoder blocks that the SmolLM2 runs train, 80 batches of the cosine alone (no margin, the perfect
+oracle and the head): the default rule against the cost-matched G' to a detectable difference of about 0.05."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -158,8 +165,11 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
         "online_spread": [py, "experiments/run.py", "+exp=smollm2_online_spread",
                           f"hydra.sweep.dir={out / 'online_spread'}"],
         "screen": [py, "experiments/run.py", "+exp=smollm2_screen", f"hydra.sweep.dir={out / 'screen'}"],
-        "pruning_pays": ["env", *ONE_CORE, py, "experiments/run.py", "+exp=pruning_pays",
-                         f"hydra.sweep.dir={out / 'pruning_pays'}"],
+        "pruning_pays": [["env", *ONE_CORE, py, "experiments/run.py", "+exp=pruning_pays", *PRUNING_PAYS_SEEDS,
+                          f"hydra.sweep.dir={out / 'pruning_pays'}", *arms]
+                         for arms in ([], PRUNING_PAYS_LADDER)]
+                        + [[py, "experiments/advise.py", "+exp=pruning_pays", *PRUNING_PAYS_ADVICE,
+                            f"hydra.run.dir={out / 'pruning_pays_advice'}"]],
         "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_eq2,random",
                     f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
     }

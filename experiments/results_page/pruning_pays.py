@@ -55,6 +55,7 @@ from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
 from arrol_pl.train.records.summary import RunSummary
 
 from .common import NOT_DISTINGUISHABLE, Claim
+from .probe_ladder import probe_ladder_part
 from .ladder import at_or_above, break_even, distinguished, headline_text, ladder_name, plot_break_even, slope_text
 from .study_arms import (BASELINE, CONTROL, POOLED, SCORERS, Arm, AucReading, credited_share, curve, median_share,
                          named, reach_shares, share_text, study_arms, versus)
@@ -165,7 +166,7 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
                   f"![held-out accuracy vs training seconds, each arm's seeds as a band]"
                   f"({target.relative_to(page_dir)})"]
     more, claims = break_even_part(arms, base, control, diffs, figures, page_dir)
-    lines += more + reach_part(arms, base)
+    lines += more + reach_part(arms, base) + probe_ladder_part(root, arms)
     claims = fig4_claims(arms, diffs, c.get("engine", {}).get("detect_length")) + control_claims(arms, control) + claims
     return lines + ["", "### Verdicts", "", *(f"- {claim.line()}" for claim in claims)], claims
 

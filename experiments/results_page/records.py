@@ -52,7 +52,8 @@ SECTION_RECORDS: dict[str, tuple[str, ...]] = {
     "online_balance": ("online_balance/*/summary.json", "online_balance/*/history.jsonl"),
     "online_spread": ("online_spread/*/summary.json",),
     "screen": ("screen/*/summary.json",),
-    "pruning_pays": ("pruning_pays/*/summary.json", "pruning_pays/*/history.jsonl"),
+    "pruning_pays": ("pruning_pays/*/summary.json", "pruning_pays/*/history.jsonl", "pruning_pays_advice/advice.json",
+                     "pruning_pays_advice/grad_probe.json"),
     "grad_probe": ("grad_probe/*/grad_probe.json",),
     "peers": ("peers/*/peers.json",),
 }

@@ -13,6 +13,7 @@ from arrol_pl.analysis.runs import sweep_runs
 from arrol_pl.train.records.summary import RunSummary
 
 from results_page.page import SECTION_KEYS, build_page
+from results_page.probe_ladder import ADVICE
 from results_page.pruning_pays import (Arm, break_even, named, oracle_ladders, point_label, reach_shares, scorer_points,
                                        section_pruning_pays, study_arms, versus)
 
@@ -381,10 +382,68 @@ def test_reproduce_runs_the_study_as_an_opt_in_part_feeding_section_13(tmp_path:
     reproduce = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reproduce)
     assert "pruning_pays" in reproduce.OPT_IN and reproduce.PART_SECTIONS["pruning_pays"] == ("pruning_pays",)
-    argv = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["pruning_pays"]
-    assert argv[:3] == ["env", *reproduce.ONE_CORE], "an equal-time sweep runs on one core, one thread"
-    assert argv[4:] == ["experiments/run.py", "+exp=pruning_pays", f"hydra.sweep.dir={tmp_path / 'pruning_pays'}"]
+    sweep, ladder, advice = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["pruning_pays"]
+    for argv in (sweep, ladder):
+        assert argv[:3] == ["env", *reproduce.ONE_CORE], "an equal-time sweep runs on one core, one thread"
+        assert argv[4:7] == ["experiments/run.py", "+exp=pruning_pays", "trainer.seed=0,1,2"]
+        assert f"hydra.sweep.dir={tmp_path / 'pruning_pays'}" in argv  # the ladder joins the study's sweep
+    assert ladder[-2:] == ["arm=oracle", "pruning.oracle_auc=0.9,0.7"]
+    assert advice[1:3] == ["experiments/advise.py", "+exp=pruning_pays"]
+    assert advice[-1] == f"hydra.run.dir={tmp_path / 'pruning_pays_advice'}"
     page = tmp_path / "results.md"
     page.write_text("# Results\n")
     args = reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "pruning_pays", "page"])
     assert reproduce.page_sections(args) == ["--sections", "pruning_pays"]
+
+
+def write_advice(root: Path, probe_diffs: dict[str, tuple[float, float]]) -> None:
+    """``arrol advise``'s record on the study's setting: its verdict and its probe's cosine differences to the
+    cost-matched G' (subset → mean, SE over 40 batches)."""
+    out = root / ADVICE
+    out.mkdir(parents=True)
+    (out / "advice.json").write_text(json.dumps({"command": "python experiments/advise.py +exp=pruning_pays",
+                                                 "verdict_line": "Undecided: measure more batches."}))
+    scorers = {"head": 0.55, "oracle_1": 1.0, "oracle_0.9": 0.9, "oracle_0.7": 0.7}
+    # random κG is a baseline: the probe records its cosine per batch, not its difference to G'
+    mean, se = probe_diffs.pop("random")
+    spread = se * 39 ** 0.5  # ± spread on alternate batches: SE spread·√(40/39)/√40
+    per_batch = {"random": [0.5 + mean + spread * (-1) ** i for i in range(40)], "fresh_cost": [0.5] * 40}
+    (out / "grad_probe.json").write_text(json.dumps({
+        "default_rule": "anchored", "settings": {"keep_ratio": 0.5, "measured_batches": 40},
+        "costs": {"by_kappa": {"0.5": {"cost_matched": 4.7}}},
+        "scorers": {name: {"auc": auc, "within_auc": auc} for name, auc in scorers.items()},
+        "differences": {"fresh_cost": {key: {"cosine": {"mean": mean, "se": se, "n": 40, "df": 39}}
+                                       for key, (mean, se) in probe_diffs.items()}},
+        "subsets": {key: {"per_batch": {"cosine": values}} for key, values in per_batch.items()}}))
+
+
+def test_the_advice_is_set_beside_the_training_runs_and_disagreements_are_named(study: Path, tmp_path: Path):
+    """Against GRPO G = 4 the runs stand at: oracle 1.0 +0.10, 0.9 +0.08, 0.8 +0.06, 0.7 0.00, the head +0.03 (all
+    ahead beyond ±0.023 but 0.7), random -0.01 (inside)."""
+    write_advice(study, {"anchored/oracle_1": (0.10, 0.01), "anchored/oracle_0.9": (0.05, 0.01),
+                         "anchored/oracle_0.7": (-0.005, 0.01), "anchored/head": (-0.01, 0.02),
+                         "random": (-0.02, 0.01)})
+    lines, _ = section_pruning_pays(study, tmp_path / "figures", tmp_path)
+    text = "\n".join(lines)
+    part = text.split("### The advice against the training runs")[1]
+    assert '"Undecided: measure more batches."' in part and "G' = 4.70 rollouts without pruning" in part
+    rows = {line.split(" | ")[0].strip("| `"): line for line in part.splitlines() if line.startswith("| `arm=")}
+    assert list(rows) == ["arm=oracle", "arm=oracle pruning.oracle_auc=0.9", "arm=oracle pruning.oracle_auc=0.7",
+                          "arm=arrol", "arm=random"]
+    assert rows["arm=oracle"].endswith("| agree |") and "+0.100 ± 0.010: **ahead**" in rows["arm=oracle"]
+    assert rows["arm=oracle pruning.oracle_auc=0.9"].endswith("| agree |")
+    assert rows["arm=oracle pruning.oracle_auc=0.7"].endswith("| agree (both nulls) |")
+    assert rows["arm=arrol"].endswith("| **disagrees** |")  # the probe's null below 0, the runs ahead
+    assert "not distinguishable (could detect ±" in rows["arm=arrol"]
+    assert rows["arm=random"].endswith("| agree (both nulls) |")  # -0.02 inside t₀.₉₇₅(39)·0.01 = ±0.020
+    assert "the probe 1 > 0.9 > 0.7, training 1 > 0.9 > 0.7 (the same order;" in part
+    assert ("Opposite signs, one side beyond its interval: `arm=arrol`. The same sign, one side beyond its interval "
+            "and the other not: none. Of 5 rows, 2 agree on a difference both sides distinguish and 2 only in that "
+            "neither side distinguishes one.") in part
+
+
+def test_without_the_advice_the_part_says_how_to_run_it(study: Path, tmp_path: Path):
+    lines, _ = section_pruning_pays(study, tmp_path / "figures", tmp_path)
+    part = "\n".join(lines).split("### The advice against the training runs")[1]
+    assert "Not run (`pruning_pays_advice/` holds no advice" in part
+    assert "`python experiments/reproduce.py --only pruning_pays page`" in part
