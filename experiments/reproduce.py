@@ -101,7 +101,8 @@ GRAD_PROBES = {
 """The gradient probe per policy (``grad_probe``, one directory each): on the tiny policy 32 batches, with the
 per-group and spread rules beside the default and Eq. 2; on SmolLM2 its few-shot task at L_detect = 4, the gradient
 over the top 2 decoder blocks that the SmolLM2 runs train, 80 batches of the cosine alone (no margin, the perfect
-oracle and the head): the default rule against the cost-matched G' to a detectable difference of about 0.05."""
+oracle and the head): the default rule against the cost-matched G' to a detectable difference of about ±0.08
+(±0.05 would take about 185)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
