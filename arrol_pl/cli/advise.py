@@ -8,14 +8,14 @@ Hydra (``conf/advise.yaml``: the trainer's presets and ``advise.*``).
         engine.detect_length=128 advise.gpu.prompts=128 advise.gpu.slots=256
 
 One engine samples G rollouts of ``advise.head_prompts`` training problems (the cold start: they fit the quality head
-and its calibrator) and G + R rollouts of ``advise.batches × advise.prompts_per_batch`` others. It reports the
-head's AUC within groups on all of a group's rollouts at several detection lengths; the mean generated length, so
-what a pruned rollout costs and G', the number of rollouts without pruning that cost what pruning G to κ does; the
-gradient probe at the run's κ and at 0.25 and 0.5, the run's rule reading the head (and a perfect oracle, or the
-oracles of ``advise.oracle_aucs``) against the cost-matched G', the count-matched κG and random κG, with Bonferroni-corrected 95 % t intervals and the
-difference each could detect at 80 % power; the generation saving modelled for this machine and for a GPU setting
-(``advise.gpu``); and one verdict: prune (κ, L_detect, rule, expected speedup), don't (train G' rollouts without
-pruning), or undecided (the batches that would decide).
+and its calibrator) and G + R rollouts of ``advise.batches × advise.prompts_per_batch`` others. It reports the head's
+AUC within groups on all of a group's rollouts at several detection lengths; the mean generated length, so what a
+pruned rollout costs and G', the number of rollouts without pruning that cost what pruning G to κ does; the gradient
+probe at the run's κ and at 0.25 and 0.5, the run's rule reading the head (and a perfect oracle, or the oracles of
+``advise.oracle_aucs``) against the cost-matched G', the count-matched κG and random κG, with Bonferroni-corrected
+95 % t intervals and the difference each could detect at 80 % power; the generation saving modelled for this machine and
+for a GPU setting (``advise.gpu``); and one verdict: prune (κ, L_detect, rule, expected speedup), don't (train G'
+rollouts without pruning), or undecided (the batches that would decide).
 
 Writes ``advice.md``, ``advice.json`` and ``grad_probe.json`` into the run directory (``hydra.run.dir``, default
 ``outputs/advise/<time>``). Every key is the trainer's (``arrol train --help``) or a field of AdviseSettings

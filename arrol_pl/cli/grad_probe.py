@@ -7,20 +7,19 @@ the paper), with Hydra (``conf/grad_probe.yaml``).
         trainable_layers=2 adamw_lr=1e-4 engine_dtype=bfloat16 hydra.run.dir=outputs/grad_probe/smollm2
 
 Per prompt of ``batches × prompts_per_batch`` training problems, the vLLM engine samples G + R rollouts: the group
-and the reference (G + G + R with ``controls=fresh``: the controls' own part too). On the group, subsets are chosen by the project's own decision code: all G,
-random pruning (survival κ), and the default survival rule, the paper's Eq. 2 (``balance_target=global``) and any
-other of ``rules``, each reading the learned quality head (fitted on the hidden state at L_detect of ``head_prompts``
-other problems' rollouts, calibrated on a held-apart share) and oracles of AUC 0.7, 0.9 and 1.0. Each subset's GRPO
-gradient at the sampling policy (ratio 1, no KL, advantages over its own rewards, summed over the batch) is compared
-with the reference gradient over the R rollouts (cosine), and one step of it (plain SGD of length ``sgd_step`` along
-its unit gradient; AdamW's first update at ``adamw_lr``) is scored by the change in the held-out margin: the mean
-per-token log-prob of right answers minus that of wrong answers to the same held-out problem (``margin=false``: not
-measured). Two controls train without pruning, on the first rollouts of the group (or their own with ``controls=fresh``):
-the count-matched κG (as many rollouts as κ keeps)
-and the cost-matched G' (as many decoded tokens as pruning spends: survivors whole, pruned rollouts up to L_detect).
-Means and standard errors are over batches; every subset is compared with random κG and both controls at its κ
-(``extra_keep_ratios``: further κ on the same rollouts), paired by batch, with the smallest difference the batches
-detect at 80 % power.
+and the reference (G + G + R with ``controls=fresh``: the controls' own part too). On the group, subsets are chosen
+by the project's own decision code: all G, random pruning (survival κ), and the default survival rule, the paper's
+Eq. 2 (``balance_target=global``) and any other of ``rules``, each reading the learned quality head (fitted on the
+hidden state at L_detect of ``head_prompts`` other problems' rollouts, calibrated on a held-apart share) and oracles
+of AUC 0.7, 0.9 and 1.0. Each subset's GRPO gradient at the sampling policy (ratio 1, no KL, advantages over its own
+rewards, summed over the batch) is compared with the reference gradient over the R rollouts (cosine), and one step of
+it (plain SGD of length ``sgd_step`` along its unit gradient; AdamW's first update at ``adamw_lr``) is scored by the
+change in the held-out margin: the mean per-token log-prob of right answers minus that of wrong answers to the same
+held-out problem (``margin=false``: not measured). Two controls train without pruning, on the first rollouts of the
+group (or their own with ``controls=fresh``): the count-matched κG (as many rollouts as κ keeps) and the cost-matched
+G' (as many decoded tokens as pruning spends: survivors whole, pruned rollouts up to L_detect). Means and standard
+errors are over batches; every subset is compared with random κG and both controls at its κ (``extra_keep_ratios``:
+further κ on the same rollouts), paired by batch, with the smallest difference the batches detect at 80 % power.
 
 Writes ``grad_probe.json`` (settings, the scorers' AUCs, per subset its per-batch values and their mean ± SE, the
 paired differences) into the run directory (``hydra.run.dir``, default ``outputs/grad_probe/<time>``) and prints the

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from arrol_pl.analysis.formatting import table_lines
-from arrol_pl.analysis.grad_probe.tables import (beyond_noise, detectable, difference_table, estimate, measures,
-                                                 spec_of, subset_table, subset_title)
+from arrol_pl.analysis.grad_probe.tables import (beyond_noise, detectable, difference_table, estimate,
+                                                 fresh_controls, measures, spec_of, subset_table, subset_title)
 from arrol_pl.core.metrics import t_quantile
 
 from .common import Claim, load_json
@@ -46,7 +46,7 @@ def setup_line(result: dict[str, Any]) -> str:
                      for name, q in result["scorers"].items() if q["auc"] is not None and q["within_auc"] is not None)
     costs = "; ".join(f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}"
                       for k, v in c["by_kappa"].items())
-    controls = f"{s['group_size']} for the controls + " if s.get("controls", "fresh") == "fresh" else ""
+    controls = f"{s['group_size']} for the controls + " if fresh_controls(s) else ""
     margin = ("" if m is None else f"; the margin read on {m['rollouts']} rollouts of {m['problems']} held-out "
               f"problems with both outcomes; unit SGD step {s['sgd_step']:g}, AdamW lr {s['adamw_lr']:g}")
     return (f"`{result['command']}`: {s['measured_batches']} batches × {s['prompts_per_batch']} prompts, each with "

@@ -45,17 +45,13 @@ def cosine_versus_cost_matched(probe: dict[str, Any], key: str) -> dict[str, Any
     return paired_difference(subsets[key]["per_batch"]["cosine"], subsets["fresh_cost"]["per_batch"]["cosine"])
 
 
-def probe_standing(d: dict[str, Any] | None) -> str | None:
-    """ahead / behind beyond the probe's 95 % t interval, else undetected (None: not measured)."""
-    if d is None or d.get("mean") is None:
-        return None
+def probe_standing(d: dict[str, Any]) -> str:
+    """ahead / behind beyond the probe's 95 % t interval, else undetected."""
     return ("ahead" if d["mean"] > 0 else "behind") if beyond_noise(d) else "undetected"
 
 
-def training_standing(d: PairedDifference | None) -> str | None:
-    """ahead / behind beyond the seeds' 95 % t interval, else undetected (None: not run)."""
-    if d is None:
-        return None
+def training_standing(d: PairedDifference) -> str:
+    """ahead / behind beyond the seeds' 95 % t interval, else undetected."""
     return "ahead" if d.estimate.ahead else "behind" if d.estimate.behind else "undetected"
 
 
@@ -105,37 +101,35 @@ def probe_ladder_part(root: Path, arms: Sequence[Arm]) -> list[str]:
                  f"reading each scorer minus that of G' = {g:.2f} rollouts without pruning (what pruning decodes), "
                  f"beside the training runs' held-out accuracy minus GRPO G = {CONTROL.removeprefix('grpo_g')}'s at "
                  "equal training time; each judged on its own 95 % t interval (over batches; over seeds).")
+    measured = [(arm, auc, p, t) for key, auc, arm in rows_of(probe, arms)
+                if (p := cosine_versus_cost_matched(probe, key)) is not None and p.get("mean") is not None
+                and (t := versus(arm, control)) is not None]
     table, verdicts = [], []
-    for key, auc, arm in rows_of(probe, arms):
-        p, t = cosine_versus_cost_matched(probe, key), versus(arm, control)
+    for arm, auc, p, t in measured:
         ps, ts = probe_standing(p), training_standing(t)
-        if ps is None or ts is None:
-            continue
         verdicts.append((arm, agreement(p, ps, t, ts)))
         table.append([f"`{arm.label}`", "n/a" if auc is None else f"{auc:.3f}",
                       side_cell(p["mean"], p["se"], ps, detectable(p)),
                       side_cell(t.mean, t.se, ts, t.estimate.detectable), verdicts[-1][1]])
     lines += ["", *table_lines(["arm", "probe's scorer AUC within groups", "probe: cosine − G' ± SE",
-                                f"training: held-out − GRPO G = 4 at equal time ± SE", "the two"], table)]
+                                f"training: held-out − GRPO G = {CONTROL.removeprefix('grpo_g')} at equal time ± SE",
+                                "the two"], table)]
     lines.append("")
-    lines.append(ladder_order(probe, arms, control) + " " + summary(verdicts))
+    lines.append(ladder_order(measured) + " " + summary(verdicts))
     return lines
 
 
-def ladder_order(probe: dict[str, Any], arms: Sequence[Arm], control: Arm) -> str:
-    """The oracle ladder's order, highest first, by the probe's mean and by the training runs' mean."""
-    points = []
-    for key, _, arm in rows_of(probe, arms):
-        d, t = cosine_versus_cost_matched(probe, key), versus(arm, control)
-        if arm.oracle_auc is not None and d is not None and t is not None:
-            points.append((f"{arm.oracle_auc:g}", d["mean"], t.mean))
+def ladder_order(measured: Sequence[tuple[Arm, float | None, dict[str, Any], PairedDifference]]) -> str:
+    """The oracle ladder's order, highest first, by the probe's mean and by the training runs' mean (``measured``:
+    the rows both sides measured, as :func:`probe_ladder_part` pairs them)."""
+    points = [(f"{arm.oracle_auc:g}", p["mean"], t.mean) for arm, _, p, t in measured if arm.oracle_auc is not None]
     if len(points) < 2:
         return "The oracle ladder has fewer than two points on both sides."
     by_probe = " > ".join(name for name, _, _ in sorted(points, key=lambda p: -p[1]))
     by_training = " > ".join(name for name, _, _ in sorted(points, key=lambda p: -p[2]))
     same = "the same order" if by_probe == by_training else "different orders"
-    return (f"The oracle ladder by set AUC, best first: the probe {by_probe}, training {by_training} ({same}; the "
-            "means alone, most of them inside their intervals).")
+    return (f"The oracle ladder by set AUC, best first: the probe {by_probe}, training {by_training} ({same}; by the "
+            "means alone, whether or not they are beyond their intervals).")
 
 
 def summary(verdicts: Sequence[tuple[Arm, str]]) -> str:

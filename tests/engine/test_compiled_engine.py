@@ -5,24 +5,16 @@ scores must match transformers as the eager engine's do (``test_engine.py``). vl
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.engine
 
-WORKER = Path(__file__).with_name("compiled_worker.py")
+WORKER = "compiled_worker.py"
+"""The script that starts and measures the engine in a process of its own (``run_worker``)."""
 
 
-def test_compiled_engine_features_match_transformers(tiny_model_dirs):
-    done = subprocess.run([sys.executable, str(WORKER), str(tiny_model_dirs["policy"]),
-                           str(tiny_model_dirs["max_model_len"])], capture_output=True, text=True, timeout=600)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+def test_compiled_engine_features_match_transformers(run_worker):
+    result = run_worker(WORKER)
     assert result["enforce_eager"] is False and result["compilation_mode"] > 0, result
     assert any(result["pruned"]) and not all(result["pruned"])
     assert result["max_feature_error"] < 1e-4, result

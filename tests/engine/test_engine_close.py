@@ -7,23 +7,17 @@ holds one engine (``adapter.claim_sleep_mode``), and a sweep runs each job in a 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).with_name("close_worker.py")
+WORKER = "close_worker.py"
+"""The script that starts and measures the engine in a process of its own (``run_worker``)."""
 
 
 @pytest.mark.engine
 @pytest.mark.subprocess
-def test_a_closed_engine_frees_vllms_objects_and_the_next_one_generates(tiny_model_dirs):
-    done = subprocess.run([sys.executable, str(WORKER), str(tiny_model_dirs["policy"]),
-                           str(tiny_model_dirs["max_model_len"])], capture_output=True, text=True, timeout=600)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+def test_a_closed_engine_frees_vllms_objects_and_the_next_one_generates(run_worker):
+    result = run_worker(WORKER)
     assert result["alive"] == {}, "still alive after close() and a collection, with who holds them: " + json.dumps(
         result["alive"], indent=1)
     closed = "this ArrolEngine is closed (close() released vLLM's engine): start a new ArrolEngine"

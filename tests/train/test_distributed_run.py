@@ -112,6 +112,15 @@ def rank_process(launcher: int, rank: int) -> int | None:
     return None
 
 
+def end_launcher(proc: subprocess.Popen) -> None:
+    """Kill a launcher still running, its torchrun wrapper and the ranks, which run in sessions of their own."""
+    if proc.poll() is None:
+        for wrapper in children(proc.pid):
+            for pid in [*children(wrapper), wrapper]:
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+
+
 def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_command(tmp_path):
     run_dir = tmp_path / "killed"
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
@@ -130,11 +139,7 @@ def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_
                     os.kill(killed, signal.SIGKILL)
         out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
     finally:
-        if proc.poll() is None:  # the ranks run in sessions of their own: end them too
-            for wrapper in children(proc.pid):
-                for pid in [*children(wrapper), wrapper]:
-                    os.kill(pid, signal.SIGKILL)
-            proc.kill()
+        end_launcher(proc)
     assert killed is not None, err[-4000:]
     assert proc.returncode == 128 + signal.SIGKILL, err[-4000:]
 
@@ -180,11 +185,7 @@ def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_pa
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
     finally:
-        if proc.poll() is None:
-            for wrapper in children(proc.pid):
-                for pid in [*children(wrapper), wrapper]:
-                    os.kill(pid, signal.SIGKILL)
-            proc.kill()
+        end_launcher(proc)
     assert None not in ranks, err[-4000:]
     assert proc.returncode == 128 + signal.SIGINT, err[-4000:]
     assert not [pid for pid in ranks if Path(f"/proc/{pid}").exists()], "a rank outlived the launcher"

@@ -5,8 +5,8 @@ length (:mod:`.lengths`), the gradient probe against the cost-matched control at
 
 Decisions:
 - **One sampling for everything**: the head prompts' G rollouts (the cold start a run would have, fitting the head
-  and its calibrator) and the batches' G + R rollouts (the controls share the group's) come from one engine; the AUC table re-reads their hidden
-  states at each L with transformers, the probe reads the engine's at L_detect.
+  and its calibrator) and the batches' G + R rollouts (the controls share the group's) come from one engine; the
+  AUC table re-reads their hidden states at each L with transformers, the probe reads the engine's at L_detect.
 - **The budget**: ``advise.minutes`` counts from the command's start. The batches' generation is sized to half the
   time the head prompts' generation leaves, at the rate that generation ran (:func:`budget_batches`); the gradient
   batches stop when the minutes run out (never before 2), and the advice says how many it measured.

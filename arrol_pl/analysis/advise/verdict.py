@@ -1,10 +1,11 @@
 """The advice itself, from what was measured: per κ probed, the default rule reading the quality head against the
-control that costs the same generation (G' rollouts without pruning, :mod:`arrol_pl.analysis.grad_probe.subsets`), then one verdict.
+control that costs the same generation (G' rollouts without pruning, :mod:`arrol_pl.analysis.grad_probe.subsets`),
+then one verdict.
 
 Decisions:
 - **The cost-matched control decides.** Pruning G rollouts to κ spends the generation of G' full ones; if G'
-  rollouts without pruning give an update at least as aligned with the reference gradient, pruning buys nothing that dropping to G'
-  rollouts would not. The measure is the cosine to the reference gradient, paired by batch.
+  rollouts without pruning give an update at least as aligned with the reference gradient, pruning buys nothing
+  that dropping to G' rollouts would not. The measure is the cosine to the reference gradient, paired by batch.
 - **Several κ, one family.** Each κ's comparison is judged on a Bonferroni-corrected two-sided 95 % t interval
   (α = 0.05 / the number of κ, batches − 1 degrees of freedom), and its null is stated with the smallest difference
   detectable at 80 % power at that α.
@@ -12,9 +13,9 @@ Decisions:
   interval. *Don't prune* when none is ahead and either the run's own κ is behind beyond its interval, or the head
   cannot rank a group's rollouts at L_detect: the 95 % interval of its AUC within groups (groups resampled) lies
   below the discrimination gate's threshold (``pruning.gate_auc``, 0.6 when unset). Such a head keeps a subset close
-  to a random one, which trains like the count-matched κG, while G' > κG rollouts without pruning cost the same. *Don't*
-  means: train G' rollouts per prompt without pruning, which costs what pruning would. Otherwise *undecided*, with
-  the batches that would detect a difference of the size measured at the run's κ.
+  to a random one, which trains like the count-matched κG, while G' > κG rollouts without pruning cost the same.
+  *Don't* means: train G' rollouts per prompt without pruning, which costs what pruning would. Otherwise
+  *undecided*, with the batches that would detect a difference of the size measured at the run's κ.
 - **Words no stronger than the statistics**: a comparison inside its interval is "not detectable at ±MDE (80 %
   power)", never "no difference".
 """
@@ -99,8 +100,8 @@ def decide(rows: list[dict[str, Any]], run_kappa: float, detect_length: int, bat
     if ahead:
         pick = max(ahead, key=lambda r: r["saving"]["machine"].get("seconds", r["saving"]["machine"]["steps"]))
         v = pick["vs_cost_matched"]
-        why.append(f"at κ = {pick['keep_ratio']:g} its update beats G' = {pick['cost_matched']:.1f} rollouts without pruning "
-                   f"by {v['mean']:+.3f} cosine, beyond ±{v['margin']:.3f}")
+        why.append(f"at κ = {pick['keep_ratio']:g} its update beats G' = {pick['cost_matched']:.1f} rollouts without "
+                   f"pruning by {v['mean']:+.3f} cosine, beyond ±{v['margin']:.3f}")
         return {"verdict": "prune", "keep_ratio": pick["keep_ratio"], "detect_length": detect_length,
                 "rule": pick["rule"], "saving": pick["saving"], "why": why}
     v, g = run["vs_cost_matched"], run["cost_matched"]
@@ -110,8 +111,8 @@ def decide(rows: list[dict[str, Any]], run_kappa: float, detect_length: int, bat
             why.append(f"the interval lies below {gate:g}, the AUC the discrimination gate asks for: the head cannot "
                        f"rank a group's rollouts, so its survivors train like a random κG, while G' = {g:.1f} "
                        "rollouts cost what pruning does")
-        why.append(f"at κ = {run_kappa:g} pruning against G' = {g:.1f} rollouts without pruning: {_fmt(v['mean'], '+.3f')} "
-                   f"cosine, {_standing(v)}; no κ probed is ahead of its G'")
+        why.append(f"at κ = {run_kappa:g} pruning against G' = {g:.1f} rollouts without pruning: "
+                   f"{_fmt(v['mean'], '+.3f')} cosine, {_standing(v)}; no κ probed is ahead of its G'")
         oracle = run["oracle_vs_cost_matched"]
         if oracle is not None:
             why.append(f"a perfect scorer against G': {_fmt(oracle['mean'], '+.3f')} cosine ({_standing(oracle)})")

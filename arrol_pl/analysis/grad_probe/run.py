@@ -35,7 +35,7 @@ from arrol_pl.analysis.grad_probe.rollouts import (Rollouts, fit_scorers, policy
 from arrol_pl.analysis.grad_probe.subsets import (CONTROLS, Parts, balance, cost_matched_size, decoded_tokens,
                                                   first_of, fresh_counts, is_control, kappa_key, pruner_params,
                                                   subset_rows, survivors)
-from arrol_pl.analysis.grad_probe.tables import difference_table, subset_table
+from arrol_pl.analysis.grad_probe.tables import difference_table, fresh_controls, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat
@@ -43,7 +43,7 @@ from arrol_pl.train.config.run import AlgoConfig
 
 BASELINES = ("random", *CONTROLS)
 """The subsets every other is compared with, paired by batch, at the other's κ: random pruning (survival κ), the
-count-matched fresh κG and the cost-matched fresh G' (:mod:`.subsets`)."""
+count-matched κG and the cost-matched G' without pruning (:mod:`.subsets`)."""
 MARGINS = ("margin_unit", "margin_adamw")
 """The held-out margin's changes after a step (measured with ``margin=true``)."""
 
@@ -317,7 +317,7 @@ def probe_account(result: dict[str, Any]) -> str:
     costs = "; ".join(f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}"
                       for k, v in c["by_kappa"].items())
     margin = result["margin"]
-    fresh = f"{s['group_size']} + " if s.get("controls", "fresh") == "fresh" else ""
+    fresh = f"{s['group_size']} + " if fresh_controls(s) else ""
     source = "their own" if fresh else "the first of the group's"
     text = (f"{s['measured_batches']} batches x {s['prompts_per_batch']} prompts x ({s['group_size']} + "
             f"{fresh}{s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head "

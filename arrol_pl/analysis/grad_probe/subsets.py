@@ -16,8 +16,8 @@ Decisions:
   exchangeable, so the first G' of a group, taken before any score is read, are distributed as G' rollouts sampled
   for that prompt alone: the control's expected measures are those of a run that samples G'. Sharing them with the
   rules' survivors is common random numbers: each paired difference keeps its mean and loses the variance of two
-  independent draws, and a prompt samples G + R rollouts, not
-  2G + R. ``controls=fresh`` gives the controls G rollouts of their own (:attr:`Parts.fresh`), as a check.
+  independent draws, and a prompt samples G + R rollouts, not 2G + R. ``controls=fresh`` gives the controls G
+  rollouts of their own (:attr:`Parts.fresh`), as a check.
 - **Training's decisions.** A rule's survivors are :func:`~arrol_pl.core.pruning.decide_group`'s on h_t made by
   :func:`~arrol_pl.core.pruning.build_pruner_params` from the scorer's calibrator (δ solved over its window, as the
   trainer solves it before a step), with the floor of 2 survivors and rollouts that finished before L_detect kept.

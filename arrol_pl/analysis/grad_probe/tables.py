@@ -1,6 +1,6 @@
 """The probe's Markdown tables, from what ``grad_probe.json`` holds: every subset's measures, and the paired
-differences to a baseline (random κG, the count-matched κG and the cost-matched G' without pruning) with the mark of a
-difference beyond t₀.₉₇₅·SE and the smallest difference the batches could detect at 80 % power."""
+differences to a baseline (random κG, the count-matched κG and the cost-matched G' without pruning) with the mark
+of a difference beyond t₀.₉₇₅·SE and the smallest difference the batches could detect at 80 % power."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ def measures(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The :data:`MEASURES` this probe recorded."""
     first = next(iter(summary["subsets"].values()))
     return [(key, title) for key, title in MEASURES if key in first]
+
+
+def fresh_controls(settings: dict[str, Any]) -> bool:
+    """Whether a probe's record gave its controls rollouts of their own (``controls=fresh``; a record from before the
+    setting always did)."""
+    return settings.get("controls", "fresh") == "fresh"
 
 
 def kappa_of(summary: dict[str, Any], key: str) -> float:
