@@ -18,10 +18,13 @@ Decisions:
   (:meth:`BinnedCalibrator.within_auc`): what a rule choosing among one prompt's rollouts can use. Groups are
   told apart per ``update`` call, so group 3 of one step is not group 3 of the next.
 - The window's AUCs are those of every rollout before pruning, estimated from the survivors: each row also keeps
-  its survival probability p, apart from its weight (which importance weighting may leave at 1), and a pair counts
-  1/(p_i p_j) (:func:`~arrol_pl.core.metrics.weighted_within_group_auc`). The survivors' own AUC reads the order of
-  what a rule chose to keep: the default rule keeps each group's two ends, and at a true AUC of 0.70 its survivors
-  read 0.74. A row of p = 0 is in the window only by the floor's revival, and counts for no pair.
+  its survival probability p, apart from its weight (which importance weighting may leave at 1), and a pair of one
+  group counts 1/π_ij, the chance both survived the draw (1/(p_i p_j) for independent draws; a fixed-size draw's
+  own, :mod:`~arrol_pl.core.sampling`). Those pairs' sums are taken when their rows arrive and kept on the pair's
+  earlier row (:func:`~arrol_pl.core.metrics.pair_auc_sums`), so the window forgets a pair with its first row;
+  pairs of different groups count 1/(p_i p_j) (drawn apart). The survivors' own AUC reads the order of what a rule
+  chose to keep: the default rule keeps each group's two ends, and at a true AUC of 0.70 its survivors read 0.74.
+  A row of p = 0 is in the window only by the floor's revival, and counts for no pair.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import torch
 
-from arrol_pl.core.metrics import inverse_survival, weighted_within_group_auc
+from arrol_pl.core.metrics import inverse_survival, pair_auc_sums, pooled_auc
 
 _GROUP_SPAN = 2**32
 """Group keys are ``update call × _GROUP_SPAN + group``; rows given no group get keys of their own from
@@ -100,13 +103,16 @@ class BinnedCalibrator:
         self.num_bins = num_bins
         self.capacity = capacity
         self.alpha = float(alpha)
-        # Ring buffer: row k holds (score, label, weight, group key, survival probability); ``_next`` is the slot the
-        # next sample takes.
+        # Ring buffer: row k holds (score, label, weight, group key, survival probability, and the pairs of one group
+        # it forms with later rows: their 1/π weight ordered right and in all); ``_next`` is the slot the next sample
+        # takes.
         self._scores = torch.zeros(capacity, dtype=torch.float64)
         self._labels = torch.zeros(capacity, dtype=torch.bool)
         self._weights = torch.zeros(capacity, dtype=torch.float64)
         self._groups = torch.zeros(capacity, dtype=torch.long)
         self._survival = torch.ones(capacity, dtype=torch.float64)
+        self._pair_right = torch.zeros(capacity, dtype=torch.float64)
+        self._pair_total = torch.zeros(capacity, dtype=torch.float64)
         self._size = 0
         self._next = 0
         self._total_seen = 0
@@ -121,10 +127,13 @@ class BinnedCalibrator:
         return self._total_seen
 
     def update(self, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None,
-               groups: torch.Tensor | None = None, survival: torch.Tensor | None = None) -> None:
+               groups: torch.Tensor | None = None, survival: torch.Tensor | None = None,
+               joint: torch.Tensor | None = None) -> None:
         """Append labelled samples, oldest forgotten first. ``scores, labels, weights: (N,)``; ``groups: (N,)`` the
         group (prompt) of each row, integers in ``[0, 2**31)`` (None: each row a group of its own); ``survival: (N,)``
-        each row's probability in [0, 1] of having survived the prune within its group (None: 1, nothing pruned)."""
+        each row's probability in [0, 1] of having survived the prune within its group (None: 1, nothing pruned);
+        ``joint: (N, 1 + G)`` the draw's pair chances (:func:`~arrol_pl.core.sampling.joint_rows`; None:
+        independent draws)."""
         scores = torch.as_tensor(scores, dtype=torch.float64).detach().flatten().cpu()
         labels = torch.as_tensor(labels).detach().flatten().cpu()
         if labels.numel() != scores.numel():
@@ -158,19 +167,24 @@ class BinnedCalibrator:
                 raise ValueError(f"groups ({groups.numel()}) and scores ({n}) differ in length")
             if n and (int(groups.min()) < 0 or int(groups.max()) >= _GROUP_SPAN // 2):
                 raise ValueError(f"groups must lie in [0, {_GROUP_SPAN // 2}), got {int(groups.min())}..{int(groups.max())}")
+        if joint is not None and (joint.dim() != 2 or joint.shape[0] != n):
+            raise ValueError(f"joint must be (N, 1 + G) for {n} rows, got {tuple(joint.shape)}")
         groups = groups + self._updates * _GROUP_SPAN
         self._updates += 1
         self._total_seen += n
         if n >= self.capacity:  # only the newest ``capacity`` survive
             scores, labels, weights = scores[-self.capacity :], labels[-self.capacity :], weights[-self.capacity :]
             groups, survival = groups[-self.capacity :], survival[-self.capacity :]
+            joint = None if joint is None else joint[-self.capacity :]
             n = self.capacity
+        right, total = pair_auc_sums(scores, labels, groups, survival, joint)
         slots = (self._next + torch.arange(n)) % self.capacity
         self._scores[slots] = scores
         self._labels[slots] = labels.to(torch.bool)
         self._weights[slots] = weights
         self._groups[slots] = groups
         self._survival[slots] = survival
+        self._pair_right[slots], self._pair_total[slots] = right, total
         self._next = int((self._next + n) % self.capacity)
         self._size = min(self.capacity, self._size + n)
 
@@ -188,15 +202,16 @@ class BinnedCalibrator:
         """The scores' AUC over every pair of the window's rollouts before pruning, estimated from its survivors
         (module docstring; NaN until it holds both outcomes)."""
         order = self._order()
-        return weighted_within_group_auc(self._scores[order], self._labels[order], torch.zeros(len(order)),
-                                         inverse_survival(self._survival[order]))
+        return pooled_auc(self._scores[order], self._labels[order], self._groups[order],
+                          inverse_survival(self._survival[order]), float(self._pair_right[order].sum()),
+                          float(self._pair_total[order].sum()))
 
     def within_auc(self) -> float:
         """The scores' AUC over the (correct, wrong) pairs of one group among each group's rollouts before pruning,
         estimated from the window's survivors (module docstring; NaN until a group holds both outcomes)."""
         order = self._order()
-        return weighted_within_group_auc(self._scores[order], self._labels[order], self._groups[order],
-                                         inverse_survival(self._survival[order]))
+        total = float(self._pair_total[order].sum())
+        return float(self._pair_right[order].sum()) / total if total else float("nan")
 
     def counts(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Weighted histogram counts ``(c^+, c^-)``, each ``(B,)`` float64 (Eq. 1)."""
@@ -237,6 +252,8 @@ class BinnedCalibrator:
             "weights": self._weights.clone(),
             "groups": self._groups.clone(),
             "survival": self._survival.clone(),
+            "pair_right": self._pair_right.clone(),
+            "pair_total": self._pair_total.clone(),
             "size": self._size,
             "next": self._next,
             "total_seen": self._total_seen,
@@ -261,3 +278,14 @@ class BinnedCalibrator:
         self._next = int(state["next"])
         self._total_seen = int(state["total_seen"])
         self._updates = int(state.get("updates", 1))
+        if "pair_right" in state:
+            self._pair_right = torch.as_tensor(state["pair_right"], dtype=torch.float64).clone()
+            self._pair_total = torch.as_tensor(state["pair_total"], dtype=torch.float64).clone()
+        else:  # a state saved before rows kept their pairs' sums: its draws read as independent
+            self._pair_right = torch.zeros(self.capacity, dtype=torch.float64)
+            self._pair_total = torch.zeros(self.capacity, dtype=torch.float64)
+            order = self._order()
+            for key in torch.unique(self._groups[order] // _GROUP_SPAN).tolist():  # one update call at a time
+                rows = order[self._groups[order] // _GROUP_SPAN == key]
+                self._pair_right[rows], self._pair_total[rows] = pair_auc_sums(
+                    self._scores[rows], self._labels[rows], self._groups[rows], self._survival[rows])

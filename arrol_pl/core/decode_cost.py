@@ -140,18 +140,25 @@ SURVIVOR_QUANTILES = 9
 
 
 def plan_schedule(prompt_lengths: Sequence[int], group_size: int, keep_ratio: float, detect_length: int,
-                  response: int, slots: int, block: int | None, cost: StepCost) -> SchedulePlan:
+                  response: int, slots: int, block: int | None, cost: StepCost,
+                  fixed_size: bool = False) -> SchedulePlan:
     """What a pruned generation of ``group_size`` rollouts per prompt would cost run as one request per rollout and
     run detect-first, with ``cost`` per step (``per_request``: per token computed) and every rollout at its budget
     ``response`` unless pruned (spread evenly). Detect-first runs the same tokens in fewer or as many steps, and
     computes each survivor's prompt again past its cached blocks (:func:`recomputed_tokens`).
 
     Survivors are drawn, so their count varies about ``keep_ratio`` of the rollouts: the figures are the mean over
-    :data:`SURVIVOR_QUANTILES` quantiles of a binomial count (normal approximation). Detect-first's second pass runs
-    in whole waves of ``slots``, so a count just over a multiple of the slots costs it a whole extra wave; the mean
-    over the counts prices that in."""
+    :data:`SURVIVOR_QUANTILES` quantiles of the count (normal approximation): binomial for independent draws, and
+    for the fixed-size draw (``fixed_size``, ``pruning.draw``) only as much as each group's κG is fractional (a group
+    keeps ⌊κG⌋ or ⌈κG⌉). Detect-first's second pass runs in whole waves of ``slots``, so a count just over a multiple
+    of the slots costs it a whole extra wave; the mean over the counts prices that in."""
     rollouts = len(prompt_lengths) * group_size
-    spread = statistics.NormalDist(keep_ratio * rollouts, max(keep_ratio * (1 - keep_ratio) * rollouts, 1e-9) ** 0.5)
+    if fixed_size:
+        part = keep_ratio * group_size % 1.0
+        variance = len(prompt_lengths) * part * (1.0 - part)
+    else:
+        variance = keep_ratio * (1 - keep_ratio) * rollouts
+    spread = statistics.NormalDist(keep_ratio * rollouts, max(variance, 1e-9) ** 0.5)
     one_pass = detect_first = 0.0
     lengths = [response] * rollouts
     for q in range(SURVIVOR_QUANTILES):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from arrol_pl.core.autocast import no_autocast
-from arrol_pl.core.metrics import expected_calibration_error, inverse_survival, spearman, weighted_within_group_auc
+from arrol_pl.core.metrics import expected_calibration_error, spearman, survivor_aucs
 from arrol_pl.core.quality_head import QualityHead, check_head_input
 
 
@@ -112,21 +112,24 @@ def _head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: Fe
 
 
 def head_quality(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor,
-                 group_ids: torch.Tensor | None = None, survival: torch.Tensor | None = None) -> dict[str, float]:
+                 group_ids: torch.Tensor | None = None, survival: torch.Tensor | None = None,
+                 joint: torch.Tensor | None = None) -> dict[str, float]:
     """Quality of head scores ``(N,)`` against final correctness ``labels (N,)`` (Fig. 2): ``accuracy`` of
     the raw logit at 0, ``auc``, ``spearman``, with calibrated ``posteriors (N,)`` their
     ``calibration_error`` (ECE) and ``posterior_accuracy`` (> 0.5), and with ``group_ids (N,)`` the
     ``within_auc`` over pairs of one group (what rules comparing a group's rollouts need). NaN where undefined.
     With ``survival (N,)``, the rows' survival probabilities p, both AUCs estimate those of every rollout before
-    pruning, a pair counting 1/(p_i p_j) (:func:`~arrol_pl.core.metrics.weighted_within_group_auc`); the other
-    figures stay the survivors'."""
+    pruning, a pair counting 1/π_ij, the chance both survived (``joint``, the draw's pair chances; None: independent
+    draws, 1/(p_i p_j); :func:`~arrol_pl.core.metrics.survivor_aucs`); the other figures stay the survivors'."""
     labels = labels.float()
     nan = float("nan")
-    w = torch.ones(labels.shape, dtype=torch.float64) if survival is None else inverse_survival(survival)
+    survival = torch.ones(labels.shape, dtype=torch.float64) if survival is None else survival
+    ids = torch.zeros(labels.shape, dtype=torch.long) if group_ids is None else group_ids
+    pooled, within = survivor_aucs(scores, labels, ids, survival, joint)
     return {
-        "within_auc": nan if group_ids is None else weighted_within_group_auc(scores, labels, group_ids, w),
+        "within_auc": nan if group_ids is None else within,
         "accuracy": float(((scores > 0).float() == labels).float().mean()),
-        "auc": weighted_within_group_auc(scores, labels, torch.zeros(labels.shape, dtype=torch.long), w),
+        "auc": pooled,
         "spearman": spearman(scores, labels),
         "calibration_error": nan if posteriors is None else expected_calibration_error(posteriors, labels),
         "posterior_accuracy": nan if posteriors is None else float(((posteriors > 0.5).float() == labels).float().mean()),

@@ -29,6 +29,7 @@ import torch
 from arrol_pl.core.head_training import FeatureReplay, HeadConfig, head_update
 from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.sampling import joint_rows
 
 
 CORRECT_ABOVE = 0.5
@@ -47,6 +48,9 @@ class ObservedRollout(Protocol):
     """The score at L_detect the decision read (the head's raw logit)."""
     survival: float | None
     """p_i, its survival probability under h_t (None: it could not be pruned, p = 1)."""
+    # Read where present (a backend whose draws are independent may leave them out):
+    # sample_index: int, its index in its group; joint: tuple[float, ...] | None, its chance of surviving together
+    # with each member of its group by index (the engine's Rollout.joint; None: drawn independently).
 
 
 class ObservedGeneration(Protocol):
@@ -76,13 +80,14 @@ class OnlinePruning:
 
     def update(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
                weights: torch.Tensor, groups: torch.Tensor | None = None,
-               survival: torch.Tensor | None = None) -> float:
+               survival: torch.Tensor | None = None, joint: torch.Tensor | None = None) -> float:
         """Algorithm 1 line 10 (the head's part) from ``N`` labelled rollouts: the calibrator takes their ``(N,)``
         scores, 0/1 labels, weights (1/p with importance weighting), groups (prompt indices, for the AUC within
-        groups that ``gate_metric=within`` reads) and survival probabilities p (None: nothing was pruned; the gate's
-        AUC counts a pair 1/(p_i p_j), whatever the weights); the ``(N, D)`` features join the replay window and the
+        groups that ``gate_metric=within`` reads), survival probabilities p (None: nothing was pruned) and the draw's
+        pair chances ``joint`` (:func:`~arrol_pl.core.sampling.joint_rows`; None: independent draws; the gate's AUC
+        counts a pair 1/π_ij, whatever the weights); the ``(N, D)`` features join the replay window and the
         head takes ``head.steps`` BCE minibatch steps. Returns the head's mean loss."""
-        self.calibrator.update(scores, labels, weights, groups, survival)
+        self.calibrator.update(scores, labels, weights, groups, survival, joint)
         self.replay.add(features, labels, weights)
         return head_update(self.head, self.optimizer, self.replay, self.recipe.steps, self.recipe.batch_size,
                            self.generator)
@@ -112,7 +117,9 @@ class OnlinePruning:
         survival = torch.tensor([1.0 if r.survival is None else r.survival for _, r in rows], dtype=torch.float32)
         weights = 1.0 / survival if self.config.importance_weighting else torch.ones_like(survival)
         groups = torch.tensor([r.prompt_index for _, r in rows], dtype=torch.long)
-        return self.update(features, scores, labels[pick], weights, groups, survival)
+        joint = joint_rows([getattr(r, "sample_index", 0) for _, r in rows],
+                           [getattr(r, "joint", None) for _, r in rows])
+        return self.update(features, scores, labels[pick], weights, groups, survival, joint)
 
     @staticmethod
     def _per_survivor(values, kept: list[int], n_rollouts: int, name: str) -> torch.Tensor:

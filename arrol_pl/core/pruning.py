@@ -25,10 +25,15 @@ Decisions (each exposed in :class:`PruningConfig`):
   reverse the head's order; Eq. 2 reads the binned posterior as the paper does. λ is Eq. 2's alone.
 - Rollouts that finished before L_detect are complete: never pruned (``eligible=False``) and they
   count toward the floor. The achieved keep ratio is therefore >= κ; report it.
+- The draw (``draw``, :mod:`~arrol_pl.core.sampling`): ``fixed_size`` (the default) keeps exactly Σp of a group's
+  rollouts (⌊Σp⌋ or ⌈Σp⌉ when Σp is fractional) with each rollout's chance still its p; ``independent`` draws each
+  rollout on its own, so the count varies. Each decision carries the pair inclusion probabilities π_ij the AUC
+  estimates over survivors weight by.
 - A per-group floor ``min_keep_per_group`` (default 2): a group left with fewer than 2 survivors has
   zero advantage, so the highest-survival pruned rollouts are revived until the floor is met. p stays the rule's
-  (the draw's chance), so a revived rollout survives more often than its p says; with the default rule's anchors at
-  p = 1 (κ = 0.5) the floor never acts, at κ = 0.25 (anchors at 0.85) it moves the gate's AUC estimate by < 0.005.
+  (the draw's chance), so a revived rollout survives more often than its p says. Under the fixed-size draw the floor
+  acts only where Σp is below it; under independent draws it tops up every group the draw left short, which at
+  κ = 0.25 in groups of 8 keeps 2.47 survivors per group on average instead of 2.
 - Decisions use a generator seeded per (step seed, prompt index), so they do not depend on the order
   in which the engine's scheduler brings groups to L_detect.
 - Discrimination gate (beyond the paper, off by default): with ``gate_auc`` set, a step prunes only while the head's
@@ -47,12 +52,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
 from .calibration import BinnedCalibrator, interpolated_posterior, monotone_table, posterior_from_table
 from .registry import Registry
+from .sampling import DRAWS, fixed_size_draws, independent_inclusion
 from .scorers import check_scorer
 from .screening import ScreenConfig
 from .survival import (anchored_survival, group_balanced_survival, spread_survival, survival_from_delta,
@@ -91,6 +97,10 @@ class SurvivalSettings:
     (ranks only); ``global``: the paper's Eq. 2 as written, one δ from the buffer (ρ cancels: see the module)."""
     min_keep_per_group: int = 2
     """Floor of survivors per group (fewer than 2 means zero advantage)."""
+    draw: str = DRAWS[0]
+    """``fixed_size`` (default): each group keeps exactly Σp survivors (⌊Σp⌋ or ⌈Σp⌉), each rollout with chance p
+    (conditional Poisson sampling); ``independent``: one draw per rollout, the count varying
+    (:mod:`~arrol_pl.core.sampling`)."""
     seed: int = 0
     """Seed of the prune decisions (per run in the config, per step in h_t)."""
 
@@ -117,6 +127,8 @@ class SurvivalSettings:
             raise ValueError(f"balance_target={self.balance_target!r}; choose one of {list(BALANCE_TARGETS)}")
         if self.min_keep_per_group < 0:
             raise ValueError(f"min_keep_per_group must be >= 0, got {self.min_keep_per_group}")
+        if self.draw not in DRAWS:
+            raise ValueError(f"draw={self.draw!r}; choose one of {list(DRAWS)}")
 
 
 @dataclass
@@ -213,11 +225,13 @@ class PrunerParams(SurvivalSettings):
 
 @dataclass(frozen=True)
 class PruneDecision:
-    """``keep``: (n,) bool; ``survival``: (n,) p_i; ``posterior``: (n,) q_i."""
+    """``keep``: (n,) bool; ``survival``: (n,) p_i; ``posterior``: (n,) q_i; ``inclusion``: (n, n) float64 π_ij, the
+    chance that rollouts i and j both survive the draw (p_i on the diagonal)."""
 
     keep: torch.Tensor
     survival: torch.Tensor
     posterior: torch.Tensor
+    inclusion: torch.Tensor
 
 
 @PRUNING_POLICIES.register("arrol")
@@ -258,12 +272,34 @@ def floor_among_eligible(eligible: torch.Tensor, min_keep: int) -> torch.Tensor:
     return torch.minimum(floor.clamp(min=0), eligible.sum(1))
 
 
-def sample_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int) -> torch.Tensor:
+def sample_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int,
+                draw: str = DRAWS[0]) -> torch.Tensor:
     """Keep/prune for rows of groups (Algorithm 1 lines 20–22): ``survival, uniforms, eligible: (K, n)`` → keep
-    ``(K, n)`` bool. A rollout survives when its uniform draw is below p; ineligible ones always survive; a row left
-    below ``min_keep`` survivors revives its highest-p pruned rollouts, ties broken by the draw (random among
-    equals)."""
-    keep = (uniforms < survival) | ~eligible
+    ``(K, n)`` bool (:func:`draw_keep` without the pair probabilities)."""
+    return draw_keep(survival, uniforms, eligible, min_keep, draw)[0]
+
+
+def draw_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int,
+              draw: str = DRAWS[0]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keep/prune for rows of groups: ``survival, uniforms, eligible: (K, n)`` → ``(keep (K, n) bool, inclusion
+    (K, n, n) float64)``. Each row is drawn by ``draw`` (:mod:`~arrol_pl.core.sampling`) from its uniforms, with
+    survival p (ineligible rollouts 1: they always survive); a row left below ``min_keep`` survivors revives its
+    highest-p pruned rollouts, ties broken by the draw (random among equals). ``inclusion`` is the draw's π_ij."""
+    p = torch.where(eligible, survival.to(torch.float64), 1.0)
+    if draw == "independent":  # one comparison for every row
+        keep = uniforms < p
+        inclusion = p[:, :, None] * p[:, None, :]
+        inclusion.diagonal(dim1=1, dim2=2).copy_(p)
+    elif draw == "fixed_size":
+        keep, inclusion = fixed_size_draws(p, uniforms)
+    else:
+        raise ValueError(f"unknown draw {draw!r}; choose one of {', '.join(DRAWS)}")
+    return _revive(keep, survival, uniforms, min_keep), inclusion
+
+
+def _revive(keep: torch.Tensor, survival: torch.Tensor, uniforms: torch.Tensor, min_keep: int) -> torch.Tensor:
+    """The per-group floor: each row of ``keep (K, n)`` left below ``min_keep`` survivors gets back its highest-p
+    pruned rollouts, ties broken by the draw."""
     deficit = min_keep - keep.sum(1, keepdim=True).clamp(max=min_keep)
     if not bool((deficit > 0).any()):
         return keep
@@ -285,39 +321,61 @@ def decide_group(
         eligible: ``(n,)`` bool, False for rollouts that finished before L_detect (always kept).
         generator: from :meth:`PrunerParams.group_generator`.
     """
-    scores = torch.as_tensor(scores, dtype=torch.float32).flatten()
-    eligible = torch.as_tensor(eligible, dtype=torch.bool).flatten()
-    n = scores.numel()
-    if eligible.numel() != n:
-        raise ValueError(f"eligible has {eligible.numel()} entries for {n} scores")
-    q = params.posterior(scores)
-    p = torch.ones(n, dtype=torch.float32)
-    # Draw even when inactive so the random stream does not depend on the cold-start state.
-    u = torch.rand(n, generator=generator)
-    if not params.active or params.policy == "none" or not bool(eligible.any()):
-        return PruneDecision(keep=torch.ones(n, dtype=torch.bool), survival=p, posterior=q)
+    return decide_groups(params, [scores], [eligible], [generator])[0]
+
+
+def decide_groups(params: PrunerParams, scores: Sequence[torch.Tensor], eligible: Sequence[torch.Tensor],
+                  generators: Sequence[torch.Generator]) -> list[PruneDecision]:
+    """:func:`decide_group` for many groups at once, each with its own generator (so a group's decision does not
+    depend on which others it is decided with); groups of one size share one draw call."""
+    decisions: list[PruneDecision | None] = [None] * len(scores)
+    pending: dict[int, list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
     rule = PRUNING_POLICIES.get(params.policy)
-    floor = floor_among_eligible(eligible.unsqueeze(0), params.min_keep_per_group)
-    p[eligible] = rule(params, q[eligible].unsqueeze(0), scores[eligible].unsqueeze(0), floor)[0].to(torch.float32)
-    keep = sample_keep(p.unsqueeze(0), u.unsqueeze(0), eligible.unsqueeze(0), min(params.min_keep_per_group, n))[0]
-    return PruneDecision(keep=keep, survival=p, posterior=q)
+    for k, (group_scores, group_eligible, generator) in enumerate(zip(scores, eligible, generators)):
+        group_scores = torch.as_tensor(group_scores, dtype=torch.float32).flatten()
+        group_eligible = torch.as_tensor(group_eligible, dtype=torch.bool).flatten()
+        n = group_scores.numel()
+        if group_eligible.numel() != n:
+            raise ValueError(f"eligible has {group_eligible.numel()} entries for {n} scores")
+        q = params.posterior(group_scores)
+        p = torch.ones(n, dtype=torch.float32)
+        # Draw even when inactive so the random stream does not depend on the cold-start state.
+        u = torch.rand(n, generator=generator)
+        if not params.active or params.policy == "none" or not bool(group_eligible.any()):
+            decisions[k] = PruneDecision(torch.ones(n, dtype=torch.bool), p, q, torch.ones(n, n, dtype=torch.float64))
+            continue
+        floor = floor_among_eligible(group_eligible.unsqueeze(0), params.min_keep_per_group)
+        p[group_eligible] = rule(params, q[group_eligible].unsqueeze(0), group_scores[group_eligible].unsqueeze(0),
+                                 floor)[0].to(torch.float32)
+        pending.setdefault(n, []).append((k, p, u, group_eligible, q))
+    for n, rows in pending.items():
+        keep, inclusion = draw_keep(torch.stack([r[1] for r in rows]), torch.stack([r[2] for r in rows]),
+                                    torch.stack([r[3] for r in rows]), min(params.min_keep_per_group, n), params.draw)
+        for j, (k, p, _, _, q) in enumerate(rows):
+            decisions[k] = PruneDecision(keep[j], p, q, inclusion[j])
+    return decisions
 
 
 def decide_batch(
     params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, group_ids: torch.Tensor
 ) -> PruneDecision:
-    """:func:`decide_group` over every group of a flat batch. ``group_ids: (N,)`` prompt indices."""
+    """:func:`decide_group` over every group of a flat batch. ``group_ids: (N,)`` prompt indices; ``inclusion``
+    ``(N, N)`` is each group's within it, p_i p_j between groups (drawn apart)."""
     scores = torch.as_tensor(scores, dtype=torch.float32).flatten()
     eligible = torch.as_tensor(eligible, dtype=torch.bool).flatten()
     group_ids = torch.as_tensor(group_ids, dtype=torch.long).flatten()
     keep = torch.ones(scores.numel(), dtype=torch.bool)
     survival = torch.ones(scores.numel(), dtype=torch.float32)
     posterior = torch.zeros(scores.numel(), dtype=torch.float32)
-    for g in torch.unique(group_ids).tolist():
-        idx = torch.nonzero(group_ids == g, as_tuple=True)[0]
-        d = decide_group(params, scores[idx], eligible[idx], params.group_generator(int(g)))
+    members = [torch.nonzero(group_ids == g, as_tuple=True)[0] for g in torch.unique(group_ids).tolist()]
+    decisions = decide_groups(params, [scores[idx] for idx in members], [eligible[idx] for idx in members],
+                              [params.group_generator(int(group_ids[idx[0]])) for idx in members])
+    for idx, d in zip(members, decisions):
         keep[idx], survival[idx], posterior[idx] = d.keep, d.survival, d.posterior
-    return PruneDecision(keep=keep, survival=survival, posterior=posterior)
+    inclusion = independent_inclusion(survival)
+    for idx, d in zip(members, decisions):
+        inclusion[idx[:, None], idx[None, :]] = d.inclusion
+    return PruneDecision(keep, survival, posterior, inclusion)
 
 
 def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, step: int) -> PrunerParams:

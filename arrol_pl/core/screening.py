@@ -353,9 +353,10 @@ class ScreenStep:
         return torch.stack(feats), torch.cat(labels), torch.cat(weights)
 
     def with_dropped_audit(self, rows: tuple[torch.Tensor, ...], rollouts) -> tuple[torch.Tensor, ...]:
-        """The quality head's and its calibrator's rows ``(features, scores, labels, weights, group ids, survival)``
-        with those of the audited groups the detect stage dropped appended, weighted 1 / audit share (otherwise both
-        would see the kept groups only); their survival is 1: an audited group runs every rollout to its end."""
+        """The quality head's and its calibrator's rows ``(features, scores, labels, weights, group ids, survival,
+        joint)`` with those of the audited groups the detect stage dropped appended, weighted 1 / audit share
+        (otherwise both would see the kept groups only); their survival is 1: an audited group runs every rollout to
+        its end (no draw: joint NaN)."""
         groups = self.groups(rollouts)
         ks = [k for k in range(self.passed) if k in self.audit_correct and groups[k][0].screened]
         if not ks:
@@ -363,7 +364,8 @@ class ScreenStep:
         rs = [r for k in ks for r in groups[k]]
         extra = (torch.stack([r.feature for r in rs]).float(), torch.tensor([r.score for r in rs], dtype=torch.float32),
                  torch.cat([self.audit_correct[k] for k in ks]), torch.full((len(rs),), 1.0 / self.config.audit),
-                 torch.tensor([r.prompt_index for r in rs], dtype=torch.long), torch.ones(len(rs)))
+                 torch.tensor([r.prompt_index for r in rs], dtype=torch.long), torch.ones(len(rs)),
+                 torch.full((len(rs), rows[6].shape[1]), float("nan")))
         return tuple(torch.cat([a, b.to(a.dtype)]) for a, b in zip(rows, extra))
 
 

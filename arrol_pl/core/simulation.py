@@ -20,6 +20,7 @@ import torch
 from .metrics import balance_stats
 from .pruning import (PRUNING_POLICIES, PruningConfig, build_pruner_params, decide_batch, floor_among_eligible,
                       sample_keep)
+from .sampling import batch_joint_rows
 from .scorers import oracle_scores
 
 
@@ -71,7 +72,7 @@ def run_pruning_simulation(
         rewards = batch.rewards.flatten()
         weights = 1.0 / decision.survival[keep] if config.importance_weighting else None
         calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights, group_ids[keep],
-                          decision.survival[keep])
+                          decision.survival[keep], batch_joint_rows(decision.inclusion, group_ids)[keep])
         kept = balance_stats(rewards[keep], group_ids[keep])
         full = balance_stats(rewards, group_ids)
         history.append(
@@ -152,7 +153,8 @@ def balance_cell(
         params = build_pruner_params(replace(config, cold_start_steps=0, gate_auc=None), calibrator, step=0)
         floor = floor_among_eligible(eligible, params.min_keep_per_group)
         survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores, floor)
-        keeps[name] = sample_keep(survival, uniforms, eligible, min(params.min_keep_per_group, group_size))
+        keeps[name] = sample_keep(survival, uniforms, eligible, min(params.min_keep_per_group, group_size),
+                                  params.draw)
     out = {name: kept_group_stats(batch.rewards, keep) for name, keep in keeps.items()}
     if baseline in keeps:
         _, base_balance, base_zero = _kept_per_group(batch.rewards, keeps[baseline])

@@ -45,6 +45,9 @@ class Rollout:
     """p_i of Eq. 2 (None without pruner params)."""
     posterior: float | None = None
     """q_i of Eq. 1 (None without pruner params)."""
+    joint: tuple[float, ...] | None = None
+    """π_ij of the draw: its chance of surviving together with each rollout of its group, by sample index (its own
+    survival at its own index; None without a decision)."""
     generated_tokens: int = 0
     """Tokens the engine generated for it (> ``len(response_token_ids)`` only for a pruned rollout that kept
     running while its group waited)."""

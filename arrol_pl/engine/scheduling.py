@@ -12,7 +12,9 @@ Decisions:
   resumes. Before the fit, one pass. Two fresh runs on machines of different speed may choose differently near the
   break-even, where it matters least; ``engine.detect_first=true|false`` makes the choice independent of the machine.
 - The model (:func:`~arrol_pl.core.decode_cost.plan_schedule`) takes every rollout at its token budget and the
-  pruned ones spread evenly; with a slot for every rollout nothing waits, and one pass always runs.
+  pruned ones spread evenly, the survivor count varying as the draw lets it (``pruning.draw``: binomially for
+  independent draws, not at all for the fixed-size draw when κG is whole); with a slot for every rollout nothing
+  waits, and one pass always runs.
 """
 
 from __future__ import annotations
@@ -53,5 +55,5 @@ class Scheduling:
         if self.step_cost is None:
             return False
         self.plan = plan_schedule(prompt_lengths, group_size, pruner.keep_ratio, detect_length, response, self.slots,
-                                  self.block, self.step_cost)
+                                  self.block, self.step_cost, fixed_size=pruner.draw == "fixed_size")
         return self.plan.chosen

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from arrol_pl.core.pruning import PrunerParams, decide_group
+from arrol_pl.core.pruning import PrunerParams, decide_groups
+from arrol_pl.core.sampling import joint_by_sample_index
 from arrol_pl.core.screening import GroupScreen, select_groups, zero_advantage_probability
 from arrol_pl.engine.protocol import FINISH_REASONS, Rollout, sampled_token_log_probs
 
@@ -55,6 +56,7 @@ class Track:
     pruned: bool = False
     survival: float | None = None
     posterior: float | None = None
+    joint: tuple[float, ...] | None = None
     screened: bool = False
     """Its group was dropped by the screen (or, a shadow group, before generation)."""
     audited: bool = False
@@ -169,16 +171,17 @@ class GenerationTracker:
                 return []
             to_abort.extend(self._screen_groups())
             candidates = self._screened_pool()
-        for p in candidates:
+        ready = [p for p in candidates if not any(not tr.resolved for tr in self.groups[p])
+                 and not self.groups[p][0].decided and not self.groups[p][0].screened]
+        scores = [torch.tensor([tr.score for tr in self.groups[p]], dtype=torch.float32) for p in ready]
+        eligible = [torch.tensor([tr.eligible for tr in self.groups[p]], dtype=torch.bool) for p in ready]
+        decisions = decide_groups(self.pruner, scores, eligible, [self.pruner.group_generator(p) for p in ready])
+        for p, d in zip(ready, decisions):
             group = self.groups[p]
-            if any(not tr.resolved for tr in group) or group[0].decided or group[0].screened:
-                continue
-            scores = torch.tensor([tr.score for tr in group], dtype=torch.float32)
-            eligible = torch.tensor([tr.eligible for tr in group], dtype=torch.bool)
-            d = decide_group(self.pruner, scores, eligible, self.pruner.group_generator(p))
+            by_index = joint_by_sample_index(d.inclusion, [tr.sample_index for tr in group])
             for i, tr in enumerate(group):
                 tr.decided = True
-                tr.survival, tr.posterior = float(d.survival[i]), float(d.posterior[i])
+                tr.survival, tr.posterior, tr.joint = float(d.survival[i]), float(d.posterior[i]), by_index[i]
                 if not bool(d.keep[i]):
                     to_abort.extend(self._prune(tr))
         return to_abort
@@ -260,6 +263,7 @@ class GenerationTracker:
             eligible=tr.eligible,
             survival=tr.survival,
             posterior=tr.posterior,
+            joint=tr.joint,
             generated_tokens=generated,
             logprobs=logprobs,
             sampled_logprobs=sampled,

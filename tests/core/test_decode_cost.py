@@ -100,3 +100,6 @@ def test_the_plan_prices_a_survivor_count_just_over_the_slots():
     exact = StepCost(0.011, 0.00048).seconds([32] * 128) + 0.011 * 96 + 0.00048 * (32 * 96 + 32 * 50)
     assert plan.detect_first > exact * 1.05  # the one-wave figure, were exactly κN to survive
     assert not plan.chosen
+    # the fixed-size draw keeps κG = 2 of every group: exactly 32, one wave, and detect-first is the faster
+    fixed = plan_schedule([18] * 16, 8, 0.25, 32, 128, 32, 128, StepCost(0.011, 0.00048), fixed_size=True)
+    assert fixed.detect_first == pytest.approx(exact) and fixed.detect_first < plan.detect_first

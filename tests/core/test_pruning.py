@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.metrics import balance_stats, inverse_survival, weighted_within_group_auc, within_group_auc
+from arrol_pl.core.metrics import balance_stats, survivor_aucs, within_group_auc
 from arrol_pl.core.pruning import (
     PRUNING_POLICIES,
     PrunerParams,
@@ -12,7 +12,7 @@ from arrol_pl.core.pruning import (
     decide_batch,
     decide_group,
     floor_among_eligible,
-    sample_keep,
+    draw_keep,
 )
 from arrol_pl.core.simulation import run_pruning_simulation, sample_groups, sample_oracle_groups
 from arrol_pl.core.survival import best_single_prune, spread_survival
@@ -197,11 +197,13 @@ def test_the_gate_reads_the_auc_within_groups_unless_told_to_pool():
     assert build_pruner_params(within, informed, step=5).active
 
 
-def pruned_oracle_groups(auc: float, keep_ratio: float, num_groups: int, seed: int, group_size: int = 8):
+def pruned_oracle_groups(auc: float, keep_ratio: float, num_groups: int, seed: int, group_size: int = 8,
+                         draw: str = "fixed_size"):
     """Groups of pass rate 0.5 scored by an oracle of set ``auc``, pruned by the default rule (calibrated on 512
-    unpruned groups) with the floor: every rollout's ``(scores, labels, group ids, survival p)`` and ``keep``."""
+    unpruned groups) through ``draw`` with the floor: every rollout's ``(scores, labels, group ids, survival p,
+    keep, joint rows)``."""
     gen = torch.Generator().manual_seed(seed)
-    config = PruningConfig(keep_ratio=keep_ratio, cold_start_steps=0)
+    config = PruningConfig(keep_ratio=keep_ratio, cold_start_steps=0, draw=draw)
     warm = sample_oracle_groups(512, group_size, 0.5, auc, gen)
     calibrator = config.make_calibrator()
     calibrator.update(warm.scores.flatten(), warm.rewards.flatten(),
@@ -211,22 +213,27 @@ def pruned_oracle_groups(auc: float, keep_ratio: float, num_groups: int, seed: i
     eligible = torch.ones_like(batch.scores, dtype=torch.bool)
     survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores,
                                                     floor_among_eligible(eligible, params.min_keep_per_group))
-    keep = sample_keep(survival, torch.rand(survival.shape, generator=gen), eligible, params.min_keep_per_group)
+    keep, inclusion = draw_keep(survival, torch.rand(survival.shape, generator=gen), eligible,
+                                params.min_keep_per_group, draw)
     groups = torch.arange(num_groups).repeat_interleave(group_size)
-    return batch.scores.flatten(), batch.rewards.flatten(), groups, survival.flatten(), keep.flatten()
+    joint = torch.cat([torch.arange(group_size, dtype=torch.float64).repeat(num_groups)[:, None],
+                       inclusion.reshape(-1, group_size)], dim=1)
+    return batch.scores.flatten(), batch.rewards.flatten(), groups, survival.flatten(), keep.flatten(), joint
 
 
+@pytest.mark.parametrize("draw", ["fixed_size", "independent"])
 @pytest.mark.parametrize("keep_ratio, tolerance", [(0.5, 0.02), (0.25, 0.04)])
-def test_survivor_pairs_weighted_by_their_survival_recover_the_auc_before_pruning(keep_ratio, tolerance):
+def test_survivor_pairs_weighted_by_their_survival_recover_the_auc_before_pruning(keep_ratio, tolerance, draw):
     """The default rule keeps each group's two ends, so its survivors' AUC reads high (0.74 at 0.70 with κ = 0.5,
-    0.84 with κ = 0.25); each pair weighted 1/(p_i p_j) reads the AUC of every rollout, on average over seeds (a
-    few p_min survivors carry much weight: over 8000 groups its sd is 0.008 at κ = 0.5, 0.025 at κ = 0.25)."""
+    0.84 with κ = 0.25); each pair weighted 1/π_ij, the chance the draw kept both (1/(p_i p_j) for independent
+    draws), reads the AUC of every rollout, on average over seeds (a few p_min survivors carry much weight: over
+    8000 groups its sd is 0.008 at κ = 0.5, 0.025 at κ = 0.25)."""
     true, survivors, weighted = [], [], []
     for seed in range(4):
-        s, y, g, p, keep = pruned_oracle_groups(0.7, keep_ratio, 8000, seed)
+        s, y, g, p, keep, joint = pruned_oracle_groups(0.7, keep_ratio, 8000, seed, draw=draw)
         true.append(within_group_auc(s, y, g))
         survivors.append(within_group_auc(s[keep], y[keep], g[keep]))
-        weighted.append(weighted_within_group_auc(s[keep], y[keep], g[keep], inverse_survival(p[keep])))
+        weighted.append(survivor_aucs(s[keep], y[keep], g[keep], p[keep], joint[keep])[1])
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     assert mean(true) == pytest.approx(0.70, abs=0.005)
     assert mean(survivors) > mean(true) + 0.03
@@ -239,9 +246,9 @@ def test_the_gate_reads_the_auc_before_pruning_not_the_survivors():
     config = PruningConfig(cold_start_steps=0, gate_auc=0.725, buffer_capacity=32768)
     read_as_survivors, read_before_pruning = config.make_calibrator(), config.make_calibrator()
     for step in range(8):  # steps of 1024 prompts, numbered as the trainer numbers them
-        s, y, g, p, keep = pruned_oracle_groups(0.7, 0.5, 1024, seed=step)
+        s, y, g, p, keep, joint = pruned_oracle_groups(0.7, 0.5, 1024, seed=step)
         read_as_survivors.update(s[keep], y[keep], 1.0 / p[keep], g[keep])
-        read_before_pruning.update(s[keep], y[keep], 1.0 / p[keep], g[keep], survival=p[keep])
+        read_before_pruning.update(s[keep], y[keep], 1.0 / p[keep], g[keep], survival=p[keep], joint=joint[keep])
     opened = build_pruner_params(config, read_as_survivors, step=5)
     assert opened.active and opened.window_within_auc > 0.735
     closed = build_pruner_params(config, read_before_pruning, step=5)

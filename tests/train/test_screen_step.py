@@ -89,12 +89,13 @@ def test_the_audit_counts_each_stage_and_the_heads_get_the_dropped_groups_rows()
     assert audit_totals([metrics, metrics], "detect").audited == 4
 
     rows = (torch.zeros(3, 2), torch.zeros(3), torch.ones(3), torch.ones(3), torch.tensor([0, 0, 3]),
-            torch.full((3,), 0.5))
-    feats, scores, labels, weights, group_ids, survival = step.with_dropped_audit(rows, rollouts)
+            torch.full((3,), 0.5), torch.full((3, 1 + 2), 0.25))
+    feats, scores, labels, weights, group_ids, survival, joint = step.with_dropped_audit(rows, rollouts)
     assert feats.shape == (3 + 4, 2) and scores[3:].tolist() == [1.0, 1.0, 2.0, 2.0]
     assert labels[3:].tolist() == [0.0, 0.0, 1.0, 1.0] and weights[3:].tolist() == [2.0] * 4  # 1 / audit share
     assert group_ids.tolist() == [0, 0, 3, 1, 1, 2, 2], "each dropped row keeps its prompt: its group"
     assert survival.tolist() == [0.5] * 3 + [1.0] * 4, "an audited group's every rollout ran to its end"
+    assert joint.shape == (7, 3) and joint[3:].isnan().all(), "no draw chose among an audited group's rollouts"
 
     prompt_rows = step.prompt_rows(torch.tensor([0, 0, 3]), torch.tensor([1.0, 0.0, 1.0]), torch.ones(3))
     pf, pl, pw = prompt_rows

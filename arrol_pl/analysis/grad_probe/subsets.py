@@ -38,7 +38,7 @@ import torch
 
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import balance_stats
-from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params, decide_group
+from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params, decide_groups
 
 CONTROLS = ("fresh_count", "fresh_cost")
 """The subsets without pruning: the count-matched κG and the cost-matched G' (keys as recorded)."""
@@ -120,10 +120,8 @@ def survivors(params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor
               prompt_indices: list[int]) -> torch.Tensor:
     """``(P, G)`` bool: each prompt's survivors under ``params``. ``scores, eligible: (P, G)``; row p decides with
     the generator of ``prompt_indices[p]`` (common random numbers across rules)."""
-    keep = torch.zeros(scores.shape, dtype=torch.bool)
-    for row, index in enumerate(prompt_indices):
-        keep[row] = decide_group(params, scores[row], eligible[row], params.group_generator(index)).keep
-    return keep
+    decisions = decide_groups(params, list(scores), list(eligible), [params.group_generator(i) for i in prompt_indices])
+    return torch.stack([d.keep for d in decisions]) if decisions else torch.zeros(scores.shape, dtype=torch.bool)
 
 
 def decoded_tokens(lengths: torch.Tensor, keep: torch.Tensor, eligible: torch.Tensor,

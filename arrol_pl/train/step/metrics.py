@@ -21,8 +21,7 @@ from typing import NamedTuple
 import torch
 
 from arrol_pl.core.head_training import head_quality
-from arrol_pl.core.metrics import (balance_stats, binary_auc, inverse_survival, weighted_within_group_auc,
-                                   within_group_auc)
+from arrol_pl.core.metrics import balance_stats, binary_auc, survivor_aucs, within_group_auc
 
 
 class AllSurvivors(NamedTuple):
@@ -35,6 +34,8 @@ class AllSurvivors(NamedTuple):
     rewards: torch.Tensor
     survival: torch.Tensor
     """Each survivor's probability p of surviving the prune (1 where nothing could prune it)."""
+    joint: torch.Tensor | None
+    """``(N, 1 + G)``: the draw's pair chances (:func:`~arrol_pl.core.sampling.joint_rows`; None: independent)."""
     head_scores: torch.Tensor | None
     """With a scorer other than the head, the scores of the head the step started with (None with the head)."""
     every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
@@ -59,12 +60,12 @@ def trained(groups, pruner, learned: PruningUpdate, policy: dict[str, float], ke
     s = learned.all_survivors
     if s.head_scores is None:  # the head is the scorer: its scores are what the decisions read
         quality = head_quality(s.scores, pruner.posterior(s.scores) if calibrated else None, s.labels, s.group_ids,
-                               s.survival)
+                               s.survival, s.joint)
     else:
-        quality = head_quality(s.head_scores, None, s.labels, s.group_ids, s.survival)
+        quality = head_quality(s.head_scores, None, s.labels, s.group_ids, s.survival, s.joint)
     return {**step_metrics(groups.scored, groups.generation, pruner, keep_ratio_target, s.rewards, s.labels,
                            s.group_ids, quality, learned.head_loss, policy),
-            **scorer_metrics(s.scores, s.labels, s.group_ids, s.survival, s.every_rollout),
+            **scorer_metrics(s.scores, s.labels, s.group_ids, s.survival, s.every_rollout, s.joint),
             **{f"screen/prompt_head_{k}": v for k, v in learned.prompt_head.items()}, **groups.metrics}
 
 
@@ -98,16 +99,17 @@ def step_metrics(scored, gen, pruner, keep_ratio_target: float, rewards: torch.T
 
 
 def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, survival: torch.Tensor,
-                   every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> dict[str, float]:
+                   every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                   joint: torch.Tensor | None = None) -> dict[str, float]:
     """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect), over the batch
     and within groups: ``scorer/auc`` and ``scorer/within_auc`` over every rollout before pruning (exact from
     ``every_rollout``, ``(prompt indices, scores, labels)`` of them all, else estimated from the survivors'
-    ``scores, labels, group_ids, survival: (N,)``), ``scorer/auc_survivors`` and ``scorer/within_auc_survivors``
+    ``scores, labels, group_ids, survival: (N,)`` and the draw's ``joint``), ``scorer/auc_survivors`` and
+    ``scorer/within_auc_survivors``
     over the survivors as they are. Undefined ones (one class) left out."""
     if every_rollout is None:
-        w = inverse_survival(survival)
-        every = {"scorer/auc": weighted_within_group_auc(scores, labels, torch.zeros_like(group_ids), w),
-                 "scorer/within_auc": weighted_within_group_auc(scores, labels, group_ids, w)}
+        pooled, within = survivor_aucs(scores, labels, group_ids, survival, joint)
+        every = {"scorer/auc": pooled, "scorer/within_auc": within}
     else:
         all_ids, all_scores, all_labels = every_rollout
         every = {"scorer/auc": binary_auc(all_scores, all_labels),

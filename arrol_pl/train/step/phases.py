@@ -100,8 +100,9 @@ def head_phase(ctx: StepContext, pruning: OnlinePruning, prompt_scorer: PromptSc
     (``prompt_scorer``, None without a prompt screen) from this step's prompts."""
     survivors, config = groups.survivors, pruning.config
     weights = 1.0 / survivors.survival if config.importance_weighting else torch.ones_like(survivors.survival)
-    group_ids, scores, labels, weights, features, rewards, survival = ctx.ranks.gather_survivors(
-        survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards, survivors.survival)
+    joint = survivors.joint if survivors.joint is not None else torch.full((len(labels), 1), float("nan"))
+    group_ids, scores, labels, weights, features, rewards, survival, joint = ctx.ranks.gather_survivors(
+        survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards, survivors.survival, joint)
     every = None if groups.every_rollout is None else tuple(ctx.ranks.gather_survivors(*groups.every_rollout))
     head_scores = None
     if config.scorer != "head":  # the head the step started with (the engine's), on the same rows
@@ -109,10 +110,11 @@ def head_phase(ctx: StepContext, pruning: OnlinePruning, prompt_scorer: PromptSc
         with torch.no_grad():
             head_scores = pruning.head(features.to(device)).float().cpu()
     with ctx.timer("head"):
-        loss = pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids, survival))
+        loss = pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids, survival, joint))
         prompt_rows = groups.prompt_rows(labels, weights)
         prompt = {} if prompt_rows is None else prompt_scorer.learn(*prompt_rows)
-    return PruningUpdate(loss, prompt, AllSurvivors(group_ids, scores, labels, rewards, survival, head_scores, every))
+    return PruningUpdate(loss, prompt, AllSurvivors(group_ids, scores, labels, rewards, survival, joint, head_scores,
+                                                        every))
 
 
 @contextmanager

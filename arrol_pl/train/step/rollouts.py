@@ -44,11 +44,12 @@ class StepGroups:
     their outcomes are known (the oracle's round decodes them all); None: only the survivors' are."""
 
     def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
-                  group_ids: torch.Tensor, survival: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The quality head's and calibrator's rows ``(features, scores, labels, weights, group ids, survival)``: the
+                  group_ids: torch.Tensor, survival: torch.Tensor, joint: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The quality head's and calibrator's rows ``(features, scores, labels, weights, group ids, survival, joint)``
+        (:func:`~arrol_pl.core.sampling.joint_rows`): the
         survivors', and with a detect-stage screen the audited groups it dropped, weighted 1 / audit share
         (otherwise both would see the kept groups only)."""
-        rows = (features, scores, labels, weights, group_ids, survival)
+        rows = (features, scores, labels, weights, group_ids, survival, joint)
         return rows if self.screen is None else self.screen.with_dropped_audit(rows, self.generation.rollouts)
 
     def prompt_rows(self, labels: torch.Tensor, weights: torch.Tensor):

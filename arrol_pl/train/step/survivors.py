@@ -9,6 +9,8 @@ from typing import Sequence
 
 import torch
 
+from arrol_pl.core.sampling import joint_rows
+
 
 @dataclass
 class Survivors:
@@ -24,6 +26,8 @@ class Survivors:
     golds: list[str]
     rollout_log_probs: list[torch.Tensor] | None = None
     """Per survivor, ``(R_i,)``: the engine's log-prob of each sampled response token (None if not returned)."""
+    joint: torch.Tensor | None = None
+    """``(N, 1 + G)``: the draw's pair chances (:func:`~arrol_pl.core.sampling.joint_rows`); None: independent."""
 
     def subset(self, index: Sequence[int]) -> "Survivors":
         """The survivors at ``index``, in that order."""
@@ -32,7 +36,8 @@ class Survivors:
         return Survivors([self.prompt_ids[i] for i in index], [self.response_ids[i] for i in index],
                          [self.texts[i] for i in index], self.group_ids[pick], self.features[pick],
                          self.scores[pick], self.survival[pick], [self.golds[i] for i in index],
-                         None if self.rollout_log_probs is None else [self.rollout_log_probs[i] for i in index])
+                         None if self.rollout_log_probs is None else [self.rollout_log_probs[i] for i in index],
+                         None if self.joint is None else self.joint[pick])
 
 
 def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Survivors:
@@ -50,6 +55,7 @@ def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Sur
         survival=torch.tensor([1.0 if r.survival is None else r.survival for r in kept], dtype=torch.float32),
         golds=[golds_by_prompt[r.prompt_index] for r in kept],
         rollout_log_probs=sampled_log_probs(kept),
+        joint=joint_rows([r.sample_index for r in kept], [r.joint for r in kept]),
     )
 
 
