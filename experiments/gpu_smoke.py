@@ -277,7 +277,7 @@ def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
         if measured > 1:
             failures.append(f"{name}: device memory peaked at {gib(memory.peak)}, above the plan's {gib(plan.peak)}")
     else:
-        print("  memory: not measured on CPU (the plan is for GPUs; tests/train/test_update_peak.py checks the "
+        print("  memory: not measured on CPU (the plan is for GPUs; tests/train/policy/test_update_peak.py checks the "
               "update's bytes on CPU)")
     return failures
 

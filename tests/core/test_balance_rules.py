@@ -38,6 +38,7 @@ def test_the_default_rule_is_the_anchored_one():
     assert DEFAULT_BALANCE_TARGET == "anchored" and PruningConfig().balance_target == "anchored"
 
 
+@pytest.mark.slow  # the grid draws a million groups at fixed size: outside the quick tier
 @pytest.mark.parametrize("keep_ratio", KEEP_RATIOS)
 @pytest.mark.parametrize("pass_rate", PASS_RATES)
 def test_default_rule_balances_better_than_random_in_every_cell(grid, keep_ratio, pass_rate):
@@ -57,6 +58,7 @@ def test_default_rule_balances_better_than_random_in_every_cell(grid, keep_ratio
         assert default["keep_ratio"] <= random["keep_ratio"] + 0.005, (keep_ratio, pass_rate, auc)
 
 
+@pytest.mark.slow  # the grid draws a million groups at fixed size: outside the quick tier
 @pytest.mark.parametrize("keep_ratio", KEEP_RATIOS)
 def test_eq2_lowers_the_kept_positive_share_on_hard_tasks_and_the_default_raises_it(grid, keep_ratio):
     """Eq. 2 prunes the likely-right first: on a hard task (π = 0.1, 0.3) with a perfect scorer it keeps fewer right
@@ -68,6 +70,7 @@ def test_eq2_lowers_the_kept_positive_share_on_hard_tasks_and_the_default_raises
         assert cell["eq2"]["balance_gain"] < 0
 
 
+@pytest.mark.slow  # the grid draws a million groups at fixed size: outside the quick tier
 @pytest.mark.parametrize("keep_ratio", KEEP_RATIOS)
 def test_the_default_lowers_the_kept_positive_share_on_easy_tasks(grid, keep_ratio):
     """On an easy task (π = 0.7, 0.9) with a perfect scorer the default keeps fewer right answers than random pruning:

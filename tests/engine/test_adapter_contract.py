@@ -163,7 +163,7 @@ def test_shutdown_entry_point(engine):
     # adapter.shutdown relies on the in-process core client's shutdown (EngineCore.shutdown tears down
     # the model, KV cache and distributed groups). Calling it here would break the session engine, so the
     # contract checks the entry point; tests/engine/test_engine_close.py closes an engine, finds nothing of it left
-    # and starts a second in the same process, as tests/train/test_run_smoke.py::test_multirun_sweep_writes_one_table
+    # and starts a second in the same process, as tests/train/run/test_run_smoke.py::test_multirun_sweep_writes_one_table
     # does between a sweep's jobs.
     from vllm.v1.engine.core_client import InprocClient
 
@@ -191,7 +191,7 @@ def test_seed_sampling_makes_unseeded_sampling_repeatable(engine):
 
 def test_launcher_world_args(monkeypatch):
     """Several ranks: vLLM still offers the executor that joins a launcher's world and reads its environment
-    (the join itself runs in tests/train/test_distributed_run.py, two ranks with an engine each)."""
+    (the join itself runs in tests/train/run/test_distributed_run.py, two ranks with an engine each)."""
     launcher = {"RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     for key, value in launcher.items():
         monkeypatch.setenv(key, value)

@@ -2,8 +2,8 @@
 for real (bench_phases.py, head_quality.py on a trained export and on SmolLM2, plot_wallclock.py on two runs,
 the κ sweep the later parts read) run as subprocesses of reproduce.py with ``--only``, and the results page is
 built from what they wrote. The parts left out run the scripts other tests run end to end (``balance``: run.py
-with random pruning, as tests/train/test_faults.py's signal runs; ``voting``: evaluate.py, as
-tests/train/test_run_smoke.py's test_evaluate_writes_consistent_tables); their
+with random pruning, as tests/train/run/test_faults.py's signal runs; ``voting``: evaluate.py, as
+tests/train/run/test_run_smoke.py's test_evaluate_writes_consistent_tables); their
 sections' readers are tested on made-up runs in tests/analysis/test_results.py, and here they say how to run them."""
 
 import json

@@ -1,6 +1,6 @@
 """The exported quality head on the hub's terms (arrol_pl.models.head): saved as safetensors plus a config JSON
 and a card, loaded back with one call to the same logits, input moments and calibrator, strictly; the run's card;
-the push target checked before a run starts (the push of a run's export: tests/train/test_export_push.py)."""
+the push target checked before a run starts (the push of a run's export: tests/train/run/test_export_push.py)."""
 
 import json
 from pathlib import Path

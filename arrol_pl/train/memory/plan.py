@@ -21,7 +21,7 @@ run's settings, and each assumption is stated where it is made:
   (4 + s)(q + k) + SwiGLU 4·s·I`` bytes, ``r`` the residual dtype's bytes, ``s`` the compute dtype's, ``h`` the
   width, ``q`` = heads × head_dim, ``k`` = kv heads × head_dim, ``I`` the MLP width. The method is Korthikanti et
   al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", §4.1: 34·s·b·h per layer for a GPT
-  block), redone for these blocks; ``tests/train/test_memory_plan.py`` checks it against the bytes autograd
+  block), redone for these blocks; ``tests/train/memory/test_memory_plan.py`` checks it against the bytes autograd
   actually saves (saved-tensor hooks on CPU). Autocast also keeps a 16-bit copy of every weight a matmul used
   until the backward (2 bytes per block parameter). With activation checkpointing (``model.activation_checkpointing``,
   per decoder block) a block keeps only its input (``r·h`` per token) and one block is recomputed at a time.
@@ -29,7 +29,7 @@ run's settings, and each assumption is stated where it is made:
   micro-batch of its own).
 - **The update's peak** is the largest of three moments of a micro-batch's backward (:func:`update_moments`),
   each on top of the resident memory, the gradients (accumulated over the mini-batch's micro-batches, so they
-  exist in all but the first) and FSDP2's gathered weights; ``tests/train/test_update_peak.py`` measures the
+  exist in all but the first) and FSDP2's gathered weights; ``tests/train/policy/test_update_peak.py`` measures the
   real update on CPU (float32 and bf16 autocast) within a few percent of it (:mod:`arrol_pl.train.policy.update_peak`):
 
   - *The log-prob step's backward* (:func:`arrol_pl.train.policy.logprobs.response_log_probs`): the activations kept

@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.train.policy.weights import engine_weights, freeze_lower_layers, policy_weights
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 
 
 def tiny(tied: bool, seed: int = 0) -> Qwen3ForCausalLM:

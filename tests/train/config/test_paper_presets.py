@@ -14,7 +14,7 @@ from arrol_pl.analysis.eval_config import load_eval_config
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import load_run_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONF = str(ROOT / "conf")
 MODELS = {"qwen3_1_7b": "Qwen/Qwen3-1.7B-Base", "qwen3_4b": "Qwen/Qwen3-4B-Base", "qwen3_8b": "Qwen/Qwen3-8B-Base",
           "llama3_2_1b": "meta-llama/Llama-3.2-1B-Instruct"}

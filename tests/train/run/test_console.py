@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 UNWANTED = ("litlogger", "💡", "LeafSpec", "reduce_op", "Triton", "Loading safetensors checkpoint shards",

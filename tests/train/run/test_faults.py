@@ -28,7 +28,7 @@ import torch
 from arrol_pl.train.records.rundir import CLAIM_FILE, claim_holder, last_checkpoint, run_files
 from arrol_pl.train.run.finish import HUB_FILES, hub_files
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 STEPS = 6

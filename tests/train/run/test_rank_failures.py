@@ -2,7 +2,7 @@
 what a rank records in torchrun's error file and how torchrun reads it back, the kind of an exception out of a
 collective, the root cause among the failed ranks, the launcher's two lines and ``summary.json`` marked failed, the
 wrapper's marker before torchrun closes the other ranks, and a rank's silence while it does. The real thing, a rank
-killed mid-run, is ``tests/train/test_distributed_run.py``."""
+killed mid-run, is ``tests/train/run/test_distributed_run.py``."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import torch
 from arrol_pl.train.step.rank_sync import RankSync
 
 HERE = Path(__file__).parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 
 
 def load_worker():

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import RunConfig, load_run_config
 
-CONF = str(Path(__file__).resolve().parents[2] / "conf")
+CONF = str(Path(__file__).resolve().parents[3] / "conf")
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF) / "exp").glob("*.yaml"))
 
 

@@ -16,7 +16,7 @@ from arrol_pl.tasks.reward import counted
 from arrol_pl.train.step.rank_sync import ONE_RANK
 from arrol_pl.train.step.reward_failures import RewardFailures, reward_failures
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def scored(*status: str) -> SimpleNamespace:

@@ -16,7 +16,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def tiny_policy() -> Qwen3ForCausalLM:

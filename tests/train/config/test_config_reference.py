@@ -11,7 +11,7 @@ import pytest
 from arrol_pl.train.config.reference import (MARKER, PRESETS_END, PRESETS_START, SKIP_GROUPS, first_sentence, guide,
                                              keys, page, preset_changes)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "configuration.md"
 GUIDE = ROOT / "docs" / "guide.md"
 

@@ -18,7 +18,7 @@ import torch
 from arrol_pl.train.records.rundir import CLAIM_FILE
 from arrol_pl.train.run.callbacks import RunCheckpoints
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_signals_after_the_first_are_absorbed_until_restore_and_one_second_sigint_hurries_a_step(tmp_path, caplog):

@@ -16,7 +16,7 @@ from arrol_pl.train.config.run import load_run_config
 from arrol_pl.train.memory.plan import GIB, GRAPH_POOL_BYTES, plan_memory
 from arrol_pl.train.memory.shape import ModelShape, layer_activation_bytes, precision_bytes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONF = str(ROOT / "conf")
 FIXTURES = ROOT / "tests" / "fixtures" / "model_configs"
 SMOLLM2 = sorted((ROOT / "outputs" / "cache").glob("smollm2-135m-instruct-*/done"))

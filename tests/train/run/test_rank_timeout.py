@@ -3,7 +3,7 @@
 Two real gloo processes start their world with :func:`init_launcher_world`, then rank 0 works alone (sleeps) inside
 :func:`rank_zero_first` while rank 1 waits in its barrier, as the other ranks wait while rank 0 prepares the
 policy. A wait beyond the timeout fails in one line naming the collective and the setting with its value; a
-shorter one passes (what ``arrol train`` prints for it after torchrun: ``tests/train/test_rank_failures.py``). No
+shorter one passes (what ``arrol train`` prints for it after torchrun: ``tests/train/run/test_rank_failures.py``). No
 engine: the timeout is the group's, whatever waits in it.
 """
 
