@@ -224,3 +224,12 @@ def pytest_sessionfinish(session, exitstatus):
         ordered = dict(sorted(((g, round(t, 1)) for g, t in _group_seconds.items()), key=lambda kv: -kv[1]))
         DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
         print(f"\n{DURATIONS.name}: {len(ordered)} groups, {sum(ordered.values()):.0f} s")
+
+
+@pytest.fixture
+def head_export(tmp_path: Path) -> Path:
+    """A directory that passes for a run's export/ to the evaluation's config (which checks only that its head folder
+    exists)."""
+    (tmp_path / "export" / "quality_head").mkdir(parents=True)
+    (tmp_path / "export" / "quality_head" / "config.json").write_text("{}")
+    return tmp_path / "export"

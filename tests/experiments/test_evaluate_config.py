@@ -15,25 +15,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")
 
 
-@pytest.fixture
-def export(tmp_path: Path) -> Path:
-    """A directory that passes for a run's export/ (the config checks only that its head folder exists)."""
-    (tmp_path / "export").mkdir()
-    (tmp_path / "export" / "quality_head").mkdir()
-    (tmp_path / "export" / "quality_head" / "config.json").write_text("{}")
-    return tmp_path / "export"
-
-
 def compose_eval(*overrides: str) -> EvalConfig:
     with initialize_config_dir(config_dir=CONF, version_base=None):
         return load_eval_config(compose("evaluate", overrides=list(overrides)))
 
 
-def test_the_preset_is_the_typed_defaults_and_datasets_named_replace_the_runs(export: Path):
-    cfg = compose_eval(f"checkpoint={export}")
-    assert cfg == EvalConfig(checkpoint=str(export))
+def test_the_preset_is_the_typed_defaults_and_datasets_named_replace_the_runs(head_export: Path):
+    cfg = compose_eval(f"checkpoint={head_export}")
+    assert cfg == EvalConfig(checkpoint=str(head_export))
     assert cfg.engine.gpu_memory_utilization == 0.8 and cfg.datasets == {}  # none named: the run's own data
-    cfg = compose_eval(f"checkpoint={export}", "+datasets.math500.path=/data/math500.jsonl",
+    cfg = compose_eval(f"checkpoint={head_export}", "+datasets.math500.path=/data/math500.jsonl",
                        "+datasets.arithmetic.options.max_operands=2", "deepconf.mode=tail", "engine.dtype=bfloat16")
     assert list(cfg.datasets) == ["math500", "arithmetic"] and cfg.datasets["math500"].path == "/data/math500.jsonl"
     assert cfg.datasets["math500"].split is None and cfg.datasets["arithmetic"].split == "heldout"  # never train
@@ -50,8 +41,8 @@ def test_the_preset_is_the_typed_defaults_and_datasets_named_replace_the_runs(ex
     (["+foo=1"], "foo: no such key"),
     (["engine.dtype=float8"], "engine."),
 ])
-def test_bad_values_name_their_key(export: Path, overrides: list[str], message: str):
-    checkpoint = [] if any(o.startswith("checkpoint=") for o in overrides) or overrides == [] else [f"checkpoint={export}"]
+def test_bad_values_name_their_key(head_export: Path, overrides: list[str], message: str):
+    checkpoint = [] if any(o.startswith("checkpoint=") for o in overrides) or overrides == [] else [f"checkpoint={head_export}"]
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         compose_eval(*checkpoint, *overrides)
 

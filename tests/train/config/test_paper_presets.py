@@ -92,13 +92,6 @@ def test_a_hub_id_is_a_hub_id_and_a_local_directory_wins(tmp_path):
 
 
 # ---------------------------------------------------------------- evaluation (experiments/evaluate.py)
-@pytest.fixture
-def export(tmp_path: Path) -> Path:
-    """A directory that passes for a run's export/ (the config checks only that its head folder exists)."""
-    (tmp_path / "export").mkdir()
-    (tmp_path / "export" / "quality_head").mkdir()
-    (tmp_path / "export" / "quality_head" / "config.json").write_text("{}")
-    return tmp_path / "export"
 
 
 def compose_eval(name: str, *overrides: str):
@@ -106,17 +99,17 @@ def compose_eval(name: str, *overrides: str):
         return load_eval_config(compose(name, overrides=list(overrides)))
 
 
-def test_the_evaluation_presets_are_the_papers_tables(export):
+def test_the_evaluation_presets_are_the_papers_tables(head_export):
     """Tables 1-2: avg@16 (MATH500, Minerva, OlympiadBench) and pass@16 (AMC, AIME) from k = 16 samples; Table 3:
     maj@32 from k = 32 on AMC and AIME; responses of at most 8,192 tokens, every problem, bf16."""
-    cfg = compose_eval("evaluate_paper", f"checkpoint={export}", "datasets.math500.path=/data/math500.jsonl")
+    cfg = compose_eval("evaluate_paper", f"checkpoint={head_export}", "datasets.math500.path=/data/math500.jsonl")
     assert list(cfg.datasets) == ["math500", "minerva", "olympiadbench", "amc23", "aime24", "aime25"]
     assert (cfg.k, cfg.max_tokens, cfg.limit, cfg.engine.dtype) == (16, 8192, None, "bfloat16")
     assert cfg.datasets["math500"].path == "/data/math500.jsonl" and cfg.datasets["aime25"].path is None
-    tts = compose_eval("evaluate_paper_tts", f"checkpoint={export}")
+    tts = compose_eval("evaluate_paper_tts", f"checkpoint={head_export}")
     assert list(tts.datasets) == ["amc23", "aime24", "aime25"] and (tts.k, tts.max_tokens, tts.limit) == (32, 8192, None)
     with initialize_config_dir(config_dir=CONF, version_base=None):  # evaluate.yaml's run directory and chdir
-        hydra = compose("evaluate_paper", overrides=[f"checkpoint={export}"], return_hydra_config=True).hydra
+        hydra = compose("evaluate_paper", overrides=[f"checkpoint={head_export}"], return_hydra_config=True).hydra
     assert hydra.run.dir.startswith("outputs/eval/") and hydra.job.chdir is False
     with pytest.raises(ConfigError, match="does not exist"):
         compose_eval("evaluate_paper", "checkpoint=/no/such/export")
