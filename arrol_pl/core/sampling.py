@@ -20,7 +20,6 @@ Estimators over pairs of survivors (the AUC within groups) weight a pair 1/π_ij
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch
@@ -205,16 +204,6 @@ def fixed_size_draw(p: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tens
     """One group's :func:`fixed_size_draws`: ``p, uniforms: (n,)`` → ``(keep (n,), π (n, n))``."""
     keep, joint = fixed_size_draws(torch.as_tensor(p).reshape(1, -1), torch.as_tensor(uniforms).reshape(1, -1))
     return keep[0], joint[0]
-
-
-def draw(p: torch.Tensor, uniforms: torch.Tensor, design: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """One group's keep mask and pair inclusion probabilities under ``design`` (one of :data:`DRAWS`)."""
-    if design == "fixed_size":
-        return fixed_size_draw(p, uniforms)
-    if design == "independent":
-        p = torch.as_tensor(p, dtype=torch.float64).flatten().clamp(0.0, 1.0)
-        return torch.as_tensor(uniforms, dtype=torch.float64).flatten() < p, independent_inclusion(p)
-    raise ValueError(f"unknown draw {design!r}; choose one of {', '.join(DRAWS)}")
 
 
 def joint_rows(sample_index: Sequence[int], rows: Sequence[Sequence[float] | None]) -> torch.Tensor:

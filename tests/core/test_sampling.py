@@ -10,7 +10,7 @@ import torch
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import survivor_aucs, weighted_within_group_auc, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch, draw_keep
-from arrol_pl.core.sampling import (batch_joint_rows, conditional_poisson_weights, draw, fixed_size_draw,
+from arrol_pl.core.sampling import (batch_joint_rows, conditional_poisson_weights, fixed_size_draw,
                                     fixed_size_draws, group_inclusion, joint_by_sample_index, joint_rows)
 from arrol_pl.core.simulation import sample_oracle_groups
 
@@ -65,12 +65,12 @@ def test_a_fractional_sum_keeps_its_floor_or_its_ceiling_and_certain_rollouts_al
 
 
 def test_independent_draws_read_each_uniform_against_its_chance():
-    p, u = torch.tensor([0.2, 0.7, 0.5]), torch.tensor([0.1, 0.9, 0.5])
-    keep, joint = draw(p, u, "independent")
-    assert keep.tolist() == [True, False, False]
-    assert joint[0, 1] == pytest.approx(0.14) and joint.diagonal().tolist() == pytest.approx([0.2, 0.7, 0.5])
+    p, u, eligible = torch.tensor([[0.2, 0.7, 0.5]]), torch.tensor([[0.1, 0.9, 0.5]]), torch.ones(1, 3, dtype=torch.bool)
+    keep, joint = draw_keep(p, u, eligible, 0, "independent")
+    assert keep[0].tolist() == [True, False, False]
+    assert joint[0, 0, 1] == pytest.approx(0.14) and joint[0].diagonal().tolist() == pytest.approx([0.2, 0.7, 0.5])
     with pytest.raises(ValueError, match="unknown draw 'poisson'"):
-        draw(p, u, "poisson")
+        draw_keep(p, u, eligible, 0, "poisson")
 
 
 def test_the_floor_no_longer_tops_up_a_quarter_kept_in_groups_of_eight():
