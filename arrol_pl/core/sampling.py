@@ -260,17 +260,3 @@ def joint_by_sample_index(inclusion: torch.Tensor, sample_index: Sequence[int]) 
     rows = torch.full((len(sample_index), width), float("nan"), dtype=torch.float64)
     rows[:, list(sample_index)] = torch.as_tensor(inclusion, dtype=torch.float64)
     return [tuple(r) for r in rows.tolist()]
-
-
-def batch_joint_rows(inclusion: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
-    """:func:`joint_rows` of a flat batch whose members are indexed by their order in their group:
-    ``inclusion (N, N)`` (a batch decision's) and ``group_ids (N,)`` → ``(N, 1 + G)``."""
-    group_ids = torch.as_tensor(group_ids).flatten().to(torch.long)
-    index = [0] * group_ids.numel()
-    rows: list[tuple[float, ...] | None] = [None] * group_ids.numel()
-    for g in torch.unique(group_ids).tolist():
-        members = torch.nonzero(group_ids == g, as_tuple=True)[0]
-        block = joint_by_sample_index(inclusion[members][:, members], list(range(members.numel())))
-        for k, (i, row) in enumerate(zip(members.tolist(), block)):
-            index[i], rows[i] = k, row
-    return joint_rows(index, rows)

@@ -20,7 +20,6 @@ import torch
 from .metrics import balance_stats
 from .pruning import (PRUNING_POLICIES, PruningConfig, build_pruner_params, decide_batch, floor_among_eligible,
                       sample_keep)
-from .sampling import batch_joint_rows
 from .scorers import oracle_scores
 
 
@@ -72,7 +71,7 @@ def run_pruning_simulation(
         rewards = batch.rewards.flatten()
         weights = 1.0 / decision.survival[keep] if config.importance_weighting else None
         calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights, group_ids[keep],
-                          decision.survival[keep], batch_joint_rows(decision.inclusion, group_ids)[keep])
+                          decision.survival[keep], decision.joint[keep])
         kept = balance_stats(rewards[keep], group_ids[keep])
         full = balance_stats(rewards, group_ids)
         history.append(

@@ -42,6 +42,11 @@ class EngineConfig:
     rows vLLM computes in Python after the graph replays, so it works either way."""
     enable_prefix_caching: bool = True
     """Share prompt KV across the G rollouts of a group (and a continued rollout's prefix, with ``detect_first``)."""
+    block_size: int | None = None
+    """Tokens per KV block (vLLM's ``block_size``); null: the platform's (16 on CUDA, 128 on CPU; on CPU a multiple
+    of 32). Prefix caching shares whole blocks only, so with ``detect_first`` a continued survivor computes again
+    its prompt and first L_detect tokens past the last whole block: on CPU, 32 makes pruned generation's
+    detect-first pay and decoding itself a few per cent slower (docs/studies.md#the-engine-benchmark)."""
     detect_first: bool | None = None
     """While pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``): every rollout first
     runs to L_detect alone, and only the survivors are then continued, so rollouts that will be decided never wait
@@ -63,6 +68,8 @@ class EngineConfig:
 
     def for_platform(self, platform: str) -> "EngineConfig":
         """A copy with every null setting replaced by ``platform``'s default (``"cpu"`` or ``"cuda"``)."""
+        if platform == "cpu" and self.block_size is not None and self.block_size % 32:
+            raise ValueError(f"engine.block_size={self.block_size}: vLLM's CPU attention takes multiples of 32")
         defaults = PLATFORM_DEFAULTS[platform]
         return dataclasses.replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
@@ -75,6 +82,8 @@ class EngineConfig:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.cpu_kv_cache_gib < 1:
             raise ValueError(f"cpu_kv_cache_gib must be an integer >= 1, got {self.cpu_kv_cache_gib}")
+        if self.block_size is not None and self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1 or null, got {self.block_size}")
         if self.max_num_seqs < 1:
             raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
 

@@ -64,7 +64,7 @@ VLLM_API: tuple[Touch, ...] = (
     Touch("vllm:EngineArgs", why="start_engine: from vllm import EngineArgs"),
     Touch("vllm.engine.arg_utils:EngineArgs", attrs=(
         "model", "tokenizer", "dtype", "max_model_len", "seed", "enforce_eager", "enable_prefix_caching",
-        "max_num_seqs", "max_num_batched_tokens", "async_scheduling", "disable_log_stats", "logprobs_mode",
+        "max_num_seqs", "max_num_batched_tokens", "block_size", "async_scheduling", "disable_log_stats", "logprobs_mode",
         "use_tqdm_on_load", "gpu_memory_utilization", "enable_sleep_mode", "distributed_executor_backend",
         "tensor_parallel_size"),
         why="engine_args (ArrolEngine's EngineArgs keywords), launcher_world_args"),

@@ -10,7 +10,7 @@ import torch
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import survivor_aucs, weighted_within_group_auc, within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch, draw_keep
-from arrol_pl.core.sampling import (batch_joint_rows, conditional_poisson_weights, fixed_size_draw,
+from arrol_pl.core.sampling import (conditional_poisson_weights, fixed_size_draw,
                                     fixed_size_draws, group_inclusion, joint_by_sample_index, joint_rows)
 from arrol_pl.core.simulation import sample_oracle_groups
 
@@ -100,6 +100,34 @@ def test_joint_rows_follow_sample_indices_and_give_each_pair_its_chance():
     assert joint_by_sample_index(inclusion, [0, 0, 1]) == [None, None, None]
 
 
+def test_a_batch_decision_carries_each_groups_pair_chances_by_sample_index():
+    """:func:`decide_batch` gives each rollout its group's π row (no (N, N) matrix): the same chances
+    :func:`decide_group` gives the group alone, in the columns of the members' sample indices."""
+    from arrol_pl.core.pruning import PrunerParams, decide_group
+    params = PrunerParams(policy="arrol", keep_ratio=0.5, bin_posteriors=tuple(0.1 + 0.1 * i for i in range(8)), seed=9)
+    scores = torch.randn(24, generator=torch.Generator().manual_seed(0))
+    ids = torch.tensor([5, 3, 5, 3, 1] * 4 + [1, 1, 5, 3])
+    eligible = torch.ones(24, dtype=torch.bool)
+    sample_index = [0] * 24
+    for g in (1, 3, 5):  # each group's members numbered in reverse of their rows
+        idx = torch.nonzero(ids == g, as_tuple=True)[0].tolist()
+        for k, i in enumerate(reversed(idx)):
+            sample_index[i] = k
+    batch = decide_batch(params, scores, eligible, ids, sample_index)
+    assert batch.joint.shape == (24, 1 + 9)  # groups of 9, 9 and 6
+    for g in (1, 3, 5):
+        idx = torch.nonzero(ids == g, as_tuple=True)[0]
+        alone = decide_group(params, scores[idx], eligible[idx], params.group_generator(g))
+        assert torch.equal(batch.keep[idx], alone.keep)
+        for a, i in enumerate(idx.tolist()):
+            assert batch.joint[i, 0] == sample_index[i]
+            for b, j in enumerate(idx.tolist()):
+                assert float(batch.joint[i, 1 + sample_index[j]]) == pytest.approx(float(alone.inclusion[a, b]))
+    default = decide_batch(params, scores, eligible, ids)
+    assert torch.equal(default.keep, batch.keep)
+    assert default.joint[ids == 1, 0].tolist() == list(range(6))
+
+
 def _sets(p: torch.Tensor) -> list[tuple[tuple[int, ...], float]]:
     """Every set the fixed-size draw can keep from ``p`` (all free, Σp whole), with its chance."""
     size = round(float(p.sum()))
@@ -148,7 +176,7 @@ def test_the_default_rule_keeps_kappa_and_the_step_reads_the_calibrators_estimat
     decision = decide_batch(params, scores, torch.ones_like(rewards, dtype=torch.bool), ids)
     keep = decision.keep
     assert float(keep.double().mean()) == keep_ratio
-    joint = batch_joint_rows(decision.inclusion, ids)[keep]
+    joint = decision.joint[keep]
     window = BinnedCalibrator(capacity=4000)
     window.update(scores[keep], rewards[keep], None, ids[keep], decision.survival[keep], joint)
     pooled, within = survivor_aucs(scores[keep], rewards[keep], ids[keep], decision.survival[keep], joint)

@@ -32,3 +32,6 @@ def test_the_platform_decides_a_null_dtype_and_eager_mode():
     assert (config.for_platform("cuda").dtype, config.for_platform("cuda").enforce_eager) == ("bfloat16", False)
     pinned = EngineConfig(dtype="float16", enforce_eager=True).for_platform("cuda")
     assert (pinned.dtype, pinned.enforce_eager) == ("float16", True)
+    assert EngineConfig(block_size=16).for_platform("cuda").block_size == 16
+    with pytest.raises(ValueError, match="engine.block_size=16"):  # before any model loads
+        EngineConfig(block_size=16).for_platform("cpu")

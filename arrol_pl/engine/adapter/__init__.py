@@ -131,6 +131,8 @@ def engine_args(config: Any, platform: str, join_launcher_world: bool = False, *
                 async_scheduling=False, disable_log_stats=True, use_tqdm_on_load=False)
     if config.max_num_batched_tokens is not None:
         args["max_num_batched_tokens"] = config.max_num_batched_tokens
+    if config.block_size is not None:
+        args["block_size"] = config.block_size
     if join_launcher_world:
         args.update(launcher_world_args())
     if platform == "cuda":

@@ -19,7 +19,6 @@ import torch
 
 from arrol_pl.core.decode_cost import pruning_credit
 from arrol_pl.core.pruning import PrunerParams, decide_batch
-from arrol_pl.core.sampling import joint_by_sample_index, joint_rows
 from arrol_pl.core.scorers import oracle_scores
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.train.step.rollouts import RolloutRound, StepGroups
@@ -47,18 +46,14 @@ class OracleRound(RolloutRound):
         labels = torch.as_tensor(groups.scored.correct, dtype=torch.float32)
         scores = oracle_scores(labels, self.auc, torch.Generator().manual_seed(params.seed * 31 + 17))
         eligible = torch.tensor([r.eligible for r in gen.rollouts], dtype=torch.bool)
-        decision = decide_batch(params, scores, eligible, groups.survivors.group_ids)
+        decision = decide_batch(params, scores, eligible, groups.survivors.group_ids,
+                                [r.sample_index for r in gen.rollouts])
         for i, r in enumerate(gen.rollouts):
             r.score, r.survival, r.posterior = float(scores[i]), float(decision.survival[i]), float(decision.posterior[i])
             r.pruned = not bool(decision.keep[i])
-        ids = groups.survivors.group_ids
-        for g in torch.unique(ids).tolist():
-            idx = torch.nonzero(ids == g, as_tuple=True)[0]
-            rows = joint_by_sample_index(decision.inclusion[idx][:, idx], [gen.rollouts[i].sample_index for i in idx])
-            for i, row in zip(idx.tolist(), rows):
-                gen.rollouts[i].joint = row
-        joint = joint_rows([r.sample_index for r in gen.rollouts], [r.joint for r in gen.rollouts])
-        surv = dataclasses.replace(groups.survivors, scores=scores, survival=decision.survival.clone(), joint=joint)
+            r.joint = tuple(decision.joint[i, 1:].tolist()) if not torch.isnan(decision.joint[i, 0]) else None
+        surv = dataclasses.replace(groups.survivors, scores=scores, survival=decision.survival.clone(),
+                                   joint=decision.joint)
         kept = torch.nonzero(decision.keep, as_tuple=True)[0].tolist()
         many_rollouts = len(gen.rollouts) > self.slots
         credit = pruning_credit([r.generated_tokens for r in gen.rollouts], [r.pruned for r in gen.rollouts],

@@ -127,6 +127,7 @@ def test_algo_presets():
     ("trainer.strategy=deepspeed", "trainer.strategy"),
     ("trainer.eval_every=-1", "trainer.eval_every"),
     ("engine.max_num_seqs=0", "engine.max_num_seqs"),
+    ("engine.block_size=0", "engine.block_size"),
     ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
     ("model.pretrained=gpt5", "model.pretrained"),
     ("model.trainable_layers=0", "model.trainable_layers"),
