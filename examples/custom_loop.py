@@ -48,10 +48,15 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=48, help="longest response")
     parser.add_argument("--lr", type=float, default=3e-4, help="the policy's learning rate")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", default=None,
-                        help="where the tiny policy is built and cached (default: the user's model cache)")
-    parser.add_argument("--warm-start-steps", type=int, default=1000,
-                        help="the tiny policy's supervised warm start (0: untrained, every reward 0)")
+    parser.add_argument(
+        "--cache-dir", default=None, help="where the tiny policy is built and cached (default: the user's model cache)"
+    )
+    parser.add_argument(
+        "--warm-start-steps",
+        type=int,
+        default=1000,
+        help="the tiny policy's supervised warm start (0: untrained, every reward 0)",
+    )
     parser.add_argument("--reward-workers", type=int, default=None, help="math-verify processes (0: in this one)")
     parser.add_argument("--metrics", type=Path, default=None, help="also write each step's metrics here (JSONL)")
     return parser.parse_args(argv)
@@ -75,9 +80,9 @@ def grpo_loss(policy: torch.nn.Module, survivors: list, rewards: torch.Tensor, p
     attention = torch.zeros_like(ids)
     response = torch.zeros(ids.shape[0], ids.shape[1] - 1)  # which next-token predictions are response tokens
     for i, (seq, r) in enumerate(zip(sequences, survivors)):
-        ids[i, :len(seq)] = torch.tensor(seq)
-        attention[i, :len(seq)] = 1
-        response[i, len(r.prompt_token_ids) - 1:len(seq) - 1] = 1
+        ids[i, : len(seq)] = torch.tensor(seq)
+        attention[i, : len(seq)] = 1
+        response[i, len(r.prompt_token_ids) - 1 : len(seq) - 1] = 1
     logits = policy(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
     token_logp = F.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
     per_sequence = (token_logp * response).sum(1) / response.sum(1).clamp_min(1)
@@ -98,10 +103,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     policy = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).train()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr)
     problems = list(load_problems("arithmetic", split="train"))
-    pruning = OnlinePruning(PruningConfig(cold_start_steps=args.cold_start, keep_ratio=args.keep_ratio),
-                            HeadConfig(), policy.config.hidden_size, args.seed)
-    engine = ArrolEngine(str(policy_dir), EngineConfig(dtype="float32", detect_length=args.detect_length),
-                         seed=args.seed, head_hidden_dim=pruning.recipe.hidden_dim)
+    pruning = OnlinePruning(
+        PruningConfig(cold_start_steps=args.cold_start, keep_ratio=args.keep_ratio),
+        HeadConfig(),
+        policy.config.hidden_size,
+        args.seed,
+    )
+    engine = ArrolEngine(
+        str(policy_dir),
+        EngineConfig(dtype="float32", detect_length=args.detect_length),
+        seed=args.seed,
+        head_hidden_dim=pruning.recipe.hidden_dim,
+    )
     engine.sync_weights(None, pruning.head.state_dict())  # the engine scores with this run's head from the start
     reward = MathReward(RewardConfig(num_workers=args.reward_workers))
     sampling = {"temperature": 1.0, "max_tokens": args.max_tokens}
@@ -112,11 +125,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             batch = draw.sample(problems, args.prompts)
             params = pruning.params_for(step)  # h_t
             engine.seed_sampling(args.seed * 100_003 + step)
-            generation = engine.generate([p.prompt for p in batch], args.group_size, sampling, args.detect_length,
-                                         params)
+            generation = engine.generate(
+                [p.prompt for p in batch], args.group_size, sampling, args.detect_length, params
+            )
             survivors = [r for r in generation.rollouts if not r.pruned]
-            scored = reward.score([r.text for r in survivors], [batch[r.prompt_index].answer for r in survivors],
-                                  prompts=[batch[r.prompt_index].prompt for r in survivors])
+            scored = reward.score(
+                [r.text for r in survivors],
+                [batch[r.prompt_index].answer for r in survivors],
+                prompts=[batch[r.prompt_index].prompt for r in survivors],
+            )
             rewards = torch.as_tensor(scored.rewards, dtype=torch.float32)
             head_loss = pruning.observe(generation, rewards)  # calibrator, replay window, head: 1/p-weighted
             loss = grpo_loss(policy, survivors, rewards, pad_id)
@@ -126,17 +143,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
             optimizer.step()
             # every tensor under each of its names (a tied LM head is sent as the embedding and as lm_head); a name
             # the engine does not take, or a weight left out, is an error naming it
-            engine.sync_weights(((name, t.detach()) for name, t in policy.state_dict().items()),
-                                pruning.head.state_dict(), every_weight=True)
-            row = {"step": step, "pruning_active": bool(params.active), "rollouts": len(generation.rollouts),
-                   "pruned": len(generation.rollouts) - len(survivors), "keep_ratio": generation.keep_ratio,
-                   "reward_accuracy": scored.accuracy, "policy_loss": float(loss.detach()), "head_loss": head_loss,
-                   "calibrator_labels": len(pruning.calibrator), "seconds": time.perf_counter() - start}
+            engine.sync_weights(
+                ((name, t.detach()) for name, t in policy.state_dict().items()),
+                pruning.head.state_dict(),
+                every_weight=True,
+            )
+            row = {
+                "step": step,
+                "pruning_active": bool(params.active),
+                "rollouts": len(generation.rollouts),
+                "pruned": len(generation.rollouts) - len(survivors),
+                "keep_ratio": generation.keep_ratio,
+                "reward_accuracy": scored.accuracy,
+                "policy_loss": float(loss.detach()),
+                "head_loss": head_loss,
+                "calibrator_labels": len(pruning.calibrator),
+                "seconds": time.perf_counter() - start,
+            }
             rows.append(row)
-            print(f"step {step}: pruning {'on ' if row['pruning_active'] else 'off'} keep {row['keep_ratio']:.2f} "
-                  f"({row['pruned']} of {row['rollouts']} pruned)  accuracy {row['reward_accuracy']:.3f}  "
-                  f"policy loss {row['policy_loss']:+.4f}  head loss {head_loss:.4f}  "
-                  f"calibrator {row['calibrator_labels']} labels  {row['seconds']:.1f} s", flush=True)
+            print(
+                f"step {step}: pruning {'on ' if row['pruning_active'] else 'off'} keep {row['keep_ratio']:.2f} "
+                f"({row['pruned']} of {row['rollouts']} pruned)  accuracy {row['reward_accuracy']:.3f}  "
+                f"policy loss {row['policy_loss']:+.4f}  head loss {head_loss:.4f}  "
+                f"calibrator {row['calibrator_labels']} labels  {row['seconds']:.1f} s",
+                flush=True,
+            )
             if args.metrics is not None:
                 with args.metrics.open("a") as out:
                     out.write(json.dumps(row) + "\n")

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
+
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -48,15 +49,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--detect-length", type=int, default=16, help="L_detect")
     p.add_argument("--kappas", type=float, nargs="+", default=[0.5, 0.25])
-    p.add_argument("--slots", type=int, nargs="+", default=None,
-                   help="engine.max_num_seqs values (default: B×G, all at once, and B×G / 4, KV-limited)")
+    p.add_argument(
+        "--slots",
+        type=int,
+        nargs="+",
+        default=None,
+        help="engine.max_num_seqs values (default: B×G, all at once, and B×G / 4, KV-limited)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.model is not None and not (Path(args.model) / "config.json").is_file():
-        p.error(f"--model {args.model}: not a model directory (no config.json); a warm-started policy is built by "
-                "the first run that uses it, e.g. experiments/run.py +exp=bench_phases")
+        p.error(
+            f"--model {args.model}: not a model directory (no config.json); a warm-started policy is built by "
+            "the first run that uses it, e.g. experiments/run.py +exp=bench_phases"
+        )
     return args
 
 
@@ -87,16 +95,34 @@ def measure(engine, prompts, args, kappa: float, slots: int, sampling: dict, rou
     engine.seed_sampling(round_seed)
     full = engine.generate(prompts, args.group_size, sampling, args.detect_length)
     rollouts = full.rollouts
-    decision = decide_batch(pruner, torch.zeros(len(rollouts)), torch.tensor([r.eligible for r in rollouts]),
-                            torch.tensor([r.prompt_index for r in rollouts]))
+    decision = decide_batch(
+        pruner,
+        torch.zeros(len(rollouts)),
+        torch.tensor([r.eligible for r in rollouts]),
+        torch.tensor([r.prompt_index for r in rollouts]),
+    )
     pruned = [not bool(k) for k in decision.keep]
-    credit = pruning_credit([r.generated_tokens for r in rollouts], pruned, args.detect_length, slots,
-                            full.step_seconds, full.step_requests, detect_first=many)
+    credit = pruning_credit(
+        [r.generated_tokens for r in rollouts],
+        pruned,
+        args.detect_length,
+        slots,
+        full.step_seconds,
+        full.step_requests,
+        detect_first=many,
+    )
     same = sum(a.pruned == b for a, b in zip(real.rollouts, pruned)) / len(rollouts)
-    return dict(real=real.wall_seconds, full=full.wall_seconds, credited=full.wall_seconds - credit.seconds,
-                credit=credit.seconds, same_keep=same, real_tokens=real.generated_tokens,
-                credited_tokens=full.generated_tokens - credit.tokens, fixed=credit.cost.fixed,
-                per_request=credit.cost.per_request)
+    return dict(
+        real=real.wall_seconds,
+        full=full.wall_seconds,
+        credited=full.wall_seconds - credit.seconds,
+        credit=credit.seconds,
+        same_keep=same,
+        real_tokens=real.generated_tokens,
+        credited_tokens=full.generated_tokens - credit.tokens,
+        fixed=credit.cost.fixed,
+        per_request=credit.cost.per_request,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -112,8 +138,11 @@ def main(argv: list[str] | None = None) -> dict:
     slot_values = args.slots or [rollouts, max(rollouts // 4, 1)]
     rows = []
     for slots in slot_values:
-        engine = ArrolEngine(model, EngineConfig(dtype="float32", max_model_len=args.max_tokens + 256,
-                                                 max_num_seqs=slots), seed=args.seed)
+        engine = ArrolEngine(
+            model,
+            EngineConfig(dtype="float32", max_model_len=args.max_tokens + 256, max_num_seqs=slots),
+            seed=args.seed,
+        )
         try:
             for round_ in range(args.repeats + 1):
                 for kappa in args.kappas:
@@ -130,20 +159,39 @@ def main(argv: list[str] | None = None) -> dict:
             med = {k: statistics.median(r[k] for r in rs) for k in rs[0] if k not in ("slots", "kappa")}
             med["ratio"] = statistics.median(r["credited"] / r["real"] for r in rs)
             table[f"slots={slots},kappa={kappa:g}"] = {k: round(v, 4) for k, v in med.items()}
-    print(f"model={model} B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} "
-          f"L_detect={args.detect_length} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']}")
-    print(f"{'config':<22}{'real s':>8}{'full s':>8}{'credit s':>10}{'credited s':>12}{'credited/real':>15}"
-          f"{'same keep':>11}{'tokens real/credited':>22}")
+    print(
+        f"model={model} B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} "
+        f"L_detect={args.detect_length} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']}"
+    )
+    print(
+        f"{'config':<22}{'real s':>8}{'full s':>8}{'credit s':>10}{'credited s':>12}{'credited/real':>15}"
+        f"{'same keep':>11}{'tokens real/credited':>22}"
+    )
     for name, r in table.items():
-        print(f"{name:<22}{r['real']:>8.3f}{r['full']:>8.3f}{r['credit']:>10.3f}{r['credited']:>12.3f}"
-              f"{r['ratio']:>15.3f}{r['same_keep']:>11.3f}{int(r['real_tokens']):>11}/{int(r['credited_tokens'])}")
+        print(
+            f"{name:<22}{r['real']:>8.3f}{r['full']:>8.3f}{r['credit']:>10.3f}{r['credited']:>12.3f}"
+            f"{r['ratio']:>15.3f}{r['same_keep']:>11.3f}{int(r['real_tokens']):>11}/{int(r['credited_tokens'])}"
+        )
     worst = max(abs(r["ratio"] - 1.0) for r in table.values())
-    summary = dict(config=dict(model=model, prompts=args.prompts, group_size=args.group_size,
-                               max_tokens=args.max_tokens, detect_length=args.detect_length, slots=slot_values,
-                               kappas=args.kappas, repeats=args.repeats),
-                   results=table, worst_gap=round(worst, 4), within_target=worst <= TOLERANCE)
-    print(f"worst |credited / real - 1| = {worst:.3f} (target <= {TOLERANCE:.2f}): "
-          f"{'met' if worst <= TOLERANCE else 'missed'}")
+    summary = dict(
+        config=dict(
+            model=model,
+            prompts=args.prompts,
+            group_size=args.group_size,
+            max_tokens=args.max_tokens,
+            detect_length=args.detect_length,
+            slots=slot_values,
+            kappas=args.kappas,
+            repeats=args.repeats,
+        ),
+        results=table,
+        worst_gap=round(worst, 4),
+        within_target=worst <= TOLERANCE,
+    )
+    print(
+        f"worst |credited / real - 1| = {worst:.3f} (target <= {TOLERANCE:.2f}): "
+        f"{'met' if worst <= TOLERANCE else 'missed'}"
+    )
     print(json.dumps(summary))
     return summary
 

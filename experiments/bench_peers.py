@@ -46,18 +46,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="unmeasured first steps per arm and round")
     p.add_argument("--steps", type=int, default=10, help="measured steps per arm and round")
     p.add_argument("--rounds", type=int, default=2, help="rounds over the arms, in alternating order")
-    p.add_argument("--bare-pairs", type=int, default=6,
-                   help="alternating pairs of GRPO's generation and bare vLLM's on the same requests")
-    p.add_argument("--trl", choices=["auto", "off"], default="auto",
-                   help="auto: TRL's arms when trl is installed; off: the project's arms alone")
+    p.add_argument(
+        "--bare-pairs",
+        type=int,
+        default=6,
+        help="alternating pairs of GRPO's generation and bare vLLM's on the same requests",
+    )
+    p.add_argument(
+        "--trl",
+        choices=["auto", "off"],
+        default="auto",
+        help="auto: TRL's arms when trl is installed; off: the project's arms alone",
+    )
     p.add_argument("--out", type=Path, default=None, help="output dir (default outputs/bench/peers-<time>)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run configuration")
     args = p.parse_args(argv)
     if not 0.0 < args.kappa < 1.0:
         p.error(f"--kappa must lie in (0, 1), got {args.kappa}")
     if args.warmup < 0 or args.steps < 1 or args.rounds < 1 or args.bare_pairs < 1:
-        p.error(f"need --warmup >= 0, --steps >= 1, --rounds >= 1 and --bare-pairs >= 1, got {args.warmup}, "
-                f"{args.steps}, {args.rounds}, {args.bare_pairs}")
+        p.error(
+            f"need --warmup >= 0, --steps >= 1, --rounds >= 1 and --bare-pairs >= 1, got {args.warmup}, "
+            f"{args.steps}, {args.rounds}, {args.bare_pairs}"
+        )
     return args
 
 
@@ -66,9 +76,15 @@ def compose_arms(args: argparse.Namespace) -> dict[str, tuple[object, list[str]]
     (the same composition), logged to CSV alone; fails naming the bad key before any model loads."""
     from bench_phases import compose_arms as phase_arms
 
-    arms = phase_arms(argparse.Namespace(
-        preset=args.preset, overrides=[*args.overrides, "trainer.logger=csv", "trainer.sample_texts=0"],
-        kappas=[1.0, args.kappa], warmup=args.warmup, steps=args.steps))
+    arms = phase_arms(
+        argparse.Namespace(
+            preset=args.preset,
+            overrides=[*args.overrides, "trainer.logger=csv", "trainer.sample_texts=0"],
+            kappas=[1.0, args.kappa],
+            warmup=args.warmup,
+            steps=args.steps,
+        )
+    )
     return {"GRPO": arms[1.0], f"ARRoL κ={args.kappa:g}": arms[args.kappa]}
 
 
@@ -88,8 +104,10 @@ def trl_backends(mode: str) -> tuple[list[str], list[str]]:
     if low is None:
         notes.append(f"TRL {trl_version} with vLLM: its supported vLLM range could not be read; not run")
     elif not low <= version_tuple(vllm_version) <= high:
-        notes.append(f"TRL {trl_version} with vLLM: it supports vLLM {'.'.join(map(str, low))}–"
-                     f"{'.'.join(map(str, high))}, this machine has {dist} {vllm_version}; not run")
+        notes.append(
+            f"TRL {trl_version} with vLLM: it supports vLLM {'.'.join(map(str, low))}–"
+            f"{'.'.join(map(str, high))}, this machine has {dist} {vllm_version}; not run"
+        )
     else:
         backends.append("vllm")
     return backends, notes
@@ -120,8 +138,10 @@ def project_rows(run, overrides: list[str], run_dir: Path, engine, warmup: int) 
     from arrol_pl.train.run.experiment import run_experiment
 
     run_experiment(run, run_dir, engine=engine, overrides=overrides)
-    return [{"step": r["time/step"], "generation": r["time/generation"], "tokens": r["tokens/generated"]}
-            for r in history.read_history(run_dir)[warmup:]]
+    return [
+        {"step": r["time/step"], "generation": r["time/generation"], "tokens": r["tokens/generated"]}
+        for r in history.read_history(run_dir)[warmup:]
+    ]
 
 
 def trl_rows(run, policy_dir: Path, train: list, backend: str, out: Path, warmup: int) -> list[dict[str, float]]:
@@ -142,12 +162,28 @@ def trl_rows(run, policy_dir: Path, train: list, backend: str, out: Path, warmup
     n = a.prompts_per_step * (run.trainer.max_steps + 1)
     data = Dataset.from_dict({"prompt": [train[i % len(train)].prompt for i in range(n)]})
     config = GRPOConfig(
-        output_dir=str(out), per_device_train_batch_size=a.prompts_per_step * a.group_size,
-        num_generations=a.group_size, max_completion_length=a.max_response_tokens, learning_rate=a.lr,
-        temperature=a.temperature, top_p=a.top_p, beta=a.kl_coef, num_iterations=1, max_steps=run.trainer.max_steps,
-        logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=run.trainer.seed,
-        lr_scheduler_type="constant", warmup_steps=0, use_vllm=backend == "vllm", shuffle_dataset=False,
-        **({"vllm_mode": "colocate"} if backend == "vllm" else {}))
+        output_dir=str(out),
+        per_device_train_batch_size=a.prompts_per_step * a.group_size,
+        num_generations=a.group_size,
+        max_completion_length=a.max_response_tokens,
+        learning_rate=a.lr,
+        temperature=a.temperature,
+        top_p=a.top_p,
+        beta=a.kl_coef,
+        num_iterations=1,
+        max_steps=run.trainer.max_steps,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=run.trainer.seed,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        use_vllm=backend == "vllm",
+        shuffle_dataset=False,
+        **({"vllm_mode": "colocate"} if backend == "vllm" else {}),
+    )
     trainer = GRPOTrainer(model=str(policy_dir), reward_funcs=correct, args=config, train_dataset=data)
     steps: list[dict[str, float]] = []
     gen = {"s": 0.0, "tokens": 0}
@@ -184,7 +220,7 @@ def generation_vs_bare(engine, run, train: list, repeats: int) -> dict[str, floa
     from arrol_pl.train.step.groups import rollout_sampling
 
     a = run.algo
-    prompts = [p.prompt for p in train[:a.prompts_per_step]]
+    prompts = [p.prompt for p in train[: a.prompts_per_step]]
     sampling = rollout_sampling(run)  # what a training step samples with
     walls: dict[str, list[float]] = {"grpo": [], "bare": []}
     tokens: dict[str, int] = {}
@@ -194,14 +230,25 @@ def generation_vs_bare(engine, run, train: list, repeats: int) -> dict[str, floa
             if name == "bare":
                 wall, tokens[name], _ = generate_bare(engine, prompts, a.group_size, sampling)
             else:
-                res = engine.generate(prompts, a.group_size, sampling, run.engine.detect_length,
-                                      PrunerParams(policy="none", keep_ratio=1.0))
+                res = engine.generate(
+                    prompts,
+                    a.group_size,
+                    sampling,
+                    run.engine.detect_length,
+                    PrunerParams(policy="none", keep_ratio=1.0),
+                )
                 wall, tokens[name] = res.wall_seconds, res.generated_tokens
             if r:
                 walls[name].append(wall)
     grpo, bare = statistics.median(walls["grpo"]), statistics.median(walls["bare"])
-    return {"grpo_s": round(grpo, 4), "bare_s": round(bare, 4), "grpo_vs_bare": round(grpo / bare, 3),
-            "tokens_grpo": tokens["grpo"], "tokens_bare": tokens["bare"], "pairs": repeats}
+    return {
+        "grpo_s": round(grpo, 4),
+        "bare_s": round(bare, 4),
+        "grpo_vs_bare": round(grpo / bare, 3),
+        "tokens_grpo": tokens["grpo"],
+        "tokens_bare": tokens["bare"],
+        "pairs": repeats,
+    }
 
 
 def library_versions() -> dict[str, str]:
@@ -226,9 +273,15 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     med = statistics.median(step)
     gen = statistics.median(r["generation"] for r in rows)
     tokens = statistics.median(r["tokens"] for r in rows)
-    return {"s_per_step": round(med, 4), "min": round(min(step), 4), "max": round(max(step), 4),
-            "generation_s": round(gen, 4), "generation_share": round(gen / med, 3),
-            "tokens_per_s": round(tokens / gen, 1) if gen > 0 else None, "steps": len(rows)}
+    return {
+        "s_per_step": round(med, 4),
+        "min": round(min(step), 4),
+        "max": round(max(step), 4),
+        "generation_s": round(gen, 4),
+        "generation_share": round(gen / med, 3),
+        "tokens_per_s": round(tokens / gen, 1) if gen > 0 else None,
+        "steps": len(rows),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -267,8 +320,9 @@ def main(argv: list[str] | None = None) -> dict:
                     rows = project_rows(run, overrides, runs / name.split()[0] / f"round-{r}", engine, args.warmup)
                 else:
                     backend = name[5:-1]
-                    rows = trl_rows(base, policy_dir, train, backend, runs / f"trl-{backend}" / f"round-{r}",
-                                    args.warmup)
+                    rows = trl_rows(
+                        base, policy_dir, train, backend, runs / f"trl-{backend}" / f"round-{r}", args.warmup
+                    )
                 measured[name] += rows
                 print(f"round {r}, {name}: {time.perf_counter() - t0:.0f} s", flush=True)
         bare = generation_vs_bare(engine, base, train, args.bare_pairs)
@@ -282,28 +336,52 @@ def main(argv: list[str] | None = None) -> dict:
         for n in arms:
             ratios[n] = round(table[best]["s_per_step"] / table[n]["s_per_step"], 3)  # > 1: faster than TRL
     versions = library_versions()
-    result = {"command": "python experiments/bench_peers.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "setting": {"preset": args.preset or "default", "prompts_per_step": base.algo.prompts_per_step,
-                          "group_size": base.algo.group_size, "max_response_tokens": base.algo.max_response_tokens,
-                          "lr": base.algo.lr, "max_num_seqs": base.engine.max_num_seqs,
-                          "policy_dir": str(policy_dir), "warmup": args.warmup,
-                          "steps": args.steps, "rounds": args.rounds},
-              "versions": versions, "arms": table, "best_trl": best, "speedup_vs_best_trl": ratios,
-              "generation_vs_bare": bare, "notes": notes}
+    result = {
+        "command": "python experiments/bench_peers.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "setting": {
+            "preset": args.preset or "default",
+            "prompts_per_step": base.algo.prompts_per_step,
+            "group_size": base.algo.group_size,
+            "max_response_tokens": base.algo.max_response_tokens,
+            "lr": base.algo.lr,
+            "max_num_seqs": base.engine.max_num_seqs,
+            "policy_dir": str(policy_dir),
+            "warmup": args.warmup,
+            "steps": args.steps,
+            "rounds": args.rounds,
+        },
+        "versions": versions,
+        "arms": table,
+        "best_trl": best,
+        "speedup_vs_best_trl": ratios,
+        "generation_vs_bare": bare,
+        "notes": notes,
+    }
     (out / "peers.json").write_text(json.dumps(result, indent=2))
     print(f"\n{'arm':<18}{'s/step':>9}{'range':>17}{'gen s':>8}{'gen share':>10}{'tok/s':>9}")
     for n, t in table.items():
         spread = f"{t['min']:.3f}–{t['max']:.3f}"
-        print(f"{n:<18}{t['s_per_step']:>9.3f}{spread:>17}{t['generation_s']:>8.3f}{t['generation_share']:>10.2f}"
-              f"{t['tokens_per_s'] or float('nan'):>9.0f}")
+        print(
+            f"{n:<18}{t['s_per_step']:>9.3f}{spread:>17}{t['generation_s']:>8.3f}{t['generation_share']:>10.2f}"
+            f"{t['tokens_per_s'] or float('nan'):>9.0f}"
+        )
     for n, x in ratios.items():
         print(f"{n}: {x:.2f}× {best}'s step")
-    print(f"GRPO's generation ÷ bare vLLM on the same requests: {bare['grpo_vs_bare']:.3f} (goal ≤ 1.05; "
-          f"{bare['grpo_s']:.3f} s against {bare['bare_s']:.3f} s, medians of {bare['pairs']} pairs)")
+    print(
+        f"GRPO's generation ÷ bare vLLM on the same requests: {bare['grpo_vs_bare']:.3f} (goal ≤ 1.05; "
+        f"{bare['grpo_s']:.3f} s against {bare['bare_s']:.3f} s, medians of {bare['pairs']} pairs)"
+    )
     for line in notes:
         print(line)
-    print(json.dumps({"peers_json": str(out / "peers.json"), "grpo_generation_vs_bare": bare["grpo_vs_bare"],
-                      **{f"speedup_{k}": v for k, v in ratios.items()}}))
+    print(
+        json.dumps(
+            {
+                "peers_json": str(out / "peers.json"),
+                "grpo_generation_vs_bare": bare["grpo_vs_bare"],
+                **{f"speedup_{k}": v for k, v in ratios.items()},
+            }
+        )
+    )
     return result
 
 

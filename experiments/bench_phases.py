@@ -40,12 +40,21 @@ PHASE_GOALS = {0.5: {"log-prob": 1.9, "update": 1.9}}
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--kappas", type=float, nargs="+", default=[1.0, 0.5, 0.25],
-                   help="keep ratios; 1.0 is the GRPO baseline (pruning=none)")
+    p.add_argument(
+        "--kappas",
+        type=float,
+        nargs="+",
+        default=[1.0, 0.5, 0.25],
+        help="keep ratios; 1.0 is the GRPO baseline (pruning=none)",
+    )
     p.add_argument("--warmup", type=int, default=3, help="unmeasured first steps per arm (the cold start)")
     p.add_argument("--steps", type=int, default=6, help="measured steps per arm and round")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="rounds over the arms, in alternating order (A B C, C B A, ...) so drift cancels")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds over the arms, in alternating order (A B C, C B A, ...) so drift cancels",
+    )
     p.add_argument("--preset", default="bench_phases", help="conf/exp preset applied first ('' for none)")
     p.add_argument("--out", type=Path, default=None, help="output dir (default outputs/bench/phases-<time>)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the run configuration")
@@ -68,9 +77,15 @@ def compose_arms(args: argparse.Namespace) -> dict[float, tuple[object, list[str
     from arrol_pl.cli.hydra_app import compose
     from arrol_pl.train.config.run import load_run_config
 
-    common = ([f"+exp={args.preset}"] if args.preset else []) + list(args.overrides) + [
-        f"pruning.cold_start_steps={args.warmup}", f"trainer.max_steps={args.warmup + args.steps}",
-        "data.num_heldout=0"]  # timing only: no held-out evaluation before and after each arm
+    common = (
+        ([f"+exp={args.preset}"] if args.preset else [])
+        + list(args.overrides)
+        + [
+            f"pruning.cold_start_steps={args.warmup}",
+            f"trainer.max_steps={args.warmup + args.steps}",
+            "data.num_heldout=0",
+        ]
+    )  # timing only: no held-out evaluation before and after each arm
     arms = {}
     for kappa in args.kappas:
         extra = ["pruning=none"] if kappa == 1.0 else ["pruning=arrol", f"pruning.keep_ratio={kappa}"]
@@ -108,16 +123,19 @@ def main(argv: list[str] | None = None) -> dict:
     per_round: dict[float, list[float]] = {k: [] for k in arms}  # median s/step of each round
     try:
         for r in range(args.rounds):
-            for kappa in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
+            for kappa in list(arms) if r % 2 == 0 else list(arms)[::-1]:
                 run, overrides = arms[kappa]
                 run_dir = out / f"kappa-{kappa:g}" / f"round-{r}"
                 t0 = time.perf_counter()
                 run_experiment(run, run_dir, engine=engine, overrides=overrides)
-                rows = history.read_history(run_dir)[args.warmup:]
+                rows = history.read_history(run_dir)[args.warmup :]
                 measured[kappa] += rows
                 per_round[kappa].append(history.step_medians(rows, 0)["step"])
-                print(f"round {r}, {arm_name(kappa)}: {time.perf_counter() - t0:.0f} s, "
-                      f"{per_round[kappa][-1]:.3f} s/step (median of {len(rows)})", flush=True)
+                print(
+                    f"round {r}, {arm_name(kappa)}: {time.perf_counter() - t0:.0f} s, "
+                    f"{per_round[kappa][-1]:.3f} s/step (median of {len(rows)})",
+                    flush=True,
+                )
     finally:
         engine.close()
     medians = {k: history.step_medians(rows, 0) for k, rows in measured.items()}
@@ -131,9 +149,13 @@ def main(argv: list[str] | None = None) -> dict:
         d = history.diagnose(baseline, m, GOALS.get(kappa, 1.0 / kappa))
         spread = [b / a for b, a in zip(per_round[1.0], per_round[kappa])]
         phase_goals = [history.phase_verdict(baseline, m, p, g) for p, g in PHASE_GOALS.get(kappa, {}).items()]
-        verdicts[f"{kappa:g}"] = {**d, "text": history.diagnosis_text(d, arm_name(kappa)),
-                                  "end_to_end_per_round": spread, "phases": phase_goals,
-                                  "phase_texts": [history.phase_verdict_text(v, arm_name(kappa)) for v in phase_goals]}
+        verdicts[f"{kappa:g}"] = {
+            **d,
+            "text": history.diagnosis_text(d, arm_name(kappa)),
+            "end_to_end_per_round": spread,
+            "phases": phase_goals,
+            "phase_texts": [history.phase_verdict_text(v, arm_name(kappa)) for v in phase_goals],
+        }
     e = base_run.engine
     result = {
         "command": "python experiments/bench_phases.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -141,14 +163,26 @@ def main(argv: list[str] | None = None) -> dict:
         "warmup": args.warmup,
         "steps": args.steps,
         "rounds": args.rounds,
-        "setting": {"detect_length": e.detect_length, "max_response_tokens": base_run.algo.max_response_tokens,
-                    "max_num_seqs": e.max_num_seqs, "prompts_per_step": base_run.algo.prompts_per_step,
-                    "group_size": base_run.algo.group_size, "data": base_run.data.options,
-                    "ppo_mini_batches": base_run.algo.num_mini_batches, "ppo_epochs": base_run.algo.ppo_epochs,
-                    "policy_dir": str(policy_dir)},
-        "arms": {f"{k:g}": {"name": arm_name(k), "medians": m,
-                            "ratios": history.ratios(baseline, m), "run_dir": str(out / f"kappa-{k:g}")}
-                 for k, m in medians.items()},
+        "setting": {
+            "detect_length": e.detect_length,
+            "max_response_tokens": base_run.algo.max_response_tokens,
+            "max_num_seqs": e.max_num_seqs,
+            "prompts_per_step": base_run.algo.prompts_per_step,
+            "group_size": base_run.algo.group_size,
+            "data": base_run.data.options,
+            "ppo_mini_batches": base_run.algo.num_mini_batches,
+            "ppo_epochs": base_run.algo.ppo_epochs,
+            "policy_dir": str(policy_dir),
+        },
+        "arms": {
+            f"{k:g}": {
+                "name": arm_name(k),
+                "medians": m,
+                "ratios": history.ratios(baseline, m),
+                "run_dir": str(out / f"kappa-{k:g}"),
+            }
+            for k, m in medians.items()
+        },
         "verdicts": verdicts,
         "table": table,
     }
@@ -159,11 +193,19 @@ def main(argv: list[str] | None = None) -> dict:
     print(table)
     for t in texts:
         print(t)
-    print("generation wall ratio vs generated-token ratio: " + ", ".join(
-        f"κ={k} {v['generation_gap']:+.1%}" for k, v in verdicts.items()))
+    print(
+        "generation wall ratio vs generated-token ratio: "
+        + ", ".join(f"κ={k} {v['generation_gap']:+.1%}" for k, v in verdicts.items())
+    )
     print(f"\noutputs: {out}")
-    print(json.dumps({"phases_json": str(out / "phases.json"),
-                      **{f"end_to_end_{k}": round(v["end_to_end"], 3) for k, v in verdicts.items()}}))
+    print(
+        json.dumps(
+            {
+                "phases_json": str(out / "phases.json"),
+                **{f"end_to_end_{k}": round(v["end_to_end"], 3) for k, v in verdicts.items()},
+            }
+        )
+    )
     return result
 
 

@@ -44,11 +44,22 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SHAPE = ROOT / "tests" / "fixtures" / "model_configs" / "qwen3-1.7b.json"
 
 SMOKE_OVERRIDES = (
-    "pruning=arrol", "pruning.cold_start_steps=0", "trainer.max_steps=2", "trainer.eval_samples=1",
-    "data.num_heldout=16", "algo.prompts_per_step=8", "algo.max_response_tokens=128", "engine.detect_length=32",
-    "engine.max_model_len=256", "trainer.checkpoint_every=1000", "trainer.keep_checkpoints=0",
-    "trainer.logger=csv", "trainer.sample_texts=0", "trainer.logprob_check_every=1",
-    "reward.function=gpu_smoke:even_length", "algo.lr=1e-3",
+    "pruning=arrol",
+    "pruning.cold_start_steps=0",
+    "trainer.max_steps=2",
+    "trainer.eval_samples=1",
+    "data.num_heldout=16",
+    "algo.prompts_per_step=8",
+    "algo.max_response_tokens=128",
+    "engine.detect_length=32",
+    "engine.max_model_len=256",
+    "trainer.checkpoint_every=1000",
+    "trainer.keep_checkpoints=0",
+    "trainer.logger=csv",
+    "trainer.sample_texts=0",
+    "trainer.logprob_check_every=1",
+    "reward.function=gpu_smoke:even_length",
+    "algo.lr=1e-3",
 )
 """2 pruned steps from the first (no cold start), a small held-out set, short responses pruned at a quarter, the
 engine's log-probs checked against the trainer's on every step. A random policy solves nothing, so its groups
@@ -60,6 +71,7 @@ that sends nothing, or leaves a weight behind, shows on the second step."""
 def even_length(prompt: str, completion: str, answer: str) -> float:
     """The smoke's reward: 1 for a completion of an even number of characters (about half of a random policy's)."""
     return float(len(completion) % 2 == 0)
+
 
 CASE_NAMES = {"one pass": "one_pass", "detect-first": "detect_first"}
 """Each case's name and its ``--case`` (also its run directory under ``--out``)."""
@@ -112,11 +124,18 @@ def shaped_model(config_json: Path, layers: int | None, cache: Path) -> Path:
     c = json.loads(config_json.read_text())
     tok = build_tokenizer(None, cache)
     return build_tiny_model(
-        tok, cache, hidden_size=int(c["hidden_size"]), num_layers=int(layers or c["num_hidden_layers"]),
-        num_heads=int(c["num_attention_heads"]), num_kv_heads=int(c.get("num_key_value_heads") or c["num_attention_heads"]),
+        tok,
+        cache,
+        hidden_size=int(c["hidden_size"]),
+        num_layers=int(layers or c["num_hidden_layers"]),
+        num_heads=int(c["num_attention_heads"]),
+        num_kv_heads=int(c.get("num_key_value_heads") or c["num_attention_heads"]),
         head_dim=int(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]),
-        intermediate_size=int(c["intermediate_size"]), max_position_embeddings=1024, initializer_range=0.02,
-        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)))
+        intermediate_size=int(c["intermediate_size"]),
+        max_position_embeddings=1024,
+        initializer_range=0.02,
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+    )
 
 
 def compose(overrides: list[str]):
@@ -143,11 +162,15 @@ def torch_only(args, cuda: bool) -> int:
     start = time.perf_counter()
     measured = measure_update_peak(config, tokens, precision, device, checkpointing=args.checkpointing)
     planned = planned_update_peak(config, tokens, precision, checkpointing=args.checkpointing)
-    print(f"update micro-batch: {config.get('_name_or_path', args.config_json.stem)}, {config['num_hidden_layers']} "
-          f"layers, vocabulary {config['vocab_size']}, {tokens} tokens, {precision} on {device}, activation "
-          f"checkpointing {'on' if args.checkpointing else 'off'}")
-    print(f"  measured peak {gib(measured)} ({measured} B), planned {gib(planned)} ({planned} B): measured/planned "
-          f"{measured / planned:.3f} ({time.perf_counter() - start:.1f} s)")
+    print(
+        f"update micro-batch: {config.get('_name_or_path', args.config_json.stem)}, {config['num_hidden_layers']} "
+        f"layers, vocabulary {config['vocab_size']}, {tokens} tokens, {precision} on {device}, activation "
+        f"checkpointing {'on' if args.checkpointing else 'off'}"
+    )
+    print(
+        f"  measured peak {gib(measured)} ({measured} B), planned {gib(planned)} ({planned} B): measured/planned "
+        f"{measured / planned:.3f} ({time.perf_counter() - start:.1f} s)"
+    )
     return 0
 
 
@@ -160,10 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpointing", action="store_true", help="--torch-only: activation checkpointing")
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default outputs/smoke/<time>)")
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "outputs" / "cache" / "smoke",
-                        help="where the random model is built (once per shape)")
-    parser.add_argument("--case", choices=("all", *CASES), default="all",
-                        help="run one case only (what the smoke runs in a process of its own on CUDA)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=ROOT / "outputs" / "cache" / "smoke",
+        help="where the random model is built (once per shape)",
+    )
+    parser.add_argument(
+        "--case",
+        choices=("all", *CASES),
+        default="all",
+        help="run one case only (what the smoke runs in a process of its own on CUDA)",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     args, overrides = parser.parse_known_args(argv)
     if not args.config_json.is_file():
@@ -186,20 +217,32 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     model_dir = shaped_model(args.config_json, args.layers, args.cache_dir)
     try:
-        base = ["model=hf", f"model.path={model_dir}", *SMOKE_OVERRIDES,
-                *(CUDA_OVERRIDES if cuda else ("trainer.accelerator=cpu",)), *overrides]
+        base = [
+            "model=hf",
+            f"model.path={model_dir}",
+            *SMOKE_OVERRIDES,
+            *(CUDA_OVERRIDES if cuda else ("trainer.accelerator=cpu",)),
+            *overrides,
+        ]
         first = compose([*base, f"trainer.output_dir={out / 'one_pass'}"])
         rollouts = first.algo.prompts_per_step * first.algo.group_size
-        cases = {"one pass": [*base, f"engine.max_num_seqs={max(rollouts, first.engine.max_num_seqs)}",
-                              "engine.detect_first=false"],
-                 "detect-first": [*base, f"engine.max_num_seqs={max(rollouts // 2, 1)}", "engine.detect_first=true"]}
+        cases = {
+            "one pass": [
+                *base,
+                f"engine.max_num_seqs={max(rollouts, first.engine.max_num_seqs)}",
+                "engine.detect_first=false",
+            ],
+            "detect-first": [*base, f"engine.max_num_seqs={max(rollouts // 2, 1)}", "engine.detect_first=true"],
+        }
         runs = {name: compose([*case, f"trainer.output_dir={out / CASE_NAMES[name]}"]) for name, case in cases.items()}
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     shape = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()), args.config_json.stem)
-    print(f"model: random {shape.name} shape, {shape.num_layers} layers, {shape.params / 1e9:.2f} B parameters "
-          f"({model_dir}), built in {time.perf_counter() - start:.0f} s")
+    print(
+        f"model: random {shape.name} shape, {shape.num_layers} layers, {shape.params / 1e9:.2f} B parameters "
+        f"({model_dir}), built in {time.perf_counter() - start:.0f} s"
+    )
     failures: list[str] = []
     own_process = cuda and args.case == "all" and any(run.engine.enable_sleep_mode for run in runs.values())
     for name, run in runs.items():
@@ -255,13 +298,21 @@ def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
         step = int(row["step"])
         seconds = ", ".join(f"{p} {row[f'time/{p}']:.2f}" for p in PhaseTimer.PHASES if f"time/{p}" in row)
         diff = row.get("policy/engine_logprob_diff_mean")
-        print(f"  step {step}: {row['time/step']:.2f} s ({seconds}); keep ratio "
-              f"{row.get('pruning/keep_ratio', float('nan')):.2f}; engine vs trainer log-probs: mean |Δ| "
-              + ("none" if diff is None else f"{diff:.2e}, max {row['policy/engine_logprob_diff_max']:.2e}"))
+        print(
+            f"  step {step}: {row['time/step']:.2f} s ({seconds}); keep ratio "
+            f"{row.get('pruning/keep_ratio', float('nan')):.2f}; engine vs trainer log-probs: mean |Δ| "
+            + ("none" if diff is None else f"{diff:.2e}, max {row['policy/engine_logprob_diff_max']:.2e}")
+        )
         if diff is None or not diff <= bound:
-            failures.append(f"{name}: step {step}'s engine log-probs " + ("were not checked" if diff is None else
-                            f"differ from the trainer's by {diff:.2e} on average, above {bound:g}")
-                            + (" (after the first weight sync)" if step > 0 else ""))
+            failures.append(
+                f"{name}: step {step}'s engine log-probs "
+                + (
+                    "were not checked"
+                    if diff is None
+                    else f"differ from the trainer's by {diff:.2e} on average, above {bound:g}"
+                )
+                + (" (after the first weight sync)" if step > 0 else "")
+            )
         if name == "detect-first" and not (row.get("engine/detect_first") == 1.0 and rollouts > slots):
             failures.append(f"{name}: step {step} did not run detect-first with more rollouts than slots")
     ratio = tap["on"] / tap["off"]
@@ -270,15 +321,19 @@ def smoke_case(name: str, run, model_dir: Path, shape, cuda: bool) -> list[str]:
         failures.append(f"{name}: the hidden-state tap costs {ratio:.2f}× the generation, above {TAP_BOUND}")
     if cuda:
         measured = memory.peak / plan.peak
-        print(f"  memory: device in use at peak {gib(memory.peak)}, torch's peak allocation "
-              f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(plan.peak)} ("
-              + ", ".join(f"{phase.name} {gib(phase.bytes)}" for phase in plan.phases)
-              + f"): measured/planned {measured:.3f}")
+        print(
+            f"  memory: device in use at peak {gib(memory.peak)}, torch's peak allocation "
+            f"{gib(torch.cuda.max_memory_allocated())}; planned peak per rank {gib(plan.peak)} ("
+            + ", ".join(f"{phase.name} {gib(phase.bytes)}" for phase in plan.phases)
+            + f"): measured/planned {measured:.3f}"
+        )
         if measured > 1:
             failures.append(f"{name}: device memory peaked at {gib(memory.peak)}, above the plan's {gib(plan.peak)}")
     else:
-        print("  memory: not measured on CPU (the plan is for GPUs; tests/train/policy/test_update_peak.py checks the "
-              "update's bytes on CPU)")
+        print(
+            "  memory: not measured on CPU (the plan is for GPUs; tests/train/policy/test_update_peak.py checks the "
+            "update's bytes on CPU)"
+        )
     return failures
 
 

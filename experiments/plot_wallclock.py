@@ -21,13 +21,21 @@ from arrol_pl.analysis.wallclock import expand, group, plot_wallclock
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path,
-                        help="run directories (with tb/), TensorBoard log dirs, or sweep directories (all their jobs)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        help="run directories (with tb/), TensorBoard log dirs, or sweep directories (all their jobs)",
+    )
     parser.add_argument("-o", "--output", type=Path, default=Path("wallclock.png"))
     parser.add_argument("--tag", default="reward/accuracy")
     parser.add_argument("--smooth", type=float, default=0.8, help="EMA weight in [0, 1)")
-    parser.add_argument("--labels", nargs="*", help="legend labels (default: the overrides that tell the runs "
-                                                    "apart; with --by-arm, one per arm in order of first appearance)")
+    parser.add_argument(
+        "--labels",
+        nargs="*",
+        help="legend labels (default: the overrides that tell the runs "
+        "apart; with --by-arm, one per arm in order of first appearance)",
+    )
     parser.add_argument("--by-arm", action="store_true", help="one mean curve per arm with a ± sd band over seeds")
     args = parser.parse_args()
     if not 0 <= args.smooth < 1:

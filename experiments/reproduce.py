@@ -67,11 +67,38 @@ from pathlib import Path
 from results_page.records import PART_SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("phases", "kappa", "balance", "head", "voting", "wallclock", "pretrained", "pretrained_seeds", "votes32",
-         "online", "seeds", "online_balance", "online_spread", "screen", "pruning_pays", "grad_probe", "peers",
-         "page")
-OPT_IN = ("pretrained_seeds", "votes32", "online", "seeds", "online_balance", "online_spread", "screen",
-          "pruning_pays", "grad_probe", "peers")
+PARTS = (
+    "phases",
+    "kappa",
+    "balance",
+    "head",
+    "voting",
+    "wallclock",
+    "pretrained",
+    "pretrained_seeds",
+    "votes32",
+    "online",
+    "seeds",
+    "online_balance",
+    "online_spread",
+    "screen",
+    "pruning_pays",
+    "grad_probe",
+    "peers",
+    "page",
+)
+OPT_IN = (
+    "pretrained_seeds",
+    "votes32",
+    "online",
+    "seeds",
+    "online_balance",
+    "online_spread",
+    "screen",
+    "pruning_pays",
+    "grad_probe",
+    "peers",
+)
 """Parts run only when named in ``--only`` (or with ``--all``): each takes 20 min to several hours on 2 cores."""
 ONE_CORE = ["OMP_NUM_THREADS=1", "VLLM_CPU_OMP_THREADS_BIND=0"]
 """An equal-time sweep's runs on one core, one thread: with two, OpenMP's spin-waits make step times 3-10x longer
@@ -90,13 +117,28 @@ PRETRAINED_PROBE = [*SMOLLM2_TASK, "data.num_heldout=256", "samples=8", "fractio
 written at tokens 8-14)."""
 PROBE_SEEDS = (1, 2)
 """The replicate probes' seeds (``pretrained_seeds``; ``pretrained`` is seed 0)."""
-VOTES32_PROBE = [*SMOLLM2_TASK, "data.num_heldout=160", "samples=32", "dtype=bfloat16", "features=[last]",
-                 "fractions=[0.125]"]
+VOTES32_PROBE = [
+    *SMOLLM2_TASK,
+    "data.num_heldout=160",
+    "samples=32",
+    "dtype=bfloat16",
+    "features=[last]",
+    "fractions=[0.125]",
+]
 """The same problems at the paper's k = 32 for the vote replay (Table 3): one head input, one detection length."""
 GRAD_PROBES = {
     "tiny": ["policy=tiny", "batches=32", "head_prompts=256", "data.num_heldout=64", "rules=[group,spread]"],
-    "smollm2": [*SMOLLM2_TASK, "detect_length=4", "trainable_layers=2", "engine_dtype=bfloat16", "margin=false",
-                "oracle_aucs=[1.0]", "batches=80", "reference_rollouts=16", "head_prompts=64"],
+    "smollm2": [
+        *SMOLLM2_TASK,
+        "detect_length=4",
+        "trainable_layers=2",
+        "engine_dtype=bfloat16",
+        "margin=false",
+        "oracle_aucs=[1.0]",
+        "batches=80",
+        "reference_rollouts=16",
+        "head_prompts=64",
+    ],
 }
 """The gradient probe per policy (``grad_probe``, one directory each): on the tiny policy 32 batches, with the
 per-group and spread rules beside the default and Eq. 2; on SmolLM2 its few-shot task at L_detect = 4, the gradient
@@ -111,13 +153,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", nargs="+", choices=PARTS, default=None, help="run these parts only")
     p.add_argument("--all", action="store_true", help=f"also run the opt-in parts {', '.join(OPT_IN)}")
     p.add_argument("--page", type=Path, default=ROOT / "docs" / "results.md", help="where the page goes")
-    p.add_argument("--quick", action="store_true",
-                   help="a few steps per part on the default task (the test suite's smoke run; figures meaningless)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a few steps per part on the default task (the test suite's smoke run; figures meaningless)",
+    )
     p.add_argument("--vote-k", type=int, default=32, help="samples per problem for the voting table")
-    p.add_argument("--head-args", default="", help="extra Hydra overrides of head_quality.py, e.g. "
-                   "'data.heldout_name=math500 data.heldout_path=/data/math500.jsonl max_tokens=8192'")
-    p.add_argument("--vote-args", default="", help="extra Hydra overrides of evaluate.py, e.g. "
-                   "'+datasets.amc23.path=/data/amc23.jsonl max_tokens=8192'")
+    p.add_argument(
+        "--head-args",
+        default="",
+        help="extra Hydra overrides of head_quality.py, e.g. "
+        "'data.heldout_name=math500 data.heldout_path=/data/math500.jsonl max_tokens=8192'",
+    )
+    p.add_argument(
+        "--vote-args",
+        default="",
+        help="extra Hydra overrides of evaluate.py, e.g. '+datasets.amc23.path=/data/amc23.jsonl max_tokens=8192'",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides for the training parts")
     args = p.parse_args(argv)
     if args.vote_k < 1:
@@ -141,7 +193,11 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
     from results_page.peers import TASKS as PEER_TASKS
 
     py, out, ov = sys.executable, args.out, list(args.overrides)
-    quick_train = ["trainer.max_steps=4", "trainer.eval_every=2", "pruning.cold_start_steps=1", "data.num_heldout=8"] if args.quick else []
+    quick_train = (
+        ["trainer.max_steps=4", "trainer.eval_every=2", "pruning.cold_start_steps=1", "data.num_heldout=8"]
+        if args.quick
+        else []
+    )
     phases = [py, "experiments/bench_phases.py", "--out", str(out / "phases")]
     if args.quick:
         phases += ["--preset", "", "--warmup", "1", "--steps", "1", "--rounds", "1"]
@@ -151,28 +207,80 @@ def commands(args: argparse.Namespace) -> dict[str, list[str] | list[list[str]]]
     return {
         "phases": phases + ["--", *ov],
         "pretrained": pretrained,
-        "kappa": [py, "experiments/run.py", "+exp=ablation_kappa", f"hydra.sweep.dir={out / 'kappa'}", *ov, *quick_train,
-                  *(["pruning.keep_ratio=0.5,1.0"] if args.quick else [])],  # the two runs later parts read
-        "pretrained_seeds": [[py, "experiments/head_quality.py", *PRETRAINED_PROBE, f"seed={seed}",
-                              f"hydra.run.dir={out / 'pretrained_seeds' / str(seed)}"] for seed in PROBE_SEEDS],
+        "kappa": [
+            py,
+            "experiments/run.py",
+            "+exp=ablation_kappa",
+            f"hydra.sweep.dir={out / 'kappa'}",
+            *ov,
+            *quick_train,
+            *(["pruning.keep_ratio=0.5,1.0"] if args.quick else []),
+        ],  # the two runs later parts read
+        "pretrained_seeds": [
+            [
+                py,
+                "experiments/head_quality.py",
+                *PRETRAINED_PROBE,
+                f"seed={seed}",
+                f"hydra.run.dir={out / 'pretrained_seeds' / str(seed)}",
+            ]
+            for seed in PROBE_SEEDS
+        ],
         "votes32": [py, "experiments/head_quality.py", *VOTES32_PROBE, f"hydra.run.dir={out / 'votes32'}"],
-        "grad_probe": [[py, "experiments/grad_probe.py", *overrides, f"hydra.run.dir={out / 'grad_probe' / policy}"]
-                       for policy, overrides in GRAD_PROBES.items()],
-        "peers": [[py, "experiments/bench_peers.py", *arguments, "--out", str(out / "peers" / task)]
-                  for task, _, arguments in PEER_TASKS],
+        "grad_probe": [
+            [py, "experiments/grad_probe.py", *overrides, f"hydra.run.dir={out / 'grad_probe' / policy}"]
+            for policy, overrides in GRAD_PROBES.items()
+        ],
+        "peers": [
+            [py, "experiments/bench_peers.py", *arguments, "--out", str(out / "peers" / task)]
+            for task, _, arguments in PEER_TASKS
+        ],
         "online": [py, "experiments/run.py", "+exp=smollm2_online", f"hydra.sweep.dir={out / 'online'}"],
         "seeds": [py, "experiments/run.py", "+exp=seeds", f"hydra.sweep.dir={out / 'seeds'}", *ov],
-        "online_balance": [py, "experiments/run.py", "+exp=smollm2_balance", f"hydra.sweep.dir={out / 'online_balance'}"],
-        "online_spread": [py, "experiments/run.py", "+exp=smollm2_online_spread",
-                          f"hydra.sweep.dir={out / 'online_spread'}"],
+        "online_balance": [
+            py,
+            "experiments/run.py",
+            "+exp=smollm2_balance",
+            f"hydra.sweep.dir={out / 'online_balance'}",
+        ],
+        "online_spread": [
+            py,
+            "experiments/run.py",
+            "+exp=smollm2_online_spread",
+            f"hydra.sweep.dir={out / 'online_spread'}",
+        ],
         "screen": [py, "experiments/run.py", "+exp=smollm2_screen", f"hydra.sweep.dir={out / 'screen'}"],
-        "pruning_pays": [["env", *ONE_CORE, py, "experiments/run.py", "+exp=pruning_pays", *PRUNING_PAYS_SEEDS,
-                          f"hydra.sweep.dir={out / 'pruning_pays'}", *arms]
-                         for arms in ([], PRUNING_PAYS_LADDER)]
-                        + [[py, "experiments/advise.py", "+exp=pruning_pays", *PRUNING_PAYS_ADVICE,
-                            f"hydra.run.dir={out / 'pruning_pays_advice'}"]],
-        "balance": [py, "experiments/run.py", "+exp=random_pruning", "pruning=random" if args.quick else "pruning=arrol_eq2,random",
-                    f"hydra.sweep.dir={out / 'balance'}", *ov, *quick_train],
+        "pruning_pays": [
+            [
+                "env",
+                *ONE_CORE,
+                py,
+                "experiments/run.py",
+                "+exp=pruning_pays",
+                *PRUNING_PAYS_SEEDS,
+                f"hydra.sweep.dir={out / 'pruning_pays'}",
+                *arms,
+            ]
+            for arms in ([], PRUNING_PAYS_LADDER)
+        ]
+        + [
+            [
+                py,
+                "experiments/advise.py",
+                "+exp=pruning_pays",
+                *PRUNING_PAYS_ADVICE,
+                f"hydra.run.dir={out / 'pruning_pays_advice'}",
+            ]
+        ],
+        "balance": [
+            py,
+            "experiments/run.py",
+            "+exp=random_pruning",
+            "pruning=random" if args.quick else "pruning=arrol_eq2,random",
+            f"hydra.sweep.dir={out / 'balance'}",
+            *ov,
+            *quick_train,
+        ],
     }
 
 
@@ -185,16 +293,41 @@ def late_command(args: argparse.Namespace, name: str) -> list[str]:
     arrol = find_run(out / "kappa", keep_ratio=0.5)
     grpo = find_run(out / "kappa", keep_ratio=1.0)
     quick_eval = ["limit=8"] if args.quick else []
-    head = [py, "experiments/head_quality.py", f"policy={arrol / 'export'}", f"hydra.run.dir={out / 'head'}",
-            *shlex.split(args.head_args)]
+    head = [
+        py,
+        "experiments/head_quality.py",
+        f"policy={arrol / 'export'}",
+        f"hydra.run.dir={out / 'head'}",
+        *shlex.split(args.head_args),
+    ]
     if args.quick:
         head += ["data.num_heldout=16", "samples=2", "head.steps=5"]
     return {
         "head": head,
-        "voting": [py, "experiments/evaluate.py", f"checkpoint={arrol / 'export'}", f"k={args.vote_k}",
-                   f"hydra.run.dir={out / 'voting'}", *quick_eval, *shlex.split(args.vote_args)],
-        "wallclock": [py, "experiments/plot_wallclock.py", str(grpo), str(arrol), "-o", str(out / "wallclock.png"),
-                      "--labels", "GRPO (κ=1)", "ARRoL (κ=0.5)", "--tag", "heldout/accuracy", "--smooth", "0"],
+        "voting": [
+            py,
+            "experiments/evaluate.py",
+            f"checkpoint={arrol / 'export'}",
+            f"k={args.vote_k}",
+            f"hydra.run.dir={out / 'voting'}",
+            *quick_eval,
+            *shlex.split(args.vote_args),
+        ],
+        "wallclock": [
+            py,
+            "experiments/plot_wallclock.py",
+            str(grpo),
+            str(arrol),
+            "-o",
+            str(out / "wallclock.png"),
+            "--labels",
+            "GRPO (κ=1)",
+            "ARRoL (κ=0.5)",
+            "--tag",
+            "heldout/accuracy",
+            "--smooth",
+            "0",
+        ],
     }[name]
 
 
@@ -224,8 +357,13 @@ def run_part(name: str, argv: list[str] | list[list[str]], out: Path, manifest: 
             if rc != 0:
                 break
     seconds = time.perf_counter() - t0
-    manifest["parts"][name] = {"command": command, "returncode": rc, "seconds": round(seconds, 1),
-                               "log": str(log), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    manifest["parts"][name] = {
+        "command": command,
+        "returncode": rc,
+        "seconds": round(seconds, 1),
+        "log": str(log),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     print(f"    {seconds:.0f} s, exit {rc}", flush=True)
     if rc != 0:

@@ -121,9 +121,16 @@ class StepCounter:
 
 def sample(pid: int, run_dir: Path, step: int, start: float) -> dict[str, float]:
     own, tree = rss(pid)
-    return {"step": step, "seconds": time.monotonic() - start, "rss": own, "rss_tree": tree, "fds": open_files(pid),
-            "run_dir": size(run_dir), "checkpoints": size(run_dir / "checkpoints"),
-            "last_ckpt": size(run_dir / "checkpoints" / "last.ckpt")}
+    return {
+        "step": step,
+        "seconds": time.monotonic() - start,
+        "rss": own,
+        "rss_tree": tree,
+        "fds": open_files(pid),
+        "run_dir": size(run_dir),
+        "checkpoints": size(run_dir / "checkpoints"),
+        "last_ckpt": size(run_dir / "checkpoints" / "last.ckpt"),
+    }
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -142,8 +149,14 @@ def verdicts(samples: list[dict[str, float]], steps: int) -> dict[str, dict]:
         raise SystemExit(f"soak: {len(late)} samples after the first {WARMUP:.0%} of {steps} steps; lower --every")
     span = late[-1]["step"] - late[0]["step"]
     out = {}
-    for key, goal in (("rss", RSS_GROWTH), ("rss_tree", None), ("fds", None), ("last_ckpt", CHECKPOINT_GROWTH),
-                      ("checkpoints", None), ("run_dir", None)):
+    for key, goal in (
+        ("rss", RSS_GROWTH),
+        ("rss_tree", None),
+        ("fds", None),
+        ("last_ckpt", CHECKPOINT_GROWTH),
+        ("checkpoints", None),
+        ("run_dir", None),
+    ):
         points = [(s["step"], float(s[key])) for s in late if key != "last_ckpt" or s[key]]
         if len(points) < 2:
             out[key] = {"slope_per_1000": None, "rise": None, "at_start": None, "ok": None}
@@ -162,9 +175,14 @@ def verdicts(samples: list[dict[str, float]], steps: int) -> dict[str, dict]:
 
 
 def report(result: dict[str, dict], steps: int) -> str:
-    names = {"rss": ("RSS, training process", "MiB", 2**20), "rss_tree": ("RSS, with its workers", "MiB", 2**20),
-             "fds": ("open file descriptors", "", 1), "last_ckpt": ("last.ckpt size", "MiB", 2**20),
-             "checkpoints": ("checkpoints/ size", "MiB", 2**20), "run_dir": ("run directory size", "MiB", 2**20)}
+    names = {
+        "rss": ("RSS, training process", "MiB", 2**20),
+        "rss_tree": ("RSS, with its workers", "MiB", 2**20),
+        "fds": ("open file descriptors", "", 1),
+        "last_ckpt": ("last.ckpt size", "MiB", 2**20),
+        "checkpoints": ("checkpoints/ size", "MiB", 2**20),
+        "run_dir": ("run directory size", "MiB", 2**20),
+    }
     goals = {"rss": f"rise <= {RSS_GROWTH:.0%}", "last_ckpt": f"rise <= {CHECKPOINT_GROWTH:.0%}", "fds": "rise < 1"}
     lines = [f"after the first {WARMUP:.0%} of {steps} steps (slope per 1000 steps; rise over the rest of the run):"]
     for key, (name, unit, scale) in names.items():
@@ -174,8 +192,10 @@ def report(result: dict[str, dict], steps: int) -> str:
             continue
         share = f" ({r['rise'] / r['at_start']:+.2%})" if r["at_start"] else ""
         verdict = "" if r["ok"] is None else f"  goal {goals[key]}: {'met' if r['ok'] else 'MISSED'}"
-        lines.append(f"  {name:24s} {r['at_start'] / scale:10.2f} {unit:3s} slope {r['slope_per_1000'] / scale:+9.3f} "
-                     f"rise {r['rise'] / scale:+9.3f}{share}{verdict}")
+        lines.append(
+            f"  {name:24s} {r['at_start'] / scale:10.2f} {unit:3s} slope {r['slope_per_1000'] / scale:+9.3f} "
+            f"rise {r['rise'] / scale:+9.3f}{share}{verdict}"
+        )
     return "\n".join(lines)
 
 
@@ -184,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "outputs" / "soak" / time.strftime("%Y-%m-%d_%H-%M-%S")
     run_dir = out / "run"
     out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(ROOT / "experiments" / "run.py"), *args.overrides,
-               f"trainer.max_steps={args.steps}", f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        *args.overrides,
+        f"trainer.max_steps={args.steps}",
+        f"hydra.run.dir={run_dir}",
+    ]
     print("soak:", " ".join(command[1:]), flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     log = open(out / "run.out", "w")
@@ -201,8 +226,11 @@ def main(argv: list[str] | None = None) -> int:
                 except GONE:  # ended between poll() and the sample
                     break
                 s = samples[-1]
-                print(f"step {steps:6d}  rss {s['rss'] / 2**20:8.1f} MiB  tree {s['rss_tree'] / 2**20:8.1f} MiB  "
-                      f"fds {s['fds']:4d}  run dir {s['run_dir'] / 2**20:8.2f} MiB", flush=True)
+                print(
+                    f"step {steps:6d}  rss {s['rss'] / 2**20:8.1f} MiB  tree {s['rss_tree'] / 2**20:8.1f} MiB  "
+                    f"fds {s['fds']:4d}  run dir {s['run_dir'] / 2**20:8.2f} MiB",
+                    flush=True,
+                )
                 next_step = (steps // args.every + 1) * args.every
             time.sleep(args.poll)
     except KeyboardInterrupt:
@@ -216,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     result = verdicts(samples, args.steps)
     print(report(result, args.steps))
-    (out / "soak.json").write_text(json.dumps({"command": command, "steps": args.steps, "samples": samples,
-                                               "verdicts": result}, indent=1))
+    (out / "soak.json").write_text(
+        json.dumps({"command": command, "steps": args.steps, "samples": samples, "verdicts": result}, indent=1)
+    )
     missed = [k for k, r in result.items() if r["ok"] is False]
     print(f"soak: {'goals missed: ' + ', '.join(missed) if missed else 'every goal met'} ({out / 'soak.json'})")
     return 1 if missed else 0

@@ -17,14 +17,24 @@ from arrol_pl.train.config.reference import guide, page
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = (
-    ("`arrol evaluate` = `experiments/evaluate.py` (`EvalConfig`, `conf/evaluate.yaml`)", EvalConfig,
-     {"engine": "the run's `engine` section (its `gpu_memory_utilization` defaults to 0.8 here: no training shares "
-                "the GPU)"}),
-    ("`arrol head-quality` = `experiments/head_quality.py` (`ProbeConfig`, `conf/probe.yaml`)", ProbeConfig,
-     {"data": "the run's `data` section, chosen the same way (`data=arithmetic_fewshot`); the probe reads the "
-              "first `data.num_heldout` held-out problems (256 by default)",
-      "head": "the run's `head` section: the probe heads' width and training (`head.steps` 300, `head.replay` null "
-              "by default)"}),
+    (
+        "`arrol evaluate` = `experiments/evaluate.py` (`EvalConfig`, `conf/evaluate.yaml`)",
+        EvalConfig,
+        {
+            "engine": "the run's `engine` section (its `gpu_memory_utilization` defaults to 0.8 here: no training shares "
+            "the GPU)"
+        },
+    ),
+    (
+        "`arrol head-quality` = `experiments/head_quality.py` (`ProbeConfig`, `conf/probe.yaml`)",
+        ProbeConfig,
+        {
+            "data": "the run's `data` section, chosen the same way (`data=arithmetic_fewshot`); the probe reads the "
+            "first `data.num_heldout` held-out problems (256 by default)",
+            "head": "the run's `head` section: the probe heads' width and training (`head.steps` 300, `head.replay` null "
+            "by default)",
+        },
+    ),
 )
 """The scripts besides training whose typed configs the page lists: (title, schema, sections shared with the run)."""
 
@@ -37,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     configuration = args.output.read_text() if args.output.exists() else "# Configuration\n"
     presets = args.guide.read_text()
-    pages = {args.output: (configuration, page(configuration, ROOT / "conf", SCRIPTS)),
-             args.guide: (presets, guide(presets, ROOT / "conf"))}
+    pages = {
+        args.output: (configuration, page(configuration, ROOT / "conf", SCRIPTS)),
+        args.guide: (presets, guide(presets, ROOT / "conf")),
+    }
     stale = [path for path, (existing, text) in pages.items() if text != existing]
     if args.check:
         for path in stale:

@@ -25,20 +25,32 @@ def main(argv: list[str] | None = None) -> None:
     from results_page.records import RECORDS, collect_records, rebuilt_sections, records_path, write_state
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("results", type=Path, nargs="?", default=None,
-                   help="a directory written by experiments/reproduce.py to collect records from first (default: "
-                        "none, the page is rebuilt from the records it has)")
+    p.add_argument(
+        "results",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="a directory written by experiments/reproduce.py to collect records from first (default: "
+        "none, the page is rebuilt from the records it has)",
+    )
     p.add_argument("-o", "--output", type=Path, default=ROOT / "docs" / "results.md")
-    p.add_argument("--sections", nargs="+", default=None, metavar="SECTION",
-                   help=f"collect only these sections' records ({' '.join(SECTION_KEYS)}); the others stay as the "
-                        "records have them")
+    p.add_argument(
+        "--sections",
+        nargs="+",
+        default=None,
+        metavar="SECTION",
+        help=f"collect only these sections' records ({' '.join(SECTION_KEYS)}); the others stay as the "
+        "records have them",
+    )
     args = p.parse_args(argv)
     if args.results is not None and not args.results.is_dir():
         p.error(f"results directory {args.results} does not exist: run experiments/reproduce.py first")
     if args.sections and args.results is None:
         p.error("--sections names the sections to collect from a results directory: give one")
     if args.sections and set(args.sections) - set(SECTION_KEYS):
-        p.error(f"--sections: unknown {sorted(set(args.sections) - set(SECTION_KEYS))}; choose from {list(SECTION_KEYS)}")
+        p.error(
+            f"--sections: unknown {sorted(set(args.sections) - set(SECTION_KEYS))}; choose from {list(SECTION_KEYS)}"
+        )
     records = records_path(args.output)
     if args.results is not None:
         collected = collect_records(args.results, records, args.sections or SECTION_KEYS)

@@ -114,19 +114,26 @@ class Sources:
         compares its argument with ``"Name"``."""
         path = self.file(module)
         for stmt in top_level(tree.body):
-            if (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Dict)
-                    and any(isinstance(t, ast.Name) and t.id == "MODULE_ATTRS"
-                            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))):
+            if (
+                isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                and isinstance(stmt.value, ast.Dict)
+                and any(
+                    isinstance(t, ast.Name) and t.id == "MODULE_ATTRS"
+                    for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                )
+            ):
                 for key, value in zip(stmt.value.keys, stmt.value.values):
                     if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Constant):
                         target, _, attr = str(value.value).partition(":")
                         level = len(target) - len(target.lstrip("."))
-                        return self.lookup(self.resolve_relative(module, target.lstrip(".") or None, level),
-                                           attr or name, depth + 1)
+                        return self.lookup(
+                            self.resolve_relative(module, target.lstrip(".") or None, level), attr or name, depth + 1
+                        )
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
                 for node in ast.walk(stmt):
-                    if (isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == name
-                                                              for c in node.comparators)):
+                    if isinstance(node, ast.Compare) and any(
+                        isinstance(c, ast.Constant) and c.value == name for c in node.comparators
+                    ):
                         return Definition(module, None, path)
         return None
 
@@ -146,17 +153,32 @@ class Sources:
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
                 return Definition(cls.module, stmt, cls.file)
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-                stmt, ast.AnnAssign) else []
+            targets = (
+                stmt.targets
+                if isinstance(stmt, ast.Assign)
+                else [stmt.target]
+                if isinstance(stmt, ast.AnnAssign)
+                else []
+            )
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 return Definition(cls.module, stmt, cls.file)
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for sub in ast.walk(stmt):
-                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target] if isinstance(
-                        sub, (ast.AnnAssign, ast.AugAssign)) else []
-                    if any(isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name)
-                           and t.value.id == "self" for t in targets):
+                    targets = (
+                        sub.targets
+                        if isinstance(sub, ast.Assign)
+                        else [sub.target]
+                        if isinstance(sub, (ast.AnnAssign, ast.AugAssign))
+                        else []
+                    )
+                    if any(
+                        isinstance(t, ast.Attribute)
+                        and t.attr == name
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                        for t in targets
+                    ):
                         return Definition(cls.module, sub, cls.file)
         for base in node.bases:
             base = base.value if isinstance(base, ast.Subscript) else base
@@ -235,9 +257,14 @@ def engine_settings(join_launcher_world: bool = False) -> dict[str, Any]:
     """What :class:`~arrol_pl.engine.engine.ArrolEngine` sets that the runner selection can read: no speculative
     decoding, LoRA, watermark, sparse attention or micro-batching; tensor and pipeline parallelism 1; with several
     training ranks the ``external_launcher`` executor (:func:`arrol_pl.engine.adapter.launcher_world_args`)."""
-    return {"distributed_executor_backend": "external_launcher" if join_launcher_world else None,
-            "pipeline_parallel_size": 1, "tensor_parallel_size": 1, "speculative_config": None,
-            "lora_config": None, "use_ubatching": False}
+    return {
+        "distributed_executor_backend": "external_launcher" if join_launcher_world else None,
+        "pipeline_parallel_size": 1,
+        "tensor_parallel_size": 1,
+        "speculative_config": None,
+        "lora_config": None,
+        "use_ubatching": False,
+    }
 
 
 @contextlib.contextmanager
@@ -303,21 +330,39 @@ def selected_runner(sources: Sources, env: Mapping[str, str], settings: Mapping[
                 raise Unmodelled(f"envs.{name}")
             return variables[name]()
 
-    platform = Strict("current_platform", is_cuda=lambda: True, is_cuda_alike=lambda: True,
-                      is_unspecified=lambda: False, is_cpu=lambda: False, device_name="cuda")
+    platform = Strict(
+        "current_platform",
+        is_cuda=lambda: True,
+        is_cuda_alike=lambda: True,
+        is_unspecified=lambda: False,
+        is_cpu=lambda: False,
+        device_name="cuda",
+    )
     namespace = {"envs": Envs(), "HAS_TRITON": True, "current_platform": platform, "logger": _Log()}
     selector = _compile(_function(sources, SELECTOR), namespace, str(sources.file(SELECTOR.split(":")[0])))
     for helper in ("_get_v2_model_runner_unsupported_features", "_get_dbo_unsupported_features"):
         try:
-            namespace[helper] = _compile(_function(sources, f"vllm.config.vllm:VllmConfig.{helper}"), namespace,
-                                         "vllm/config/vllm.py")
+            namespace[helper] = _compile(
+                _function(sources, f"vllm.config.vllm:VllmConfig.{helper}"), namespace, "vllm/config/vllm.py"
+            )
         except Unmodelled:
             continue
-    parallel = Strict("parallel_config", **{k: settings[k] for k in (
-        "distributed_executor_backend", "pipeline_parallel_size", "tensor_parallel_size", "use_ubatching")})
-    config = Strict("vllm_config", attention_config=Strict("attention_config", hisparse_config=None),
-                    watermark_config=None, speculative_config=settings["speculative_config"],
-                    lora_config=settings["lora_config"], parallel_config=parallel, is_mm_encoder_only=False)
+    parallel = Strict(
+        "parallel_config",
+        **{
+            k: settings[k]
+            for k in ("distributed_executor_backend", "pipeline_parallel_size", "tensor_parallel_size", "use_ubatching")
+        },
+    )
+    config = Strict(
+        "vllm_config",
+        attention_config=Strict("attention_config", hisparse_config=None),
+        watermark_config=None,
+        speculative_config=settings["speculative_config"],
+        lora_config=settings["lora_config"],
+        parallel_config=parallel,
+        is_mm_encoder_only=False,
+    )
     for h in ("_get_v2_model_runner_unsupported_features", "_get_dbo_unsupported_features"):
         if h in namespace:
             config.__dict__[h] = types.MethodType(namespace[h], config)
@@ -334,16 +379,20 @@ def selected_runner(sources: Sources, env: Mapping[str, str], settings: Mapping[
             return builtins.__import__(name, globals, locals, fromlist, level)
         return types.SimpleNamespace(**{n: record(name, n) for n in fromlist or ()})
 
-    factory = _compile(_function(sources, FACTORY), {"__builtins__": {**vars(builtins), "__import__": fake_import}},
-                       str(sources.file(FACTORY.split(":")[0])))
+    factory = _compile(
+        _function(sources, FACTORY),
+        {"__builtins__": {**vars(builtins), "__import__": fake_import}},
+        str(sources.file(FACTORY.split(":")[0])),
+    )
     factory(Strict("worker", use_v2_model_runner=uses_v2, vllm_config=config, device=None))
     if len(built) != 1:
         raise Unmodelled(f"{FACTORY} built {built or 'nothing'}, not one runner")
     return uses_v2, built[0]
 
 
-def check_runner(sources: Sources, env: Mapping[str, str] | None = None,
-                 settings: Mapping[str, Any] | None = None) -> tuple[list[str], str]:
+def check_runner(
+    sources: Sources, env: Mapping[str, str] | None = None, settings: Mapping[str, Any] | None = None
+) -> tuple[list[str], str]:
     """What the hidden-state tap would miss on the runner the wheel selects on CUDA (empty: nothing), and which
     runner that is. ``env`` defaults to :data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV`, ``settings`` to a one-rank
     engine's."""
@@ -351,8 +400,10 @@ def check_runner(sources: Sources, env: Mapping[str, str] | None = None,
     try:
         uses_v2, runner = selected_runner(sources, env, settings or engine_settings())
     except Unmodelled as exc:
-        return [f"runner selection: the wheel reads {exc}, which this check does not model: update "
-                "scripts/check_vllm_wheel.py (selected_runner)"], ""
+        return [
+            f"runner selection: the wheel reads {exc}, which this check does not model: update "
+            "scripts/check_vllm_wheel.py (selected_runner)"
+        ], ""
     module, name = runner.split(":")
     cls = sources.lookup(module, name)
     if cls is None:
@@ -361,8 +412,10 @@ def check_runner(sources: Sources, env: Mapping[str, str] | None = None,
     label = f"{runner} ({'Model Runner V2' if uses_v2 else 'the V1 model runner'})"
     if missing:
         shown = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
-        return [f"runner selection: with {shown} the engine runs {label} on CUDA, which has no "
-                f"{', '.join(missing)}: the hidden-state tap cannot read it"], label
+        return [
+            f"runner selection: with {shown} the engine runs {label} on CUDA, which has no "
+            f"{', '.join(missing)}: the hidden-state tap cannot read it"
+        ], label
     return [], label
 
 
@@ -383,8 +436,21 @@ def wheel_sources(version: str) -> Path:
     wheels = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
     if not wheels:
         print(f"downloading vllm=={version} (--no-deps) into {WHEELS} ...", file=sys.stderr)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", f"vllm=={version}", "--no-deps",
-                               "--only-binary=:all:", "-d", str(WHEELS)], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                f"vllm=={version}",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(WHEELS),
+            ],
+            capture_output=True,
+            text=True,
+        )
         wheels = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
         if done.returncode or not wheels:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
@@ -420,11 +486,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         version = pinned_version()
         root, label = wheel_sources(version), f"vllm=={version} (requirements/gpu.txt)"
-    found_version = next((m for m in (re.search(r"""\bversion\s*=\s*['"]([^'"]+)""", f.read_text())
-                                      for f in filter(None, map(Sources(root).file, ("vllm._version", "vllm.version"))))
-                          if m), None)
-    print(f"checking {len(VLLM_API)} names of arrol_pl/engine/vllm_api.py in {label}"
-          + (f", version {found_version.group(1)}" if found_version else ""))
+    found_version = next(
+        (
+            m
+            for m in (
+                re.search(r"""\bversion\s*=\s*['"]([^'"]+)""", f.read_text())
+                for f in filter(None, map(Sources(root).file, ("vllm._version", "vllm.version")))
+            )
+            if m
+        ),
+        None,
+    )
+    print(
+        f"checking {len(VLLM_API)} names of arrol_pl/engine/vllm_api.py in {label}"
+        + (f", version {found_version.group(1)}" if found_version else "")
+    )
     sources, failures = Sources(root), []
     for t in VLLM_API:
         missing, where = check(sources, t)
@@ -434,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {mark} {t.target}{extra}" + (f"  ({where})" if where else ""))
     for line in failures:
         print(f"missing: {line}")
-    print(f"{len(VLLM_API) - len({f.split(':')[0] + ':' + f.split(':')[1] for f in failures})} of {len(VLLM_API)} "
-          f"entries found" + ("" if not failures else f"; {len(failures)} missing: the adapter needs updating"))
+    print(
+        f"{len(VLLM_API) - len({f.split(':')[0] + ':' + f.split(':')[1] for f in failures})} of {len(VLLM_API)} "
+        f"entries found" + ("" if not failures else f"; {len(failures)} missing: the adapter needs updating")
+    )
     runner_failures = []
     for ranks, settings in (("one rank", engine_settings()), ("several ranks", engine_settings(True))):
         problems, runner = check_runner(sources, settings=settings)

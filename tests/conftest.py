@@ -104,10 +104,16 @@ others' workers running groups that need no warm start, so that two workers neve
 
 
 def pytest_addoption(parser):
-    parser.addoption("--quick", action="store_true",
-                     help="the unit tier: no engine, no subprocess, nothing marked slow (about a minute on 2 cores)")
-    parser.addoption("--store-durations", action="store_true",
-                     help=f"write each group's seconds to {DURATIONS.name} (the order the groups are handed out in)")
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="the unit tier: no engine, no subprocess, nothing marked slow (about a minute on 2 cores)",
+    )
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        help=f"write each group's seconds to {DURATIONS.name} (the order the groups are handed out in)",
+    )
 
 
 def uses_engine(item) -> bool:
@@ -126,13 +132,13 @@ def warm_start_once(order: list[str], seconds: dict[str, float], warm: set[str],
     if first is None or workers < 2:
         return order
     lead, total = [], 0.0
-    for group in order[first + 1:]:
+    for group in order[first + 1 :]:
         if total >= WARM_START_SECONDS * (workers - 1):
             break
         if group not in warm:
             lead.append(group)
             total += seconds[group]
-    return order[:first + 1] + lead + [group for group in order[first + 1:] if group not in lead]
+    return order[: first + 1] + lead + [group for group in order[first + 1 :] if group not in lead]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -153,8 +159,9 @@ def pytest_collection_modifyitems(config, items):
     First of the hooks: pytest-xdist's worker reads the ``xdist_group`` markers in its own hook and, without them,
     hands out every test alone (a file's module fixtures then run again on the other worker)."""
     if config.getoption("--quick"):
-        quick = [not uses_engine(item) and not any(item.get_closest_marker(m) for m in QUICK_EXCLUDES)
-                 for item in items]
+        quick = [
+            not uses_engine(item) and not any(item.get_closest_marker(m) for m in QUICK_EXCLUDES) for item in items
+        ]
         config.hook.pytest_deselected(items=[item for item, q in zip(items, quick) if not q])
         items[:] = [item for item, q in zip(items, quick) if q]
     known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
@@ -184,8 +191,10 @@ def pytest_collection_finish(session):
     sys.dont_write_bytecode = DONT_WRITE_BYTECODE
     config = session.config
     if getattr(config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
-        raise pytest.UsageError(f"--dist loadgroup: the xdist groups are not in the test ids (pytest "
-                                f"{pytest.__version__}); pin pytest 8 as requirements/cpu.txt does")
+        raise pytest.UsageError(
+            f"--dist loadgroup: the xdist groups are not in the test ids (pytest "
+            f"{pytest.__version__}); pin pytest 8 as requirements/cpu.txt does"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -193,10 +202,13 @@ def _no_process_in_the_quick_tier(request, monkeypatch):
     """In the quick tier a test that starts a process fails, naming the marker it needs: the tier stays one that
     answers within an edit."""
     if request.config.getoption("--quick"):
+
         def refuse(*args, **kwargs):
             command = args[1] if len(args) > 1 else kwargs.get("args")
-            raise RuntimeError(f"{request.node.nodeid} starts a process ({command}): mark it @pytest.mark.subprocess "
-                               "(or slow), which the quick tier leaves out")
+            raise RuntimeError(
+                f"{request.node.nodeid} starts a process ({command}): mark it @pytest.mark.subprocess "
+                "(or slow), which the quick tier leaves out"
+            )
 
         monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
@@ -216,8 +228,12 @@ def pytest_sessionfinish(session, exitstatus):
     tests/durations.json, longest group first, after a run of the whole suite that passed."""
     config = session.config
     if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
-        whole = (config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.keyword
-                 and not config.option.markexpr and not config.getoption("--quick"))
+        whole = (
+            config.args_source == pytest.Config.ArgsSource.TESTPATHS
+            and not config.option.keyword
+            and not config.option.markexpr
+            and not config.getoption("--quick")
+        )
         if exitstatus != 0 or not whole:
             print(f"\n{DURATIONS.name} not written: --store-durations needs a whole suite that passed")
             return

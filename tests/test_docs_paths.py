@@ -20,11 +20,27 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXT = r"(?:py|md|yaml|yml|json|jsonl|sh|txt|toml|cfg|png|svg)"
 SPAN = re.compile(r"`([^`\n]+)`")
-PATH = re.compile(rf"^(?:\./)?((?:[\w.\-]+/)+[\w.\-]*|[\w\-]+\.py)(?:(?:::|:)([A-Za-z_][\w.]*))?$")
+PATH = re.compile(r"^(?:\./)?((?:[\w.\-]+/)+[\w.\-]*|[\w\-]+\.py)(?:(?:::|:)([A-Za-z_][\w.]*))?$")
 DOTTED = re.compile(r"^(arrol_pl(?:\.\w+)+):(\w+(?:\.\w+)?)$")
 NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?$")
-TOPS = {"arrol_pl", "conf", "experiments", "tests", "scripts", "docs", "examples", "requirements", ".ci",
-        "core", "engine", "train", "analysis", "cli", "models", "tasks"}
+TOPS = {
+    "arrol_pl",
+    "conf",
+    "experiments",
+    "tests",
+    "scripts",
+    "docs",
+    "examples",
+    "requirements",
+    ".ci",
+    "core",
+    "engine",
+    "train",
+    "analysis",
+    "cli",
+    "models",
+    "tasks",
+}
 """A path without a file extension is read as the repository's when it starts with one of these (else it is a
 metric, a hub id or a run's own folder)."""
 EXTERNAL = {"examples/grpo_trainer/run_qwen3-8b.sh", "recipe/dapo/test_dapo_7b_math.sh"}
@@ -99,9 +115,12 @@ def citations(page: Path):
             names = [name] if name else []
             j = i + 1
             while not name and path is not None and path.suffix == ".py" and j < len(spans):
-                gap, cited = line[spans[j - 1].end():spans[j].start()], spans[j].group(1)
-                if gap not in (" ", ", ", " and ", " or ", " / ") or not NAME.match(cited) or \
-                        re.search(rf"\.{EXT}$", cited):
+                gap, cited = line[spans[j - 1].end() : spans[j].start()], spans[j].group(1)
+                if (
+                    gap not in (" ", ", ", " and ", " or ", " / ")
+                    or not NAME.match(cited)
+                    or re.search(rf"\.{EXT}$", cited)
+                ):
                     break
                 names.append(cited)
                 j += 1
@@ -116,8 +135,9 @@ def test_every_cited_path_and_name_exists(page):
         if path is None:
             missing.append(f"{span}: no such file or folder")
             continue
-        missing += [f"{span} `{n}`: not defined there" for n in names
-                    if path.suffix == ".py" and n not in definitions(path)]
+        missing += [
+            f"{span} `{n}`: not defined there" for n in names if path.suffix == ".py" and n not in definitions(path)
+        ]
     assert not missing, f"{page.name} cites what does not exist: {missing}"
     assert checked or page.name in ("results.md",), f"{page.name}: no path read (is the pattern still right?)"
 
@@ -142,8 +162,10 @@ def test_every_module_function_cited_exists(page):
 def test_a_moved_file_or_renamed_function_is_caught(tmp_path):
     """The check itself: a page citing a path that is gone and a function that is not defined fails on both."""
     page = tmp_path / "page.md"
-    page.write_text("See `train/groups.py` and `core/survival.py` `solve_delta`, `no_such_rule`; and "
-                    "`core/survival.py` `anchored_survival`. ```\n`train/old.py` in a block\n```\n")
+    page.write_text(
+        "See `train/groups.py` and `core/survival.py` `solve_delta`, `no_such_rule`; and "
+        "`core/survival.py` `anchored_survival`. ```\n`train/old.py` in a block\n```\n"
+    )
     cited = list(citations(page))
     assert [span for span, _, _ in cited] == ["train/groups.py", "core/survival.py", "core/survival.py"]
     assert cited[0][1] is None

@@ -201,10 +201,15 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_layer_check_finds_an_upward_and_a_sideways_import():
-    graph = {"arrol_pl.core.a": {"arrol_pl.train.step.module"}, "arrol_pl.engine.x": {"arrol_pl.tasks.y"},
-             "arrol_pl.train.run.build": {"arrol_pl.train.step.module", "arrol_pl.core.a"}}
-    assert upward_imports(graph) == ["arrol_pl.core.a (core) -> arrol_pl.train.step.module (train.step)",
-                                     "arrol_pl.engine.x (engine) -> arrol_pl.tasks.y (tasks)"]
+    graph = {
+        "arrol_pl.core.a": {"arrol_pl.train.step.module"},
+        "arrol_pl.engine.x": {"arrol_pl.tasks.y"},
+        "arrol_pl.train.run.build": {"arrol_pl.train.step.module", "arrol_pl.core.a"},
+    }
+    assert upward_imports(graph) == [
+        "arrol_pl.core.a (core) -> arrol_pl.train.step.module (train.step)",
+        "arrol_pl.engine.x (engine) -> arrol_pl.tasks.y (tasks)",
+    ]
 
 
 def test_every_module_is_in_a_layer():

@@ -9,8 +9,9 @@ from pathlib import Path
 import arrol_pl
 
 ROOT = Path(arrol_pl.__file__).resolve().parent
-MAX_LINES = 450
-MODULE_MAX_LINES = 300
+MAX_LINES = 400
+"""Lines of a module as `ruff format` writes it (tests/test_lint.py), so the limit cannot be met by widening lines."""
+MODULE_MAX_LINES = 250
 """The LightningModule (``train/step/module.py``) orchestrates only."""
 TRAIN_TOP_LEVEL_MAX = 10
 

@@ -114,8 +114,10 @@ def load_eval_config(cfg: DictConfig | dict) -> EvalConfig:
     if not path.exists():
         raise ConfigError(f"checkpoint={config.checkpoint!r} does not exist")
     if path.is_dir() and not has_head(path):
-        raise ConfigError(f"checkpoint={config.checkpoint!r} has no {HEAD_FOLDER}/ (the exported quality head): pass "
-                          "a run's export/ directory or one of its checkpoints/*.ckpt")
+        raise ConfigError(
+            f"checkpoint={config.checkpoint!r} has no {HEAD_FOLDER}/ (the exported quality head): pass "
+            "a run's export/ directory or one of its checkpoints/*.ckpt"
+        )
     return config
 
 

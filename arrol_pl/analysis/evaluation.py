@@ -50,7 +50,9 @@ def trace_scores(logprobs: Sequence[dict[int, float]] | None, settings: DeepConf
     return trace_confidence(conf, settings.mode, settings.window)
 
 
-def vote_record(classes: list[int | None], correct: list[bool], weights_conf: list[float], head_scores: list[float]) -> dict:
+def vote_record(
+    classes: list[int | None], correct: list[bool], weights_conf: list[float], head_scores: list[float]
+) -> dict:
     """Votes of one problem and whether each is correct."""
     conf = [0.0 if math.isnan(w) else w for w in weights_conf]
     votes = {
@@ -58,8 +60,10 @@ def vote_record(classes: list[int | None], correct: list[bool], weights_conf: li
         "deepconf": weighted_vote(classes, conf),
         "arrol": arrol_vote(classes, head_scores),
     }
-    return {"votes": votes,
-            "vote_correct": {name: voted_answer_correct(classes, correct, w) for name, w in votes.items()}}
+    return {
+        "votes": votes,
+        "vote_correct": {name: voted_answer_correct(classes, correct, w) for name, w in votes.items()},
+    }
 
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -71,19 +75,24 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, float]:
         "k": k,
         "avg@k": mean_accuracy([r["correct"] for r in records]),
         "pass@k": sum(pass_at_k(k, sum(r["correct"]), k) for r in records) / n,
-        **{metric: (None if records[0]["vote_correct"] is None else sum(r["vote_correct"][vote] for r in records) / n)
-           for metric, vote in VOTES.items()},
-        "no_answer_rate": None if records[0]["vote_correct"] is None else
-        sum(a is None for r in records for a in r["answers"]) / (n * k),
+        **{
+            metric: (None if records[0]["vote_correct"] is None else sum(r["vote_correct"][vote] for r in records) / n)
+            for metric, vote in VOTES.items()
+        },
+        "no_answer_rate": None
+        if records[0]["vote_correct"] is None
+        else sum(a is None for r in records for a in r["answers"]) / (n * k),
     }
 
 
-def evaluate_dataset(engine, reward, problems: Sequence, k: int, sampling: dict, deepconf: DeepConfSettings,
-                     progress: str | None = None) -> list[dict]:
+def evaluate_dataset(
+    engine, reward, problems: Sequence, k: int, sampling: dict, deepconf: DeepConfSettings, progress: str | None = None
+) -> list[dict]:
     """Sample ``k`` completions per problem (scored by the head at their end), verify, vote. ``progress``:
     the description of a progress bar over the rollouts (None: silent)."""
-    result = engine.generate([p.prompt for p in problems], k, sampling, detect_length=None,
-                             logprobs_topk=deepconf.topk, progress=progress)
+    result = engine.generate(
+        [p.prompt for p in problems], k, sampling, detect_length=None, logprobs_topk=deepconf.topk, progress=progress
+    )
     by_problem: list[list] = [[] for _ in problems]
     for r in result.rollouts:
         by_problem[r.prompt_index].append(r)
@@ -91,26 +100,31 @@ def evaluate_dataset(engine, reward, problems: Sequence, k: int, sampling: dict,
     golds = [problems[i].answer for i, group in enumerate(by_problem) for _ in group]
     prompts = [problems[i].prompt for i, group in enumerate(by_problem) for _ in group]
     scored = reward.score(texts, golds, prompts=prompts)
-    answers = [scored.answers[i * k:(i + 1) * k] for i in range(len(problems))]
+    answers = [scored.answers[i * k : (i + 1) * k] for i in range(len(problems))]
     # math-verify's equivalence classes; a function of the user's own scores without extracting an answer
     classes = reward.answer_classes(answers) if hasattr(reward, "answer_classes") else None
     records = []
     for i, (problem, group) in enumerate(zip(problems, by_problem)):
-        correct = [bool(c) for c in scored.correct[i * k:(i + 1) * k]]
+        correct = [bool(c) for c in scored.correct[i * k : (i + 1) * k]]
         head = [float(r.score) for r in group]
         conf = [trace_scores(r.logprobs, deepconf) for r in group]
-        records.append({
-            "id": problem.id,
-            "gold": problem.answer,
-            "answers": answers[i],
-            "classes": None if classes is None else classes[i],
-            "correct": correct,
-            "head_scores": head,
-            "deepconf": conf,
-            "status": scored.status[i * k:(i + 1) * k],
-            **(vote_record(classes[i], correct, conf, head) if classes is not None else
-               {"votes": None, "vote_correct": None}),
-        })
+        records.append(
+            {
+                "id": problem.id,
+                "gold": problem.answer,
+                "answers": answers[i],
+                "classes": None if classes is None else classes[i],
+                "correct": correct,
+                "head_scores": head,
+                "deepconf": conf,
+                "status": scored.status[i * k : (i + 1) * k],
+                **(
+                    vote_record(classes[i], correct, conf, head)
+                    if classes is not None
+                    else {"votes": None, "vote_correct": None}
+                ),
+            }
+        )
     return records
 
 
@@ -124,14 +138,24 @@ def write_report(out_dir: Path, per_dataset: dict[str, list[dict]], meta: dict) 
             for r in records:
                 f.write(json.dumps({"dataset": name, **r}) + "\n")
     names = list(metrics)
-    labels = {"avg@k": "mean accuracy (avg@k)", "pass@k": "pass@k", "maj@k": "majority vote (maj@k)",
-              "deepconf@k": "DeepConf-weighted vote", "arrol@k": "ARRoL quality-weighted vote"}
+    labels = {
+        "avg@k": "mean accuracy (avg@k)",
+        "pass@k": "pass@k",
+        "maj@k": "majority vote (maj@k)",
+        "deepconf@k": "DeepConf-weighted vote",
+        "arrol@k": "ARRoL quality-weighted vote",
+    }
     rows = []
     for m in METRICS:
         values = [metrics[n][m] for n in names]
         known = [v for v in values if v is not None]
-        rows.append([labels[m], *("—" if v is None else f"{100 * v:.2f}" for v in values),
-                     f"{100 * sum(known) / len(known):.2f}" if known else "—"])
+        rows.append(
+            [
+                labels[m],
+                *("—" if v is None else f"{100 * v:.2f}" for v in values),
+                f"{100 * sum(known) / len(known):.2f}" if known else "—",
+            ]
+        )
     lines = [
         f"Evaluation of `{meta.get('checkpoint')}`, k = {meta.get('k')} samples per problem, T = {meta.get('temperature')}.",
         *([f"Scored: {meta['data']}."] if meta.get("data") else []),

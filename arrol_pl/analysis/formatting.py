@@ -45,6 +45,7 @@ def fmt(value: Any, spec: str | None = ".3f", *, unit: str = "", nan: str | None
 def table_lines(titles: Sequence[str], rows: Iterable[Sequence[Any]] = ()) -> list[str]:
     """The lines of a Markdown table: ``| title | … |``, the ``|---|`` rule, then ``| cell | … |`` per row (a None
     cell left blank)."""
+
     def line(cells: Sequence[Any]) -> str:
         return "|" + "".join(" |" if cell is None else f" {cell} |" for cell in cells)
 

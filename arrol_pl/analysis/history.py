@@ -36,8 +36,12 @@ PHASES: dict[str, tuple[str, ...]] = {
 }
 """Reported phase → the trainer timers it sums."""
 
-TOKENS = {"generated_tokens": "tokens/generated", "trained_tokens": "policy/trained_tokens",
-          "keep_ratio": "pruning/keep_ratio", "accuracy": "reward/accuracy"}
+TOKENS = {
+    "generated_tokens": "tokens/generated",
+    "trained_tokens": "policy/trained_tokens",
+    "keep_ratio": "pruning/keep_ratio",
+    "accuracy": "reward/accuracy",
+}
 """Per-step counters reported beside the phases."""
 
 LIMITS = {"generation": "generated_tokens", "log-prob": "trained_tokens", "update": "trained_tokens"}
@@ -71,8 +75,9 @@ def history_curve(run_dir: Path, tag: str) -> list[tuple[float, float]]:
     return ([(0.0, before)] if before is not None else []) + points
 
 
-def curve_band(curves: Sequence[Sequence[tuple[float, float]]], points: int = 50
-               ) -> tuple[list[float], list[float], list[float]]:
+def curve_band(
+    curves: Sequence[Sequence[tuple[float, float]]], points: int = 50
+) -> tuple[list[float], list[float], list[float]]:
     """Several runs' ``(seconds, value)`` curves (one arm, different seeds) on one time grid: ``(grid, mean, sd)``.
     Each curve is interpolated linearly between its points; the grid runs from 0 to the end of the shortest curve,
     so every point averages all of them. ``sd`` is the sample standard deviation over the curves (0 for one)."""
@@ -149,9 +154,11 @@ def diagnosis_text(d: dict[str, Any], arm_name: str) -> str:
     head = f"{arm_name}: end to end {d['end_to_end']:.2f}× (goal {d['goal']:.2f}×)"
     if d["met"]:
         return head + ": met."
-    return (f"{head}: short; {d['holding_back']} holds it back ({d['holding_back_share']:.0%} of the step, "
-            f"{d['holding_back_ratio']:.2f}× where its work shrinks {d['holding_back_limit']:.2f}×; "
-            f"+{d['holding_back_excess_seconds']:.2f} s/step over the goal's share).")
+    return (
+        f"{head}: short; {d['holding_back']} holds it back ({d['holding_back_share']:.0%} of the step, "
+        f"{d['holding_back_ratio']:.2f}× where its work shrinks {d['holding_back_limit']:.2f}×; "
+        f"+{d['holding_back_excess_seconds']:.2f} s/step over the goal's share)."
+    )
 
 
 def phase_verdict(baseline: dict[str, float], arm: dict[str, float], phase: str, goal: float) -> dict[str, Any]:
@@ -164,8 +171,15 @@ def phase_verdict(baseline: dict[str, float], arm: dict[str, float], phase: str,
     tokens = LIMITS[phase]
     t_base, t_arm, n_base, n_arm = baseline[phase], arm[phase], baseline[tokens], arm[tokens]
     fixed = (t_arm * n_base - t_base * n_arm) / (n_base - n_arm) if n_base != n_arm else float("nan")
-    return {"phase": phase, "ratio": r[phase], "goal": goal, "met": r[phase] >= goal, "limit": r[tokens],
-            "fixed_seconds": fixed, "seconds": t_arm}
+    return {
+        "phase": phase,
+        "ratio": r[phase],
+        "goal": goal,
+        "met": r[phase] >= goal,
+        "limit": r[tokens],
+        "fixed_seconds": fixed,
+        "seconds": t_arm,
+    }
 
 
 def phase_verdict_text(v: dict[str, Any], arm_name: str) -> str:
@@ -175,8 +189,10 @@ def phase_verdict_text(v: dict[str, Any], arm_name: str) -> str:
         return head + ": met."
     if v["limit"] < v["goal"]:
         return f"{head}: short; its work shrinks only {v['limit']:.2f}× (the pruned arm trains on that many times fewer tokens)."
-    return (f"{head}: short; its work shrinks {v['limit']:.2f}×, but about {v['fixed_seconds']:.3f} s of its "
-            f"{v['seconds']:.3f} s/step does not scale with tokens (optimizer steps, per-batch overhead).")
+    return (
+        f"{head}: short; its work shrinks {v['limit']:.2f}×, but about {v['fixed_seconds']:.3f} s of its "
+        f"{v['seconds']:.3f} s/step does not scale with tokens (optimizer steps, per-batch overhead)."
+    )
 
 
 def markdown_table(arms: Sequence[tuple[str, dict[str, float]]], baseline: dict[str, float]) -> str:
@@ -191,8 +207,10 @@ def markdown_table(arms: Sequence[tuple[str, dict[str, float]]], baseline: dict[
             cells.append(f"{m[c]:.3f}" + ("" if plain else f" ({ratio:.2f}×)"))
         tok = [f"{m['generated_tokens']:.0f}", f"{m['trained_tokens']:.0f}"]
         if m is not baseline:
-            tok = [f"{m['generated_tokens']:.0f} ({baseline['generated_tokens'] / m['generated_tokens']:.2f}×)",
-                   f"{m['trained_tokens']:.0f} ({baseline['trained_tokens'] / m['trained_tokens']:.2f}×)"]
+            tok = [
+                f"{m['generated_tokens']:.0f} ({baseline['generated_tokens'] / m['generated_tokens']:.2f}×)",
+                f"{m['trained_tokens']:.0f} ({baseline['trained_tokens'] / m['trained_tokens']:.2f}×)",
+            ]
         rows.append([name, *cells, *tok, f"{m['keep_ratio']:.2f}"])
     titles = ["arm", *(c if c != "step" else "end to end" for c in cols), "generated tokens", "trained tokens", "keep"]
     return "\n".join(table_lines(titles, rows))

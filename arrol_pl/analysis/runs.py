@@ -29,8 +29,9 @@ from arrol_pl.train.records.summary import RunSummary, values_from
 
 def sweep_runs(sweep_dir: Path) -> list[RunSummary]:
     """The summaries of a sweep's jobs (each with ``run_dir``), in job order."""
-    return [RunSummary.read(path.parent)
-            for path in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: p.parent.name)]
+    return [
+        RunSummary.read(path.parent) for path in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: p.parent.name)
+    ]
 
 
 def comparable(x: Any) -> float:
@@ -56,8 +57,9 @@ def pick_config(runs: Sequence[RunSummary], spec: dict[str, Any]) -> RunSummary 
     return next((s for s in runs if _has(s.config, spec)), None)
 
 
-def pairs_by_seed(runs: Sequence[RunSummary], first: dict[str, Any],
-                  second: dict[str, Any], whole: bool = False) -> list[tuple[int, RunSummary, RunSummary]]:
+def pairs_by_seed(
+    runs: Sequence[RunSummary], first: dict[str, Any], second: dict[str, Any], whole: bool = False
+) -> list[tuple[int, RunSummary, RunSummary]]:
     """``(seed, run, run)`` for each ``trainer.seed`` that has a run of both arms (``pick``'s pruning values, or with
     ``whole`` ``pick_config``'s specs), in seed order; a seed with one arm only is left out."""
     seed_of = lambda r: r.config.get("trainer", {}).get("seed", 0)  # noqa: E731
@@ -122,7 +124,9 @@ class PairedDifference(SeedMean):
 def paired_difference(pairs: Sequence[tuple[int, RunSummary, RunSummary]]) -> PairedDifference:
     """The second run's held-out accuracy after minus the first's over ``pairs`` (:func:`pairs_by_seed`'s, not
     empty): each seed's difference with its standard error, their mean and both uncertainties."""
-    per_seed = [(seed, comparable(b.heldout_accuracy_after) - comparable(a.heldout_accuracy_after),
-                 heldout_difference_se(b, a)) for seed, a, b in pairs]
+    per_seed = [
+        (seed, comparable(b.heldout_accuracy_after) - comparable(a.heldout_accuracy_after), heldout_difference_se(b, a))
+        for seed, a, b in pairs
+    ]
     over_seeds = seed_mean(per_seed, min(heldout_difference_df(b, a) for _, a, b in pairs))
     return PairedDifference(**vars(over_seeds), by_problem=sum(paired_by_problem(a, b) for _, a, b in pairs))

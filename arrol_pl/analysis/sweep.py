@@ -40,19 +40,23 @@ def table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[dict[
     records = []
     for s in rows:
         sps = s.seconds_per_step
-        records.append({
-            "run": " ".join(o for o in s.overrides if o not in shared) or Path(s.run_dir).name,
-            "held-out acc before": s.heldout_accuracy_before,
-            "held-out acc after": s.heldout_accuracy_after,
-            "train acc (last 10)": s.train_accuracy_last10,
-            "keep ratio": s.keep_ratio_mean,
-            "head acc": s.head_accuracy_after_cold_start,
-            "zero-adv groups": s.zero_advantage_fraction,
-            "s / step": sps,
-            "speedup": base_sps / sps if base_sps and sps else None,
-        })
-    lines = table_lines([c for c, _, _ in COLUMNS],
-                        [[fmt(rec[c], spec, unit=unit, nan=None) for c, spec, unit in COLUMNS] for rec in records])
+        records.append(
+            {
+                "run": " ".join(o for o in s.overrides if o not in shared) or Path(s.run_dir).name,
+                "held-out acc before": s.heldout_accuracy_before,
+                "held-out acc after": s.heldout_accuracy_after,
+                "train acc (last 10)": s.train_accuracy_last10,
+                "keep ratio": s.keep_ratio_mean,
+                "head acc": s.head_accuracy_after_cold_start,
+                "zero-adv groups": s.zero_advantage_fraction,
+                "s / step": sps,
+                "speedup": base_sps / sps if base_sps and sps else None,
+            }
+        )
+    lines = table_lines(
+        [c for c, _, _ in COLUMNS],
+        [[fmt(rec[c], spec, unit=unit, nan=None) for c, spec, unit in COLUMNS] for rec in records],
+    )
     note = f"\n\nspeedup relative to `{baseline}`" if base else ""  # a blank line ends the Markdown table
     common = f"\n\nevery run: `{' '.join(sorted(shared))}`" if shared else ""
     return "\n".join(lines) + note + common + "\n", records
@@ -73,7 +77,7 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
     rows = [r for r in rows if r not in unfinished]
     arms: dict[str, dict[str, RunSummary]] = {}
     for r in rows:
-        seed = next((o[len(SEED_OVERRIDE):] for o in r.overrides if o.startswith(SEED_OVERRIDE)), None)
+        seed = next((o[len(SEED_OVERRIDE) :] for o in r.overrides if o.startswith(SEED_OVERRIDE)), None)
         if seed is None:
             continue
         arm = " ".join(o for o in r.overrides if o not in shared and not o.startswith(SEED_OVERRIDE)) or "all"
@@ -86,24 +90,46 @@ def seed_table(rows: list[RunSummary], baseline: str | None) -> tuple[str, list[
         seeds = sorted(runs, key=lambda x: int(x) if x.lstrip("-").isdigit() else x)
         after = [runs[x].heldout_accuracy_after for x in seeds]
         gain = [runs[x].heldout_accuracy_after - runs[x].heldout_accuracy_before for x in seeds]
-        paired = [runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
-                  for x in seeds if base is not None and x in base]
+        paired = [
+            runs[x].heldout_accuracy_after - base[x].heldout_accuracy_after
+            for x in seeds
+            if base is not None and x in base
+        ]
         estimates = [gain_estimate(runs[x]) for x in seeds]  # never None: both figures are there
-        rec = {"arm": arm, "seeds": seeds, "after": mean_sd_se(after), "gain": mean_sd_se(gain),
-               "gain_per_seed": gain, "gain_se_per_seed": [e.se for e in estimates],
-               "gain_df_per_seed": [e.df for e in estimates],
-               "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
-               "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds)}
+        rec = {
+            "arm": arm,
+            "seeds": seeds,
+            "after": mean_sd_se(after),
+            "gain": mean_sd_se(gain),
+            "gain_per_seed": gain,
+            "gain_se_per_seed": [e.se for e in estimates],
+            "gain_df_per_seed": [e.df for e in estimates],
+            "vs_baseline": mean_sd_se(paired) if paired and base is not runs else None,
+            "seconds_per_step": sum(runs[x].seconds_per_step for x in seeds) / len(seeds),
+        }
         records.append(rec)
-        cells.append([arm, len(seeds), fmt(rec["after"], nan=None), fmt(rec["gain"], nan=None),
-                      " ".join(f"{g:+.3f}" for g in gain),
-                      fmt(rec["vs_baseline"], nan=None) if rec["vs_baseline"] else "", f"{rec['seconds_per_step']:.2f}"])
-    lines = table_lines(["arm", "seeds", "held-out after", "gain", "gain per seed", "vs baseline (paired)", "s / step"],
-                        cells)
-    note = f"\n\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
+        cells.append(
+            [
+                arm,
+                len(seeds),
+                fmt(rec["after"], nan=None),
+                fmt(rec["gain"], nan=None),
+                " ".join(f"{g:+.3f}" for g in gain),
+                fmt(rec["vs_baseline"], nan=None) if rec["vs_baseline"] else "",
+                f"{rec['seconds_per_step']:.2f}",
+            ]
+        )
+    lines = table_lines(
+        ["arm", "seeds", "held-out after", "gain", "gain per seed", "vs baseline (paired)", "s / step"], cells
+    )
+    note = (
+        f"\n\nmean ± sd over seeds (SE: standard error of the mean); paired differences to `{baseline}`" if base else ""
+    )
     if unfinished:
-        note += (f"\n\n{len(unfinished)} run(s) without held-out figures before and after (still running, stopped, or "
-                 "no held-out set) left out")
+        note += (
+            f"\n\n{len(unfinished)} run(s) without held-out figures before and after (still running, stopped, or "
+            "no held-out set) left out"
+        )
     return "\n".join(lines) + note + "\n", records
 
 
@@ -144,8 +170,12 @@ def write_wallclock(sweep_dir: Path) -> Path | None:
         return None
     tag = default_tag(runs)
     try:
-        return plot_wallclock(group(runs, by_arm=True), sweep_dir / "wallclock.png", tag,
-                              smoothing=0.0 if tag == "heldout/accuracy" else 0.8)
+        return plot_wallclock(
+            group(runs, by_arm=True),
+            sweep_dir / "wallclock.png",
+            tag,
+            smoothing=0.0 if tag == "heldout/accuracy" else 0.8,
+        )
     except (KeyError, FileNotFoundError, ValueError) as exc:
         logger.warning("no wall-clock figure for %s: %s", sweep_dir, exc)
         return None

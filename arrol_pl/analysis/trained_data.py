@@ -64,8 +64,11 @@ class TrainedData:
         if self.heldout and registry.is_generated(self.name):
             path, split = None, "heldout"
         source = ", ".join([self.name, *([path] if path else []), *([f"split {split}"] if split else [])])
-        which = ("the run's held-out set" if self.heldout else
-                 "the run's training problems (it held none out: these were trained on)")
+        which = (
+            "the run's held-out set"
+            if self.heldout
+            else "the run's training problems (it held none out: these were trained on)"
+        )
         return f"{which}: {source} (recorded in {self.record})"
 
 
@@ -79,13 +82,17 @@ def trained_data(checkpoint: Path) -> TrainedData:
         data = trained_config(checkpoint).get("data")
         where = checkpoint if checkpoint.is_file() else checkpoint.parent / "summary.json"
     if not data:
-        raise ConfigError(f"checkpoint={str(checkpoint)!r} records no data of its run (no {DATA_RECORD} in it, no "
-                          "summary.json beside it): name what to score, e.g. +datasets.arithmetic.split=heldout or "
-                          "+datasets.jsonl.path=<file>")
+        raise ConfigError(
+            f"checkpoint={str(checkpoint)!r} records no data of its run (no {DATA_RECORD} in it, no "
+            "summary.json beside it): name what to score, e.g. +datasets.arithmetic.split=heldout or "
+            "+datasets.jsonl.path=<file>"
+        )
     try:
         config: DataConfig = load_typed(data, DataConfig)
     except ConfigError as exc:
-        raise ConfigError(f"checkpoint={str(checkpoint)!r}: its run's data ({where}): {exc}; name what to score with "
-                          "+datasets.<name>...") from None
+        raise ConfigError(
+            f"checkpoint={str(checkpoint)!r}: its run's data ({where}): {exc}; name what to score with "
+            "+datasets.<name>..."
+        ) from None
     heldout = registry.is_generated(config.name) or config.heldout_name is not None or config.heldout_path is not None
     return TrainedData(config, heldout, str(where))

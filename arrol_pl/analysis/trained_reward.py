@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arrol_pl.tasks.user_function import MATH_VERIFY
-from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.reward import RewardScoring, refuse_recorded
 
 
@@ -42,8 +41,9 @@ class AsTrainedRewardConfig(RewardScoring):
             return
         recorded = trained_reward(trained)
         if recorded not in (None, MATH_VERIFY):
-            raise refuse_recorded(recorded, f"{key}={str(trained)!r}",
-                                  f", or reward.function={MATH_VERIFY} to score with math-verify")
+            raise refuse_recorded(
+                recorded, f"{key}={str(trained)!r}", f", or reward.function={MATH_VERIFY} to score with math-verify"
+            )
         self.function = MATH_VERIFY
 
 

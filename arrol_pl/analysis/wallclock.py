@@ -67,7 +67,8 @@ def labels(runs: Sequence[Path], drop_seed: bool) -> list[str]:
 
 def is_run(path: Path) -> bool:
     return any((path / name).exists() for name in ("history.jsonl", "summary.json", "tb")) or bool(
-        list(path.glob("events.out.tfevents.*")))
+        list(path.glob("events.out.tfevents.*"))
+    )
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:
@@ -92,14 +93,16 @@ def group(runs: Sequence[Path], by_arm: bool) -> dict[str, list[Path]]:
 def default_tag(runs: Sequence[Path]) -> str:
     """``heldout/accuracy`` when every run evaluated during training (``trainer.eval_every``), else
     ``reward/accuracy``."""
+
     def evaluated(run: Path) -> bool:
         return (run / "history.jsonl").exists() and any("heldout/accuracy" in row for row in read_history(run))
 
     return "heldout/accuracy" if runs and all(evaluated(r) for r in runs) else "reward/accuracy"
 
 
-def plot_wallclock(arms: dict[str, list[Path]], out: Path, tag: str, smoothing: float = 0.0,
-                   names: Sequence[str] | None = None) -> Path:
+def plot_wallclock(
+    arms: dict[str, list[Path]], out: Path, tag: str, smoothing: float = 0.0, names: Sequence[str] | None = None
+) -> Path:
     """Draw one curve per label of ``arms`` (a band over its runs when it has several) into ``out`` (a PNG)."""
     fig, ax = new_figure()
     for i, (arm, members) in enumerate(arms.items()):
@@ -110,9 +113,14 @@ def plot_wallclock(arms: dict[str, list[Path]], out: Path, tag: str, smoothing: 
             ax.plot(seconds, smooth(values, smoothing), label=f"{label} ({seconds[-1]:.0f} s)")
             continue
         grid, mean, sd = curve_band([list(zip(t, smooth(v, smoothing))) for t, v in curves])
-        line, = ax.plot(grid, mean, label=f"{label} ({len(members)} seeds, {grid[-1]:.0f} s)")
-        ax.fill_between(grid, [m - d for m, d in zip(mean, sd)], [m + d for m, d in zip(mean, sd)],
-                        color=line.get_color(), alpha=0.2)
+        (line,) = ax.plot(grid, mean, label=f"{label} ({len(members)} seeds, {grid[-1]:.0f} s)")
+        ax.fill_between(
+            grid,
+            [m - d for m, d in zip(mean, sd)],
+            [m + d for m, d in zip(mean, sd)],
+            color=line.get_color(),
+            alpha=0.2,
+        )
     return save_figure(fig, ax, out, "training wall-clock seconds", tag)
 
 

@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # vLLM's CPU default; more threads make step times erratic
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
@@ -61,13 +62,19 @@ def task(raw: DictConfig) -> None:
 
     from arrol_pl.analysis.advise.run import AdviseJob, run_advise
 
-    run_advise(AdviseJob(config=config, out=out_dir,
-                         command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
-                         data=hydra_cfg.runtime.choices.get("data", config.data.name)))
+    run_advise(
+        AdviseJob(
+            config=config,
+            out=out_dir,
+            command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
+            data=hydra_cfg.runtime.choices.get("data", config.data.name),
+        )
+    )
 
 
-JOB = hydra_app.HydraJob(config_name="advise", task=task, schema=AdviseConfig, check=check,
-                         about=__doc__.split("\n\n", 1)[1], engine=True)
+JOB = hydra_app.HydraJob(
+    config_name="advise", task=task, schema=AdviseConfig, check=check, about=__doc__.split("\n\n", 1)[1], engine=True
+)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -44,7 +44,7 @@ def sets(path: Path, package: str, key: str) -> bool:
     if package:
         if not key.startswith(package + "."):
             return False
-        key = key[len(package) + 1:]
+        key = key[len(package) + 1 :]
     node: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -53,8 +53,9 @@ def sets(path: Path, package: str, key: str) -> bool:
     return True
 
 
-def setting_file(exc: ConfigError, defaults: Sequence[Any], dirs: Sequence[Path], own: Path,
-                 overrides: Sequence[str]) -> Path | None:
+def setting_file(
+    exc: ConfigError, defaults: Sequence[Any], dirs: Sequence[Path], own: Path, overrides: Sequence[str]
+) -> Path | None:
     """The file in ``own`` (the user's ``--config-dir``) that set the key ``exc`` refuses: the last of the defaults
     list (Hydra's ``ResultDefault`` entries, found in ``dirs``) that sets it. None when the command line sets it
     (``overrides``) or the last file that sets it is not the user's."""

@@ -40,8 +40,10 @@ def check(cfg) -> None:
             dataset_format(name, spec, None)
         policy_dir = checkpoint_policy_dir(checkpoint) if checkpoint.is_file() else checkpoint
         if not (policy_dir / "config.json").is_file():
-            raise FileNotFoundError(f"checkpoint={cfg.checkpoint!r} holds no config.json (the policy's): pass a run's "
-                                    "export/ directory or one of its checkpoints/*.ckpt")
+            raise FileNotFoundError(
+                f"checkpoint={cfg.checkpoint!r} holds no config.json (the policy's): pass a run's "
+                "export/ directory or one of its checkpoints/*.ckpt"
+            )
         check_room(cfg.engine.max_model_len, policy_dir, cfg.max_tokens, "max_tokens")
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from None
@@ -60,7 +62,8 @@ def dataset_format(name: str, spec, trained):
         return PromptFormat(
             base.template if own["prompt_template"] is None else own["prompt_template"],
             base.chat if own["chat_template"] is None else bool(own["chat_template"]),
-            base.stop if own["stop"] is None else tuple(own["stop"]))
+            base.stop if own["stop"] is None else tuple(own["stop"]),
+        )
     except ValueError as exc:
         raise ValueError(f"datasets.{name}: {exc}") from None
 
@@ -74,14 +77,17 @@ def checkpoint_policy_dir(path: Path) -> Path:
 
     state = read_checkpoint(path, "checkpoint", {"state_dict": "the weights", "arrol": "the run's records"})["arrol"]
     if "policy_dir" not in state:
-        raise FileNotFoundError(f"checkpoint={str(path)!r} does not record the policy directory its weights belong to "
-                                "(arrol.policy_dir; written before this was recorded): pass the run's export/ directory")
+        raise FileNotFoundError(
+            f"checkpoint={str(path)!r} does not record the policy directory its weights belong to "
+            "(arrol.policy_dir; written before this was recorded): pass the run's export/ directory"
+        )
     base = Path(state["policy_dir"])
     if not (base / "config.json").is_file():
         raise FileNotFoundError(
             f"checkpoint={str(path)!r} was trained from policy directory {str(base)!r}, which has no config.json: it "
             "holds the model config and tokenizer the weights need (the tiny policy is rebuilt there by experiments/run.py "
-            "with the run's model.* settings), or pass the run's export/ directory")
+            "with the run's model.* settings), or pass the run's export/ directory"
+        )
     return base
 
 
@@ -100,8 +106,8 @@ def resolve_checkpoint(path: Path, scratch: Path):
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     state = checkpoint["state_dict"]
     policy = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    policy.load_state_dict({k[len("policy."):]: v for k, v in state.items() if k.startswith("policy.")})
-    head_state = {k[len("head."):]: v for k, v in state.items() if k.startswith("head.")}
+    policy.load_state_dict({k[len("policy.") :]: v for k, v in state.items() if k.startswith("policy.")})
+    head_state = {k[len("head.") :]: v for k, v in state.items() if k.startswith("head.")}
     input_kind = checkpoint.get("arrol", {}).get("config", {}).get("head", {}).get("input", "last")
     head = QualityHead.from_state_dict(head_state, input_kind)
     policy.save_pretrained(scratch)
@@ -115,8 +121,9 @@ def evaluated_problems(name: str, loaded, tokenizer, prompt_format, policy_dir: 
     (:func:`~arrol_pl.train.run.build.fitting_problems`). ConfigError when none is left."""
     from arrol_pl.train.run.build import fitting_problems
 
-    problems = fitting_problems(loaded, tokenizer, prompt_format, policy_dir, cfg.engine.max_model_len,
-                                cfg.max_tokens, "max_tokens")
+    problems = fitting_problems(
+        loaded, tokenizer, prompt_format, policy_dir, cfg.engine.max_model_len, cfg.max_tokens, "max_tokens"
+    )
     if not problems:
         counts = ", ".join(f"{k} {v}" for k, v in loaded.skip_counts().items())
         raise ConfigError(f"datasets.{name}: no problem to evaluate in {loaded.source} (skipped: {counts})")
@@ -155,18 +162,28 @@ def scored_sets(cfg) -> ScoredSets:
     run_data = None if cfg.datasets else trained_data(Path(cfg.checkpoint))
     described = run_data.describe() if run_data else f"datasets {', '.join(cfg.datasets)}"
     each = f"the first {cfg.limit} problems" if cfg.limit else "every problem"
-    print(f"evaluating {cfg.checkpoint} on {described}: {each}{' of each' if len(cfg.datasets) > 1 else ''}, "
-          f"k = {cfg.k}", flush=True)
+    print(
+        f"evaluating {cfg.checkpoint} on {described}: {each}{' of each' if len(cfg.datasets) > 1 else ''}, k = {cfg.k}",
+        flush=True,
+    )
     try:
         if run_data is not None:  # the run's own, in its own prompt format
-            sets = ScoredSets({run_data.name: run_data.load(cfg.limit)},
-                              {run_data.name: run_data.data.prompt_format()}, described)
+            sets = ScoredSets(
+                {run_data.name: run_data.load(cfg.limit)}, {run_data.name: run_data.data.prompt_format()}, described
+            )
         else:
-            loaded = {name: load_problems(name, path=spec.path, split=spec.split, **spec.options)
-                      for name, spec in cfg.datasets.items()}
-            sets = ScoredSets({name: dataclasses.replace(ps, problems=ps.problems[:cfg.limit or None])
-                               for name, ps in loaded.items()},
-                              dict.fromkeys(loaded), described)
+            loaded = {
+                name: load_problems(name, path=spec.path, split=spec.split, **spec.options)
+                for name, spec in cfg.datasets.items()
+            }
+            sets = ScoredSets(
+                {
+                    name: dataclasses.replace(ps, problems=ps.problems[: cfg.limit or None])
+                    for name, ps in loaded.items()
+                },
+                dict.fromkeys(loaded),
+                described,
+            )
     except DatasetUnavailableError as exc:
         raise ConfigError(str(exc)) from None
     empty = [name for name, loaded in sets.problems.items() if not loaded.problems]
@@ -192,10 +209,11 @@ def evaluate(cfg, out_dir: Path, sets: ScoredSets) -> None:
         policy_dir, head = resolve_checkpoint(Path(cfg.checkpoint), Path(scratch))
         tokenizer = AutoTokenizer.from_pretrained(policy_dir)
         trained = PromptFormat.load(policy_dir) if Path(cfg.checkpoint).is_dir() else None
-        formats = {name: fmt or dataset_format(name, cfg.datasets[name], trained)
-                   for name, fmt in sets.formats.items()}
-        problems = {name: evaluated_problems(name, ps, tokenizer, formats[name], policy_dir, cfg)
-                    for name, ps in sets.problems.items()}
+        formats = {name: fmt or dataset_format(name, cfg.datasets[name], trained) for name, fmt in sets.formats.items()}
+        problems = {
+            name: evaluated_problems(name, ps, tokenizer, formats[name], policy_dir, cfg)
+            for name, ps in sets.problems.items()
+        }
         all_problems = [p for ps in problems.values() for p in ps]
         length = cfg.engine.max_model_len or engine_context(tokenizer, all_problems, cfg.max_tokens, policy_dir)
         engine = ArrolEngine(str(policy_dir), dataclasses.replace(cfg.engine, max_model_len=length), head=head)
@@ -203,23 +221,38 @@ def evaluate(cfg, out_dir: Path, sets: ScoredSets) -> None:
         deepconf = cfg.deepconf
         try:
             with make_reward(cfg.reward.function, cfg.reward.pool_config()) as reward:
-                records = {name: evaluate_dataset(engine, reward, ps, cfg.k, {**sampling, **formats[name].sampling()},
-                                                  deepconf, progress=name)
-                           for name, ps in problems.items()}
+                records = {
+                    name: evaluate_dataset(
+                        engine, reward, ps, cfg.k, {**sampling, **formats[name].sampling()}, deepconf, progress=name
+                    )
+                    for name, ps in problems.items()
+                }
         finally:
             engine.close()
-    meta = {"checkpoint": str(cfg.checkpoint), "k": cfg.k, "temperature": cfg.temperature,
-            "reward": cfg.reward.function, "data": sets.described,
-            "data_rows": {name: ps.report() for name, ps in sets.problems.items()},
-            "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
-            "config": dataclasses.asdict(cfg)}
+    meta = {
+        "checkpoint": str(cfg.checkpoint),
+        "k": cfg.k,
+        "temperature": cfg.temperature,
+        "reward": cfg.reward.function,
+        "data": sets.described,
+        "data_rows": {name: ps.report() for name, ps in sets.problems.items()},
+        "prompt_formats": {name: dataclasses.asdict(f) for name, f in formats.items()},
+        "config": dataclasses.asdict(cfg),
+    }
     write_report(out_dir, records, meta)
     print((out_dir / "results.md").read_text())
     print(f"outputs: {out_dir} (metrics.json, results.md, records.jsonl)")
 
 
-JOB = hydra_app.HydraJob(config_name="evaluate", task=task, schema=EvalConfig, check=load_eval_config,
-                         about=__doc__.split("\n\n", 1)[1], groups=(), engine=True)
+JOB = hydra_app.HydraJob(
+    config_name="evaluate",
+    task=task,
+    schema=EvalConfig,
+    check=load_eval_config,
+    about=__doc__.split("\n\n", 1)[1],
+    groups=(),
+    engine=True,
+)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

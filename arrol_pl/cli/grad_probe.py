@@ -33,14 +33,18 @@ import os
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # vLLM's CPU default; more threads make step times erratic
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from arrol_pl.analysis.grad_probe.config import (GradProbeConfig, load_grad_probe_config,  # noqa: E402
-                                                 training_problems)
+from arrol_pl.analysis.grad_probe.config import (
+    GradProbeConfig,
+    load_grad_probe_config,  # noqa: E402
+    training_problems,
+)
 from arrol_pl.cli import hydra_app  # noqa: E402
 from arrol_pl.cli.head_quality import heldout_problems  # noqa: E402
 from arrol_pl.train.config.loader import ConfigError  # noqa: E402
@@ -60,15 +64,29 @@ def task(raw: DictConfig) -> None:
 
     from arrol_pl.analysis.grad_probe.run import GradProbeJob, run_grad_probe
 
-    run_grad_probe(GradProbeJob(
-        config=cfg, out=out_dir, command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
-        head_problems=head, batch_problems=batches, heldout_problems=heldout, prompt_format=prompt_format,
-        data=hydra_cfg.runtime.choices.get("data", cfg.data.name),
-    ))
+    run_grad_probe(
+        GradProbeJob(
+            config=cfg,
+            out=out_dir,
+            command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
+            head_problems=head,
+            batch_problems=batches,
+            heldout_problems=heldout,
+            prompt_format=prompt_format,
+            data=hydra_cfg.runtime.choices.get("data", cfg.data.name),
+        )
+    )
 
 
-JOB = hydra_app.HydraJob(config_name="grad_probe", task=task, schema=GradProbeConfig, check=load_grad_probe_config,
-                         about=__doc__.split("\n\n", 1)[1], groups=("data",), engine=True)
+JOB = hydra_app.HydraJob(
+    config_name="grad_probe",
+    task=task,
+    schema=GradProbeConfig,
+    check=load_grad_probe_config,
+    about=__doc__.split("\n\n", 1)[1],
+    groups=("data",),
+    engine=True,
+)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
+
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -58,8 +59,10 @@ def heldout_problems(cfg) -> list:
     except (TypeError, ValueError, OSError, DatasetUnavailableError) as exc:
         raise ConfigError(f"data: {exc}") from None
     if len(problems) < 2:
-        raise ConfigError(f"data: {len(problems)} held-out problems (data.heldout_path / data.heldout_name, "
-                          "data.num_heldout); the probe splits by problem (>= 2)")
+        raise ConfigError(
+            f"data: {len(problems)} held-out problems (data.heldout_path / data.heldout_name, "
+            "data.num_heldout); the probe splits by problem (>= 2)"
+        )
     return problems
 
 
@@ -76,20 +79,42 @@ def task(raw: DictConfig) -> None:
 
     from arrol_pl.analysis.head_probe.run import ProbeJob, run_probe
 
-    run_probe(ProbeJob(
-        policy=Path(cfg.policy), cache_dir=cfg.cache_dir, out=out_dir,
-        command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
-        problems=problems, prompt_format=prompt_format, samples=cfg.samples, max_tokens=cfg.max_tokens,
-        temperature=cfg.temperature, lengths=cfg.lengths, fractions=cfg.fraction_values, features=list(cfg.features),
-        settings=cfg.settings, dtype=cfg.dtype, votes=cfg.votes and cfg.reward.function == MATH_VERIFY,
-        reward=cfg.reward, deepconf_mode=cfg.deepconf_mode,
-        forward_batch_tokens=cfg.forward_batch_tokens, data=hydra_cfg.runtime.choices.get("data", cfg.data.name),
-        dataset=cfg.data.heldout_name or cfg.data.name, data_options=dict(cfg.data.options),
-    ))
+    run_probe(
+        ProbeJob(
+            policy=Path(cfg.policy),
+            cache_dir=cfg.cache_dir,
+            out=out_dir,
+            command=" ".join([hydra_app.INVOCATION.prog, *hydra_cfg.overrides.task]),
+            problems=problems,
+            prompt_format=prompt_format,
+            samples=cfg.samples,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            lengths=cfg.lengths,
+            fractions=cfg.fraction_values,
+            features=list(cfg.features),
+            settings=cfg.settings,
+            dtype=cfg.dtype,
+            votes=cfg.votes and cfg.reward.function == MATH_VERIFY,
+            reward=cfg.reward,
+            deepconf_mode=cfg.deepconf_mode,
+            forward_batch_tokens=cfg.forward_batch_tokens,
+            data=hydra_cfg.runtime.choices.get("data", cfg.data.name),
+            dataset=cfg.data.heldout_name or cfg.data.name,
+            data_options=dict(cfg.data.options),
+        )
+    )
 
 
-JOB = hydra_app.HydraJob(config_name="probe", task=task, schema=ProbeConfig, check=load_probe_config,
-                         about=__doc__.split("\n\n", 1)[1], groups=("data",), engine=True)
+JOB = hydra_app.HydraJob(
+    config_name="probe",
+    task=task,
+    schema=ProbeConfig,
+    check=load_probe_config,
+    about=__doc__.split("\n\n", 1)[1],
+    groups=("data",),
+    engine=True,
+)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -30,8 +30,14 @@ def plain(text: str) -> str:
 def wrapped(text: str, width: int, indent: int, hang: int) -> list[str]:
     """``text`` as plain text (:func:`plain`) wrapped to ``width``, indented, later lines by ``hang`` more; a word
     longer than a line (a path) kept whole."""
-    return textwrap.wrap(plain(text), width, initial_indent=" " * indent, subsequent_indent=" " * (indent + hang),
-                         break_on_hyphens=False, break_long_words=False) or [""]
+    return textwrap.wrap(
+        plain(text),
+        width,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + hang),
+        break_on_hyphens=False,
+        break_long_words=False,
+    ) or [""]
 
 
 def paragraphs(text: str, width: int) -> list[str]:
@@ -46,29 +52,48 @@ def paragraphs(text: str, width: int) -> list[str]:
     return out
 
 
-def help_text(prog: str, conf: Path, config_name: str, schema: type, about: str,
-              groups: tuple[str, ...] | None) -> str:
+def help_text(prog: str, conf: Path, config_name: str, schema: type, about: str, groups: tuple[str, ...] | None) -> str:
     """The help of the command ``prog`` that composes ``config_name`` onto ``schema``: ``about`` first, then the
     presets of ``groups`` (None: every group) read from ``conf``, the directory the help names (an installed
     package's own, so a user of the wheel finds them), then the keys of ``schema``."""
     width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 120))
     out = [f"usage: {prog} [KEY=VALUE ...] [GROUP=PRESET ...] [--multirun] [--cfg job] [--hydra-help]", ""]
     out += paragraphs(about, width)
-    listed = {group: presets for group, presets in preset_groups(conf, config_name).items()
-              if groups is None or group in groups}
+    listed = {
+        group: presets
+        for group, presets in preset_groups(conf, config_name).items()
+        if groups is None or group in groups
+    }
     if listed:
-        out += wrapped(f"Presets (in {conf}, the defaults in {config_name}.yaml there): GROUP=PRESET picks one; "
-                       "+GROUP=PRESET adds one of a group the default picks none of.", width, 0, 0)
+        out += wrapped(
+            f"Presets (in {conf}, the defaults in {config_name}.yaml there): GROUP=PRESET picks one; "
+            "+GROUP=PRESET adds one of a group the default picks none of.",
+            width,
+            0,
+            0,
+        )
         for group, presets in listed.items():
             out.append(f"  {group}:")
             for name, meaning in presets:
                 out += wrapped(f"{name}: {meaning}", width, 4, 4)
         out.append("")
-    out += wrapped(f"Keys (KEY=VALUE; the fields of {schema.__name__} and the dataclasses it holds): type, "
-                   "default, meaning.", width, 0, 0)
+    out += wrapped(
+        f"Keys (KEY=VALUE; the fields of {schema.__name__} and the dataclasses it holds): type, default, meaning.",
+        width,
+        0,
+        0,
+    )
     for key, kind, default, meaning in keys(schema):
         out += wrapped(f"{key} ({kind}, default {value_text(default)}): {meaning}", width, 2, 4)
-    out += ["", *wrapped("A sweep: --multirun (-m) with KEY=A,B. The composed configuration: --cfg job. Hydra's own "
-                         "flags: --hydra-help. A bad key or value is refused in one line, exit 2, before anything "
-                         "runs.", width, 0, 0)]
+    out += [
+        "",
+        *wrapped(
+            "A sweep: --multirun (-m) with KEY=A,B. The composed configuration: --cfg job. Hydra's own "
+            "flags: --hydra-help. A bad key or value is refused in one line, exit 2, before anything "
+            "runs.",
+            width,
+            0,
+            0,
+        ),
+    ]
     return "\n".join(out)

@@ -58,8 +58,9 @@ def conf_dir() -> Path:
     for path in (PACKAGED_CONF, CHECKOUT_CONF):
         if (path / "config.yaml").is_file():
             return path
-    raise FileNotFoundError(f"no presets: neither {PACKAGED_CONF} (an installed package) nor {CHECKOUT_CONF} (a "
-                            "checkout) holds config.yaml")
+    raise FileNotFoundError(
+        f"no presets: neither {PACKAGED_CONF} (an installed package) nor {CHECKOUT_CONF} (a checkout) holds config.yaml"
+    )
 
 
 def config_source() -> str:
@@ -87,8 +88,9 @@ def searched(config_dir: Path | None) -> list[str]:
     return [] if config_dir is None else [f"hydra.searchpath=['file://{Path(config_dir).absolute()}']"]
 
 
-def compose(config_name: str, overrides: Sequence[str], with_hydra: bool = False,
-            config_dir: Path | None = None) -> DictConfig:
+def compose(
+    config_name: str, overrides: Sequence[str], with_hydra: bool = False, config_dir: Path | None = None
+) -> DictConfig:
     """``conf/<config_name>.yaml`` with ``overrides`` (and ``config_dir``'s presets), composed as a run composes it
     (``with_hydra``: Hydra's own section too); what Hydra refuses is a one-line :class:`ConfigError` naming the key
     or preset, and the file when a config file's key or value is refused."""
@@ -98,15 +100,17 @@ def compose(config_name: str, overrides: Sequence[str], with_hydra: bool = False
 
     with initialized():
         try:
-            return hydra_compose(config_name, overrides=[*searched(config_dir), *overrides],
-                                 return_hydra_config=with_hydra)
+            return hydra_compose(
+                config_name, overrides=[*searched(config_dir), *overrides], return_hydra_config=with_hydra
+            )
         except (HydraException, OmegaConfBaseException) as exc:
             dirs = [conf_dir(), *([] if config_dir is None else [Path(config_dir)])]
             raise in_file(from_hydra(exc), composing_file(exc, dirs)) from None
 
 
-def checked_in_file(job: HydraJob, name: str, cfg: DictConfig, config_dir: Path | None,
-                    overrides: Sequence[str]) -> Any:
+def checked_in_file(
+    job: HydraJob, name: str, cfg: DictConfig, config_dir: Path | None, overrides: Sequence[str]
+) -> Any:
     """``job``'s typed config of ``cfg`` (``name`` with ``overrides``, composed with Hydra's section); a value it
     refuses that one of ``config_dir``'s presets set names that file."""
     from hydra.core.global_hydra import GlobalHydra
@@ -118,10 +122,15 @@ def checked_in_file(job: HydraJob, name: str, cfg: DictConfig, config_dir: Path 
         if config_dir is None:
             raise
         with initialized():
-            defaults = GlobalHydra.instance().config_loader().compute_defaults_list(
-                name, [*searched(config_dir), *overrides], RunMode.RUN).defaults
-        raise in_file(exc, setting_file(exc, defaults, [conf_dir(), Path(config_dir)], Path(config_dir),
-                                        overrides)) from None
+            defaults = (
+                GlobalHydra.instance()
+                .config_loader()
+                .compute_defaults_list(name, [*searched(config_dir), *overrides], RunMode.RUN)
+                .defaults
+            )
+        raise in_file(
+            exc, setting_file(exc, defaults, [conf_dir(), Path(config_dir)], Path(config_dir), overrides)
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,8 +203,10 @@ def precheck(job: HydraJob, args: Any) -> Path | None:
         try:
             parsed += parser.parse_overrides([line])
         except OverrideParseException as exc:
-            raise ConfigError(f"{line}: not an override ({str(exc).splitlines()[0]}); an override reads key=value, "
-                              "group=preset, +key=value (add) or ~key (remove)") from None
+            raise ConfigError(
+                f"{line}: not an override ({str(exc).splitlines()[0]}); an override reads key=value, "
+                "group=preset, +key=value (add) or ~key (remove)"
+            ) from None
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     try:
         cfg = compose(name, fixed, with_hydra=True, config_dir=extra)
@@ -254,7 +265,8 @@ def run(job: HydraJob, argv: Sequence[str] | None = None, prog: str | None = Non
     saved, sys.argv = sys.argv, [prog, *argv, *moved]
     try:
         hydra_main(version_base=None, config_path=config_source(), config_name=job.config_name)(
-            job_process.task(job, INVOCATION))()
+            job_process.task(job, INVOCATION)
+        )()
     finally:
         sys.argv = saved
     return 0

@@ -32,8 +32,15 @@ from arrol_pl.train.run.child import run_alone
 
 ENV = "ARROL_SWEEP_JOB_PROCESS"
 """``1``: every sweep job in a process of its own; ``0``: none; unset: the jobs that start an engine, on CUDA."""
-SWEEP_ONLY = ("hydra.mode", "hydra.run.", "hydra.sweep.", "hydra.sweeper", "hydra/sweeper", "hydra.launcher",
-              "hydra/launcher")
+SWEEP_ONLY = (
+    "hydra.mode",
+    "hydra.run.",
+    "hydra.sweep.",
+    "hydra.sweeper",
+    "hydra/sweeper",
+    "hydra.launcher",
+    "hydra/launcher",
+)
 """Hydra overrides of the sweep that a job run alone does not take."""
 
 
@@ -72,11 +79,28 @@ def job_command(job: Any, hydra_cfg: Any, argv: list[str]) -> list[str]:
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(argv)
-    flags = [flag for flag, value in (("--config-dir", args.config_dir), ("--config-name", args.config_name),
-                                      ("--config-path", args.config_path)) if value for flag in (flag, value)]
+    flags = [
+        flag
+        for flag, value in (
+            ("--config-dir", args.config_dir),
+            ("--config-name", args.config_name),
+            ("--config-path", args.config_path),
+        )
+        if value
+        for flag in (flag, value)
+    ]
     own_hydra = [o for o in hydra_cfg.overrides.hydra if not o.lstrip("+~").startswith(SWEEP_ONLY)]
-    return [sys.executable, "-m", "arrol_pl", command_name(job), *flags, *hydra_cfg.overrides.task, *own_hydra,
-            f"hydra.run.dir={quoted(Path(hydra_cfg.runtime.output_dir))}", "hydra.mode=RUN"]
+    return [
+        sys.executable,
+        "-m",
+        "arrol_pl",
+        command_name(job),
+        *flags,
+        *hydra_cfg.overrides.task,
+        *own_hydra,
+        f"hydra.run.dir={quoted(Path(hydra_cfg.runtime.output_dir))}",
+        "hydra.mode=RUN",
+    ]
 
 
 def quoted(path: Path) -> str:

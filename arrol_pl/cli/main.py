@@ -17,25 +17,34 @@ import sys
 from arrol_pl import __version__
 
 COMMANDS = {
-    "train": ("arrol_pl.cli.train", "train with ARRoL: Hydra overrides of its presets, listed by train --help "
-                                       "(experiments/run.py)"),
-    "evaluate": ("arrol_pl.cli.evaluate", "test-time evaluation of a run's export or checkpoint: avg@k, pass@k, "
-                                          "votes (experiments/evaluate.py)"),
-    "head-quality": ("arrol_pl.cli.head_quality", "the quality head against DeepConf at several detection "
-                                                  "lengths (experiments/head_quality.py)"),
-    "advise": ("arrol_pl.cli.advise", "will pruning pay on this policy and data? one verdict before training "
-                                      "(experiments/advise.py)"),
+    "train": (
+        "arrol_pl.cli.train",
+        "train with ARRoL: Hydra overrides of its presets, listed by train --help (experiments/run.py)",
+    ),
+    "evaluate": (
+        "arrol_pl.cli.evaluate",
+        "test-time evaluation of a run's export or checkpoint: avg@k, pass@k, votes (experiments/evaluate.py)",
+    ),
+    "head-quality": (
+        "arrol_pl.cli.head_quality",
+        "the quality head against DeepConf at several detection lengths (experiments/head_quality.py)",
+    ),
+    "advise": (
+        "arrol_pl.cli.advise",
+        "will pruning pay on this policy and data? one verdict before training (experiments/advise.py)",
+    ),
     "grad-probe": ("arrol_pl.cli.grad_probe", "what choosing survivors does to the update (experiments/grad_probe.py)"),
-    "simulate": ("arrol_pl.cli.simulate", "the pruning loop on simulated rollouts, no model "
-                                          "(experiments/simulate_pruning.py)"),
+    "simulate": (
+        "arrol_pl.cli.simulate",
+        "the pruning loop on simulated rollouts, no model (experiments/simulate_pruning.py)",
+    ),
     "plan": ("arrol_pl.cli.plan", "a run's GPU memory per rank before launch (experiments/plan.py)"),
 }
 """Command → (its module, which has ``main(argv, prog)``; what it does)."""
 
 
 def usage(prog: str) -> str:
-    lines = [f"usage: {prog} <command> [arguments]   ({prog} <command> --help: its presets and keys)", "",
-             "commands:"]
+    lines = [f"usage: {prog} <command> [arguments]   ({prog} <command> --help: its presets and keys)", "", "commands:"]
     lines += [f"  {name:<13} {about}" for name, (_, about) in COMMANDS.items()]
     return "\n".join([*lines, "", f"arrol-pl {__version__}: ARRoL, online rollout pruning for RLVR."])
 
@@ -50,8 +59,9 @@ def main(argv: list[str] | None = None, prog: str = "arrol") -> int:
         print(f"arrol-pl {__version__}")
         return 0
     if argv[0] not in COMMANDS:
-        print(f"{prog}: no command {argv[0]!r}; the commands are {', '.join(COMMANDS)} ({prog} --help)",
-              file=sys.stderr)
+        print(
+            f"{prog}: no command {argv[0]!r}; the commands are {', '.join(COMMANDS)} ({prog} --help)", file=sys.stderr
+        )
         return 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return module.main(argv[1:], prog=f"{prog} {argv[0]}")

@@ -24,13 +24,19 @@ from arrol_pl.train.memory.shape import ModelShape
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Print the plan of the run the command line ``argv`` (default ``sys.argv[1:]``) configures; the exit code."""
-    parser = argparse.ArgumentParser(prog=prog, description="the run's GPU memory per rank before launch, from the "
-                                     "policy's config.json alone", epilog="other arguments: Hydra overrides of "
-                                     "arrol train")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="the run's GPU memory per rank before launch, from the policy's config.json alone",
+        epilog="other arguments: Hydra overrides of arrol train",
+    )
     parser.add_argument("--gpu-gib", type=float, default=80.0, help="memory of one GPU in GiB (default 80)")
     parser.add_argument("--config-json", type=Path, help="the policy's config.json (default: model.path's)")
-    parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS,
-                        help=f"longest prompt when engine.max_model_len is unset (default {PROMPT_TOKENS})")
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=PROMPT_TOKENS,
+        help=f"longest prompt when engine.max_model_len is unset (default {PROMPT_TOKENS})",
+    )
     args, overrides = parser.parse_known_args(argv)
     from arrol_pl.train.memory.check import policy_config
 
@@ -41,8 +47,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         else:
             found = policy_config(run)
         if found is None:
-            raise ConfigError(f"model.pretrained={run.model.pretrained} is converted on first use: pass its "
-                              "config.json with --config-json")
+            raise ConfigError(
+                f"model.pretrained={run.model.pretrained} is converted on first use: pass its "
+                "config.json with --config-json"
+            )
         shape = ModelShape.from_config(found[1], found[0])
     except (ConfigError, ValueError, OSError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
@@ -50,4 +58,3 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     plan = plan_memory(shape, run, int(args.gpu_gib * GIB), args.prompt_tokens)
     print(plan.render())
     return 0 if plan.fits else 1
-

@@ -105,31 +105,52 @@ def task(raw: DictConfig) -> None:
     summary: dict[str, dict[str, float]] = {}
     t0 = time.perf_counter()
     for name, variant in variants.items():
-        hist = run_pruning_simulation(variant, sc.steps, sc.num_groups, sc.group_size, seed=sc.seed,
-                                      oracle=None if sc.auc is None else (sc.pass_rate, sc.auc, sc.concentration))
+        hist = run_pruning_simulation(
+            variant,
+            sc.steps,
+            sc.num_groups,
+            sc.group_size,
+            seed=sc.seed,
+            oracle=None if sc.auc is None else (sc.pass_rate, sc.auc, sc.concentration),
+        )
         summary[name] = {
             key: mean_after(hist, key, start)
-            for key in ("keep_ratio", "kept_balance", "kept_zero_advantage_fraction", "kept_positive_ratio", "posterior_mae")
+            for key in (
+                "keep_ratio",
+                "kept_balance",
+                "kept_zero_advantage_fraction",
+                "kept_positive_ratio",
+                "posterior_mae",
+            )
         }
     wall = time.perf_counter() - t0
 
     task_text = "latent-score task" if sc.auc is None else f"pass rate {sc.pass_rate}, scorer AUC {sc.auc}"
-    print(f"\nARRoL pruning simulation ({task_text}): κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
-          f"{sc.steps} steps × {sc.num_groups} groups × G={sc.group_size}, "
-          f"means after the {config.cold_start_steps}-step cold start")
+    print(
+        f"\nARRoL pruning simulation ({task_text}): κ={config.keep_ratio}, ρ={config.target_positive_ratio}, "
+        f"{sc.steps} steps × {sc.num_groups} groups × G={sc.group_size}, "
+        f"means after the {config.cold_start_steps}-step cold start"
+    )
     header = f"{'policy':<15} {'keep':>6} {'E[ρ̂(1-ρ̂)]':>11} {'zero-adv':>9} {'E[ρ̂]':>7} {'|q-q*|':>7}"
     print(header + "\n" + "-" * len(header))
     for name, row in summary.items():
-        print(f"{name:<15} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} {row['kept_zero_advantage_fraction']:>9.3f} "
-              f"{row['kept_positive_ratio']:>7.3f} {row['posterior_mae']:>7.3f}")
-    result = {"mode": "selfcheck", "wall_seconds": wall, "policies": summary,
-              "config": dataclasses.asdict(cfg)}
+        print(
+            f"{name:<15} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} {row['kept_zero_advantage_fraction']:>9.3f} "
+            f"{row['kept_positive_ratio']:>7.3f} {row['posterior_mae']:>7.3f}"
+        )
+    result = {"mode": "selfcheck", "wall_seconds": wall, "policies": summary, "config": dataclasses.asdict(cfg)}
     (out_dir / "summary.json").write_text(json.dumps(result, indent=2))
     print(f"\nsummary: {out_dir / 'summary.json'}  ({wall:.1f} s)")
 
 
-JOB = hydra_app.HydraJob(config_name="simulate", task=task, schema=SimulateConfig, check=load_simulate_config,
-                         about=__doc__.split("\n\n", 1)[1], groups=("pruning",))
+JOB = hydra_app.HydraJob(
+    config_name="simulate",
+    task=task,
+    schema=SimulateConfig,
+    check=load_simulate_config,
+    about=__doc__.split("\n\n", 1)[1],
+    groups=("pruning",),
+)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -48,8 +48,10 @@ def launch_ranks(run: Any, hydra_dir: Path, overrides: list[str]) -> int:
     from arrol_pl.train.run.ranks import launch
 
     if run.trainer.num_nodes > 1:
-        raise ConfigError(f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
-                          "(docs/distributed.md); arrol train launches the ranks of one node only")
+        raise ConfigError(
+            f"trainer.num_nodes={run.trainer.num_nodes}: start torchrun on each node "
+            "(docs/distributed.md); arrol train launches the ranks of one node only"
+        )
     run, out_dir = continued_run(run, Path(run.trainer.output_dir or hydra_dir))  # the checkpoint to check
     with claim_output_dir(out_dir):  # the run's claim, held here for its ranks (rundir)
         preflight(run, out_dir)
@@ -74,8 +76,11 @@ def train(cfg: DictConfig) -> None:
         overrides = list(hydra_cfg.overrides.task)
         if run.trainer.ranks > 1 and "LOCAL_RANK" not in os.environ:
             sys.exit(launch_ranks(run, hydra_dir, overrides))
-        record = (lambda: save_hydra_record(hydra_dir, cfg, hydra_cfg, overrides)) if os.environ.get(
-            "RANK", "0") == "0" else None  # Hydra's record, once the directory is accepted (rundir)
+        record = (
+            (lambda: save_hydra_record(hydra_dir, cfg, hydra_cfg, overrides))
+            if os.environ.get("RANK", "0") == "0"
+            else None
+        )  # Hydra's record, once the directory is accepted (rundir)
         summary = run_experiment(run, out_dir, overrides=overrides, accepted=record)
     except ConfigError as exc:
         rank_ended(exc, "reported")
@@ -99,13 +104,23 @@ def train(cfg: DictConfig) -> None:
         print_summary(summary, out_dir)
     if summary.signal is not None:  # received once the run was trained: its export finished
         if os.environ.get("RANK", "0") == "0":
-            print(f"{summary.signal} received once the run was trained: its export finished, the run completed "
-                  f"(outputs: {out_dir})", file=sys.stderr)
+            print(
+                f"{summary.signal} received once the run was trained: its export finished, the run completed "
+                f"(outputs: {out_dir})",
+                file=sys.stderr,
+            )
         sys.exit(128 + signal.Signals[summary.signal])
 
 
-JOB = hydra_app.HydraJob(config_name="config", task=train, schema=RunConfig, check=check_run_config,
-                         about=__doc__.split("\n", 2)[2], run_dir=resumed_run_dir, engine=True)
+JOB = hydra_app.HydraJob(
+    config_name="config",
+    task=train,
+    schema=RunConfig,
+    check=check_run_config,
+    about=__doc__.split("\n", 2)[2],
+    run_dir=resumed_run_dir,
+    engine=True,
+)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -47,7 +47,9 @@ def _lone(adv: torch.Tensor, rewards: torch.Tensor, count: torch.Tensor, lone: s
 
 
 @ADVANTAGE_ESTIMATORS.register("grpo")
-def grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6, lone: str = "zero") -> torch.Tensor:
+def grpo_advantages(
+    rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6, lone: str = "zero"
+) -> torch.Tensor:
     """``rewards: (N,)``, ``group_ids: (N,)`` → ``(N,)`` GRPO advantages (a singleton group: see ``lone``)."""
     count, mean, std = _group_stats(rewards, group_ids)
     centred = rewards.to(torch.float64) - mean
@@ -57,15 +59,18 @@ def grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float =
 
 
 @ADVANTAGE_ESTIMATORS.register("drgrpo", "dr_grpo")
-def drgrpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6, lone: str = "zero") -> torch.Tensor:
+def drgrpo_advantages(
+    rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6, lone: str = "zero"
+) -> torch.Tensor:
     """Dr.GRPO: mean-centred rewards, no std. ``(N,)`` → ``(N,)`` (a singleton group: see ``lone``)."""
     count, mean, _ = _group_stats(rewards, group_ids)
     adv = rewards.to(torch.float64) - mean
     return _lone(adv, rewards, count, lone, 1.0)
 
 
-def compute_advantages(name: str, rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6,
-                       lone: str = "zero") -> torch.Tensor:
+def compute_advantages(
+    name: str, rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6, lone: str = "zero"
+) -> torch.Tensor:
     """Pick an estimator by name (``grpo`` | ``drgrpo``); ``lone``: :data:`LONE_SURVIVOR`."""
     return ADVANTAGE_ESTIMATORS.get(name)(rewards, group_ids, eps=eps, lone=lone)
 

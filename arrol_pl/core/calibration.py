@@ -126,9 +126,15 @@ class BinnedCalibrator:
         """Number of labelled samples ever added (including the ones the window forgot)."""
         return self._total_seen
 
-    def update(self, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None,
-               groups: torch.Tensor | None = None, survival: torch.Tensor | None = None,
-               joint: torch.Tensor | None = None) -> None:
+    def update(
+        self,
+        scores: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor | None = None,
+        groups: torch.Tensor | None = None,
+        survival: torch.Tensor | None = None,
+        joint: torch.Tensor | None = None,
+    ) -> None:
         """Append labelled samples, oldest forgotten first. ``scores, labels, weights: (N,)``; ``groups: (N,)`` the
         group (prompt) of each row, integers in ``[0, 2**31)`` (None: each row a group of its own); ``survival: (N,)``
         each row's probability in [0, 1] of having survived the prune within its group (None: 1, nothing pruned);
@@ -166,7 +172,9 @@ class BinnedCalibrator:
             if groups.numel() != n:
                 raise ValueError(f"groups ({groups.numel()}) and scores ({n}) differ in length")
             if n and (int(groups.min()) < 0 or int(groups.max()) >= _GROUP_SPAN // 2):
-                raise ValueError(f"groups must lie in [0, {_GROUP_SPAN // 2}), got {int(groups.min())}..{int(groups.max())}")
+                raise ValueError(
+                    f"groups must lie in [0, {_GROUP_SPAN // 2}), got {int(groups.min())}..{int(groups.max())}"
+                )
         if joint is not None and (joint.dim() != 2 or joint.shape[0] != n):
             raise ValueError(f"joint must be (N, 1 + G) for {n} rows, got {tuple(joint.shape)}")
         groups = groups + self._updates * _GROUP_SPAN
@@ -202,9 +210,14 @@ class BinnedCalibrator:
         """The scores' AUC over every pair of the window's rollouts before pruning, estimated from its survivors
         (module docstring; NaN until it holds both outcomes)."""
         order = self._order()
-        return pooled_auc(self._scores[order], self._labels[order], self._groups[order],
-                          inverse_survival(self._survival[order]), float(self._pair_right[order].sum()),
-                          float(self._pair_total[order].sum()))
+        return pooled_auc(
+            self._scores[order],
+            self._labels[order],
+            self._groups[order],
+            inverse_survival(self._survival[order]),
+            float(self._pair_right[order].sum()),
+            float(self._pair_total[order].sum()),
+        )
 
     def within_auc(self) -> float:
         """The scores' AUC over the (correct, wrong) pairs of one group among each group's rollouts before pruning,
@@ -263,17 +276,25 @@ class BinnedCalibrator:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("num_bins", "capacity", "alpha"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"calibrator state has {key}={state[key]!r}, this calibrator has {getattr(self, key)!r}")
+                raise ValueError(
+                    f"calibrator state has {key}={state[key]!r}, this calibrator has {getattr(self, key)!r}"
+                )
         # tensors, or the lists of a JSON copy (arrol_pl.models.head)
         self._scores = torch.as_tensor(state["scores"], dtype=torch.float64).clone()
         self._labels = torch.as_tensor(state["labels"], dtype=torch.bool).clone()
         self._weights = torch.as_tensor(state["weights"], dtype=torch.float64).clone()
         # a state saved before rows had groups: each of its rows a group of its own
-        self._groups = torch.as_tensor(state["groups"], dtype=torch.long).clone() if "groups" in state else \
-            _GROUP_SPAN // 2 + torch.arange(self.capacity)
+        self._groups = (
+            torch.as_tensor(state["groups"], dtype=torch.long).clone()
+            if "groups" in state
+            else _GROUP_SPAN // 2 + torch.arange(self.capacity)
+        )
         # a state saved before rows kept their survival probability: its rows read as every rollout
-        self._survival = torch.as_tensor(state["survival"], dtype=torch.float64).clone() if "survival" in state else \
-            torch.ones(self.capacity, dtype=torch.float64)
+        self._survival = (
+            torch.as_tensor(state["survival"], dtype=torch.float64).clone()
+            if "survival" in state
+            else torch.ones(self.capacity, dtype=torch.float64)
+        )
         self._size = int(state["size"])
         self._next = int(state["next"])
         self._total_seen = int(state["total_seen"])
@@ -288,4 +309,5 @@ class BinnedCalibrator:
             for key in torch.unique(self._groups[order] // _GROUP_SPAN).tolist():  # one update call at a time
                 rows = order[self._groups[order] // _GROUP_SPAN == key]
                 self._pair_right[rows], self._pair_total[rows] = pair_auc_sums(
-                    self._scores[rows], self._labels[rows], self._groups[rows], self._survival[rows])
+                    self._scores[rows], self._labels[rows], self._groups[rows], self._survival[rows]
+                )

@@ -38,7 +38,10 @@ def group_confidence(token_conf: torch.Tensor, window: int = 2048) -> torch.Tens
 
 
 def trace_confidence(
-    token_conf: torch.Tensor, mode: str = "lowest_group", window: int = 2048, tail_tokens: int = 2048,
+    token_conf: torch.Tensor,
+    mode: str = "lowest_group",
+    window: int = 2048,
+    tail_tokens: int = 2048,
     bottom_fraction: float = 0.1,
 ) -> float:
     """One trace's DeepConf score from its token confidences ``(T,)``."""
@@ -61,16 +64,19 @@ STATISTICS_TOPK = 20
 """Candidates per token behind :func:`prefix_statistics`' confidence (DeepConf's k)."""
 
 
-def prefix_statistics(tokens: Sequence[int], logprobs: Sequence[Mapping[int, float]], length: int,
-                      topk: int = STATISTICS_TOPK) -> torch.Tensor:
+def prefix_statistics(
+    tokens: Sequence[int], logprobs: Sequence[Mapping[int, float]], length: int, topk: int = STATISTICS_TOPK
+) -> torch.Tensor:
     """``(5,)`` float64 :data:`PREFIX_STATISTICS` of a rollout's first ``min(len(tokens), len(logprobs), length)``
     tokens, from the per-token ``{token id: log-prob}`` the engine sampled with (top-k candidates plus the sampled
     token): the mean, min and last sampled-token log-prob, the mean DeepConf token confidence over the top
     ``topk`` and the share of tokens that were the most likely one. No forward pass."""
     n = min(len(tokens), len(logprobs), length)
     if n < 1:
-        raise ValueError(f"prefix_statistics needs at least one token with log-probs, got {len(tokens)} tokens, "
-                         f"{len(logprobs)} log-prob entries, length {length}")
+        raise ValueError(
+            f"prefix_statistics needs at least one token with log-probs, got {len(tokens)} tokens, "
+            f"{len(logprobs)} log-prob entries, length {length}"
+        )
     sampled, conf, top1 = [], [], []
     for t in range(n):
         entry = logprobs[t]
@@ -81,5 +87,6 @@ def prefix_statistics(tokens: Sequence[int], logprobs: Sequence[Mapping[int, flo
         conf.append(-sum(values) / len(values))
         top1.append(float(entry[tokens[t]] >= values[0]))
     s = torch.tensor(sampled, dtype=torch.float64)
-    return torch.tensor([float(s.mean()), float(s.min()), float(s[-1]), sum(conf) / n, sum(top1) / n],
-                        dtype=torch.float64)
+    return torch.tensor(
+        [float(s.mean()), float(s.min()), float(s[-1]), sum(conf) / n, sum(top1) / n], dtype=torch.float64
+    )

@@ -89,23 +89,33 @@ class Credit:
     cost: StepCost
 
 
-def pruned_schedule(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
-                    detect_first: bool = False) -> list[int]:
+def pruned_schedule(
+    lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int, detect_first: bool = False
+) -> list[int]:
     """:func:`schedule` of a generation whose rollouts marked ``pruned`` stop at ``detect_length`` tokens: one pass,
     or with ``detect_first`` every rollout to L_detect, then the survivors' remainders."""
     if detect_first:
-        return (schedule([min(n, detect_length) for n in lengths], slots)
-                + schedule([n - detect_length for n, p in zip(lengths, pruned) if not p and n > detect_length], slots))
+        return schedule([min(n, detect_length) for n in lengths], slots) + schedule(
+            [n - detect_length for n, p in zip(lengths, pruned) if not p and n > detect_length], slots
+        )
     return schedule([min(n, detect_length) if p else n for n, p in zip(lengths, pruned)], slots)
 
 
-def pruned_seconds(cost: StepCost, lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
-                   detect_first: bool | None) -> tuple[float, bool]:
+def pruned_seconds(
+    cost: StepCost,
+    lengths: Sequence[int],
+    pruned: Sequence[bool],
+    detect_length: int,
+    slots: int,
+    detect_first: bool | None,
+) -> tuple[float, bool]:
     """The modelled seconds of a generation pruned to ``pruned`` (:func:`pruned_schedule`) and whether it ran
     detect-first; ``detect_first`` None: the schedule of the two ``cost`` models faster (one pass on a tie), as the
     engine chooses with ``engine.detect_first`` null."""
-    return min((cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, first)), first)
-               for first in ((False, True) if detect_first is None else (detect_first,)))
+    return min(
+        (cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, first)), first)
+        for first in ((False, True) if detect_first is None else (detect_first,))
+    )
 
 
 def recomputed_tokens(prompt_length: int, detect_length: int, block: int | None) -> int:
@@ -139,9 +149,17 @@ SURVIVOR_QUANTILES = 9
 """How many quantiles of the survivor count :func:`plan_schedule` averages over."""
 
 
-def plan_schedule(prompt_lengths: Sequence[int], group_size: int, keep_ratio: float, detect_length: int,
-                  response: int, slots: int, block: int | None, cost: StepCost,
-                  fixed_size: bool = False) -> SchedulePlan:
+def plan_schedule(
+    prompt_lengths: Sequence[int],
+    group_size: int,
+    keep_ratio: float,
+    detect_length: int,
+    response: int,
+    slots: int,
+    block: int | None,
+    cost: StepCost,
+    fixed_size: bool = False,
+) -> SchedulePlan:
     """What a pruned generation of ``group_size`` rollouts per prompt would cost run as one request per rollout and
     run detect-first, with ``cost`` per step (``per_request``: per token computed) and every rollout at its budget
     ``response`` unless pruned (spread evenly). Detect-first runs the same tokens in fewer or as many steps, and
@@ -164,17 +182,27 @@ def plan_schedule(prompt_lengths: Sequence[int], group_size: int, keep_ratio: fl
     for q in range(SURVIVOR_QUANTILES):
         kept = min(max(round(spread.inv_cdf((q + 0.5) / SURVIVOR_QUANTILES)), 0), rollouts)
         pruned = spread_pruned(rollouts, kept / rollouts)
-        again = sum(recomputed_tokens(prompt_lengths[i // group_size], detect_length, block)
-                    for i, p in enumerate(pruned) if not p)
+        again = sum(
+            recomputed_tokens(prompt_lengths[i // group_size], detect_length, block)
+            for i, p in enumerate(pruned)
+            if not p
+        )
         one_pass += cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots))
-        detect_first += (cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, True))
-                         + cost.per_request * again)
+        detect_first += (
+            cost.seconds(pruned_schedule(lengths, pruned, detect_length, slots, True)) + cost.per_request * again
+        )
     return SchedulePlan(one_pass / SURVIVOR_QUANTILES, detect_first / SURVIVOR_QUANTILES)
 
 
-def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length: int, slots: int,
-                   step_seconds: Sequence[float], step_requests: Sequence[int],
-                   detect_first: bool | None = False) -> Credit:
+def pruning_credit(
+    lengths: Sequence[int],
+    pruned: Sequence[bool],
+    detect_length: int,
+    slots: int,
+    step_seconds: Sequence[float],
+    step_requests: Sequence[int],
+    detect_first: bool | None = False,
+) -> Credit:
     """The credit for pruning the rollouts marked ``pruned`` at ``detect_length`` tokens.
 
     ``lengths``: each rollout's generated tokens in the full generation, in request order; ``step_seconds`` and
@@ -185,14 +213,17 @@ def pruning_credit(lengths: Sequence[int], pruned: Sequence[bool], detect_length
         raise ValueError(f"{len(lengths)} lengths for {len(pruned)} prune flags")
     cost = fit_step_cost(step_seconds, step_requests)
     cut = [min(n, detect_length) if p else n for n, p in zip(lengths, pruned)]
-    seconds = cost.seconds(schedule(lengths, slots)) - pruned_seconds(cost, lengths, pruned, detect_length, slots,
-                                                                      detect_first)[0]
+    seconds = (
+        cost.seconds(schedule(lengths, slots))
+        - pruned_seconds(cost, lengths, pruned, detect_length, slots, detect_first)[0]
+    )
     # never less than nothing, never more than the steps took
     return Credit(min(max(seconds, 0.0), sum(step_seconds)), sum(lengths) - sum(cut), cost)
 
 
-def modelled_saving(response: int, detect_length: int, keep_ratio: float, rollouts: int, slots: int,
-                    cost: StepCost | None = None) -> dict[str, float]:
+def modelled_saving(
+    response: int, detect_length: int, keep_ratio: float, rollouts: int, slots: int, cost: StepCost | None = None
+) -> dict[str, float]:
     """What pruning at L_detect saves a generation of ``rollouts`` rollouts of ``response`` tokens each, keeping
     ``keep_ratio`` of them, in ``slots`` slots (detect-first when they outnumber the slots, as the engine runs it).
 
@@ -227,8 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--per-request", type=float, default=None, help="seconds a step costs per request it decodes")
     args = p.parse_args(argv)
     cost = None if args.fixed is None else StepCost(args.fixed, args.per_request or 0.0)
-    print(f"response {args.response}, L_detect {args.detect_length} (1/{args.response / args.detect_length:.3g}), "
-          f"{args.rollouts} rollouts in {args.slots} slots")
+    print(
+        f"response {args.response}, L_detect {args.detect_length} (1/{args.response / args.detect_length:.3g}), "
+        f"{args.rollouts} rollouts in {args.slots} slots"
+    )
     for kappa in args.kappas:
         saving = modelled_saving(args.response, args.detect_length, kappa, args.rollouts, args.slots, cost)
         print(f"  κ = {kappa:g}: " + ", ".join(f"{k} {v:.2f}×" for k, v in saving.items()))

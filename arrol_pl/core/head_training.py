@@ -85,8 +85,14 @@ class FeatureReplay:
         self.features, self.labels, self.weights = state["features"], state["labels"], state["weights"]
 
 
-def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
-                batch_size: int, generator: torch.Generator) -> float:
+def head_update(
+    head: QualityHead,
+    optimizer: torch.optim.Optimizer,
+    replay: FeatureReplay,
+    steps: int,
+    batch_size: int,
+    generator: torch.Generator,
+) -> float:
     """``steps`` minibatch BCE steps of the head on the replay window (features are detached: no
     gradient reaches the policy); weights normalised to mean 1 per minibatch. A standardising head first
     takes the window's moments. Returns the mean loss. Forward, loss and backward run in the head's own dtype
@@ -95,8 +101,14 @@ def head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: Fea
         return _head_update(head, optimizer, replay, steps, batch_size, generator)
 
 
-def _head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: FeatureReplay, steps: int,
-                 batch_size: int, generator: torch.Generator) -> float:
+def _head_update(
+    head: QualityHead,
+    optimizer: torch.optim.Optimizer,
+    replay: FeatureReplay,
+    steps: int,
+    batch_size: int,
+    generator: torch.Generator,
+) -> float:
     device = next(head.parameters()).device
     head.set_input_moments(replay.features)
     total = 0.0
@@ -111,9 +123,14 @@ def _head_update(head: QualityHead, optimizer: torch.optim.Optimizer, replay: Fe
     return total / max(steps, 1)
 
 
-def head_quality(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: torch.Tensor,
-                 group_ids: torch.Tensor | None = None, survival: torch.Tensor | None = None,
-                 joint: torch.Tensor | None = None) -> dict[str, float]:
+def head_quality(
+    scores: torch.Tensor,
+    posteriors: torch.Tensor | None,
+    labels: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    survival: torch.Tensor | None = None,
+    joint: torch.Tensor | None = None,
+) -> dict[str, float]:
     """Quality of head scores ``(N,)`` against final correctness ``labels (N,)`` (Fig. 2): ``accuracy`` of
     the raw logit at 0, ``auc``, ``spearman``, with calibrated ``posteriors (N,)`` their
     ``calibration_error`` (ECE) and ``posterior_accuracy`` (> 0.5), and with ``group_ids (N,)`` the
@@ -132,5 +149,7 @@ def head_quality(scores: torch.Tensor, posteriors: torch.Tensor | None, labels: 
         "auc": pooled,
         "spearman": spearman(scores, labels),
         "calibration_error": nan if posteriors is None else expected_calibration_error(posteriors, labels),
-        "posterior_accuracy": nan if posteriors is None else float(((posteriors > 0.5).float() == labels).float().mean()),
+        "posterior_accuracy": nan
+        if posteriors is None
+        else float(((posteriors > 0.5).float() == labels).float().mean()),
     }

@@ -49,7 +49,7 @@ def mean_sd_se(values: Sequence[float] | torch.Tensor) -> tuple[float, float, fl
 def mean_of_estimates(estimates: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The mean of independent estimates ``(value, standard error)`` and its standard error, sqrt(Σ se²) / k."""
     k = len(estimates)
-    return sum(v for v, _ in estimates) / k, math.sqrt(sum(se ** 2 for _, se in estimates)) / k
+    return sum(v for v, _ in estimates) / k, math.sqrt(sum(se**2 for _, se in estimates)) / k
 
 
 def within_block_slope(points: Sequence[tuple[Hashable, float, float]]) -> tuple[float, float, int] | None:
@@ -81,8 +81,10 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
     d = 1.0 / (d if abs(d) > tiny else tiny)
     h = d
     for m in range(1, 100_000):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),           # the even step
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # the odd step
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),  # the even step
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):  # the odd step
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + numerator / c
@@ -255,8 +257,9 @@ def within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torc
     return weighted_within_group_auc(scores, labels, group_ids, torch.ones_like(scores))
 
 
-def weighted_within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor,
-                              weights: torch.Tensor) -> float:
+def weighted_within_group_auc(
+    scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, weights: torch.Tensor
+) -> float:
     """:func:`within_group_auc` with each (correct i, incorrect j) pair of one group counted ``w_i w_j``.
 
     ``scores, labels, group_ids, weights: (N,)``, weights finite and >= 0. With ``w = 1/p``, p each survivor's
@@ -270,8 +273,9 @@ def weighted_within_group_auc(scores: torch.Tensor, labels: torch.Tensor, group_
     return right / pairs if pairs else float("nan")
 
 
-def weighted_pair_sums(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor,
-                       weights: torch.Tensor) -> tuple[float, float]:
+def weighted_pair_sums(
+    scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, weights: torch.Tensor
+) -> tuple[float, float]:
     """:func:`weighted_within_group_auc`'s numerator and denominator: the weight of the (correct, incorrect) pairs of
     one group ordered right (ties 1/2) and of them all. O(N log N)."""
     scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
@@ -280,8 +284,10 @@ def weighted_pair_sums(scores: torch.Tensor, labels: torch.Tensor, group_ids: to
     weights = torch.as_tensor(weights, dtype=torch.float64).flatten()
     n = scores.numel()
     if not labels.numel() == group_ids.numel() == weights.numel() == n:
-        raise ValueError(f"scores, labels, group_ids and weights differ in length: {n}, {labels.numel()}, "
-                         f"{group_ids.numel()}, {weights.numel()}")
+        raise ValueError(
+            f"scores, labels, group_ids and weights differ in length: {n}, {labels.numel()}, "
+            f"{group_ids.numel()}, {weights.numel()}"
+        )
     if n == 0:
         return 0.0, 0.0
     # rows sorted by group, then score; a "block" is a run of equal scores within one group
@@ -307,8 +313,13 @@ def weighted_pair_sums(scores: torch.Tensor, labels: torch.Tensor, group_ids: to
     return right, float((pos * neg).sum())
 
 
-def pair_auc_sums(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, survival: torch.Tensor,
-                  joint: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_auc_sums(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    group_ids: torch.Tensor,
+    survival: torch.Tensor,
+    joint: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row ``(N,)`` each, the (correct, incorrect) pairs of one group it forms with the rows after it, each
     counted 1/π_ij, the chance both survived (:func:`~arrol_pl.core.sampling.group_inclusion` from ``survival``
     and the draw's ``joint`` rows; 0 where π_ij = 0): their weight ordered right (ties 1/2) and their weight. Summed
@@ -335,22 +346,35 @@ def pair_auc_sums(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.T
     return out_right, out_total
 
 
-def survivor_aucs(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, survival: torch.Tensor,
-                  joint: torch.Tensor | None = None) -> tuple[float, float]:
+def survivor_aucs(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    group_ids: torch.Tensor,
+    survival: torch.Tensor,
+    joint: torch.Tensor | None = None,
+) -> tuple[float, float]:
     """``(pooled AUC, AUC within groups)`` over every rollout before pruning, estimated from survivors ``scores,
     labels, group_ids, survival: (N,)``: a pair of one group counts 1/π_ij, from the draw's ``joint`` rows
     (:func:`~arrol_pl.core.sampling.joint_rows`) where they are known; pairs of different groups (drawn apart) and
     rows without them 1/(p_i p_j) (Horvitz–Thompson)."""
     w = inverse_survival(survival)
     if joint is None or bool(torch.isnan(torch.as_tensor(joint)[:, 0]).all()):
-        return (weighted_within_group_auc(scores, labels, torch.zeros_like(torch.as_tensor(group_ids)), w),
-                weighted_within_group_auc(scores, labels, group_ids, w))
+        return (
+            weighted_within_group_auc(scores, labels, torch.zeros_like(torch.as_tensor(group_ids)), w),
+            weighted_within_group_auc(scores, labels, group_ids, w),
+        )
     right, total = (float(x.sum()) for x in pair_auc_sums(scores, labels, group_ids, survival, joint))
     return pooled_auc(scores, labels, group_ids, w, right, total), right / total if total else float("nan")
 
 
-def pooled_auc(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, weights: torch.Tensor,
-               right_within: float, total_within: float) -> float:
+def pooled_auc(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    group_ids: torch.Tensor,
+    weights: torch.Tensor,
+    right_within: float,
+    total_within: float,
+) -> float:
     """The AUC over every pair: each pair at ``weights`` ``w_i w_j`` (1/(p_i p_j)) but those of one group, whose
     sums ``right_within`` and ``total_within`` come from their draw (:func:`pair_auc_sums`)."""
     right_all, total_all = weighted_pair_sums(scores, labels, torch.zeros_like(torch.as_tensor(group_ids)), weights)

@@ -78,9 +78,16 @@ class OnlinePruning:
             params = dataclasses.replace(params, seed=(params.seed * world_size + rank) % (2**31 - 1))
         return params
 
-    def update(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor,
-               weights: torch.Tensor, groups: torch.Tensor | None = None,
-               survival: torch.Tensor | None = None, joint: torch.Tensor | None = None) -> float:
+    def update(
+        self,
+        features: torch.Tensor,
+        scores: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+        groups: torch.Tensor | None = None,
+        survival: torch.Tensor | None = None,
+        joint: torch.Tensor | None = None,
+    ) -> float:
         """Algorithm 1 line 10 (the head's part) from ``N`` labelled rollouts: the calibrator takes their ``(N,)``
         scores, 0/1 labels, weights (1/p with importance weighting), groups (prompt indices, for the AUC within
         groups that ``gate_metric=within`` reads), survival probabilities p (None: nothing was pruned) and the draw's
@@ -89,11 +96,16 @@ class OnlinePruning:
         head takes ``head.steps`` BCE minibatch steps. Returns the head's mean loss."""
         self.calibrator.update(scores, labels, weights, groups, survival, joint)
         self.replay.add(features, labels, weights)
-        return head_update(self.head, self.optimizer, self.replay, self.recipe.steps, self.recipe.batch_size,
-                           self.generator)
+        return head_update(
+            self.head, self.optimizer, self.replay, self.recipe.steps, self.recipe.batch_size, self.generator
+        )
 
-    def observe(self, generation: ObservedGeneration, rewards: Sequence[float] | torch.Tensor,
-                labels: Sequence[float] | torch.Tensor | None = None) -> float:
+    def observe(
+        self,
+        generation: ObservedGeneration,
+        rewards: Sequence[float] | torch.Tensor,
+        labels: Sequence[float] | torch.Tensor | None = None,
+    ) -> float:
         """Algorithm 1 line 10 (the head's part) from one generation, fed as the trainer's step feeds it: the
         survivors (rollouts not pruned) with their features and scores, labelled correct when their reward is above
         :data:`CORRECT_ABOVE` (or by ``labels``, 0/1), weighted 1/p (their survival probability) with
@@ -105,10 +117,16 @@ class OnlinePruning:
         rollouts = list(generation.rollouts)
         kept = [i for i, r in enumerate(rollouts) if not r.pruned]
         rewards = self._per_survivor(rewards, kept, len(rollouts), "rewards")
-        labels = (rewards > CORRECT_ABOVE).float() if labels is None else \
-            self._per_survivor(labels, kept, len(rollouts), "labels")
-        rows = [(j, rollouts[i]) for j, i in enumerate(kept)
-                if rollouts[i].feature is not None and rollouts[i].score is not None]
+        labels = (
+            (rewards > CORRECT_ABOVE).float()
+            if labels is None
+            else self._per_survivor(labels, kept, len(rollouts), "labels")
+        )
+        rows = [
+            (j, rollouts[i])
+            for j, i in enumerate(kept)
+            if rollouts[i].feature is not None and rollouts[i].score is not None
+        ]
         if not rows:
             return math.nan
         pick = torch.tensor([j for j, _ in rows], dtype=torch.long)
@@ -117,8 +135,9 @@ class OnlinePruning:
         survival = torch.tensor([1.0 if r.survival is None else r.survival for _, r in rows], dtype=torch.float32)
         weights = 1.0 / survival if self.config.importance_weighting else torch.ones_like(survival)
         groups = torch.tensor([r.prompt_index for _, r in rows], dtype=torch.long)
-        joint = joint_rows([getattr(r, "sample_index", 0) for _, r in rows],
-                           [getattr(r, "joint", None) for _, r in rows])
+        joint = joint_rows(
+            [getattr(r, "sample_index", 0) for _, r in rows], [getattr(r, "joint", None) for _, r in rows]
+        )
         return self.update(features, scores, labels[pick], weights, groups, survival, joint)
 
     @staticmethod
@@ -129,13 +148,19 @@ class OnlinePruning:
             return values
         if len(values) == n_rollouts:
             return values[torch.tensor(kept, dtype=torch.long)]
-        raise ValueError(f"{len(values)} {name} for {len(kept)} survivors of {n_rollouts} rollouts: give one per "
-                         "survivor (in rollout order) or one per rollout")
+        raise ValueError(
+            f"{len(values)} {name} for {len(kept)} survivors of {n_rollouts} rollouts: give one per "
+            "survivor (in rollout order) or one per rollout"
+        )
 
     def state_dict(self) -> dict:
         """Everything but the head's weights, which a trainer keeps with its own module state."""
-        return {"calibrator": self.calibrator.state_dict(), "replay": self.replay.state_dict(),
-                "head_optimizer": self.optimizer.state_dict(), "head_generator": self.generator.get_state()}
+        return {
+            "calibrator": self.calibrator.state_dict(),
+            "replay": self.replay.state_dict(),
+            "head_optimizer": self.optimizer.state_dict(),
+            "head_generator": self.generator.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.calibrator.load_state_dict(state["calibrator"])

@@ -58,18 +58,24 @@ import torch
 
 from .calibration import BinnedCalibrator, interpolated_posterior, monotone_table, posterior_from_table
 from .registry import Registry
-from .sampling import DRAWS, fixed_size_draws, independent_inclusion, joint_by_sample_index, joint_rows
+from .sampling import DRAWS, fixed_size_draws, joint_by_sample_index, joint_rows
 from .scorers import check_scorer
 from .screening import ScreenConfig
-from .survival import (anchored_survival, group_balanced_survival, spread_survival, survival_from_delta,
-                       survival_probabilities)
+from .survival import (
+    anchored_survival,
+    group_balanced_survival,
+    spread_survival,
+    survival_from_delta,
+    survival_probabilities,
+)
 
 BALANCE_TARGETS = ("anchored", "group", "spread", "global")
 DEFAULT_BALANCE_TARGET = BALANCE_TARGETS[0]
 GATE_METRICS = ("within", "pooled")
 
 PRUNING_POLICIES: Registry[Callable[["PrunerParams", torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = (
-    Registry("pruning policy"))
+    Registry("pruning policy")
+)
 """``policy(params, posteriors, scores, floor) -> survival``: the eligible rollouts' calibrated q and raw head scores
 of K groups, both ``(K, n)`` (one group: K = 1), to their survival probabilities ``(K, n)``; ``floor: (K,)`` the
 survivors the per-group floor guarantees among each row's rollouts (:func:`floor_among_eligible`)."""
@@ -235,8 +241,9 @@ class PruneDecision:
 
 
 @PRUNING_POLICIES.register("arrol")
-def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor,
-                   floor: torch.Tensor) -> torch.Tensor:
+def arrol_survival(
+    params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor, floor: torch.Tensor
+) -> torch.Tensor:
     """The balance rule ``params.balance_target`` on rows of groups (``(K, n)``): ``anchored`` (which reads the
     floor), ``group`` and ``spread`` per group, Eq. 2 (``global``) with the step's δ."""
     kappa, rho, p_min, p_max = params.keep_ratio, params.target_positive_ratio, params.p_min, params.p_max
@@ -247,20 +254,23 @@ def arrol_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch
         if params.balance_target == "group":
             return group_balanced_survival(ordered, kappa, rho, p_min, p_max)
         return anchored_survival(ordered, scores, kappa, rho, p_min, p_max, floor)
-    return survival_from_delta(posteriors, params.delta, kappa, rho, params.balance_strength, p_min,
-                               p_max).to(torch.float32)
+    return survival_from_delta(posteriors, params.delta, kappa, rho, params.balance_strength, p_min, p_max).to(
+        torch.float32
+    )
 
 
 @PRUNING_POLICIES.register("random")
-def random_survival(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor,
-                    floor: torch.Tensor) -> torch.Tensor:
+def random_survival(
+    params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor, floor: torch.Tensor
+) -> torch.Tensor:
     """Keep with probability κ regardless of quality (Table 4 baseline)."""
     return torch.full(posteriors.shape, params.keep_ratio, dtype=torch.float32)
 
 
 @PRUNING_POLICIES.register("none")
-def no_pruning(params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor,
-               floor: torch.Tensor) -> torch.Tensor:
+def no_pruning(
+    params: PrunerParams, posteriors: torch.Tensor, scores: torch.Tensor, floor: torch.Tensor
+) -> torch.Tensor:
     return torch.ones(posteriors.shape, dtype=torch.float32)
 
 
@@ -272,15 +282,17 @@ def floor_among_eligible(eligible: torch.Tensor, min_keep: int) -> torch.Tensor:
     return torch.minimum(floor.clamp(min=0), eligible.sum(1))
 
 
-def sample_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int,
-                draw: str = DRAWS[0]) -> torch.Tensor:
+def sample_keep(
+    survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int, draw: str = DRAWS[0]
+) -> torch.Tensor:
     """Keep/prune for rows of groups (Algorithm 1 lines 20–22): ``survival, uniforms, eligible: (K, n)`` → keep
     ``(K, n)`` bool (:func:`draw_keep` without the pair probabilities)."""
     return draw_keep(survival, uniforms, eligible, min_keep, draw)[0]
 
 
-def draw_keep(survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int,
-              draw: str = DRAWS[0]) -> tuple[torch.Tensor, torch.Tensor]:
+def draw_keep(
+    survival: torch.Tensor, uniforms: torch.Tensor, eligible: torch.Tensor, min_keep: int, draw: str = DRAWS[0]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep/prune for rows of groups: ``survival, uniforms, eligible: (K, n)`` → ``(keep (K, n) bool, inclusion
     (K, n, n) float64)``. Each row is drawn by ``draw`` (:mod:`~arrol_pl.core.sampling`) from its uniforms, with
     survival p (ineligible rollouts 1: they always survive); a row left below ``min_keep`` survivors revives its
@@ -324,8 +336,12 @@ def decide_group(
     return decide_groups(params, [scores], [eligible], [generator])[0]
 
 
-def decide_groups(params: PrunerParams, scores: Sequence[torch.Tensor], eligible: Sequence[torch.Tensor],
-                  generators: Sequence[torch.Generator]) -> list[PruneDecision]:
+def decide_groups(
+    params: PrunerParams,
+    scores: Sequence[torch.Tensor],
+    eligible: Sequence[torch.Tensor],
+    generators: Sequence[torch.Generator],
+) -> list[PruneDecision]:
     """:func:`decide_group` for many groups at once, each with its own generator (so a group's decision does not
     depend on which others it is decided with); groups of one size share one draw call."""
     decisions: list[PruneDecision | None] = [None] * len(scores)
@@ -345,12 +361,18 @@ def decide_groups(params: PrunerParams, scores: Sequence[torch.Tensor], eligible
             decisions[k] = PruneDecision(torch.ones(n, dtype=torch.bool), p, q, torch.ones(n, n, dtype=torch.float64))
             continue
         floor = floor_among_eligible(group_eligible.unsqueeze(0), params.min_keep_per_group)
-        p[group_eligible] = rule(params, q[group_eligible].unsqueeze(0), group_scores[group_eligible].unsqueeze(0),
-                                 floor)[0].to(torch.float32)
+        p[group_eligible] = rule(
+            params, q[group_eligible].unsqueeze(0), group_scores[group_eligible].unsqueeze(0), floor
+        )[0].to(torch.float32)
         pending.setdefault(n, []).append((k, p, u, group_eligible, q))
     for n, rows in pending.items():
-        keep, inclusion = draw_keep(torch.stack([r[1] for r in rows]), torch.stack([r[2] for r in rows]),
-                                    torch.stack([r[3] for r in rows]), min(params.min_keep_per_group, n), params.draw)
+        keep, inclusion = draw_keep(
+            torch.stack([r[1] for r in rows]),
+            torch.stack([r[2] for r in rows]),
+            torch.stack([r[3] for r in rows]),
+            min(params.min_keep_per_group, n),
+            params.draw,
+        )
         for j, (k, p, _, _, q) in enumerate(rows):
             decisions[k] = PruneDecision(keep[j], p, q, inclusion[j])
     return decisions
@@ -370,7 +392,10 @@ class BatchDecision:
 
 
 def decide_batch(
-    params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, group_ids: torch.Tensor,
+    params: PrunerParams,
+    scores: torch.Tensor,
+    eligible: torch.Tensor,
+    group_ids: torch.Tensor,
     sample_index: Sequence[int] | None = None,
 ) -> BatchDecision:
     """:func:`decide_group` over every group of a flat batch. ``group_ids: (N,)`` prompt indices; ``sample_index``
@@ -383,8 +408,12 @@ def decide_batch(
     survival = torch.ones(scores.numel(), dtype=torch.float32)
     posterior = torch.zeros(scores.numel(), dtype=torch.float32)
     members = [torch.nonzero(group_ids == g, as_tuple=True)[0] for g in torch.unique(group_ids).tolist()]
-    decisions = decide_groups(params, [scores[idx] for idx in members], [eligible[idx] for idx in members],
-                              [params.group_generator(int(group_ids[idx[0]])) for idx in members])
+    decisions = decide_groups(
+        params,
+        [scores[idx] for idx in members],
+        [eligible[idx] for idx in members],
+        [params.group_generator(int(group_ids[idx[0]])) for idx in members],
+    )
     index = [0] * scores.numel()
     rows: list[tuple[float, ...] | None] = [None] * scores.numel()
     for idx, d in zip(members, decisions):

@@ -46,8 +46,9 @@ class QualityHead(nn.Module):
     (default: when the input holds ``stats``) z-scores them with the stored moments (identity until set).
     """
 
-    def __init__(self, input_dim: int, hidden_dim: int = 256, input_kind: str = "last",
-                 standardize: bool | None = None) -> None:
+    def __init__(
+        self, input_dim: int, hidden_dim: int = 256, input_kind: str = "last", standardize: bool | None = None
+    ) -> None:
         super().__init__()
         if input_dim <= 0 or hidden_dim <= 0:
             raise ValueError(f"QualityHead needs positive sizes, got input_dim={input_dim}, hidden_dim={hidden_dim}")
@@ -89,16 +90,28 @@ class QualityHead(nn.Module):
 
     def save(self, path: Path | str) -> None:
         """Weights, sizes and input kind in one file (``quality_head.pt`` of an exported run), readable by :meth:`load`."""
-        torch.save({"state_dict": self.state_dict(), "input_dim": self.input_dim, "hidden_dim": self.hidden_dim,
-                    "input_kind": self.input_kind, "standardize": self.standardize}, path)
+        torch.save(
+            {
+                "state_dict": self.state_dict(),
+                "input_dim": self.input_dim,
+                "hidden_dim": self.hidden_dim,
+                "input_kind": self.input_kind,
+                "standardize": self.standardize,
+            },
+            path,
+        )
 
     @classmethod
     def load(cls, path: Path | str) -> "QualityHead":
         """A head written by :meth:`save`, on CPU in eval mode; read with ``weights_only`` (tensors and plain
         types only: nothing in the file is executed). Files from before head inputs read as ``last``."""
         blob = torch.load(path, map_location="cpu", weights_only=True)
-        head = cls(int(blob["input_dim"]), int(blob["hidden_dim"]), str(blob.get("input_kind", "last")),
-                   bool(blob.get("standardize", False)))
+        head = cls(
+            int(blob["input_dim"]),
+            int(blob["hidden_dim"]),
+            str(blob.get("input_kind", "last")),
+            bool(blob.get("standardize", False)),
+        )
         head.load_state_dict(blob["state_dict"])
         return head.eval()
 

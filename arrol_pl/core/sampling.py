@@ -86,15 +86,19 @@ def _cps_inclusion(w: torch.Tensor, size: torch.Tensor) -> tuple[torch.Tensor, t
     bad = (check > 1e-9) | (joint < -1e-12).flatten(1).any(1) | ~torch.isfinite(joint).flatten(1).all(1)
     if bool(bad.any()):
         exact = _esp_without_pairs(w[bad], top)
-        joint[bad] = w[bad][:, :, None] * w[bad][:, None, :] * torch.where(
-            (size[bad] >= 2)[:, None, None], _pick(exact, (size[bad] - 2)[:, None, None, None]), 0.0) / \
-            total[bad][:, None, None]
+        joint[bad] = (
+            w[bad][:, :, None]
+            * w[bad][:, None, :]
+            * torch.where((size[bad] >= 2)[:, None, None], _pick(exact, (size[bad] - 2)[:, None, None, None]), 0.0)
+            / total[bad][:, None, None]
+        )
     joint.diagonal(dim1=1, dim2=2).copy_(single)
     return single, joint
 
 
-def conditional_poisson_weights(p: torch.Tensor, size: int | torch.Tensor, tol: float = 1e-10,
-                                max_iter: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
+def conditional_poisson_weights(
+    p: torch.Tensor, size: int | torch.Tensor, tol: float = 1e-10, max_iter: int = 100
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Working weights of the conditional Poisson design of ``size`` whose inclusion probabilities are ``p``, by
     Newton's method on log w from Hájek's approximation, log w = logit p - (p - 1/2) / max(1, Σ p(1 - p)), each
     step halved until it shrinks the largest error; with the design's π_ij at them (p_i on the diagonal).
@@ -106,7 +110,6 @@ def conditional_poisson_weights(p: torch.Tensor, size: int | torch.Tensor, tol: 
     size = torch.as_tensor(size, dtype=torch.long).reshape(-1).expand(p.shape[0])
     active = p > 0
     count = active.sum(1, keepdim=True)
-    eye = torch.eye(p.shape[1], dtype=torch.float64)
     block = (active[:, :, None] & active[:, None, :]).to(torch.float64)  # the rows' sum-to-zero direction
     outside = torch.diag_embed((~active).to(torch.float64))
 
@@ -216,12 +219,13 @@ def joint_rows(sample_index: Sequence[int], rows: Sequence[Sequence[float] | Non
     for k, (index, row) in enumerate(zip(sample_index, rows)):
         if row is not None:
             out[k, 0] = float(index)
-            out[k, 1: 1 + len(row)] = torch.as_tensor(row, dtype=torch.float64)
+            out[k, 1 : 1 + len(row)] = torch.as_tensor(row, dtype=torch.float64)
     return out
 
 
-def group_inclusion(group_ids: torch.Tensor, survival: torch.Tensor,
-                    joint: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def group_inclusion(
+    group_ids: torch.Tensor, survival: torch.Tensor, joint: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """π_ab for the rows ``(N,)`` of survivors, group by group: ``(index (K, M), valid (K, M), inclusion (K, M, M))``
     with ``index[k]`` the rows of the k-th group in their order (``valid`` where the group has that many), and
     their π: p_a on the diagonal, the draw's chance from ``joint`` (:func:`joint_rows`) where both rows have it,
@@ -234,8 +238,11 @@ def group_inclusion(group_ids: torch.Tensor, survival: torch.Tensor,
     starts = torch.cumsum(counts, 0) - counts
     slot = torch.arange(m)
     valid = slot[None, :] < counts[:, None]
-    index = order[(starts[:, None] + slot[None, :]).clamp(max=max(order.numel() - 1, 0))] if k else \
-        torch.zeros(0, 0, dtype=torch.long)
+    index = (
+        order[(starts[:, None] + slot[None, :]).clamp(max=max(order.numel() - 1, 0))]
+        if k
+        else torch.zeros(0, 0, dtype=torch.long)
+    )
     index = torch.where(valid, index, 0)
     pk = torch.where(valid, p[index], 0.0)
     inclusion = pk[:, :, None] * pk[:, None, :]

@@ -117,8 +117,9 @@ def oversampled(n: int, oversample: float) -> int:
     return int(math.ceil(round(n * (1.0 + oversample), 9)))
 
 
-def zero_advantage_probability(q: torch.Tensor, group_ids: torch.Tensor | None = None,
-                               group_size: int | None = None) -> torch.Tensor:
+def zero_advantage_probability(
+    q: torch.Tensor, group_ids: torch.Tensor | None = None, group_size: int | None = None
+) -> torch.Tensor:
     """P0 per group: the chance that all its rollouts succeed or all fail, ``Π q_i + Π (1 - q_i)``.
 
     Args:
@@ -140,8 +141,9 @@ def zero_advantage_probability(q: torch.Tensor, group_ids: torch.Tensor | None =
     return log_pos.exp() + log_neg.exp()
 
 
-def select_groups(p0: torch.Tensor | None, keep: int, generator: torch.Generator, num_groups: int | None = None
-                  ) -> torch.Tensor:
+def select_groups(
+    p0: torch.Tensor | None, keep: int, generator: torch.Generator, num_groups: int | None = None
+) -> torch.Tensor:
     """Which groups pass: the ``keep`` with the lowest ``p0`` (ties at random), or with ``p0=None`` a uniformly
     random ``keep`` of ``num_groups``. Returns a ``(num_groups,)`` bool mask. The generator is drawn from the
     same way in both cases, so a run's random stream does not depend on whether the screen was active."""
@@ -193,8 +195,13 @@ class AuditCounts:
     def of_step(cls, zero: torch.Tensor, screened: torch.Tensor, dropped_share: float) -> "AuditCounts":
         """From the audited groups of one step: ``zero (n,)`` bool, ``screened (n,)`` bool."""
         zero, screened = torch.as_tensor(zero, dtype=torch.bool), torch.as_tensor(screened, dtype=torch.bool)
-        return cls(int(zero.numel()), int(zero.sum()), int(screened.sum()), int((zero & screened).sum()),
-                   float(dropped_share) * int(zero.numel()))
+        return cls(
+            int(zero.numel()),
+            int(zero.sum()),
+            int(screened.sum()),
+            int((zero & screened).sum()),
+            float(dropped_share) * int(zero.numel()),
+        )
 
     def precisions(self) -> dict[str, float]:
         """``screen``: zero-advantage share of the dropped groups; ``random``: of all groups (what a random screen
@@ -254,7 +261,7 @@ class ScreenStep:
     def groups(self, rollouts) -> list:
         """The generation's rollouts cut into its groups, in generation order."""
         g = self.group_size
-        return [rollouts[k * g:(k + 1) * g] for k in range(len(rollouts) // g)]
+        return [rollouts[k * g : (k + 1) * g] for k in range(len(rollouts) // g)]
 
     def generator(self, salt: int) -> torch.Generator:
         return torch.Generator().manual_seed((self.seed * 31 + salt) % (2**63 - 1))
@@ -273,20 +280,28 @@ class ScreenStep:
         shadow = [i for i in range(drawn) if self.prompt_audited[i] and not keep[i]]
         self.order = [i for i in range(drawn) if keep[i]] + shadow
         self.passed, self.features = n_pass, features
-        self.metrics.update({"screen/prompt_p0_kept": float(p0[keep].mean()),
-                             "screen/prompt_p0_dropped": float(p0[~keep].mean()) if bool((~keep).any()) else 0.0})
+        self.metrics.update(
+            {
+                "screen/prompt_p0_kept": float(p0[keep].mean()),
+                "screen/prompt_p0_dropped": float(p0[~keep].mean()) if bool((~keep).any()) else 0.0,
+            }
+        )
 
     def engine_screen(self) -> GroupScreen:
         """The engine's part: the detect stage (keep B of the passed groups), the audited and shadow groups."""
         audited = set()
         if self.prompt_audited is not None:
-            audited |= {k for k, i in enumerate(self.order[:self.passed]) if self.prompt_audited[i]}
+            audited |= {k for k, i in enumerate(self.order[: self.passed]) if self.prompt_audited[i]}
         if self.config.detect_stage:
             self.detect_audited = audit_mask(self.passed, self.config.audit, self.generator(3))
             audited |= {k for k in range(self.passed) if self.detect_audited[k]}
         return GroupScreen(
-            keep=self.prompts_per_step if self.config.detect_stage else None, active=self.active, seed=self.seed,
-            audited=frozenset(audited), shadow=frozenset(range(self.passed, len(self.order))))
+            keep=self.prompts_per_step if self.config.detect_stage else None,
+            active=self.active,
+            seed=self.seed,
+            audited=frozenset(audited),
+            shadow=frozenset(range(self.passed, len(self.order))),
+        )
 
     def audit(self, rollouts, score) -> dict[str, float]:
         """Score the audited groups' complete texts with ``score(texts, group positions) -> correct (N,)`` and
@@ -299,22 +314,26 @@ class ScreenStep:
         texts = [r.full_text for k in audited for r in groups[k]]
         correct = torch.as_tensor(score(texts, [k for k in audited for _ in groups[k]]), dtype=torch.float32)
         g = self.group_size
-        self.audit_correct = {k: correct[j * g:(j + 1) * g] for j, k in enumerate(audited)}
+        self.audit_correct = {k: correct[j * g : (j + 1) * g] for j, k in enumerate(audited)}
         if not self.active:  # a cold-start screen is random: its audit would only dilute the screen's figures
             return self._empty_audit()
         zero = {k: zero_variance(v) for k, v in self.audit_correct.items()}
         metrics: dict[str, float] = {}
         if self.prompt_audited is not None:
             ks = [k for k in audited if self.prompt_audited[self.order[k]]]
-            counts = AuditCounts.of_step(torch.tensor([zero[k] for k in ks], dtype=torch.bool),
-                                         torch.tensor([k >= self.passed for k in ks], dtype=torch.bool),
-                                         1 - self.passed / self.drawn)
+            counts = AuditCounts.of_step(
+                torch.tensor([zero[k] for k in ks], dtype=torch.bool),
+                torch.tensor([k >= self.passed for k in ks], dtype=torch.bool),
+                1 - self.passed / self.drawn,
+            )
             metrics.update(counts_metrics("prompt", counts))
         if self.config.detect_stage:
             ks = [k for k in audited if k < self.passed and self.detect_audited[k]]
-            counts = AuditCounts.of_step(torch.tensor([zero[k] for k in ks], dtype=torch.bool),
-                                         torch.tensor([groups[k][0].screened for k in ks], dtype=torch.bool),
-                                         1 - self.prompts_per_step / self.passed)
+            counts = AuditCounts.of_step(
+                torch.tensor([zero[k] for k in ks], dtype=torch.bool),
+                torch.tensor([groups[k][0].screened for k in ks], dtype=torch.bool),
+                1 - self.prompts_per_step / self.passed,
+            )
             metrics.update(counts_metrics("detect", counts))
         return metrics
 
@@ -325,20 +344,22 @@ class ScreenStep:
 
     def detect_metrics(self, rollouts) -> dict[str, float]:
         """The detect stage's P0 of the groups it kept and dropped, and the tokens the dropped ones cost."""
-        groups = self.groups(rollouts)[:self.passed]
+        groups = self.groups(rollouts)[: self.passed]
         kept = [g[0].group_p0 for g in groups if not g[0].screened and g[0].group_p0 is not None]
         dropped = [g[0].group_p0 for g in groups if g[0].screened and g[0].group_p0 is not None]
-        out = {"screen/groups_generated": float(len(self.order)),
-               "screen/tokens_dropped_groups": float(sum(r.generated_tokens for g in groups if g[0].screened
-                                                         for r in g))}
+        out = {
+            "screen/groups_generated": float(len(self.order)),
+            "screen/tokens_dropped_groups": float(sum(r.generated_tokens for g in groups if g[0].screened for r in g)),
+        }
         if kept:
             out["screen/detect_p0_kept"] = sum(kept) / len(kept)
         if dropped:
             out["screen/detect_p0_dropped"] = sum(dropped) / len(dropped)
         return out
 
-    def prompt_rows(self, survivor_groups: torch.Tensor, survivor_labels: torch.Tensor,
-                    survivor_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    def prompt_rows(
+        self, survivor_groups: torch.Tensor, survivor_labels: torch.Tensor, survivor_weights: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """The prompt head's training rows: each survivor with its prompt's feature (weight 1/p), and the shadow
         groups' complete rollouts (weight 1 / audit share). None without the prompt stage."""
         if self.features is None:
@@ -362,10 +383,15 @@ class ScreenStep:
         if not ks:
             return rows
         rs = [r for k in ks for r in groups[k]]
-        extra = (torch.stack([r.feature for r in rs]).float(), torch.tensor([r.score for r in rs], dtype=torch.float32),
-                 torch.cat([self.audit_correct[k] for k in ks]), torch.full((len(rs),), 1.0 / self.config.audit),
-                 torch.tensor([r.prompt_index for r in rs], dtype=torch.long), torch.ones(len(rs)),
-                 torch.full((len(rs), rows[6].shape[1]), float("nan")))
+        extra = (
+            torch.stack([r.feature for r in rs]).float(),
+            torch.tensor([r.score for r in rs], dtype=torch.float32),
+            torch.cat([self.audit_correct[k] for k in ks]),
+            torch.full((len(rs),), 1.0 / self.config.audit),
+            torch.tensor([r.prompt_index for r in rs], dtype=torch.long),
+            torch.ones(len(rs)),
+            torch.full((len(rs), rows[6].shape[1]), float("nan")),
+        )
         return tuple(torch.cat([a, b.to(a.dtype)]) for a, b in zip(rows, extra))
 
 

@@ -18,8 +18,14 @@ from dataclasses import dataclass, replace
 import torch
 
 from .metrics import balance_stats
-from .pruning import (PRUNING_POLICIES, PruningConfig, build_pruner_params, decide_batch, floor_among_eligible,
-                      sample_keep)
+from .pruning import (
+    PRUNING_POLICIES,
+    PruningConfig,
+    build_pruner_params,
+    decide_batch,
+    floor_among_eligible,
+    sample_keep,
+)
 from .scorers import oracle_scores
 
 
@@ -47,13 +53,20 @@ def sample_groups(
     logit_star = a + spread * torch.randn(num_groups, group_size, generator=generator)
     q_star = torch.sigmoid(logit_star)
     rewards = (torch.rand(num_groups, group_size, generator=generator) < q_star).float()
-    scores = score_scale * logit_star + score_shift + score_noise * torch.randn(num_groups, group_size, generator=generator)
+    scores = (
+        score_scale * logit_star + score_shift + score_noise * torch.randn(num_groups, group_size, generator=generator)
+    )
     return SimulatedBatch(q_star=q_star, rewards=rewards, scores=scores)
 
 
 def run_pruning_simulation(
-    config: PruningConfig, steps: int, num_groups: int, group_size: int, seed: int = 0,
-    oracle: tuple[float, float, float] | None = None, **group_kwargs: float
+    config: PruningConfig,
+    steps: int,
+    num_groups: int,
+    group_size: int,
+    seed: int = 0,
+    oracle: tuple[float, float, float] | None = None,
+    **group_kwargs: float,
 ) -> list[dict[str, float]]:
     """Run ``steps`` simulated training steps; one dict of statistics per step. ``oracle = (pass rate, AUC,
     concentration)`` draws the groups with :func:`sample_oracle_groups` instead of :func:`sample_groups`."""
@@ -63,15 +76,24 @@ def run_pruning_simulation(
     group_ids = torch.arange(num_groups).repeat_interleave(group_size)
     eligible = torch.ones(num_groups * group_size, dtype=torch.bool)
     for step in range(steps):
-        batch = (sample_groups(num_groups, group_size, gen, **group_kwargs) if oracle is None else
-                 sample_oracle_groups(num_groups, group_size, oracle[0], oracle[1], gen, concentration=oracle[2]))
+        batch = (
+            sample_groups(num_groups, group_size, gen, **group_kwargs)
+            if oracle is None
+            else sample_oracle_groups(num_groups, group_size, oracle[0], oracle[1], gen, concentration=oracle[2])
+        )
         params = build_pruner_params(config, calibrator, step)
         decision = decide_batch(params, batch.scores.flatten(), eligible, group_ids)
         keep = decision.keep
         rewards = batch.rewards.flatten()
         weights = 1.0 / decision.survival[keep] if config.importance_weighting else None
-        calibrator.update(batch.scores.flatten()[keep], rewards[keep], weights, group_ids[keep],
-                          decision.survival[keep], decision.joint[keep])
+        calibrator.update(
+            batch.scores.flatten()[keep],
+            rewards[keep],
+            weights,
+            group_ids[keep],
+            decision.survival[keep],
+            decision.joint[keep],
+        )
         kept = balance_stats(rewards[keep], group_ids[keep])
         full = balance_stats(rewards, group_ids)
         history.append(
@@ -91,7 +113,11 @@ def run_pruning_simulation(
 
 
 def sample_oracle_groups(
-    num_groups: int, group_size: int, pass_rate: float, auc: float, generator: torch.Generator,
+    num_groups: int,
+    group_size: int,
+    pass_rate: float,
+    auc: float,
+    generator: torch.Generator,
     concentration: float = 2.0,
 ) -> SimulatedBatch:
     """Groups of a task with mean pass rate ``pass_rate`` scored by an oracle of set ``auc``: each prompt's pass
@@ -103,8 +129,10 @@ def sample_oracle_groups(
     seed = int(torch.randint(2**62, (1,), generator=generator))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # Beta takes no generator: seed a forked global stream from ours
-        prior = torch.distributions.Beta(torch.tensor(pass_rate * concentration, dtype=torch.float64),
-                                         torch.tensor((1.0 - pass_rate) * concentration, dtype=torch.float64))
+        prior = torch.distributions.Beta(
+            torch.tensor(pass_rate * concentration, dtype=torch.float64),
+            torch.tensor((1.0 - pass_rate) * concentration, dtype=torch.float64),
+        )
         theta = prior.sample((num_groups, 1)).clamp(1e-6, 1 - 1e-6)
     rewards = (torch.rand(num_groups, group_size, generator=generator, dtype=torch.float64) < theta).float()
     scores = oracle_scores(rewards.flatten(), auc, generator).reshape(num_groups, group_size)
@@ -125,13 +153,23 @@ def kept_group_stats(rewards: torch.Tensor, keep: torch.Tensor) -> dict[str, flo
     ratio ρ̂, E[ρ̂(1-ρ̂)], the share of zero-advantage groups (fewer than 2 survivors, or one reward among them) and
     the kept share, as :func:`~arrol_pl.core.metrics.balance_stats` computes them group by group."""
     ratio, balance, zero = _kept_per_group(rewards, keep)
-    return {"positive_ratio": float(ratio.mean()), "balance": float(balance.mean()),
-            "zero_advantage_fraction": float(zero.mean()), "keep_ratio": float(keep.sum() / keep.numel())}
+    return {
+        "positive_ratio": float(ratio.mean()),
+        "balance": float(balance.mean()),
+        "zero_advantage_fraction": float(zero.mean()),
+        "keep_ratio": float(keep.sum() / keep.numel()),
+    }
 
 
 def balance_cell(
-    rules: dict[str, PruningConfig], pass_rate: float, auc: float, num_groups: int = 2048, group_size: int = 8,
-    seed: int = 0, calibration_rows: int = 4096, baseline: str = "random",
+    rules: dict[str, PruningConfig],
+    pass_rate: float,
+    auc: float,
+    num_groups: int = 2048,
+    group_size: int = 8,
+    seed: int = 0,
+    calibration_rows: int = 4096,
+    baseline: str = "random",
 ) -> dict[str, dict[str, float]]:
     """One cell of the model-free balance grid: each rule's :func:`kept_group_stats` on the same groups, scores and
     decision draws (common random numbers, so rules differ by their rule alone). Each rule's h_t comes from
@@ -152,8 +190,7 @@ def balance_cell(
         params = build_pruner_params(replace(config, cold_start_steps=0, gate_auc=None), calibrator, step=0)
         floor = floor_among_eligible(eligible, params.min_keep_per_group)
         survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores, floor)
-        keeps[name] = sample_keep(survival, uniforms, eligible, min(params.min_keep_per_group, group_size),
-                                  params.draw)
+        keeps[name] = sample_keep(survival, uniforms, eligible, min(params.min_keep_per_group, group_size), params.draw)
     out = {name: kept_group_stats(batch.rewards, keep) for name, keep in keeps.items()}
     if baseline in keeps:
         _, base_balance, base_zero = _kept_per_group(batch.rewards, keeps[baseline])

@@ -149,7 +149,9 @@ def best_single_prune(posteriors: torch.Tensor, target_positive_ratio: float) ->
     return int(torch.argmin((loo_means - target_positive_ratio).abs()))
 
 
-def solve_delta_per_group(base: torch.Tensor, keep_ratio: float | torch.Tensor, p_min: float, p_max: float) -> torch.Tensor:
+def solve_delta_per_group(
+    base: torch.Tensor, keep_ratio: float | torch.Tensor, p_min: float, p_max: float
+) -> torch.Tensor:
     """Exact δ per row so that ``mean(clip(base + δ, p_min, p_max)) = κ``; ``base: (K, n)`` → ``(K, 1)``; κ a scalar
     or ``(K, 1)``.
 
@@ -173,7 +175,9 @@ def solve_delta_per_group(base: torch.Tensor, keep_ratio: float | torch.Tensor, 
     d0, d1 = breaks.gather(1, lo - 1), breaks.gather(1, lo)
     f0, f1 = mean_at(lo - 1), mean_at(lo)
     slope_ok = (f1 - f0) > 1e-15
-    frac = torch.where(slope_ok, (target - f0) / torch.where(slope_ok, f1 - f0, torch.ones_like(f0)), torch.zeros_like(f0))
+    frac = torch.where(
+        slope_ok, (target - f0) / torch.where(slope_ok, f1 - f0, torch.ones_like(f0)), torch.zeros_like(f0)
+    )
     return d0 + frac.clamp(0, 1) * (d1 - d0)
 
 
@@ -207,13 +211,20 @@ def group_balanced_survival(
     k = q.shape[0]
     kappa = torch.as_tensor(keep_ratio, dtype=torch.float64).reshape(-1, 1).expand(k, 1)
     rho = torch.as_tensor(target_positive_ratio, dtype=torch.float64).reshape(-1, 1).expand(k, 1)
-    best = torch.cat([_group_balanced_rows(q[i:i + GROUP_CHUNK], kappa[i:i + GROUP_CHUNK], rho[i:i + GROUP_CHUNK],
-                                           p_min, p_max, num_slopes) for i in range(0, k, GROUP_CHUNK)])
+    best = torch.cat(
+        [
+            _group_balanced_rows(
+                q[i : i + GROUP_CHUNK], kappa[i : i + GROUP_CHUNK], rho[i : i + GROUP_CHUNK], p_min, p_max, num_slopes
+            )
+            for i in range(0, k, GROUP_CHUNK)
+        ]
+    )
     return (best[0] if single else best).to(torch.float32)
 
 
-def _group_balanced_rows(q: torch.Tensor, kappa: torch.Tensor, rho: torch.Tensor, p_min: float, p_max: float,
-                         num_slopes: int) -> torch.Tensor:
+def _group_balanced_rows(
+    q: torch.Tensor, kappa: torch.Tensor, rho: torch.Tensor, p_min: float, p_max: float, num_slopes: int
+) -> torch.Tensor:
     """:func:`group_balanced_survival` on ``(K, n)`` float64 rows, κ and ρ ``(K, 1)``."""
     k, n = q.shape
     centred = q - q.mean(1, keepdim=True)
@@ -270,18 +281,22 @@ def anchored_survival(
     soft = (floor_rows > 0) & (keep_ratio * n - floor_rows < 1.0 - 1e-9)
     probs = torch.empty(k, n, dtype=torch.float64)
     if bool(soft.any()):
-        probs[soft] = soft_anchored_survival(q[soft], s[soft], keep_ratio, target_positive_ratio, p_min,
-                                             p_max).to(torch.float64)
+        probs[soft] = soft_anchored_survival(q[soft], s[soft], keep_ratio, target_positive_ratio, p_min, p_max).to(
+            torch.float64
+        )
     if not bool(soft.all()):
         probs[~soft] = _anchored_rows(q[~soft], s[~soft], keep_ratio, target_positive_ratio, p_min, p_max)
     tied = (s == s[:, :1]).all(1)
     if bool(tied.any()):
-        probs[tied] = group_balanced_survival(q[tied], keep_ratio, target_positive_ratio, p_min, p_max).to(torch.float64)
+        probs[tied] = group_balanced_survival(q[tied], keep_ratio, target_positive_ratio, p_min, p_max).to(
+            torch.float64
+        )
     return (probs[0] if single else probs).to(torch.float32)
 
 
-def _anchored_rows(q: torch.Tensor, s: torch.Tensor, keep_ratio: float, target_positive_ratio: float, p_min: float,
-                   p_max: float) -> torch.Tensor:
+def _anchored_rows(
+    q: torch.Tensor, s: torch.Tensor, keep_ratio: float, target_positive_ratio: float, p_min: float, p_max: float
+) -> torch.Tensor:
     """:func:`anchored_survival`'s anchors and middle on ``(K, n)`` float64 rows, n >= 3."""
     k, n = q.shape
     anchor = min(max((keep_ratio * n - (n - 2) * p_min) / 2.0, p_min), p_max)

@@ -13,8 +13,13 @@ if TYPE_CHECKING:
     from arrol_pl.engine.engine import ArrolEngine
 
 
-def generate_bare(engine: "ArrolEngine", prompts: Sequence[str | Sequence[int]], group_size: int,
-                  sampling: Mapping[str, Any], logprobs_topk: int | None = None) -> tuple[float, int, int]:
+def generate_bare(
+    engine: "ArrolEngine",
+    prompts: Sequence[str | Sequence[int]],
+    group_size: int,
+    sampling: Mapping[str, Any],
+    logprobs_topk: int | None = None,
+) -> tuple[float, int, int]:
     """The requests ``engine.generate`` would add (per-rollout seeds, ``logprobs_topk``), through the stock
     ``LLMEngine`` with the hidden-state tap removed, each request's output read once, when it finishes (as
     ``vllm.LLM.generate``): no tracker, deltas, scoring or aborts. Returns ``(wall seconds, generated tokens, engine

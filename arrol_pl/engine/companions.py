@@ -58,7 +58,8 @@ def check_companions() -> None:
     names = " ".join(name for name, _, _ in broken)
     raise BrokenCompanionError(
         f"installed but built for another torch than {torch.__version__}: {listed}; nothing here uses "
-        f"{'it' if len(broken) == 1 else 'them'}: pip uninstall -y {names}")
+        f"{'it' if len(broken) == 1 else 'them'}: pip uninstall -y {names}"
+    )
 
 
 def _version(name: str) -> str:

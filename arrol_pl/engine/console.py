@@ -100,8 +100,13 @@ class PlainProgress(std_tqdm):
 
     def _write(self) -> None:
         desc = (self.desc or "").removesuffix(": ")  # set_description adds the colon
-        meter = dict(self.format_dict, rate=None, ncols=None, prefix=desc,  # rate: the mean since the bar started
-                     bar_format=(desc and "{desc}: ") + (self.LINE if self.total else self.OPEN_LINE))
+        meter = dict(
+            self.format_dict,
+            rate=None,
+            ncols=None,
+            prefix=desc,  # rate: the mean since the bar started
+            bar_format=(desc and "{desc}: ") + (self.LINE if self.total else self.OPEN_LINE),
+        )
         self.fp.write(self.format_meter(**meter) + "\n")
         self.fp.flush()
         self._shown, self._shown_at = self.n, self._time()
@@ -124,7 +129,8 @@ class PlainProgress(std_tqdm):
     def close(self) -> None:
         if not getattr(self, "disable", True):
             if (self.lines or self._shown is not None) and self.n > (
-                    self.initial if self._shown is None else self._shown):
+                self.initial if self._shown is None else self._shown
+            ):
                 self._write()  # the end, or where a stopped run stopped
             self.fp = NOWHERE  # tqdm's own close ends a redrawn line: nothing of it here
         super().close()
@@ -160,7 +166,12 @@ def native_lines_dropped(*texts: str) -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             held.seek(0)
-            kept = memoryview(b"".join(line for line in held.read().splitlines(keepends=True)
-                                       if not any(text.encode() in line for text in texts)))
+            kept = memoryview(
+                b"".join(
+                    line
+                    for line in held.read().splitlines(keepends=True)
+                    if not any(text.encode() in line for text in texts)
+                )
+            )
             while kept:
-                kept = kept[os.write(2, kept):]
+                kept = kept[os.write(2, kept) :]

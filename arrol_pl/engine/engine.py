@@ -93,9 +93,19 @@ class ArrolEngine:
     groups are decided and the pruned requests aborted before the next step.
     """
 
-    def __init__(self, model: str, config: EngineConfig | None = None, *, head: QualityHead | None = None,
-                 tokenizer: str | None = None, seed: int = 0, head_input: str = "last", head_hidden_dim: int = 256,
-                 logprobs_mode: str = "raw_logprobs", join_launcher_world: bool = False) -> None:
+    def __init__(
+        self,
+        model: str,
+        config: EngineConfig | None = None,
+        *,
+        head: QualityHead | None = None,
+        tokenizer: str | None = None,
+        seed: int = 0,
+        head_input: str = "last",
+        head_hidden_dim: int = 256,
+        logprobs_mode: str = "raw_logprobs",
+        join_launcher_world: bool = False,
+    ) -> None:
         """Start vLLM on ``model`` (an HF model directory) with ``config``'s settings.
 
         Args:
@@ -121,9 +131,17 @@ class ArrolEngine:
         self.platform = adapter.platform_kind()
         config = config.for_platform(self.platform)
         self.config = config
-        self._llm = adapter.start_engine(**adapter.engine_args(
-            config, self.platform, join_launcher_world, model=model, tokenizer=tokenizer or model, seed=seed,
-            logprobs_mode=logprobs_mode))
+        self._llm = adapter.start_engine(
+            **adapter.engine_args(
+                config,
+                self.platform,
+                join_launcher_world,
+                model=model,
+                tokenizer=tokenizer or model,
+                seed=seed,
+                logprobs_mode=logprobs_mode,
+            )
+        )
         self.tap = adapter.HiddenStateTap(adapter.model_runner(self.llm))
         self.sampler_paths = adapter.LogprobsOnDemand.install(adapter.model_runner(self.llm))
         self.tokenizer = adapter.tokenizer(self.llm)
@@ -136,8 +154,9 @@ class ArrolEngine:
         self._rows_only = False
         self._scorer: PrefixScorer | None = None
         self._scorer_decode = None
-        self.set_head(head if head is not None else
-                      QualityHead.for_input(head_input, self.hidden_size, head_hidden_dim))
+        self.set_head(
+            head if head is not None else QualityHead.for_input(head_input, self.hidden_size, head_hidden_dim)
+        )
 
     @property
     def llm(self) -> Any:
@@ -328,7 +347,9 @@ class ArrolEngine:
                 f"got {detect_length}"
             )
         if not features and (detect_length is not None or pruner is not None or screen is not None):
-            raise ValueError("features=False (no hidden-state tap) cannot score or prune: drop detect_length/pruner/screen")
+            raise ValueError(
+                "features=False (no hidden-state tap) cannot score or prune: drop detect_length/pruner/screen"
+            )
         if screen is not None and screen.keep is not None and detect_length is None:
             raise ValueError("a detect-stage screen (screen.keep) needs detect_length: groups are ranked at L_detect")
         if logprobs_topk is not None and logprobs_topk < 0:
@@ -345,18 +366,26 @@ class ArrolEngine:
                 raise ValueError("a prefix scorer scores at detect_length: pass detect_length, with features=True")
             if scorer.topk is not None:
                 sample_topk = max(sample_topk or 0, scorer.topk)
-        prunes = pruner is not None and pruner.active and ((pruner.policy != "none" and pruner.keep_ratio < 1.0)
-                                                           or (screen is not None and screen.keep is not None))
+        prunes = (
+            pruner is not None
+            and pruner.active
+            and (
+                (pruner.policy != "none" and pruner.keep_ratio < 1.0)
+                or (screen is not None and screen.keep is not None)
+            )
+        )
         self.scheduling.plan = None
         two_part = features and prunes and detect_length is not None and adapter.continuable(base)
         if two_part and detect_first is None:
-            detect_first = self.scheduling.detect_first([len(ids) for ids in prompt_ids], group_size, pruner,
-                                                        detect_length, base.max_tokens)
+            detect_first = self.scheduling.detect_first(
+                [len(ids) for ids in prompt_ids], group_size, pruner, detect_length, base.max_tokens
+            )
         two_part = two_part and bool(detect_first)
         # per-step deltas only where a decision aborts requests mid-flight (module docstring, "Outputs")
         stream = prunes and not two_part
-        tracker = GenerationTracker(detect_length, target, pruner, sample_topk is not None, screen,
-                                    pause_at=detect_length if two_part else None)
+        tracker = GenerationTracker(
+            detect_length, target, pruner, sample_topk is not None, screen, pause_at=detect_length if two_part else None
+        )
         decode = functools.partial(self._decode, skip_special_tokens=base.skip_special_tokens)
         self._scorer, self._scorer_decode = scorer, decode
         clock: tuple[list[float], list[int], list[int]] = ([], [], [])
@@ -366,9 +395,13 @@ class ArrolEngine:
             for b, ids in enumerate(prompt_ids):
                 engine_input = adapter.render_token_prompt(self.llm, ids)
                 for g in range(group_size):
-                    params = adapter.rollout_params(base, b * group_size + g, sample_topk,
-                                                    max_tokens=detect_length if two_part else None,
-                                                    final_only=not stream)
+                    params = adapter.rollout_params(
+                        base,
+                        b * group_size + g,
+                        sample_topk,
+                        max_tokens=detect_length if two_part else None,
+                        final_only=not stream,
+                    )
                     ext_id = tracker.request_id(b, g)
                     internal = adapter.add_request(self.llm, ext_id, engine_input, params)
                     tracker.add(ext_id, internal, b, g, ids)
@@ -378,13 +411,19 @@ class ArrolEngine:
                 self._run(tracker, features, target, bar, clock)
                 if two_part:  # the survivors (and audited rollouts) go on from their first part's tokens
                     for tr in tracker.paused():
-                        params = adapter.rollout_params(base, tr.prompt_index * group_size + tr.sample_index,
-                                                        sample_topk, max_tokens=base.max_tokens - len(tr.tokens),
-                                                        part=1, final_only=not stream)
+                        params = adapter.rollout_params(
+                            base,
+                            tr.prompt_index * group_size + tr.sample_index,
+                            sample_topk,
+                            max_tokens=base.max_tokens - len(tr.tokens),
+                            part=1,
+                            final_only=not stream,
+                        )
                         request_id = tracker.request_id(tr.prompt_index, tr.sample_index, continued=True)
                         tokens = tr.prompt_ids + tr.tokens
-                        internal = adapter.add_request(self.llm, request_id,
-                                                       adapter.render_token_prompt(self.llm, tokens), params)
+                        internal = adapter.add_request(
+                            self.llm, request_id, adapter.render_token_prompt(self.llm, tokens), params
+                        )
                         tr.text = [decode(tr.tokens)]  # the first part's whole text (its last delta may hold back)
                         tracker.resume(tr, request_id, internal)
                     self._run(tracker, features, target, bar, clock)
@@ -401,11 +440,18 @@ class ArrolEngine:
         if logprobs_topk is None:  # sampled for the head's statistics only
             for r in rollouts:
                 r.logprobs, r.sampled_logprobs = None, None
-        return GenerationResult(rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock[:2],
-                                detect_first=two_part)
+        return GenerationResult(
+            rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock[:2], detect_first=two_part
+        )
 
-    def _run(self, tracker: GenerationTracker, features: bool, target: int, bar,
-             clock: tuple[list[float], list[int], list[int]]) -> None:
+    def _run(
+        self,
+        tracker: GenerationTracker,
+        features: bool,
+        target: int,
+        bar,
+        clock: tuple[list[float], list[int], list[int]],
+    ) -> None:
         """Step the engine until no request is left: score what resolved each step, abort what was pruned. Each
         step's seconds (with the tracking, scoring and aborts that follow it), the requests it advanced and the
         tokens it computed go to ``clock``."""

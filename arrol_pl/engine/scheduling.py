@@ -44,8 +44,9 @@ class Scheduling:
         if self.step_cost is None and len(step_seconds) >= CALIBRATION_STEPS:
             self.step_cost = fit_step_cost(step_seconds, step_tokens)
 
-    def detect_first(self, prompt_lengths: Sequence[int], group_size: int, pruner: PrunerParams, detect_length: int,
-                     response: int) -> bool:
+    def detect_first(
+        self, prompt_lengths: Sequence[int], group_size: int, pruner: PrunerParams, detect_length: int, response: int
+    ) -> bool:
         """Whether a pruned generation of this shape runs detect-first (its figures in :attr:`plan` when modelled)."""
         self.plan = None
         if len(prompt_lengths) * group_size <= self.slots:
@@ -54,6 +55,15 @@ class Scheduling:
             return self.setting
         if self.step_cost is None:
             return False
-        self.plan = plan_schedule(prompt_lengths, group_size, pruner.keep_ratio, detect_length, response, self.slots,
-                                  self.block, self.step_cost, fixed_size=pruner.draw == "fixed_size")
+        self.plan = plan_schedule(
+            prompt_lengths,
+            group_size,
+            pruner.keep_ratio,
+            detect_length,
+            response,
+            self.slots,
+            self.block,
+            self.step_cost,
+            fixed_size=pruner.draw == "fixed_size",
+        )
         return self.plan.chosen

@@ -31,9 +31,15 @@ def tapped_rows(tap, tracks: Sequence[Track], target: int) -> list[torch.Tensor]
     return rows
 
 
-def score_tracks(tracks: Sequence[Track], rows: Sequence[torch.Tensor], head: QualityHead, device: torch.device,
-                 target: int, scorer: PrefixScorer | None = None,
-                 decode: Callable[[list[int]], str] | None = None) -> None:
+def score_tracks(
+    tracks: Sequence[Track],
+    rows: Sequence[torch.Tensor],
+    head: QualityHead,
+    device: torch.device,
+    target: int,
+    scorer: PrefixScorer | None = None,
+    decode: Callable[[list[int]], str] | None = None,
+) -> None:
     """Set each track's ``feature``, ``head_score`` and ``score`` (the head's logit, or ``scorer``'s score of the
     first ``min(n, target)`` tokens, all sampled by this step). ``rows``: the tap's hidden row of each track."""
     kinds = head.input_kind.split("+")
@@ -52,5 +58,6 @@ def score_tracks(tracks: Sequence[Track], rows: Sequence[torch.Tensor], head: Qu
             n = min(len(tr.tokens), target)
             tokens = list(tr.tokens[:n])
             text = decode(tokens) if scorer.needs_text else None
-            tr.score = float(scorer(Prefix(tr.prompt_index, tokens, None if tr.logprobs is None else tr.logprobs[:n],
-                                           text)))
+            tr.score = float(
+                scorer(Prefix(tr.prompt_index, tokens, None if tr.logprobs is None else tr.logprobs[:n], text))
+            )

@@ -78,8 +78,15 @@ class GenerationTracker:
     take no part in either decision and are reported screened.
     """
 
-    def __init__(self, detect_length: int | None, target: int, pruner: PrunerParams | None,
-                 want_logprobs: bool, screen: GroupScreen | None = None, pause_at: int | None = None) -> None:
+    def __init__(
+        self,
+        detect_length: int | None,
+        target: int,
+        pruner: PrunerParams | None,
+        want_logprobs: bool,
+        screen: GroupScreen | None = None,
+        pause_at: int | None = None,
+    ) -> None:
         if pruner is not None and detect_length is None:
             raise ValueError("pruner params given without detect_length: pruning happens at L_detect")
         if screen is not None and screen.keep is not None and pruner is None:
@@ -115,8 +122,9 @@ class GenerationTracker:
             self.groups.append([])
         elif prompt_index != len(self.groups) - 1:
             raise ValueError(f"prompt {prompt_index} added after prompt {len(self.groups) - 1}: add prompts in order")
-        tr = Track(ext_id, internal_id, prompt_index, sample_index, prompt_ids,
-                   logprobs=[] if self.want_logprobs else None)
+        tr = Track(
+            ext_id, internal_id, prompt_index, sample_index, prompt_ids, logprobs=[] if self.want_logprobs else None
+        )
         if self.screen is not None:
             tr.audited = self.screen.is_audited(prompt_index)
             tr.screened = self.screen.is_shadow(prompt_index)
@@ -146,8 +154,13 @@ class GenerationTracker:
             if self.want_logprobs and out.logprobs:
                 tr.logprobs.extend(out.logprobs)
             finished = out.finished
-            if finished and not tr.resolved and self.pause_at is not None and out.finish_reason == "length" \
-                    and len(tr.tokens) == self.pause_at:
+            if (
+                finished
+                and not tr.resolved
+                and self.pause_at is not None
+                and out.finish_reason == "length"
+                and len(tr.tokens) == self.pause_at
+            ):
                 tr.paused, finished = True, False  # stopped at L_detect by its cap, not by the rollout's end
             elif finished:
                 tr.finish_reason = out.finish_reason
@@ -171,8 +184,13 @@ class GenerationTracker:
                 return []
             to_abort.extend(self._screen_groups())
             candidates = self._screened_pool()
-        ready = [p for p in candidates if not any(not tr.resolved for tr in self.groups[p])
-                 and not self.groups[p][0].decided and not self.groups[p][0].screened]
+        ready = [
+            p
+            for p in candidates
+            if not any(not tr.resolved for tr in self.groups[p])
+            and not self.groups[p][0].decided
+            and not self.groups[p][0].screened
+        ]
         scores = [torch.tensor([tr.score for tr in self.groups[p]], dtype=torch.float32) for p in ready]
         eligible = [torch.tensor([tr.eligible for tr in self.groups[p]], dtype=torch.bool) for p in ready]
         decisions = decide_groups(self.pruner, scores, eligible, [self.pruner.group_generator(p) for p in ready])
@@ -195,12 +213,17 @@ class GenerationTracker:
         but ``screen.keep``; returns the ids to abort."""
         self.screen_done = True
         pool = self._screened_pool()
-        q = torch.cat([self.pruner.posterior(torch.tensor([tr.score for tr in self.groups[p]], dtype=torch.float32))
-                       for p in pool])
+        q = torch.cat(
+            [
+                self.pruner.posterior(torch.tensor([tr.score for tr in self.groups[p]], dtype=torch.float32))
+                for p in pool
+            ]
+        )
         ids = torch.tensor([p for p in pool for _ in self.groups[p]])
         p0 = zero_advantage_probability(q, ids)
-        keep = select_groups(p0 if self.screen.active else None, min(self.screen.keep, len(pool)),
-                             self.screen.generator(), len(pool))
+        keep = select_groups(
+            p0 if self.screen.active else None, min(self.screen.keep, len(pool)), self.screen.generator(), len(pool)
+        )
         to_abort: list[str] = []
         for k, p in enumerate(pool):
             self.group_p0[p] = float(p0[k])

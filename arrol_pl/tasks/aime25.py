@@ -15,4 +15,3 @@ SPEC = DatasetSpec(
     answer_fields=("answer",),
     id_fields=("id",),
 )
-

@@ -43,4 +43,3 @@ def question_of(row: Mapping[str, Any], spec: DatasetSpec) -> str:
     if not question:
         raise BadRowError("empty prompt once DAPO's instruction is removed", "empty_prompt")
     return question
-

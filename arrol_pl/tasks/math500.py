@@ -16,4 +16,3 @@ SPEC = DatasetSpec(
     answer_fields=("answer",),
     id_fields=("unique_id", "id"),
 )
-

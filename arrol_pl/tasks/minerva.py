@@ -33,4 +33,3 @@ def answer_of(row: Mapping[str, Any], spec: DatasetSpec) -> str:
     if not boxed:
         raise BadRowError("missing answer: no answer field and no \\boxed{} in solution", "missing_answer")
     return boxed
-

@@ -41,4 +41,3 @@ def answer_of(row: Mapping[str, Any], spec: DatasetSpec) -> str:
     if not answers:
         raise BadRowError(f"empty answer in field {name!r}", "empty_answer")
     return ", ".join(answers)
-

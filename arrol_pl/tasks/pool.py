@@ -36,8 +36,9 @@ Outcome = tuple[Any, str, str]
 :data:`~arrol_pl.tasks.verify.STATUSES`, and the function's error when it raised (empty otherwise)."""
 
 
-def item_scorer(function: str | None, search_dir: str | None, parse_timeout_s: int,
-                verify_timeout_s: int) -> Callable[..., Outcome]:
+def item_scorer(
+    function: str | None, search_dir: str | None, parse_timeout_s: int, verify_timeout_s: int
+) -> Callable[..., Outcome]:
     """What a worker calls per item: ``score(answer, gold)`` with math-verify (``function`` None, warmed here), or
     ``score(prompt, completion, answer)`` with the function at import path ``function``."""
     if function is None:
@@ -49,8 +50,13 @@ def item_scorer(function: str | None, search_dir: str | None, parse_timeout_s: i
     return lambda prompt, completion, answer: call_reward(fn, prompt, completion, answer)
 
 
-def _worker_main(conn: Connection, parse_timeout_s: int, verify_timeout_s: int, function: str | None = None,
-                 search_dir: str | None = None) -> None:
+def _worker_main(
+    conn: Connection,
+    parse_timeout_s: int,
+    verify_timeout_s: int,
+    function: str | None = None,
+    search_dir: str | None = None,
+) -> None:
     # Ctrl-C goes to the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -102,7 +108,9 @@ class RewardPool:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if start_method == "fork":
-            raise ValueError("start_method='fork' would copy the trainer's threads into workers; use forkserver or spawn")
+            raise ValueError(
+                "start_method='fork' would copy the trainer's threads into workers; use forkserver or spawn"
+            )
         self.num_workers = num_workers
         self.parse_timeout_s = parse_timeout_s
         self.verify_timeout_s = verify_timeout_s
@@ -141,8 +149,9 @@ class RewardPool:
                 w = starting[conn]
                 if not self._receive(w, {}):
                     w.process.join(timeout=5)
-                    raise RuntimeError(f"reward worker pid {w.process.pid} exited while starting (exit code "
-                                       f"{w.process.exitcode})")
+                    raise RuntimeError(
+                        f"reward worker pid {w.process.pid} exited while starting (exit code {w.process.exitcode})"
+                    )
 
     def _replace(self, w: _Worker) -> None:
         w.process.kill()
@@ -166,8 +175,10 @@ class RewardPool:
                 key, value, status, note = msg
                 expected = w.pending.popleft()
                 if key != expected:
-                    raise RuntimeError(f"reward worker pid {w.process.pid} answered item {key}, expected {expected}: "
-                                       "the pool's send/receive order is broken")
+                    raise RuntimeError(
+                        f"reward worker pid {w.process.pid} answered item {key}, expected {expected}: "
+                        "the pool's send/receive order is broken"
+                    )
                 results[key] = (value, status, note)
                 w.last_progress = time.monotonic()
         except (EOFError, OSError):

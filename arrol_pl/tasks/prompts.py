@@ -90,13 +90,15 @@ class PromptFormat:
         return cls(record["template"], record["chat"], tuple(record["stop"]))
 
 
-def render_problems(problems: Sequence[Problem], tokenizer: Any = None,
-                    prompt_format: PromptFormat | None = None) -> list[Problem]:
+def render_problems(
+    problems: Sequence[Problem], tokenizer: Any = None, prompt_format: PromptFormat | None = None
+) -> list[Problem]:
     """``problems`` with their prompts placed in ``prompt_format``'s template, then passed through
     :func:`render_prompt` when the format allows the chat template (unchanged without either)."""
     fmt = prompt_format or PromptFormat()
     chat = fmt.chat and tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
     if fmt.template is None and not chat:
         return list(problems)
-    return [dataclasses.replace(p, prompt=render_prompt(fmt.text(p.prompt), tokenizer if chat else None))
-            for p in problems]
+    return [
+        dataclasses.replace(p, prompt=render_prompt(fmt.text(p.prompt), tokenizer if chat else None)) for p in problems
+    ]

@@ -130,11 +130,18 @@ def check_data_config(data) -> None:
         keys.update({f"heldout_fields.{k}": v for k, v in data.heldout_fields.items()})
         for key, value in keys.items():
             if value is not None:
-                raise ValueError(f"data.{key} does not apply to data.name={data.name}: it is generated, not read from rows")
+                raise ValueError(
+                    f"data.{key} does not apply to data.name={data.name}: it is generated, not read from rows"
+                )
     elif data.path is None and canonical_name(data.name) == "jsonl" and not data.options.get("hub_id"):
-        raise ValueError("data.path must be set for data.name=jsonl (a json, jsonl or parquet file or a folder), "
-                         "or data.options.hub_id")
-    for key, pattern in (("data", data.answer_pattern), ("data.heldout_fields", data.heldout_fields.get("answer_pattern"))):
+        raise ValueError(
+            "data.path must be set for data.name=jsonl (a json, jsonl or parquet file or a folder), "
+            "or data.options.hub_id"
+        )
+    for key, pattern in (
+        ("data", data.answer_pattern),
+        ("data.heldout_fields", data.heldout_fields.get("answer_pattern")),
+    ):
         if pattern is not None:
             try:
                 compile_answer_pattern(pattern)
@@ -142,7 +149,9 @@ def check_data_config(data) -> None:
                 raise ValueError(f"{key}.{e}") from None
 
 
-def load_problems(name: str, path: str | os.PathLike | None = None, split: str | None = None, **kwargs: Any) -> ProblemSet:
+def load_problems(
+    name: str, path: str | os.PathLike | None = None, split: str | None = None, **kwargs: Any
+) -> ProblemSet:
     """The problems of dataset ``name`` from ``path`` (local copy) or its hub id.
 
     ``kwargs`` go to the adapter: ``template``, ``limit``, ``key`` (the config key of ``path``, for
@@ -152,8 +161,14 @@ def load_problems(name: str, path: str | os.PathLike | None = None, split: str |
     module = adapter(name)
     if hasattr(module, "load"):
         return module.load(path=path, split=split, **kwargs)
-    return load_spec(module.SPEC, path, split, question_of=getattr(module, "question_of", None),
-                     answer_of=getattr(module, "answer_of", None), **kwargs)
+    return load_spec(
+        module.SPEC,
+        path,
+        split,
+        question_of=getattr(module, "question_of", None),
+        answer_of=getattr(module, "answer_of", None),
+        **kwargs,
+    )
 
 
 PROBE_ROWS = 64
@@ -190,8 +205,13 @@ def load_data(data) -> tuple[ProblemSet, ProblemSet]:
 
 def load_train(data, limit: int | None = None) -> ProblemSet:
     """The training problems of a run's data config (``limit``: of its first rows only; not of a generated task)."""
-    return load_problems(data.name, path=data.path, split=data.split,
-                         **_row_kwargs(data.name, "data.path", _fields(data), limit), **data.options)
+    return load_problems(
+        data.name,
+        path=data.path,
+        split=data.split,
+        **_row_kwargs(data.name, "data.path", _fields(data), limit),
+        **data.options,
+    )
 
 
 def load_heldout(data, limit: int | None = None) -> ProblemSet:
@@ -202,7 +222,9 @@ def load_heldout(data, limit: int | None = None) -> ProblemSet:
     fields and options and defaults to split ``test``. Arithmetic holds out its own hash bucket. ``limit``: of
     the first rows only (not of a generated task).
     """
-    if data.num_heldout == 0 or (data.heldout_name is None and data.heldout_path is None and not is_generated(data.name)):
+    if data.num_heldout == 0 or (
+        data.heldout_name is None and data.heldout_path is None and not is_generated(data.name)
+    ):
         return ProblemSet(name=data.heldout_name or data.name, source="none", problems=[])
     if data.heldout_name is None and data.heldout_path is None:
         heldout = load_problems(data.name, split="heldout", **data.options)
@@ -211,10 +233,13 @@ def load_heldout(data, limit: int | None = None) -> ProblemSet:
         same = canonical_name(name) == canonical_name(data.name)
         split = data.heldout_split or ("test" if same else None)
         own = {k: v for k, v in data.heldout_fields.items() if v is not None}
-        heldout = load_problems(name, path=data.heldout_path, split=split,
-                                **_row_kwargs(name, "data.heldout_path", {**(_fields(data) if same else {}), **own},
-                                              limit),
-                                **(data.options if same else {}))
+        heldout = load_problems(
+            name,
+            path=data.heldout_path,
+            split=split,
+            **_row_kwargs(name, "data.heldout_path", {**(_fields(data) if same else {}), **own}, limit),
+            **(data.options if same else {}),
+        )
     return dataclasses.replace(heldout, problems=heldout.problems[: data.num_heldout])
 
 

@@ -125,8 +125,15 @@ class RewardResult:
         index = list(index)
         status = [self.status[i] for i in index]
         counts = {s: status.count(s) for s in STATUSES}
-        return RewardResult(self.rewards[index], self.correct[index], self.has_answer[index],
-                            [self.answers[i] for i in index], status, counts, self.seconds)
+        return RewardResult(
+            self.rewards[index],
+            self.correct[index],
+            self.has_answer[index],
+            [self.answers[i] for i in index],
+            status,
+            counts,
+            self.seconds,
+        )
 
     def metrics(self, prefix: str = "reward/") -> dict[str, float]:
         """Scalars for the logger: accuracy, mean reward, and the fraction of each status."""
@@ -168,8 +175,15 @@ class PooledReward:
         """Start the workers now (otherwise the first :meth:`score` does)."""
         if self._pool is None and self.num_workers > 0:
             c = self.config
-            self._pool = RewardPool(self.num_workers, c.parse_timeout_s, c.verify_timeout_s, c.item_timeout_s,
-                                    c.start_method, function=self.function, search_dir=self.search_dir)
+            self._pool = RewardPool(
+                self.num_workers,
+                c.parse_timeout_s,
+                c.verify_timeout_s,
+                c.item_timeout_s,
+                c.start_method,
+                function=self.function,
+                search_dir=self.search_dir,
+            )
 
     def _score_items(self, items: list[tuple[str, ...]], deadline_s: float | None) -> list[tuple]:
         """Each item's ``(value, status, note)`` (:data:`~arrol_pl.tasks.pool.Outcome`) from the workers, or from
@@ -217,8 +231,14 @@ def warn_failures(log: logging.Logger, label: str, result: RewardResult, tail: s
     """Warn on ``log`` that ``result``'s failed items scored 0, counted by failure status, then ``tail``."""
     if result.n_failed:
         counts = result.counts
-        log.warning("%s: %d of %d items scored 0 because scoring failed (%s); %s", label, result.n_failed,
-                    len(result.status), ", ".join(f"{s}={counts[s]}" for s in FAILURE_STATUSES if counts[s]), tail)
+        log.warning(
+            "%s: %d of %d items scored 0 because scoring failed (%s); %s",
+            label,
+            result.n_failed,
+            len(result.status),
+            ", ".join(f"{s}={counts[s]}" for s in FAILURE_STATUSES if counts[s]),
+            tail,
+        )
 
 
 class MathReward(PooledReward):
@@ -284,7 +304,9 @@ class MathReward(PooledReward):
         scored = self._score_items(list(pairs), deadline_s)
         failed = sum(status in FAILURE_STATUSES for _, status, _ in scored)
         if failed:
-            logger.warning("answer_classes: %d of %d comparisons failed (counted as different answers)", failed, len(scored))
+            logger.warning(
+                "answer_classes: %d of %d comparisons failed (counted as different answers)", failed, len(scored)
+            )
         out = []
         for answers, distinct in zip(answer_lists, distinct_per_problem):
             root = list(range(len(distinct)))

@@ -53,17 +53,27 @@ class FunctionReward(PooledReward):
     ) -> RewardResult:
         """Score ``function(prompts[i], completions[i], golds[i])``; ``lengths`` (tokens) feed the overlong penalty."""
         if len(completions) != len(golds) or prompts is None or len(prompts) != len(golds):
-            raise ValueError(f"{len(completions)} completions, {len(golds)} golds and "
-                             f"{'no' if prompts is None else len(prompts)} prompts: a reward function reads all three")
+            raise ValueError(
+                f"{len(completions)} completions, {len(golds)} golds and "
+                f"{'no' if prompts is None else len(prompts)} prompts: a reward function reads all three"
+            )
         t0 = time.perf_counter()
         outcomes = self._score_items([(p, c, str(g)) for p, c, g in zip(prompts, completions, golds)], deadline_s)
         raw = np.array([float(value) for value, _, _ in outcomes], dtype=np.float32)
         status = [s for _, s, _ in outcomes]
-        result = RewardResult(self._shaped(raw, lengths), raw > CORRECT_ABOVE, np.array([s == "ok" for s in status]),
-                              [None] * len(status), status, counted(status), time.perf_counter() - t0)
+        result = RewardResult(
+            self._shaped(raw, lengths),
+            raw > CORRECT_ABOVE,
+            np.array([s == "ok" for s in status]),
+            [None] * len(status),
+            status,
+            counted(status),
+            time.perf_counter() - t0,
+        )
         first = next((note for _, _, note in outcomes if note), "")
-        warn_failures(logger, f"reward {self.function}", result, f"first error: {first}" if first else
-                      "see RewardResult.status")
+        warn_failures(
+            logger, f"reward {self.function}", result, f"first error: {first}" if first else "see RewardResult.status"
+        )
         return result
 
     def _score_here(self, items: list[tuple[str, ...]]) -> list[tuple]:

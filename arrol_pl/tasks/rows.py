@@ -102,7 +102,9 @@ def compile_answer_pattern(pattern: str) -> re.Pattern:
     except re.error as e:
         raise ValueError(f"answer_pattern {pattern!r} is not a regular expression: {e}") from None
     if compiled.groups != 1:
-        raise ValueError(f"answer_pattern {pattern!r} must have exactly one group (the answer), it has {compiled.groups}")
+        raise ValueError(
+            f"answer_pattern {pattern!r} must have exactly one group (the answer), it has {compiled.groups}"
+        )
     return compiled
 
 
@@ -192,13 +194,25 @@ def to_problem_set(
         shown = "; ".join(f"{s.id}: {s.reason}" for s in skipped[:10])
         more = f" (and {len(skipped) - 10} more)" if len(skipped) > 10 else ""
         counts = ", ".join(f"{k} {v}" for k, v in result.skip_counts().items())
-        logger.warning("%s: skipped %d bad row%s of %d (%s): %s%s", name, len(skipped), "" if len(skipped) == 1 else "s",
-                       n_rows, counts, shown, more)
+        logger.warning(
+            "%s: skipped %d bad row%s of %d (%s): %s%s",
+            name,
+            len(skipped),
+            "" if len(skipped) == 1 else "s",
+            n_rows,
+            counts,
+            shown,
+            more,
+        )
     if duplicates and dedupe_prompts:
         logger.info("%s: dropped %d rows repeating an earlier prompt", name, duplicates)
     elif duplicates:
-        logger.warning("%s: %d duplicate prompts in %s (kept: a repeated prompt is drawn and evaluated as often as it "
-                       "appears)", name, duplicates, source)
+        logger.warning(
+            "%s: %d duplicate prompts in %s (kept: a repeated prompt is drawn and evaluated as often as it appears)",
+            name,
+            duplicates,
+            source,
+        )
     logger.info("%s: %d problems from %s", name, len(problems), source)
     return result
 
@@ -211,8 +225,14 @@ def report_overlap(train: ProblemSet, heldout: ProblemSet) -> int:
     if shared and shared == len(heldout.problems) and heldout.source == train.source:
         logger.warning("%s: held-out data is the training data (%s)", heldout.name, heldout.source)
     elif shared:
-        logger.warning("%s: %d of the %d held-out prompts (%s) are also training prompts (%s)", heldout.name, shared,
-                       len(heldout.problems), heldout.source, train.source)
+        logger.warning(
+            "%s: %d of the %d held-out prompts (%s) are also training prompts (%s)",
+            heldout.name,
+            shared,
+            len(heldout.problems),
+            heldout.source,
+            train.source,
+        )
     return shared
 
 
@@ -235,8 +255,9 @@ def prompt_tokens(tokenizer: Any, text: str, room: int) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False))
 
 
-def skip_overlong(loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: Any, room: int,
-                  why: str) -> list[Problem]:
+def skip_overlong(
+    loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: Any, room: int, why: str
+) -> list[Problem]:
     """The ``rendered`` problems (``loaded``'s, in order, in the model's prompt format) whose prompt takes at most
     ``room`` tokens; the others leave ``loaded.problems`` and join its skipped rows (kind ``too_long``), logged as
     every bad row is. ``why`` names the context and the response budget the room is left by."""
@@ -255,8 +276,16 @@ def skip_overlong(loaded: ProblemSet, rendered: Sequence[Problem], tokenizer: An
         loaded.skipped = [*loaded.skipped, *skipped]
         shown = "; ".join(f"{s.id}: {s.reason}" for s in skipped[:10])
         more = f" (and {len(skipped) - 10} more)" if len(skipped) > 10 else ""
-        logger.warning("%s: skipped %d of %d rows whose prompt the engine cannot take (too_long %d; %s): %s%s",
-                       loaded.name, len(skipped), len(rendered), len(skipped), why, shown, more)
+        logger.warning(
+            "%s: skipped %d of %d rows whose prompt the engine cannot take (too_long %d; %s): %s%s",
+            loaded.name,
+            len(skipped),
+            len(rendered),
+            len(skipped),
+            why,
+            shown,
+            more,
+        )
     return kept
 
 
@@ -351,8 +380,11 @@ def load_spec(
         if pattern is not None:
             looked += f" matching {pattern.pattern!r}"
         counts = ", ".join(f"{k} {v}" for k, v in problems.skip_counts().items()) or "the source is empty"
-        fields = "data.heldout_fields.prompt_field / answer_field" if "heldout" in key else \
-            "data.prompt_field / data.answer_field"
+        fields = (
+            "data.heldout_fields.prompt_field / answer_field"
+            if "heldout" in key
+            else "data.prompt_field / data.answer_field"
+        )
         has = f"; its rows have the fields {', '.join(map(str, seen[0]))}: set {fields}" if seen else ""
         raise DatasetUnavailableError(
             f"{spec.name}: no usable problem in {source} ({key}): {problems.rows} rows, looked for {looked}; "

@@ -19,7 +19,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from arrol_pl.tasks.problem import BadRowError, DatasetUnavailableError
 
@@ -40,7 +40,9 @@ def hub_offline() -> bool:
 
 def _download_hint(name: str, hub_id: str | None, hub_config: str | None, key: str) -> str:
     if hub_id is None:
-        return f"dataset {name!r} has no hub id: set {key}= to a json, jsonl or parquet file or a save_to_disk directory"
+        return (
+            f"dataset {name!r} has no hub id: set {key}= to a json, jsonl or parquet file or a save_to_disk directory"
+        )
     config = f", {hub_config!r}" if hub_config else ""
     return (
         f"download it on a machine with network access, e.g. "
@@ -65,7 +67,9 @@ def load_rows(
     if path is None and (hub_id is None or hub_offline()):
         # Checked before importing datasets so the error comes at once.
         why = "the hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)" if hub_id else "no local copy given"
-        raise DatasetUnavailableError(f"{name}: {why} and no {key} is set; {_download_hint(name, hub_id, hub_config, key)}")
+        raise DatasetUnavailableError(
+            f"{name}: {why} and no {key} is set; {_download_hint(name, hub_id, hub_config, key)}"
+        )
     if path is None:
         import datasets
 
@@ -79,7 +83,9 @@ def load_rows(
         return source, _dataset_rows(loaded, source)
     p = Path(path).expanduser()
     if not p.exists():
-        raise DatasetUnavailableError(f"{name}: {key}={str(p)!r} does not exist; {_download_hint(name, hub_id, hub_config, key)}")
+        raise DatasetUnavailableError(
+            f"{name}: {key}={str(p)!r} does not exist; {_download_hint(name, hub_id, hub_config, key)}"
+        )
     if p.is_dir():
         if any((p / marker).exists() for marker in ("dataset_info.json", "dataset_dict.json", "state.json")):
             import datasets
@@ -88,7 +94,9 @@ def load_rows(
         files = data_files(name, p, split, key)
         return str(p), itertools.chain.from_iterable(_file_rows(f, f.relative_to(p).as_posix(), key) for f in files)
     if p.suffix.lower() not in DATA_SUFFIXES:
-        raise DatasetUnavailableError(f"{name}: {key}={str(p)!r} must be a .json, .jsonl or .parquet file or a directory")
+        raise DatasetUnavailableError(
+            f"{name}: {key}={str(p)!r} must be a .json, .jsonl or .parquet file or a directory"
+        )
     return str(p), _file_rows(p, p.name, key)
 
 
@@ -100,8 +108,10 @@ def data_files(name: str, folder: Path, split: str, key: str) -> list[Path]:
     (AIME'25 as ``aime2025-I.jsonl`` + ``aime2025-II.jsonl``).
     """
     files = sorted(
-        f for f in folder.rglob("*")
-        if f.is_file() and f.suffix.lower() in DATA_SUFFIXES
+        f
+        for f in folder.rglob("*")
+        if f.is_file()
+        and f.suffix.lower() in DATA_SUFFIXES
         and not any(part.startswith(".") for part in f.relative_to(folder).parts)
     )
     if not files:
@@ -144,7 +154,10 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
-                yield where, BadRowError(f"line is not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})", "not_utf8")
+                yield (
+                    where,
+                    BadRowError(f"line is not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})", "not_utf8"),
+                )
                 continue
             if not text.strip():
                 continue
@@ -153,8 +166,11 @@ def _json_lines(path: Path, label: str) -> Iterator[Row]:
             except json.JSONDecodeError as e:
                 yield where, BadRowError(f"invalid JSON ({e.msg}, column {e.colno})", "invalid_json")
                 continue
-            yield where, row if isinstance(row, dict) else BadRowError(
-                f"line holds a JSON {type(row).__name__}, not an object", "not_an_object"
+            yield (
+                where,
+                row
+                if isinstance(row, dict)
+                else BadRowError(f"line holds a JSON {type(row).__name__}, not an object", "not_an_object"),
             )
 
 
@@ -169,8 +185,10 @@ def _parquet(path: Path, key: str):
         pyarrow.parquet.read_metadata(path)
     except (pyarrow.ArrowException, OSError) as e:
         reason = " ".join(str(e).split())
-        raise DatasetUnavailableError(f"{key}={str(path)!r} is not a readable parquet file ({reason}); expected a "
-                                      "parquet table of rows, or a .json / .jsonl file") from None
+        raise DatasetUnavailableError(
+            f"{key}={str(path)!r} is not a readable parquet file ({reason}); expected a "
+            "parquet table of rows, or a .json / .jsonl file"
+        ) from None
     return datasets.load_dataset("parquet", data_files=str(path), split="train")
 
 
@@ -185,8 +203,11 @@ def _json_array_rows(path: Path, label: str, key: str = "data.path") -> Iterator
         ) from None
     for i, row in enumerate(rows):
         where = f"{label}[{i}]"
-        yield where, row if isinstance(row, dict) else BadRowError(
-            f"item holds a JSON {type(row).__name__}, not an object", "not_an_object"
+        yield (
+            where,
+            row
+            if isinstance(row, dict)
+            else BadRowError(f"item holds a JSON {type(row).__name__}, not an object", "not_an_object"),
         )
 
 

@@ -33,8 +33,9 @@ def resolve_reward_function(path: str, search_dir: str | None = None) -> RewardF
     importing ``module`` from ``sys.path`` and then from ``search_dir`` (the working directory when None).
     A ValueError says what is wrong in one line."""
     if not IMPORT_PATH.match(path):
-        raise ValueError(f"{path!r} is not an import path: write module:function (e.g. my_rewards:exact_match), "
-                         f"or {MATH_VERIFY}")
+        raise ValueError(
+            f"{path!r} is not an import path: write module:function (e.g. my_rewards:exact_match), or {MATH_VERIFY}"
+        )
     module_name, attribute = path.split(":")
     search_dir = os.getcwd() if search_dir is None else search_dir
     if search_dir not in sys.path:

@@ -65,8 +65,13 @@ class Claim:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Claim":
         paper = data.get("paper")
-        claim = cls(**{**data, "paper": FORMER_VERDICTS.get(paper, paper),
-                       "targets": tuple((what, bool(met)) for what, met in data.get("targets", ()))})
+        claim = cls(
+            **{
+                **data,
+                "paper": FORMER_VERDICTS.get(paper, paper),
+                "targets": tuple((what, bool(met)) for what, met in data.get("targets", ())),
+            }
+        )
         return claim.restated()
 
     def restated(self) -> "Claim":
@@ -80,12 +85,29 @@ class Claim:
         from arrol_pl.analysis.significance import INTERVAL, Estimate
 
         e = Estimate(float(found.group(1)), float(found.group(2)), int(found.group(3)) - 1)
-        paper = (None if self.paper is None else "reproduced" if e.ahead else
-                 NOT_DISTINGUISHABLE if e.mean >= 0 else "not reproduced")
-        targets = tuple((re.sub(r"by more than two standard errors", f"beyond {INTERVAL}", what), e.ahead)
-                        if FORMER_CRITERION in what else (what, met) for what, met in self.targets)
-        return Claim(self.row, self.text, paper, targets, f": {e.standing()} (judged again from the figures over "
-                     f"the seeds; the runs predate the page's t intervals)", self.here)
+        paper = (
+            None
+            if self.paper is None
+            else "reproduced"
+            if e.ahead
+            else NOT_DISTINGUISHABLE
+            if e.mean >= 0
+            else "not reproduced"
+        )
+        targets = tuple(
+            (re.sub(r"by more than two standard errors", f"beyond {INTERVAL}", what), e.ahead)
+            if FORMER_CRITERION in what
+            else (what, met)
+            for what, met in self.targets
+        )
+        return Claim(
+            self.row,
+            self.text,
+            paper,
+            targets,
+            f": {e.standing()} (judged again from the figures over the seeds; the runs predate the page's t intervals)",
+            self.here,
+        )
 
 
 def parity(data: dict) -> str:

@@ -57,9 +57,10 @@ def section_phases(root: Path) -> tuple[list[str], list[Claim]]:
         "",
         "Paper (Qwen-3-1.7B-Base, κ = 0.5), seconds per step:",
         "",
-        *table_lines(["arm", "generation", "log-prob", "update", "end to end"],
-                     [["GRPO", *g.values(), "1.00×"],
-                      ["ARRoL", *(f"{a[k]} ({g[k] / a[k]:.2f}×)" for k in g), "1.61–1.70×"]]),
+        *table_lines(
+            ["arm", "generation", "log-prob", "update", "end to end"],
+            [["GRPO", *g.values(), "1.00×"], ["ARRoL", *(f"{a[k]} ({g[k] / a[k]:.2f}×)" for k in g), "1.61–1.70×"]],
+        ),
         "",
     ]
     claims = []
@@ -70,42 +71,54 @@ def section_phases(root: Path) -> tuple[list[str], list[Claim]]:
         logprob = f"log-prob {r['log-prob']:.2f}× and " if math.isfinite(r["log-prob"]) else ""
         rounds = v.get("end_to_end_per_round") or []
         spread = f" (per round: {', '.join(f'{x:.2f}×' for x in rounds)})" if len(rounds) > 1 else ""
-        lines.append(f"- {v['text'][:-1]}{spread}. Generation {r['generation']:.2f}× on {r['generated_tokens']:.2f}× fewer "
-                     f"generated tokens ({gap:+.1%}); {logprob}update {r['update']:.2f}× "
-                     f"on {r['trained_tokens']:.2f}× fewer trained tokens; realised keep ratio "
-                     f"{arm['medians']['keep_ratio']:.2f}.")
+        lines.append(
+            f"- {v['text'][:-1]}{spread}. Generation {r['generation']:.2f}× on {r['generated_tokens']:.2f}× fewer "
+            f"generated tokens ({gap:+.1%}); {logprob}update {r['update']:.2f}× "
+            f"on {r['trained_tokens']:.2f}× fewer trained tokens; realised keep ratio "
+            f"{arm['medians']['keep_ratio']:.2f}."
+        )
         paper = PAPER_TABLE6.get(float(kappa), (None, None))[1]
-        here = f"{v['end_to_end']:.2f}×" + (f" (generation {r['generation']:.2f}×)" if kappa == "0.5" else
-                                            f" at κ = {kappa} (long answers)")
-        claims.append(Claim(
-            "speed" if kappa == "0.5" else "kappa",
-            f"Table 5, κ = {kappa}: end to end {v['end_to_end']:.2f}× against the paper's "
-            + ("1.61–1.70×" if kappa == "0.5" else f"{fmt(paper, '.2f')}×")
-            + f"; generation ratio {gap:+.1%} from the token ratio",
-            paper=verdict(v["end_to_end"] >= paper) if paper else None,
-            targets=((f"{v['goal']:.2f}× end to end", bool(v["met"])),
-                     ("generation within 10 % of its token ratio", abs(gap) <= 0.10)),
-            here=here))
+        here = f"{v['end_to_end']:.2f}×" + (
+            f" (generation {r['generation']:.2f}×)" if kappa == "0.5" else f" at κ = {kappa} (long answers)"
+        )
+        claims.append(
+            Claim(
+                "speed" if kappa == "0.5" else "kappa",
+                f"Table 5, κ = {kappa}: end to end {v['end_to_end']:.2f}× against the paper's "
+                + ("1.61–1.70×" if kappa == "0.5" else f"{fmt(paper, '.2f')}×")
+                + f"; generation ratio {gap:+.1%} from the token ratio",
+                paper=verdict(v["end_to_end"] >= paper) if paper else None,
+                targets=(
+                    (f"{v['goal']:.2f}× end to end", bool(v["met"])),
+                    ("generation within 10 % of its token ratio", abs(gap) <= 0.10),
+                ),
+                here=here,
+            )
+        )
     half = data["arms"].get("0.5")
     if half is not None:
         r = half["ratios"]
         trained = [x for x in (r["log-prob"], r["update"]) if math.isfinite(x)]
         least = r["generation"] < min(trained) if trained else False
-        lines += ["", "Paper's reading: generation gains least (every rollout runs to L_detect), log-prob and update "
-                  f"about 2× (half the rollouts are trained). Here at κ = 0.5: generation {r['generation']:.2f}×, "
-                  + ", ".join(f"{k} {r[k]:.2f}×" for k in ("log-prob", "update") if math.isfinite(r[k]))
-                  + f", so generation {'does' if least else 'does not'} gain least."]
+        lines += [
+            "",
+            "Paper's reading: generation gains least (every rollout runs to L_detect), log-prob and update "
+            f"about 2× (half the rollouts are trained). Here at κ = 0.5: generation {r['generation']:.2f}×, "
+            + ", ".join(f"{k} {r[k]:.2f}×" for k in ("log-prob", "update") if math.isfinite(r[k]))
+            + f", so generation {'does' if least else 'does not'} gain least.",
+        ]
     return lines, claims
 
 
 def section_balance(root: Path, kappa_runs: list[RunSummary]) -> tuple[list[str], list[Claim]]:
     balance_runs = sweep_runs(root / "balance")
     lines = ["## 2. Balance against random pruning (paper Table 4)", ""]
-    rows = [("GRPO, no pruning (κ = 1)", pick(kappa_runs, keep_ratio=1.0)),
-            ("random pruning (κ = 0.5)", pick(balance_runs, policy="random")),
-            ("ARRoL, anchored (default rule)",
-             pick(kappa_runs, keep_ratio=0.5, policy="arrol", balance_target="anchored")),
-            ("ARRoL, Eq. 2 as written (global δ)", pick(balance_runs, policy="arrol", balance_target="global"))]
+    rows = [
+        ("GRPO, no pruning (κ = 1)", pick(kappa_runs, keep_ratio=1.0)),
+        ("random pruning (κ = 0.5)", pick(balance_runs, policy="random")),
+        ("ARRoL, anchored (default rule)", pick(kappa_runs, keep_ratio=0.5, policy="arrol", balance_target="anchored")),
+        ("ARRoL, Eq. 2 as written (global δ)", pick(balance_runs, policy="arrol", balance_target="global")),
+    ]
     if rows[1][1] is None or (rows[2][1] is None and rows[3][1] is None):
         return lines + ["Not run (`balance/` or the κ = 0.5 job of `kappa/` missing)."], []
     lines += [
@@ -113,14 +126,33 @@ def section_balance(root: Path, kappa_runs: list[RunSummary]) -> tuple[list[str]
         "`python experiments/run.py +exp=random_pruning pruning=arrol_eq2,random`. Means over the steps "
         "after the cold start, over the trained (surviving) rollouts of each group; ρ = 0.5.",
         "",
-        *table_lines(["run", "E[ρ̂]", "E[ρ̂(1−ρ̂)]", "zero-advantage groups", "keep ratio", "held-out avg@4 after"],
-                     [[name, "not run", None, None, None, None] if s is None else
-                      [name, fmt(s.positive_ratio_mean), fmt(s.rho_1_minus_rho_mean), fmt(s.zero_advantage_fraction),
-                       fmt(s.keep_ratio_mean, ".2f"), fmt(s.heldout_accuracy_after)] for name, s in rows]),
-        "", "Paper:", "",
-        *table_lines(["model", "method", "E[ρ̂]", "E[ρ̂(1−ρ̂)]"],
-                     [[model, method, f"{rho:.2f}", f"{bal:.2f}"]
-                      for model, methods in PAPER_TABLE4.items() for method, (rho, bal) in methods.items()]),
+        *table_lines(
+            ["run", "E[ρ̂]", "E[ρ̂(1−ρ̂)]", "zero-advantage groups", "keep ratio", "held-out avg@4 after"],
+            [
+                [name, "not run", None, None, None, None]
+                if s is None
+                else [
+                    name,
+                    fmt(s.positive_ratio_mean),
+                    fmt(s.rho_1_minus_rho_mean),
+                    fmt(s.zero_advantage_fraction),
+                    fmt(s.keep_ratio_mean, ".2f"),
+                    fmt(s.heldout_accuracy_after),
+                ]
+                for name, s in rows
+            ],
+        ),
+        "",
+        "Paper:",
+        "",
+        *table_lines(
+            ["model", "method", "E[ρ̂]", "E[ρ̂(1−ρ̂)]"],
+            [
+                [model, method, f"{rho:.2f}", f"{bal:.2f}"]
+                for model, methods in PAPER_TABLE4.items()
+                for method, (rho, bal) in methods.items()
+            ],
+        ),
         "",
     ]
     claims = []
@@ -134,20 +166,28 @@ def section_balance(root: Path, kappa_runs: list[RunSummary]) -> tuple[list[str]
         more_signal = s.rho_1_minus_rho_mean > random.rho_1_minus_rho_mean
         fewer_flat = s.zero_advantage_fraction < random.zero_advantage_fraction
         ok = closer and more_signal and fewer_flat
-        claims.append(Claim(
-            "balance_tiny",
-            f"Table 4, {name}: E[ρ̂] {s.positive_ratio_mean:.3f} vs random {random.positive_ratio_mean:.3f} "
-            f"(closer to ρ: {'yes' if closer else 'no'}), E[ρ̂(1−ρ̂)] {s.rho_1_minus_rho_mean:.3f} vs "
-            f"{random.rho_1_minus_rho_mean:.3f}, zero-advantage groups {s.zero_advantage_fraction:.3f} vs "
-            f"{random.zero_advantage_fraction:.3f}", paper=verdict(ok),
-            here=(f"E[ρ̂(1−ρ̂)] {s.rho_1_minus_rho_mean:.3f} vs {random.rho_1_minus_rho_mean:.3f}"
-                  if name.startswith("ARRoL, global") else "")))
+        claims.append(
+            Claim(
+                "balance_tiny",
+                f"Table 4, {name}: E[ρ̂] {s.positive_ratio_mean:.3f} vs random {random.positive_ratio_mean:.3f} "
+                f"(closer to ρ: {'yes' if closer else 'no'}), E[ρ̂(1−ρ̂)] {s.rho_1_minus_rho_mean:.3f} vs "
+                f"{random.rho_1_minus_rho_mean:.3f}, zero-advantage groups {s.zero_advantage_fraction:.3f} vs "
+                f"{random.zero_advantage_fraction:.3f}",
+                paper=verdict(ok),
+                here=(
+                    f"E[ρ̂(1−ρ̂)] {s.rho_1_minus_rho_mean:.3f} vs {random.rho_1_minus_rho_mean:.3f}"
+                    if name.startswith("ARRoL, global")
+                    else ""
+                ),
+            )
+        )
     lines += [f"- {c.line()}" for c in claims]
     return lines, claims
 
 
-def section_head(root: Path, kappa_runs: list[RunSummary], figures: Path,
-                 page_dir: Path) -> tuple[list[str], list[Claim]]:
+def section_head(
+    root: Path, kappa_runs: list[RunSummary], figures: Path, page_dir: Path
+) -> tuple[list[str], list[Claim]]:
     lines = ["## 3. Quality head against DeepConf trace confidence (paper Fig. 2 b–d)", ""]
     online = pick(kappa_runs, keep_ratio=0.5, policy="arrol")
     claims = []
@@ -167,15 +207,22 @@ def section_head(root: Path, kappa_runs: list[RunSummary], figures: Path,
             rates = [h["reward/accuracy"] for h in read_history(Path(online.run_dir))[start:]]
             majority = sum(max(a, 1 - a) for a in rates) / max(len(rates), 1)
             ok = acc >= 0.75 and acc > majority + 0.02
-            lines.append(f"Always predicting each step's majority outcome would score {majority:.3f}: the "
-                         "accuracy only counts when it is above that.")
+            lines.append(
+                f"Always predicting each step's majority outcome would score {majority:.3f}: the "
+                "accuracy only counts when it is above that."
+            )
             lines.append("")
-            claims.append(Claim(
-                "head_tiny", f"Head accuracy after cold start {acc:.3f} against the paper's ~0.80, with the majority-"
-                f"outcome rate at {majority:.3f}", paper=verdict(ok),
-                detail=f" (criterion: ≥ 0.75 and 2 points above the majority rate; AUC "
-                       f"{fmt(online.head_auc_after_cold_start)})",
-                here=f"accuracy {acc:.3f} (majority {majority:.3f})"))
+            claims.append(
+                Claim(
+                    "head_tiny",
+                    f"Head accuracy after cold start {acc:.3f} against the paper's ~0.80, with the majority-"
+                    f"outcome rate at {majority:.3f}",
+                    paper=verdict(ok),
+                    detail=f" (criterion: ≥ 0.75 and 2 points above the majority rate; AUC "
+                    f"{fmt(online.head_auc_after_cold_start)})",
+                    here=f"accuracy {acc:.3f} (majority {majority:.3f})",
+                )
+            )
     data = load_json(root / "head" / "head_quality.json")
     if data is None:
         return lines + ["Offline probe not run (`head/head_quality.json` missing)."], claims
@@ -189,29 +236,70 @@ def section_head(root: Path, kappa_runs: list[RunSummary], figures: Path,
         "confidence of the same prefixes. A rollout counts at L only if it is still running there, as in the "
         f"engine. Probe features equal the engine's to {parity(data)}.",
         "",
-        *table_lines(["L_detect", "share of max length", "test rollouts", "positive rate", "head Spearman",
-                      "DeepConf Spearman", "head AUC", "DeepConf AUC", "head accuracy", "majority class", "head ECE"],
-                     [[r["detect_length"], share_of(r), r["n_test"],
-                       *(fmt(r[k]) for k in ("positive_rate", "head_spearman", "deepconf_spearman", "head_auc",
-                                             "deepconf_auc", "head_accuracy", "majority_accuracy", "head_ece"))]
-                      for r in rows]),
+        *table_lines(
+            [
+                "L_detect",
+                "share of max length",
+                "test rollouts",
+                "positive rate",
+                "head Spearman",
+                "DeepConf Spearman",
+                "head AUC",
+                "DeepConf AUC",
+                "head accuracy",
+                "majority class",
+                "head ECE",
+            ],
+            [
+                [
+                    r["detect_length"],
+                    share_of(r),
+                    r["n_test"],
+                    *(
+                        fmt(r[k])
+                        for k in (
+                            "positive_rate",
+                            "head_spearman",
+                            "deepconf_spearman",
+                            "head_auc",
+                            "deepconf_auc",
+                            "head_accuracy",
+                            "majority_accuracy",
+                            "head_ece",
+                        )
+                    ),
+                ]
+                for r in rows
+            ],
+        ),
     ]
     online_probe = data.get("online_head")
     if online_probe:
-        lines += ["", f"The head trained online in that run, on all {online_probe['n']} rollouts still running at its "
-                  f"L_detect = {online_probe['detect_length']}: Spearman {fmt(online_probe['spearman'])}, AUC "
-                  f"{fmt(online_probe['auc'])}, accuracy {fmt(online_probe['accuracy'])}, ECE {fmt(online_probe['ece'])}."]
+        lines += [
+            "",
+            f"The head trained online in that run, on all {online_probe['n']} rollouts still running at its "
+            f"L_detect = {online_probe['detect_length']}: Spearman {fmt(online_probe['spearman'])}, AUC "
+            f"{fmt(online_probe['auc'])}, accuracy {fmt(online_probe['accuracy'])}, ECE {fmt(online_probe['ece'])}.",
+        ]
     png = root / "head" / "head_quality.png"
     if png.exists():
         target = figures / "head_quality.png"
         shutil.copyfile(png, target)
         lines += ["", f"![score distributions and Spearman vs L_detect]({target.relative_to(page_dir)})"]
     wins = [r for r in rows if comparable(r["head_spearman"]) > comparable(r["deepconf_spearman"])]
-    claims.append(Claim("head_tiny", f"Fig. 2(c–d): the head's Spearman exceeds DeepConf's at {len(wins)} of "
-                        f"{len(rows)} detection lengths", paper=verdict(len(wins) == len(rows)),
-                        here=f"Spearman above DeepConf's at {len(wins)} of {len(rows)} lengths"))
-    lines += ["", "Paper: the head's Spearman is higher than trace confidence on both datasets and plateaus by "
-              "L_detect = 512 of 8k; its score distributions separate correct from incorrect rollouts."]
+    claims.append(
+        Claim(
+            "head_tiny",
+            f"Fig. 2(c–d): the head's Spearman exceeds DeepConf's at {len(wins)} of {len(rows)} detection lengths",
+            paper=verdict(len(wins) == len(rows)),
+            here=f"Spearman above DeepConf's at {len(wins)} of {len(rows)} lengths",
+        )
+    )
+    lines += [
+        "",
+        "Paper: the head's Spearman is higher than trace confidence on both datasets and plateaus by "
+        "L_detect = 512 of 8k; its score distributions separate correct from incorrect rollouts.",
+    ]
     return lines, claims
 
 
@@ -228,34 +316,67 @@ def section_kappa(runs: list[RunSummary]) -> tuple[list[str], list[Claim]]:
     speedups, rows = {}, []
     for s in sorted(runs, key=lambda s: s.config["pruning"]["keep_ratio"]):
         k = s.config["pruning"]["keep_ratio"]
-        speedups[k] = (base.seconds_per_step / s.seconds_per_step  # None: a run that never left its cold start
-                       if base.seconds_per_step and s.seconds_per_step else float("nan"))
+        speedups[k] = (
+            base.seconds_per_step / s.seconds_per_step  # None: a run that never left its cold start
+            if base.seconds_per_step and s.seconds_per_step
+            else float("nan")
+        )
         pa, ps = PAPER_TABLE6.get(k, (None, None))
-        rows.append([f"{k:g}", f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}",
-                     fmt(s.heldout_greedy_accuracy_after), fmt(s.keep_ratio_mean, ".2f"), fmt(s.seconds_per_step),
-                     f"{speedups[k]:.2f}×", fmt(pa, ".2f"), f"{fmt(ps, '.2f')}×"])
+        rows.append(
+            [
+                f"{k:g}",
+                f"{fmt(s.heldout_accuracy_before)} → {fmt(s.heldout_accuracy_after)}",
+                fmt(s.heldout_greedy_accuracy_after),
+                fmt(s.keep_ratio_mean, ".2f"),
+                fmt(s.seconds_per_step),
+                f"{speedups[k]:.2f}×",
+                fmt(pa, ".2f"),
+                f"{fmt(ps, '.2f')}×",
+            ]
+        )
     lines += [
         "Command: `python experiments/run.py +exp=ablation_kappa` (the default task: ARRoL-GRPO, tiny policy, "
         f"{base.steps} steps). Speedup = seconds per training step after the cold start, κ = 1 over κ; "
         "held-out accuracy is avg@4 at T = 1 on 128 held-out problems.",
         "",
-        *table_lines(["κ", "held-out avg@4 before → after", "greedy after", "keep ratio", "s/step", "speedup",
-                      "paper avg acc", "paper speedup"], rows),
+        *table_lines(
+            [
+                "κ",
+                "held-out avg@4 before → after",
+                "greedy after",
+                "keep ratio",
+                "s/step",
+                "speedup",
+                "paper avg acc",
+                "paper speedup",
+            ],
+            rows,
+        ),
     ]
     monotone = all(speedups[a] >= speedups[b] for a, b in zip(sorted(speedups), sorted(speedups)[1:]))
     history = read_history(Path(base.run_dir))
     algo = base.config["algo"]
-    mean_len = sum(h["tokens/generated"] for h in history) / len(history) / (algo["prompts_per_step"] * algo["group_size"])
+    mean_len = (
+        sum(h["tokens/generated"] for h in history) / len(history) / (algo["prompts_per_step"] * algo["group_size"])
+    )
     low = min(speedups)
-    claims = [Claim(
-        "kappa", f"Table 6: speedup grows as κ falls ({', '.join(f'κ={k:g} {v:.2f}×' for k, v in sorted(speedups.items()))})",
-        paper=verdict(monotone), here=f"{speedups[low]:.2f}× at κ = {low:g} (default task)",
-        detail=f". This task's responses average {mean_len:.0f} tokens against L_detect = "
-               f"{base.config['engine']['detect_length']}"
-               + (f", and all {algo['prompts_per_step'] * algo['group_size']} rollouts decode at once, so pruning "
-                  "removes few decode steps" if base.config["engine"].get("max_num_seqs", 256)
-                  >= algo["prompts_per_step"] * algo["group_size"] else "")
-               + "; section 1 is the long-response setting")]
+    claims = [
+        Claim(
+            "kappa",
+            f"Table 6: speedup grows as κ falls ({', '.join(f'κ={k:g} {v:.2f}×' for k, v in sorted(speedups.items()))})",
+            paper=verdict(monotone),
+            here=f"{speedups[low]:.2f}× at κ = {low:g} (default task)",
+            detail=f". This task's responses average {mean_len:.0f} tokens against L_detect = "
+            f"{base.config['engine']['detect_length']}"
+            + (
+                f", and all {algo['prompts_per_step'] * algo['group_size']} rollouts decode at once, so pruning "
+                "removes few decode steps"
+                if base.config["engine"].get("max_num_seqs", 256) >= algo["prompts_per_step"] * algo["group_size"]
+                else ""
+            )
+            + "; section 1 is the long-response setting",
+        )
+    ]
     lines += ["", f"- {claims[0].line()}"]
     return lines, claims
 
@@ -267,30 +388,47 @@ def section_voting(root: Path) -> tuple[list[str], list[Claim]]:
         return lines + ["Not run (`voting/metrics.json` missing)."], []
     rows, claims = [], []
     for name, m in data["metrics"].items():
-        rows.append([name, m["problems"], *(f"{100 * m[key]:.1f}" for key in ("avg@k", "pass@k", "maj@k",
-                                                                              "deepconf@k", "arrol@k"))])
+        rows.append(
+            [
+                name,
+                m["problems"],
+                *(f"{100 * m[key]:.1f}" for key in ("avg@k", "pass@k", "maj@k", "deepconf@k", "arrol@k")),
+            ]
+        )
         ok = m["arrol@k"] > max(m["maj@k"], m["deepconf@k"])
         n = m["problems"]
         se = math.sqrt(max(m["maj@k"] * (1 - m["maj@k"]), 1e-9) / n)
-        claims.append(Claim(
-            "votes_tiny", f"Table 3 ({name}, k = {m['k']}): ARRoL vote {100 * m['arrol@k']:.1f} vs majority "
-            f"{100 * m['maj@k']:.1f} and DeepConf {100 * m['deepconf@k']:.1f}", paper=verdict(ok),
-            detail=f" (criterion: ARRoL above both; one standard error of a vote accuracy here is about "
-                   f"{100 * se:.1f} points)",
-            here=f"{100 * m['arrol@k']:.1f} vs {100 * m['maj@k']:.1f} / {100 * m['deepconf@k']:.1f}"))
-    lines += [f"Command: `python experiments/evaluate.py checkpoint=<κ = 0.5 run>/export k={data['k']}` "
-              f"(T = {data['temperature']}). Percent of problems answered correctly:", "",
-              *table_lines(["dataset", "problems", "avg@k", "pass@k", "majority", "DeepConf", "ARRoL"], rows),
-              "", "Paper (excerpt):", "",
-              *table_lines(["model", "vote", "AMC'23", "AIME'24", "AIME'25"],
-                           [[model, vote, *vals]
-                            for model, votes in PAPER_TABLE3.items() for vote, vals in votes.items()])]
+        claims.append(
+            Claim(
+                "votes_tiny",
+                f"Table 3 ({name}, k = {m['k']}): ARRoL vote {100 * m['arrol@k']:.1f} vs majority "
+                f"{100 * m['maj@k']:.1f} and DeepConf {100 * m['deepconf@k']:.1f}",
+                paper=verdict(ok),
+                detail=f" (criterion: ARRoL above both; one standard error of a vote accuracy here is about "
+                f"{100 * se:.1f} points)",
+                here=f"{100 * m['arrol@k']:.1f} vs {100 * m['maj@k']:.1f} / {100 * m['deepconf@k']:.1f}",
+            )
+        )
+    lines += [
+        f"Command: `python experiments/evaluate.py checkpoint=<κ = 0.5 run>/export k={data['k']}` "
+        f"(T = {data['temperature']}). Percent of problems answered correctly:",
+        "",
+        *table_lines(["dataset", "problems", "avg@k", "pass@k", "majority", "DeepConf", "ARRoL"], rows),
+        "",
+        "Paper (excerpt):",
+        "",
+        *table_lines(
+            ["model", "vote", "AMC'23", "AIME'24", "AIME'25"],
+            [[model, vote, *vals] for model, votes in PAPER_TABLE3.items() for vote, vals in votes.items()],
+        ),
+    ]
     lines += [""] + [f"- {c.line()}" for c in claims]
     return lines, claims
 
 
-def section_wallclock(root: Path, runs: list[RunSummary], figures: Path,
-                      page_dir: Path) -> tuple[list[str], list[Claim]]:
+def section_wallclock(
+    root: Path, runs: list[RunSummary], figures: Path, page_dir: Path
+) -> tuple[list[str], list[Claim]]:
     lines = ["## 6. Wall-clock convergence (paper Fig. 4)", ""]
     grpo, arrol = pick(runs, keep_ratio=1.0), pick(runs, keep_ratio=0.5, policy="arrol")
     png = root / "wallclock.png"
@@ -317,9 +455,15 @@ def section_wallclock(root: Path, runs: list[RunSummary], figures: Path,
     ]
     ok = ta is not None and tg is not None and ta < tg
     reach = "never reaches it" if ta is None else f"reaches it at {ta:.0f} s"
-    claims = [Claim("time_tiny", f"Fig. 4: ARRoL reaches GRPO's final held-out accuracy ({level:.3f}) in less "
-                    f"training time: GRPO at {fmt(tg, '.0f')} s, ARRoL {reach}", paper=verdict(ok),
-                    here=f"GRPO's final accuracy: ARRoL {reach} (GRPO {fmt(tg, '.0f')} s)")]
+    claims = [
+        Claim(
+            "time_tiny",
+            f"Fig. 4: ARRoL reaches GRPO's final held-out accuracy ({level:.3f}) in less "
+            f"training time: GRPO at {fmt(tg, '.0f')} s, ARRoL {reach}",
+            paper=verdict(ok),
+            here=f"GRPO's final accuracy: ARRoL {reach} (GRPO {fmt(tg, '.0f')} s)",
+        )
+    ]
     return lines, claims
 
 
@@ -334,30 +478,45 @@ def section_seeds(root: Path, figures: Path, page_dir: Path) -> tuple[list[str],
     runs = [r for r in sweep_runs(root / "seeds") if r.heldout_accuracy_after is not None]
     text, records = seed_table(runs, SEEDS_BASELINE) if runs else ("", [])
     if not records:
-        return lines + ["Not run (`seeds/` holds no arm with several seeds): `python experiments/reproduce.py "
-                        "--only seeds page` (`make run` per arm and seed, about 5 min each on 2 cores)."], []
+        return lines + [
+            "Not run (`seeds/` holds no arm with several seeds): `python experiments/reproduce.py "
+            "--only seeds page` (`make run` per arm and seed, about 5 min each on 2 cores)."
+        ], []
     r0 = runs[0]
-    lines += [f"`experiments/run.py +exp=seeds`: {r0.config['trainer']['max_steps']} steps per run, each evaluated on "
-              f"{r0.heldout_problems} held-out problems × {r0.heldout_samples} samples on its own random stream; "
-              "every seed starts all arms from the same warm start. The s / step column is as each run measured it, "
-              "whatever else shared the machine (compare speeds in section 1).", "", text.rstrip("\n")]
+    lines += [
+        f"`experiments/run.py +exp=seeds`: {r0.config['trainer']['max_steps']} steps per run, each evaluated on "
+        f"{r0.heldout_problems} held-out problems × {r0.heldout_samples} samples on its own random stream; "
+        "every seed starts all arms from the same warm start. The s / step column is as each run measured it, "
+        "whatever else shared the machine (compare speeds in section 1).",
+        "",
+        text.rstrip("\n"),
+    ]
     claims = []
     for rec in records:
         gains = rec["gain_per_seed"]
         rose = sum(g > 0 for g in gains)
         clear = sum(Estimate(*g).ahead for g in zip(gains, rec["gain_se_per_seed"], rec["gain_df_per_seed"]))
         grpo = SEEDS_BASELINE in rec["arm"].split()  # the baseline: context, the target is the pruned arms'
-        claims.append(Claim(
-            "seeds", f"Seeds, `{rec['arm']}`: held-out accuracy rose on {rose} of {len(gains)} seeds, beyond "
-            f"{INTERVAL} of the before/after difference on {clear} (mean gain {rec['gain'][0]:+.3f} ± "
-            f"{rec['gain'][1]:.3f})", targets=() if grpo else (("learning on every seed", clear == len(gains)),),
-            here=f"`{rec['arm']}` learned on {clear} of {len(gains)}" + (" (GRPO)" if grpo else "")))
+        claims.append(
+            Claim(
+                "seeds",
+                f"Seeds, `{rec['arm']}`: held-out accuracy rose on {rose} of {len(gains)} seeds, beyond "
+                f"{INTERVAL} of the before/after difference on {clear} (mean gain {rec['gain'][0]:+.3f} ± "
+                f"{rec['gain'][1]:.3f})",
+                targets=() if grpo else (("learning on every seed", clear == len(gains)),),
+                here=f"`{rec['arm']}` learned on {clear} of {len(gains)}" + (" (GRPO)" if grpo else ""),
+            )
+        )
     # GRPO, and the arm `make run` trains (conf/config.yaml's pruning preset, arrol_gated: the gated arm, whatever
     # its threshold and metric, since the sweep's other ARRoL arm is the paper's rule, ungated)
-    gated_or_grpo = [r for r in runs if r.config["pruning"].get("gate_auc") is not None
-                     or r.config["pruning"]["policy"] == "none"]
-    pairs = pairs_by_seed(gated_or_grpo, {"policy": "none", "screen": {"stages": "none"}},
-                          {"policy": "arrol", "screen": {"stages": "none"}})
+    gated_or_grpo = [
+        r for r in runs if r.config["pruning"].get("gate_auc") is not None or r.config["pruning"]["policy"] == "none"
+    ]
+    pairs = pairs_by_seed(
+        gated_or_grpo,
+        {"policy": "none", "screen": {"stages": "none"}},
+        {"policy": "arrol", "screen": {"stages": "none"}},
+    )
     if pairs:
         more_lines, more_claims = _default_against_grpo(root / "seeds", pairs, figures, page_dir)
         lines += more_lines
@@ -365,8 +524,9 @@ def section_seeds(root: Path, figures: Path, page_dir: Path) -> tuple[list[str],
     return lines, claims
 
 
-def _default_against_grpo(sweep: Path, pairs: list[tuple[int, RunSummary, RunSummary]], figures: Path,
-                          page_dir: Path) -> tuple[list[str], list[Claim]]:
+def _default_against_grpo(
+    sweep: Path, pairs: list[tuple[int, RunSummary, RunSummary]], figures: Path, page_dir: Path
+) -> tuple[list[str], list[Claim]]:
     """Per seed: the held-out gain per training second of the default against GRPO's, and when the default first
     reaches GRPO's final held-out accuracy as a share of the time GRPO took to reach it; the sweep's wall-clock
     figure; the speed claim from the seeds whose gate opened (module docstring)."""
@@ -380,27 +540,50 @@ def _default_against_grpo(sweep: Path, pairs: list[tuple[int, RunSummary, RunSum
         share, t = reach_share(co, cg), time_to_reach(co, cg[-1][1])
         ran_as_grpo = ours.pruning_active_fraction == 0
         seeds.append((ratio, share, ran_as_grpo))
-        rows.append([seed, f"{cg[-1][0]:.0f} / {co[-1][0]:.0f}", f"{cg[-1][1] - cg[0][1]:+.3f} / {co[-1][1] - co[0][1]:+.3f}",
-                     fmt(ratio, ".2f", unit="×"), "never" if t is None else f"{t:.0f} s ({fmt(share, '.2f')})",
-                     f"{fmt(ours.head_auc_after_cold_start)} / {fmt(ours.head_within_auc_after_cold_start)}",
-                     fmt(ours.pruning_active_fraction, ".2f") + (" (ran as GRPO)" if ran_as_grpo else "")])
+        rows.append(
+            [
+                seed,
+                f"{cg[-1][0]:.0f} / {co[-1][0]:.0f}",
+                f"{cg[-1][1] - cg[0][1]:+.3f} / {co[-1][1] - co[0][1]:+.3f}",
+                fmt(ratio, ".2f", unit="×"),
+                "never" if t is None else f"{t:.0f} s ({fmt(share, '.2f')})",
+                f"{fmt(ours.head_auc_after_cold_start)} / {fmt(ours.head_within_auc_after_cold_start)}",
+                fmt(ours.pruning_active_fraction, ".2f") + (" (ran as GRPO)" if ran_as_grpo else ""),
+            ]
+        )
     if not rows:
         return ["", "No wall-clock comparison: the runs have no held-out curve (`trainer.eval_every` was 0)."], []
-    lines = ["", "The default (ARRoL with the discrimination gate) against GRPO, seed by seed, on the held-out curve "
-             "(`trainer.eval_every`; training seconds, evaluations excluded), with the default's head after the cold "
-             "start (its AUC over each step's rollouts before pruning, estimated from the survivors, pooled and within "
-             "groups: the gate reads the latter over its window) "
-             "and the share of steps its gate let prune (0: it never opened, and the default ran as GRPO). The share "
-             "of GRPO's time is the seconds at which the default first reaches GRPO's final accuracy over those at "
-             "which GRPO itself first did:", "",
-             *table_lines(["seed", "training s (GRPO / default)", "held-out gain (GRPO / default)",
-                           "gain per second, default ÷ GRPO", "default reaches GRPO's final accuracy at (share of "
-                           "GRPO's time to it)", "head AUC (pooled / within groups)", "gate open"], rows)]
+    lines = [
+        "",
+        "The default (ARRoL with the discrimination gate) against GRPO, seed by seed, on the held-out curve "
+        "(`trainer.eval_every`; training seconds, evaluations excluded), with the default's head after the cold "
+        "start (its AUC over each step's rollouts before pruning, estimated from the survivors, pooled and within "
+        "groups: the gate reads the latter over its window) "
+        "and the share of steps its gate let prune (0: it never opened, and the default ran as GRPO). The share "
+        "of GRPO's time is the seconds at which the default first reaches GRPO's final accuracy over those at "
+        "which GRPO itself first did:",
+        "",
+        *table_lines(
+            [
+                "seed",
+                "training s (GRPO / default)",
+                "held-out gain (GRPO / default)",
+                "gain per second, default ÷ GRPO",
+                "default reaches GRPO's final accuracy at (share of GRPO's time to it)",
+                "head AUC (pooled / within groups)",
+                "gate open",
+            ],
+            rows,
+        ),
+    ]
     png = sweep / "wallclock.png"
     if png.exists():
         target = figures / "seeds_wallclock.png"
         shutil.copyfile(png, target)
-        lines += ["", f"![held-out accuracy vs training seconds, each arm's seeds as a band]({target.relative_to(page_dir)})"]
+        lines += [
+            "",
+            f"![held-out accuracy vs training seconds, each arm's seeds as a band]({target.relative_to(page_dir)})",
+        ]
     return lines, [speed_claim(seeds)]
 
 
@@ -415,26 +598,37 @@ def speed_claim(seeds: list[tuple[float, float | None, bool]]) -> Claim:
     shut = sum(as_grpo for _, _, as_grpo in seeds)
     pruned = [(ratio, share) for ratio, share, as_grpo in seeds if not as_grpo]
     if not pruned:
-        return Claim("time_tiny", f"Seeds, the default against GRPO: its gate never opened on any of {len(seeds)} "
-                     "seeds, so it pruned no rollout and ran as GRPO; no speed of ARRoL's is measured here",
-                     targets=((FASTER, False),), detail=": the default pruned nothing",
-                     here=f"default ran as GRPO (gate shut on {shut} of {len(seeds)} seeds): no speed claim")
+        return Claim(
+            "time_tiny",
+            f"Seeds, the default against GRPO: its gate never opened on any of {len(seeds)} "
+            "seeds, so it pruned no rollout and ran as GRPO; no speed of ARRoL's is measured here",
+            targets=((FASTER, False),),
+            detail=": the default pruned nothing",
+            here=f"default ran as GRPO (gate shut on {shut} of {len(seeds)} seeds): no speed claim",
+        )
     finite = [r for r, _ in pruned if math.isfinite(r)]
     faster = sum(r > 1 for r in finite)
     reached = [x for _, x in pruned if x is not None]
     timed = [x for x in reached if math.isfinite(x)]  # NaN: GRPO ended no higher than it began
     mean, _, se = mean_sd_se(finite)
     speed = Estimate(mean - 1, se, len(finite) - 1) if len(finite) > 1 else None
-    judged = "" if speed is None else (
-        f" ({'faster' if speed.ahead else 'slower'} beyond {INTERVAL} over the seeds: {speed.bounds('.2f')})"
-        if speed.ahead or speed.behind else f" (not distinguishable from 1×: {speed.interval('.2f')}; the seeds "
-        f"{speed.undetected('.2f')})")
+    judged = (
+        ""
+        if speed is None
+        else (
+            f" ({'faster' if speed.ahead else 'slower'} beyond {INTERVAL} over the seeds: {speed.bounds('.2f')})"
+            if speed.ahead or speed.behind
+            else f" (not distinguishable from 1×: {speed.interval('.2f')}; the seeds {speed.undetected('.2f')})"
+        )
+    )
     as_grpo = f"; on {shut} of {len(seeds)} seeds its gate never opened and it ran as GRPO, left out" if shut else ""
     return Claim(
-        "time_tiny", f"Seeds, the default against GRPO where its gate opened: held-out gain per training second "
+        "time_tiny",
+        f"Seeds, the default against GRPO where its gate opened: held-out gain per training second "
         f"{fmt(mean_sd_se(finite), '.2f')}× GRPO's{judged}, higher on {faster} of {len(pruned)} seeds; GRPO's final "
         f"accuracy reached on {len(reached)} of {len(pruned)} seeds (median at "
         f"{fmt(statistics.median(timed) if timed else None, '.2f')} of the time GRPO took to reach it){as_grpo}",
         targets=((FASTER, not shut and faster == len(pruned) and len(pruned) > 1),),
         here=f"default: gain per second {fmt(mean if finite else None, '.2f')}× GRPO's over {len(pruned)} seeds"
-             + (f" (gate shut on {shut} more)" if shut else ""))
+        + (f" (gate shut on {shut} more)" if shut else ""),
+    )

@@ -40,8 +40,12 @@ _VOTES = "Head-weighted votes beat majority and DeepConf (Table 3)"
 _TIME = "ARRoL's accuracy ≥ GRPO's in less training time (Fig. 4)"
 _GAIN = f"+{PAPER_FIG4_GAIN[0]:.2f} to +{PAPER_FIG4_GAIN[1]:.2f} points, up to 1.7× faster"
 HEADLINE: tuple[Row, ...] = (
-    Row("speed", "Faster end to end at κ = 0.5, generation gaining least (Table 5)", f"{TINY}, long answers",
-        "1.61–1.70×"),
+    Row(
+        "speed",
+        "Faster end to end at κ = 0.5, generation gaining least (Table 5)",
+        f"{TINY}, long answers",
+        "1.61–1.70×",
+    ),
     Row("kappa", "Faster still as κ falls (Table 6)", TINY, "2.33× at κ = 0.25"),
     Row("balance_tiny", _BALANCE, TINY, "E[ρ̂(1−ρ̂)] 0.23 vs 0.21"),
     Row("balance_smollm2", _BALANCE, SMOL, "E[ρ̂(1−ρ̂)] 0.23 vs 0.21"),
@@ -78,8 +82,11 @@ def row_targets(claims: Sequence[Claim]) -> str:
             counts.setdefault(re.sub(r"^`[^`]+` ", "", what), []).append(met)
     cells = []
     for what, mets in counts.items():
-        outcome = ("met" if all(mets) else "missed") if len(mets) == 1 else (
-            "met" if all(mets) else f"met on {sum(mets)} of {len(mets)}")
+        outcome = (
+            ("met" if all(mets) else "missed")
+            if len(mets) == 1
+            else ("met" if all(mets) else f"met on {sum(mets)} of {len(mets)}")
+        )
         cells.append(f"{what}: {outcome}")
     return "; ".join(cells)
 

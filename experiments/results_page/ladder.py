@@ -18,15 +18,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from arrol_pl.analysis.runs import PairedDifference
+from arrol_pl.analysis.significance import INTERVAL, Estimate, detectable_span
+from arrol_pl.analysis.wallclock import new_figure, save_figure
+from arrol_pl.core.metrics import within_block_slope
 from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET
 
 LEGACY_RULE = "global"
 """The survival rule of a run that recorded none: Eq. 2, every run's before the anchored rule became the default."""
 
-from arrol_pl.analysis.runs import PairedDifference
-from arrol_pl.analysis.significance import INTERVAL, Estimate, detectable_span
-from arrol_pl.analysis.wallclock import new_figure, save_figure
-from arrol_pl.core.metrics import within_block_slope
 
 SLOPE_STEP = 0.1
 """The AUC step the ladder's slope is stated per."""
@@ -67,22 +67,37 @@ def slope_text(ladder: Sequence[tuple[float, PairedDifference]]) -> str:
     slope = ladder_slope(ladder)
     if slope is None:
         return ""
-    judged = (f"{'rising' if slope.ahead else 'falling'} beyond {INTERVAL}" if slope.ahead or slope.behind else
-              f"not distinguishable from flat; the ladder {slope.undetected()}")
-    return (f"; per {SLOPE_STEP} of AUC the difference moves by {slope.mean:+.3f} ± {slope.se:.3f} (within seeds, "
-            f"{slope.interval()}: {judged})")
+    judged = (
+        f"{'rising' if slope.ahead else 'falling'} beyond {INTERVAL}"
+        if slope.ahead or slope.behind
+        else f"not distinguishable from flat; the ladder {slope.undetected()}"
+    )
+    return (
+        f"; per {SLOPE_STEP} of AUC the difference moves by {slope.mean:+.3f} ± {slope.se:.3f} (within seeds, "
+        f"{slope.interval()}: {judged})"
+    )
 
 
-def plot_break_even(ladders: dict[str, Sequence[tuple[float, PairedDifference]]], points: Sequence[tuple[str, float,
-                    PairedDifference]], control: PairedDifference | None, crossings: dict[str, float | None],
-                    out: Path) -> Path:
+def plot_break_even(
+    ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
+    points: Sequence[tuple[str, float, PairedDifference]],
+    control: PairedDifference | None,
+    crossings: dict[str, float | None],
+    out: Path,
+) -> Path:
     """The break-even figure: each arm's difference to GRPO G = 8 (± 1 SE) against its AUC within groups, an oracle
     ladder per survival rule as a line, the other scorers as points (``points``: label, AUC, difference; a label
     says where the AUC is pooled), GRPO G = 8 at 0 and GRPO G = 4 dashed."""
     fig, ax = new_figure()
     for rule, ladder in ladders.items():
-        ax.errorbar([x for x, _ in ladder], [d.mean for _, d in ladder], yerr=[d.se for _, d in ladder], marker="o",
-                    capsize=3, label=f"oracle ladder, {rule_name(rule)}")
+        ax.errorbar(
+            [x for x, _ in ladder],
+            [d.mean for _, d in ladder],
+            yerr=[d.se for _, d in ladder],
+            marker="o",
+            capsize=3,
+            label=f"oracle ladder, {rule_name(rule)}",
+        )
     for (title, x, d), marker in zip(points, "sD^vP"):
         ax.errorbar([x], [d.mean], yerr=[d.se], marker=marker, linestyle="none", capsize=3, label=title)
     ax.axhline(0.0, color="black", linewidth=0.8, label="GRPO G = 8")
@@ -90,9 +105,16 @@ def plot_break_even(ladders: dict[str, Sequence[tuple[float, PairedDifference]]]
         ax.axhline(control.mean, color="grey", linestyle="--", label="GRPO G = 4 (cost-matched)")
     for rule, crossing in crossings.items():
         if crossing is not None:
-            ax.axvline(crossing, color="grey", linestyle=":", label=f"break-even AUC {crossing:.2f} ({rule_name(rule)})")
-    return save_figure(fig, ax, out, "the scorer's realised online AUC within groups after the cold start",
-                       "held-out accuracy − GRPO G = 8's at equal time")
+            ax.axvline(
+                crossing, color="grey", linestyle=":", label=f"break-even AUC {crossing:.2f} ({rule_name(rule)})"
+            )
+    return save_figure(
+        fig,
+        ax,
+        out,
+        "the scorer's realised online AUC within groups after the cold start",
+        "held-out accuracy − GRPO G = 8's at equal time",
+    )
 
 
 def rule_name(rule: str) -> str:
@@ -106,8 +128,9 @@ def ladder_name(rule: str) -> str:
     return "the oracle ladder" if rule == DEFAULT_BALANCE_TARGET else f"the oracle ladder under {rule_name(rule)}"
 
 
-def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
-                  crossings: dict[str, float | None], head: str) -> str:
+def headline_text(
+    ladders: dict[str, Sequence[tuple[float, PairedDifference]]], crossings: dict[str, float | None], head: str
+) -> str:
     """What the opening table shows of the study: per survival rule, where its oracle ladder breaks even; ``head``:
     where the learned head stands ("": not run)."""
     parts = []
@@ -118,13 +141,25 @@ def headline_text(ladders: dict[str, Sequence[tuple[float, PairedDifference]]],
             continue
         span = f"{ladder[0][0]:.2f}–{ladder[-1][0]:.2f}"
         if crossing is not None:
-            parts.append(f"{name} ≈ {crossing:.2f}" + ("" if distinguished(ladder, crossing) else
-                         f", not distinguishable (could detect {detectable_span(at_or_above(ladder, crossing))})"))
+            parts.append(
+                f"{name} ≈ {crossing:.2f}"
+                + (
+                    ""
+                    if distinguished(ladder, crossing)
+                    else f", not distinguishable (could detect {detectable_span(at_or_above(ladder, crossing))})"
+                )
+            )
         elif all(d.estimate.ahead for _, d in ladder):
             parts.append(f"{name} below {ladder[0][0]:.2f} (ahead across {span})")
         else:
             estimates = [d.estimate for _, d in ladder]
             unjudged = not any(e.ahead or e.behind for e in estimates)
-            parts.append(f"{name} none in {span}" + (f", no point distinguishable from GRPO G = 8 (could detect "
-                                                     f"{detectable_span(estimates)})" if unjudged else ""))
+            parts.append(
+                f"{name} none in {span}"
+                + (
+                    f", no point distinguishable from GRPO G = 8 (could detect {detectable_span(estimates)})"
+                    if unjudged
+                    else ""
+                )
+            )
     return "Break-even AUC within groups, oracle ladder: " + "; ".join(parts) + (f"; {head}" if head else "")

@@ -64,8 +64,11 @@ def agreement(probe: dict[str, Any], probe_side: str, train: PairedDifference, t
 
 def side_cell(mean: float, se: float, standing: str, mde: float | None, digits: str = ".3f") -> str:
     """A side's difference ± SE and what its interval decides."""
-    said = (f"**{standing}**" if standing != "undetected" else
-            "not distinguishable" + ("" if mde is None else f" (could detect ±{mde:{digits}})"))
+    said = (
+        f"**{standing}**"
+        if standing != "undetected"
+        else "not distinguishable" + ("" if mde is None else f" (could detect ±{mde:{digits}})")
+    )
     return f"{mean:+{digits}} ± {se:{digits}}: {said}"
 
 
@@ -96,24 +99,46 @@ def probe_ladder_part(root: Path, arms: Sequence[Arm]) -> list[str]:
     if advice is None or probe is None or control is None:
         return lines + [f"Not run (`{ADVICE}/` holds no advice, or the sweep has no `arm={CONTROL}`): `{COMMAND}`."]
     g = probe["costs"]["by_kappa"][f"{probe['settings']['keep_ratio']:g}"]["cost_matched"]
-    lines.append(f"`{advice['command']}` on the study's setting ({probe['settings']['measured_batches']} batches): "
-                 f"\"{advice['verdict_line']}\" The probe's cosine to the reference gradient of the default rule "
-                 f"reading each scorer minus that of G' = {g:.2f} rollouts without pruning (what pruning decodes), "
-                 f"beside the training runs' held-out accuracy minus GRPO G = {CONTROL.removeprefix('grpo_g')}'s at "
-                 "equal training time; each judged on its own 95 % t interval (over batches; over seeds).")
-    measured = [(arm, auc, p, t) for key, auc, arm in rows_of(probe, arms)
-                if (p := cosine_versus_cost_matched(probe, key)) is not None and p.get("mean") is not None
-                and (t := versus(arm, control)) is not None]
+    lines.append(
+        f"`{advice['command']}` on the study's setting ({probe['settings']['measured_batches']} batches): "
+        f'"{advice["verdict_line"]}" The probe\'s cosine to the reference gradient of the default rule '
+        f"reading each scorer minus that of G' = {g:.2f} rollouts without pruning (what pruning decodes), "
+        f"beside the training runs' held-out accuracy minus GRPO G = {CONTROL.removeprefix('grpo_g')}'s at "
+        "equal training time; each judged on its own 95 % t interval (over batches; over seeds)."
+    )
+    measured = [
+        (arm, auc, p, t)
+        for key, auc, arm in rows_of(probe, arms)
+        if (p := cosine_versus_cost_matched(probe, key)) is not None
+        and p.get("mean") is not None
+        and (t := versus(arm, control)) is not None
+    ]
     table, verdicts = [], []
     for arm, auc, p, t in measured:
         ps, ts = probe_standing(p), training_standing(t)
         verdicts.append((arm, agreement(p, ps, t, ts)))
-        table.append([f"`{arm.label}`", "n/a" if auc is None else f"{auc:.3f}",
-                      side_cell(p["mean"], p["se"], ps, detectable(p)),
-                      side_cell(t.mean, t.se, ts, t.estimate.detectable), verdicts[-1][1]])
-    lines += ["", *table_lines(["arm", "probe's scorer AUC within groups", "probe: cosine − G' ± SE",
-                                f"training: held-out − GRPO G = {CONTROL.removeprefix('grpo_g')} at equal time ± SE",
-                                "the two"], table)]
+        table.append(
+            [
+                f"`{arm.label}`",
+                "n/a" if auc is None else f"{auc:.3f}",
+                side_cell(p["mean"], p["se"], ps, detectable(p)),
+                side_cell(t.mean, t.se, ts, t.estimate.detectable),
+                verdicts[-1][1],
+            ]
+        )
+    lines += [
+        "",
+        *table_lines(
+            [
+                "arm",
+                "probe's scorer AUC within groups",
+                "probe: cosine − G' ± SE",
+                f"training: held-out − GRPO G = {CONTROL.removeprefix('grpo_g')} at equal time ± SE",
+                "the two",
+            ],
+            table,
+        ),
+    ]
     lines.append("")
     lines.append(ladder_order(measured) + " " + summary(verdicts))
     return lines
@@ -128,18 +153,23 @@ def ladder_order(measured: Sequence[tuple[Arm, float | None, dict[str, Any], Pai
     by_probe = " > ".join(name for name, _, _ in sorted(points, key=lambda p: -p[1]))
     by_training = " > ".join(name for name, _, _ in sorted(points, key=lambda p: -p[2]))
     same = "the same order" if by_probe == by_training else "different orders"
-    return (f"The oracle ladder by set AUC, best first: the probe {by_probe}, training {by_training} ({same}; by the "
-            "means alone, whether or not they are beyond their intervals).")
+    return (
+        f"The oracle ladder by set AUC, best first: the probe {by_probe}, training {by_training} ({same}; by the "
+        "means alone, whether or not they are beyond their intervals)."
+    )
 
 
 def summary(verdicts: Sequence[tuple[Arm, str]]) -> str:
     """Where the two sides stand differently, and how many agreements are two nulls."""
+
     def listed(word: str) -> str:
         arms = [f"`{arm.label}`" for arm, said in verdicts if said == word]
         return ", ".join(arms) if arms else "none"
 
     nulls = sum(said == "agree (both nulls)" for _, said in verdicts)
     decided = sum(said == "agree" for _, said in verdicts)
-    return (f"Opposite signs, one side beyond its interval: {listed('**disagrees**')}. The same sign, one side beyond "
-            f"its interval and the other not: {listed('signs agree')}. Of {len(verdicts)} rows, {decided} agree on a "
-            f"difference both sides distinguish and {nulls} only in that neither side distinguishes one.")
+    return (
+        f"Opposite signs, one side beyond its interval: {listed('**disagrees**')}. The same sign, one side beyond "
+        f"its interval and the other not: {listed('signs agree')}. Of {len(verdicts)} rows, {decided} agree on a "
+        f"difference both sides distinguish and {nulls} only in that neither side distinguishes one."
+    )

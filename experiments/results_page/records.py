@@ -27,12 +27,25 @@ from typing import Any, Sequence
 
 from .common import load_json
 
-PART_SECTIONS = {"phases": ("phases",), "kappa": ("balance", "head", "kappa", "wallclock"), "balance": ("balance",),
-                 "head": ("head",), "voting": ("voting",), "wallclock": ("wallclock",), "pretrained": ("pretrained",),
-                 "pretrained_seeds": ("pretrained",), "votes32": ("pretrained",), "online": ("online",),
-                 "seeds": ("seeds",), "online_balance": ("online_balance",), "online_spread": ("online_spread",),
-                 "screen": ("screen",), "pruning_pays": ("pruning_pays",), "grad_probe": ("grad_probe",),
-                 "peers": ("peers",)}
+PART_SECTIONS = {
+    "phases": ("phases",),
+    "kappa": ("balance", "head", "kappa", "wallclock"),
+    "balance": ("balance",),
+    "head": ("head",),
+    "voting": ("voting",),
+    "wallclock": ("wallclock",),
+    "pretrained": ("pretrained",),
+    "pretrained_seeds": ("pretrained",),
+    "votes32": ("pretrained",),
+    "online": ("online",),
+    "seeds": ("seeds",),
+    "online_balance": ("online_balance",),
+    "online_spread": ("online_spread",),
+    "screen": ("screen",),
+    "pruning_pays": ("pruning_pays",),
+    "grad_probe": ("grad_probe",),
+    "peers": ("peers",),
+}
 """The sections of the page each part of ``reproduce.py`` feeds, in the parts' order: ``--only <parts> page``
 collects those sections' records and rebuilds the page from the records."""
 PART_NEEDS = {"head": ("kappa",), "voting": ("kappa",), "wallclock": ("kappa",)}
@@ -45,25 +58,39 @@ SECTION_RECORDS: dict[str, tuple[str, ...]] = {
     "kappa": KAPPA_RUNS,
     "voting": ("voting/metrics.json",),
     "wallclock": (*KAPPA_RUNS, "wallclock.png"),
-    "pretrained": ("pretrained/head_quality.json", "pretrained/head_quality.png",
-                   "pretrained_seeds/*/head_quality.json", "votes32/head_quality.json"),
+    "pretrained": (
+        "pretrained/head_quality.json",
+        "pretrained/head_quality.png",
+        "pretrained_seeds/*/head_quality.json",
+        "votes32/head_quality.json",
+    ),
     "online": ("online/*/summary.json",),
     "seeds": ("seeds/*/summary.json", "seeds/*/history.jsonl", "seeds/wallclock.png"),
     "online_balance": ("online_balance/*/summary.json", "online_balance/*/history.jsonl"),
     "online_spread": ("online_spread/*/summary.json",),
     "screen": ("screen/*/summary.json",),
-    "pruning_pays": ("pruning_pays/*/summary.json", "pruning_pays/*/history.jsonl", "pruning_pays_advice/advice.json",
-                     "pruning_pays_advice/grad_probe.json"),
+    "pruning_pays": (
+        "pruning_pays/*/summary.json",
+        "pruning_pays/*/history.jsonl",
+        "pruning_pays_advice/advice.json",
+        "pruning_pays_advice/grad_probe.json",
+    ),
     "grad_probe": ("grad_probe/*/grad_probe.json",),
     "peers": ("peers/*/peers.json",),
 }
 """Per section (the page's order), the files under a results directory its renderer reads."""
-HISTORY_TAGS = frozenset({
-    "time/wall", "time/wall_credited", "heldout/accuracy",  # held-out curves (sections 6, 9, 13)
-    "reward/accuracy",  # the majority-outcome rate beside the online head (section 3)
-    "tokens/generated",  # the mean response length (section 4)
-    "balance/positive_ratio", "balance/rho_1_minus_rho", "balance/zero_advantage_fraction",  # Table 4 per step (10)
-})
+HISTORY_TAGS = frozenset(
+    {
+        "time/wall",
+        "time/wall_credited",
+        "heldout/accuracy",  # held-out curves (sections 6, 9, 13)
+        "reward/accuracy",  # the majority-outcome rate beside the online head (section 3)
+        "tokens/generated",  # the mean response length (section 4)
+        "balance/positive_ratio",
+        "balance/rho_1_minus_rho",
+        "balance/zero_advantage_fraction",  # Table 4 per step (10)
+    }
+)
 """The history tags the page reads; a history's other tags stay in the run directory."""
 MANIFEST = "manifest.json"
 """``reproduce.py``'s parts (their commands, exit codes and seconds): the page's header."""
@@ -89,8 +116,10 @@ def rerun_command(section: str) -> str:
 
 def kept_line(section: str) -> str:
     """What a section kept from the page says under its heading."""
-    return (f"{KEPT}; its records were not committed, so its figures cannot be rebuilt here: rerun "
-            f"`{rerun_command(section)}` to refresh it.")
+    return (
+        f"{KEPT}; its records were not committed, so its figures cannot be rebuilt here: rerun "
+        f"`{rerun_command(section)}` to refresh it."
+    )
 
 
 def compact_history(text: str) -> str:
@@ -108,8 +137,15 @@ def record_bytes(path: Path) -> bytes:
 
 def record_files(records: Path, sections: Sequence[str] = tuple(SECTION_RECORDS)) -> list[str]:
     """The files the records hold for ``sections``, relative to ``records``, sorted."""
-    return sorted({p.relative_to(records).as_posix() for key in sections for pattern in SECTION_RECORDS[key]
-                   for p in records.glob(pattern) if p.is_file()})
+    return sorted(
+        {
+            p.relative_to(records).as_posix()
+            for key in sections
+            for pattern in SECTION_RECORDS[key]
+            for p in records.glob(pattern)
+            if p.is_file()
+        }
+    )
 
 
 def sections_state(records: Path) -> dict[str, dict[str, Any]]:
@@ -169,8 +205,10 @@ def collect_records(results: Path, records: Path, sections: Sequence[str]) -> li
     staying = [f for f in record_files(records) if records / f not in outgoing and f not in incoming]
     total = sum(map(len, incoming.values())) + sum((records / f).stat().st_size for f in staying)
     if total > MAX_BYTES:
-        raise ValueError(f"the records of {collected} would take {total / 2**20:.1f} MB, over the {MAX_BYTES / 2**20:.0f} "
-                         f"MB the page's records may: a results directory is not a record (see {__name__})")
+        raise ValueError(
+            f"the records of {collected} would take {total / 2**20:.1f} MB, over the {MAX_BYTES / 2**20:.0f} "
+            f"MB the page's records may: a results directory is not a record (see {__name__})"
+        )
     for path in outgoing:
         path.unlink()
         for folder in path.parents:  # a job directory left empty goes with its files
@@ -191,9 +229,11 @@ def write_state(records: Path, collected: Sequence[str] = ()) -> None:
     """Write ``records.json``: the sections just ``collected`` and those the records rebuilt before are rebuilt, each
     with its files as the records hold them now; every other section is kept from the page."""
     before = sections_state(records)
-    state = {key: {"state": "rebuilt", "files": record_files(records, [key])}
-             if key in collected or before[key]["state"] == "rebuilt" else {"state": "kept"}
-             for key in SECTION_RECORDS}
+    state = {
+        key: {"state": "rebuilt", "files": record_files(records, [key])}
+        if key in collected or before[key]["state"] == "rebuilt"
+        else {"state": "kept"}
+        for key in SECTION_RECORDS
+    }
     records.mkdir(parents=True, exist_ok=True)
     (records / RECORDS).write_text(json.dumps({"sections": state}, indent=1) + "\n")
-

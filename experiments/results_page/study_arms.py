@@ -21,8 +21,12 @@ from arrol_pl.train.records.summary import RunSummary
 from .ladder import LEGACY_RULE, rule_name
 
 BASELINE, CONTROL = "grpo", "grpo_g4"
-SCORERS = {"arrol": "the learned head", "arrol_confidence": "DeepConf", "arrol_checker": "the checker",
-           "random": "random pruning"}
+SCORERS = {
+    "arrol": "the learned head",
+    "arrol_confidence": "DeepConf",
+    "arrol_checker": "the checker",
+    "random": "random pruning",
+}
 """The arms (by ``arm=``) drawn as marked points of the break-even figure, by what their decisions read."""
 TITLES = {BASELINE: "GRPO G = 8", CONTROL: "GRPO G = 4", "grpo_screen": "GRPO + prompt screen", **SCORERS}
 ORDER = (BASELINE, CONTROL, "random", "arrol", "arrol_confidence", "arrol_checker", "grpo_screen", "oracle")
@@ -90,8 +94,11 @@ class Arm:
     @property
     def title(self) -> str:
         """What the text calls the arm; a survival rule other than the default is named after it."""
-        title = f"the oracle at AUC {self.oracle_auc}" if self.oracle_auc is not None else TITLES.get(
-            self.name, f"`{self.label}`")
+        title = (
+            f"the oracle at AUC {self.oracle_auc}"
+            if self.oracle_auc is not None
+            else TITLES.get(self.name, f"`{self.label}`")
+        )
         by_rule = self.pruned and self.pruning.get("policy") == "arrol" and not self.default_rule
         return f"{title} ({rule_name(self.rule)})" if by_rule else title
 
@@ -104,14 +111,20 @@ class Arm:
             return None
         head = self.pruning.get("scorer", "head") == "head"
         runs = self.runs.values()
-        within = [_recorded(r.scorer_within_auc_after_cold_start, r.head_within_auc_after_cold_start if head else None)
-                  for r in runs]
+        within = [
+            _recorded(r.scorer_within_auc_after_cold_start, r.head_within_auc_after_cold_start if head else None)
+            for r in runs
+        ]
         if all(v is not None for v in within):
             return AucReading(statistics.mean(within), WITHIN)
         if self.oracle_auc is not None:
             return AucReading(self.oracle_auc, SET)
-        pooled = [v for r in runs if (v := _recorded(r.scorer_auc_after_cold_start,
-                                                     r.head_auc_after_cold_start if head else None)) is not None]
+        pooled = [
+            v
+            for r in runs
+            if (v := _recorded(r.scorer_auc_after_cold_start, r.head_auc_after_cold_start if head else None))
+            is not None
+        ]
         return AucReading(statistics.mean(pooled), POOLED) if pooled else None
 
     def auc(self) -> float | None:
@@ -126,13 +139,21 @@ def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
     shared = set.intersection(*(set(r.overrides) for r in runs)) if len(runs) > 1 else set()
     by_label: dict[str, dict[int, RunSummary]] = {}
     for run in runs:
-        label = " ".join(o for o in run.overrides
-                         if not o.startswith(SEED_OVERRIDE) and (o.startswith("arm=") or o not in shared))
+        label = " ".join(
+            o for o in run.overrides if not o.startswith(SEED_OVERRIDE) and (o.startswith("arm=") or o not in shared)
+        )
         by_label.setdefault(label or "all", {})[run.config.get("trainer", {}).get("seed", 0)] = run
     arms = [Arm(label, dict(sorted(seeds.items()))) for label, seeds in by_label.items()]
-    return sorted(arms, key=lambda a: (ORDER.index(a.name) if a.name in ORDER else len(ORDER),
-                                       not a.default_rule, a.rule, -(a.oracle_auc or 0),
-                                       a.label))
+    return sorted(
+        arms,
+        key=lambda a: (
+            ORDER.index(a.name) if a.name in ORDER else len(ORDER),
+            not a.default_rule,
+            a.rule,
+            -(a.oracle_auc or 0),
+            a.label,
+        ),
+    )
 
 
 def named(arms: Sequence[Arm], name: str) -> Arm | None:

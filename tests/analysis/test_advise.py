@@ -37,13 +37,16 @@ def test_the_advice_is_about_the_run_the_same_overrides_start():
     assert smollm2.probe("x").trainable_layers == 2 and smollm2.detect_lengths == [2, 4, 8]
 
 
-@pytest.mark.parametrize("override,message", [
-    ("pruning.scorer=confidence", "pruning.scorer='confidence': arrol advise measures the quality head"),
-    ("advise.batches=1", "advise.batches must be >= 2"),
-    ("pruning.keep_ratio=0.3", "advise: keep_ratio=0.3 of group_size=8 gives κG=2.4"),
-    ("advise.detect_lengths=[60]", "advise.detect_lengths=[60]: each below algo.max_response_tokens=48"),
-    ("advise.nope=1", "advise.nope"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("pruning.scorer=confidence", "pruning.scorer='confidence': arrol advise measures the quality head"),
+        ("advise.batches=1", "advise.batches must be >= 2"),
+        ("pruning.keep_ratio=0.3", "advise: keep_ratio=0.3 of group_size=8 gives κG=2.4"),
+        ("advise.detect_lengths=[60]", "advise.detect_lengths=[60]: each below algo.max_response_tokens=48"),
+        ("advise.nope=1", "advise.nope"),
+    ],
+)
 def test_a_bad_value_is_named(override, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         compose_advise(override)
@@ -60,8 +63,15 @@ def test_the_saving_brackets_a_gpu_between_steps_and_tokens_and_models_this_mach
     assert r["trained"] == pytest.approx(2.0)
     # rollouts waiting for slots: pruning saves steps too
     assert ratios(flat, flags, 8, 4, True)["steps"] > 1.4
-    s = savings(lengths, pruned, 8, {"prompts": 4, "slots": 8, "detect_first": True}, {"prompts": 64, "slots": 32},
-                [0.01] * 20 + [0.02] * 20, [4] * 20 + [8] * 20)
+    s = savings(
+        lengths,
+        pruned,
+        8,
+        {"prompts": 4, "slots": 8, "detect_first": True},
+        {"prompts": 64, "slots": 32},
+        [0.01] * 20 + [0.02] * 20,
+        [4] * 20 + [8] * 20,
+    )
     assert s["machine"]["seconds"] > 1.0 and s["machine"]["step_cost"]["per_request"] == pytest.approx(0.0025)
     assert 1.0 < s["gpu"]["steps"] <= s["gpu"]["tokens"]
 
@@ -90,14 +100,18 @@ def probe_result(vs_cost: dict[float, tuple[float, float]], oracle: float = 0.0)
         d["fresh_cost"][f"anchored/oracle_1{keys[kappa]}"] = diff(oracle, se)
         d["random"][f"anchored/head{keys[kappa]}"] = diff(mean + 0.02, se)
         d["fresh_count"][f"anchored/head{keys[kappa]}"] = diff(mean + 0.03, se)
-    return {"default_rule": "anchored", "differences": d,
-            "costs": {"by_kappa": {"0.5": {"cost_matched": 5.6}, "0.25": {"cost_matched": 4.7}}}}
+    return {
+        "default_rule": "anchored",
+        "differences": d,
+        "costs": {"by_kappa": {"0.5": {"cost_matched": 5.6}, "0.25": {"cost_matched": 4.7}}},
+    }
 
 
-SAVING = {0.5: {"machine": {"seconds": 1.3, "steps": 1.2, "trained": 1.9}, "gpu": {"steps": 1.3, "tokens": 1.4}},
-          0.25: {"machine": {"seconds": 1.6, "steps": 1.5, "trained": 3.5}, "gpu": {"steps": 1.5, "tokens": 1.7}}}
-RANKS = [{"detect_length": 12, "within_auc": 0.8, "within_interval": (0.76, 0.84), "auc": 0.85,
-          "eligible_share": 1.0}]
+SAVING = {
+    0.5: {"machine": {"seconds": 1.3, "steps": 1.2, "trained": 1.9}, "gpu": {"steps": 1.3, "tokens": 1.4}},
+    0.25: {"machine": {"seconds": 1.6, "steps": 1.5, "trained": 3.5}, "gpu": {"steps": 1.5, "tokens": 1.7}},
+}
+RANKS = [{"detect_length": 12, "within_auc": 0.8, "within_interval": (0.76, 0.84), "auc": 0.85, "eligible_share": 1.0}]
 
 
 def test_prune_at_the_kappa_that_saves_most_among_those_ahead_of_their_cost_matched_control():
@@ -146,13 +160,27 @@ def test_several_kappas_are_judged_on_a_bonferroni_interval():
 def test_the_command_advises_on_the_tiny_policy(tmp_path, tiny_model_dirs):
     (tmp_path / "coin_reward.py").write_text(
         "import zlib\n\n\ndef coin(prompt, completion, answer):\n"
-        "    return float(zlib.crc32(completion.encode()) % 2)\n")
+        "    return float(zlib.crc32(completion.encode()) % 2)\n"
+    )
     out = tmp_path / "advice"
-    args = [sys.executable, str(ROOT / "experiments" / "advise.py"), "model=hf",
-            f"model.path={tiny_model_dirs['policy']}", "reward.function=coin_reward:coin", "reward.workers=0",
-            "algo.group_size=4", "algo.max_response_tokens=12", "engine.detect_length=4", "head.hidden_dim=16",
-            "advise.head_prompts=8", "advise.batches=3", "advise.prompts_per_batch=2", "advise.reference_rollouts=4",
-            "advise.keep_ratios=[0.75]", f"hydra.run.dir={out}"]
+    args = [
+        sys.executable,
+        str(ROOT / "experiments" / "advise.py"),
+        "model=hf",
+        f"model.path={tiny_model_dirs['policy']}",
+        "reward.function=coin_reward:coin",
+        "reward.workers=0",
+        "algo.group_size=4",
+        "algo.max_response_tokens=12",
+        "engine.detect_length=4",
+        "head.hidden_dim=16",
+        "advise.head_prompts=8",
+        "advise.batches=3",
+        "advise.prompts_per_batch=2",
+        "advise.reference_rollouts=4",
+        "advise.keep_ratios=[0.75]",
+        f"hydra.run.dir={out}",
+    ]
     run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     advice = json.loads((out / "advice.json").read_text())
@@ -161,7 +189,11 @@ def test_the_command_advises_on_the_tiny_policy(tmp_path, tiny_model_dirs):
     assert [c["keep_ratio"] for c in advice["candidates"]] == [0.5, 0.75]
     assert advice["settings"]["batches"] == 3 and (out / "grad_probe.json").is_file()
     text = (out / "advice.md").read_text()
-    assert text.startswith("# Will pruning pay?") and advice["verdict_line"] in text and advice["verdict_line"] in run.stdout
+    assert (
+        text.startswith("# Will pruning pay?")
+        and advice["verdict_line"] in text
+        and advice["verdict_line"] in run.stdout
+    )
     assert "| κ | rule | G' (cost-matched) |" in text
 
 
@@ -182,8 +214,16 @@ def test_the_batches_generated_fit_half_the_minutes_left_at_the_head_prompts_rat
     from arrol_pl.analysis.grad_probe.rollouts import Rollouts
 
     # 100 rollouts of 10 tokens in 10 s: 100 tokens/s; a batch of 8 prompts × 32 rollouts × 10 tokens takes 25.6 s
-    fitting = Rollouts([[1]] * 100, [[1] * 10] * 100, torch.zeros(100, 1), torch.ones(100, dtype=torch.bool),
-                       torch.zeros(100), torch.zeros(100), torch.zeros(100), 10.0)
+    fitting = Rollouts(
+        [[1]] * 100,
+        [[1] * 10] * 100,
+        torch.zeros(100, 1),
+        torch.ones(100, dtype=torch.bool),
+        torch.zeros(100),
+        torch.zeros(100),
+        torch.zeros(100),
+        10.0,
+    )
     cfg = GradProbeConfig(policy="x", batches=16, prompts_per_batch=8)
     assert budget_batches(fitting, time.perf_counter() + 256, 32, cfg) == 4  # half of 256 s over 25.6 s each
     assert budget_batches(fitting, time.perf_counter() + 10, 32, cfg) == 2  # never fewer than 2

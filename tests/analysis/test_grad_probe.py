@@ -17,9 +17,19 @@ from arrol_pl.analysis.grad_probe.gradients import after_step, prompt_log_probs,
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig
 from arrol_pl.analysis.grad_probe.run import choose_subsets
-from arrol_pl.analysis.grad_probe.subsets import (Parts, balance, compared_rules, cost_matched_size, decoded_tokens,
-                                                  first_of, fresh_counts, is_control, pruner_params, subset_rows,
-                                                  survivors)
+from arrol_pl.analysis.grad_probe.subsets import (
+    Parts,
+    balance,
+    compared_rules,
+    cost_matched_size,
+    decoded_tokens,
+    first_of,
+    fresh_counts,
+    is_control,
+    pruner_params,
+    subset_rows,
+    survivors,
+)
 from arrol_pl.analysis.head_probe.fit import fit_calibrator
 from arrol_pl.core.advantages import grpo_advantages
 from arrol_pl.core.losses import ppo_clip_loss
@@ -45,9 +55,17 @@ def policy(tiny_model_dirs):
 
 def gradient(policy, rows, rewards):
     params = list(policy.parameters())
-    return subset_gradient(policy, params, [PROMPTS[GROUPS[i]] for i in rows], [RESPONSES[i] for i in rows],
-                           torch.tensor([rewards[i] for i in rows]), [GROUPS[i] for i in rows], 0.8,
-                           "seq-mean-token-mean", 16)
+    return subset_gradient(
+        policy,
+        params,
+        [PROMPTS[GROUPS[i]] for i in rows],
+        [RESPONSES[i] for i in rows],
+        torch.tensor([rewards[i] for i in rows]),
+        [GROUPS[i] for i in rows],
+        0.8,
+        "seq-mean-token-mean",
+        16,
+    )
 
 
 def test_cosine_of_a_vector_with_itself_is_one_and_a_zero_vector_aligns_with_nothing():
@@ -95,8 +113,9 @@ def test_a_step_is_measured_and_undone(policy):
     params = list(policy.parameters())
     before = [p.detach().clone() for p in params]
     grad = torch.randn(sum(p.numel() for p in params))
-    moved = after_step(params, grad, lambda ps: torch.optim.SGD(ps, lr=0.5),
-                       lambda: float(params[0].detach().flatten()[0]))
+    moved = after_step(
+        params, grad, lambda ps: torch.optim.SGD(ps, lr=0.5), lambda: float(params[0].detach().flatten()[0])
+    )
     assert moved == pytest.approx(float(before[0].flatten()[0] - 0.5 * grad[0]), abs=1e-6)
     assert all(torch.equal(p, b) and p.grad is None for p, b in zip(params, before))
 
@@ -124,8 +143,10 @@ def test_the_parts_are_disjoint_and_cover_every_rollout():
     parts = Parts.of(8, 32, "fresh")
     assert parts == Parts(8, 8, 32) and parts.controls == parts.fresh
     prompts = [3, 4]
-    rows = {name: set(subset_rows(parts, prompts, part, torch.ones(2, part.stop - part.start, dtype=torch.bool)))
-            for name, part in (("group", parts.group), ("fresh", parts.fresh), ("reference", parts.reference))}
+    rows = {
+        name: set(subset_rows(parts, prompts, part, torch.ones(2, part.stop - part.start, dtype=torch.bool)))
+        for name, part in (("group", parts.group), ("fresh", parts.fresh), ("reference", parts.reference))
+    }
     assert (len(rows["group"]), len(rows["fresh"]), len(rows["reference"])) == (16, 16, 64)
     assert not rows["group"] & rows["fresh"] and not rows["group"] & rows["reference"]
     assert not rows["fresh"] & rows["reference"]
@@ -145,8 +166,9 @@ def _chosen_on_coin_groups(controls: str, prompts: int = 3000):
     """The subsets of ``prompts`` groups of 8 whose rollouts are right with the prompt's own pass rate (and, with
     fresh controls, 8 more of the same), chosen by the default rule reading a perfect oracle."""
     gen = torch.Generator().manual_seed(3)
-    cfg = GradProbeConfig(policy="tiny", oracle_aucs=[1.0], paper_rule=False, controls=controls, detect_length=4,
-                          max_tokens=32)
+    cfg = GradProbeConfig(
+        policy="tiny", oracle_aucs=[1.0], paper_rule=False, controls=controls, detect_length=4, max_tokens=32
+    )
     parts = cfg.parts
     rate = torch.rand(prompts, 1, generator=gen)
     correct = (torch.rand(prompts, parts.samples, generator=gen) < rate).float()
@@ -156,8 +178,7 @@ def _chosen_on_coin_groups(controls: str, prompts: int = 3000):
     group = correct[:, parts.group]
     scorers = {"head": (calibrator, oracle_scores(group.flatten(), 1.0, noise).view(group.shape))}
     lengths = torch.full(group.shape, 32)
-    chosen = choose_subsets(cfg, parts, scorers, torch.ones(group.shape, dtype=torch.bool), lengths,
-                            cfg.compared_rules)
+    chosen = choose_subsets(cfg, parts, scorers, torch.ones(group.shape, dtype=torch.bool), lengths, cfg.compared_rules)
     return chosen, correct
 
 
@@ -240,14 +261,17 @@ def test_the_preset_takes_the_trainers_defaults():
     assert cfg.loss_agg_mode == "seq-mean-token-mean" and cfg.rules == []
 
 
-@pytest.mark.parametrize("override,message", [
-    ("keep_ratio=0.3", "keep_ratio=0.3 of group_size=8 gives κG=2.4"),
-    ("rules=[group,nope]", "rules=['group', 'nope']: choose among"),
-    ("oracle_aucs=[0.4]", "oracle_aucs=[0.4]: distinct AUCs in [0.5, 1]"),
-    ("controls=both", "controls='both'; choose one of ['shared', 'fresh']"),
-    ("detect_length=48", "detect_length must be >= 1 and < max_tokens=48"),
-    ("policy=/nonexistent", "policy='/nonexistent': not a transformers model directory"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("keep_ratio=0.3", "keep_ratio=0.3 of group_size=8 gives κG=2.4"),
+        ("rules=[group,nope]", "rules=['group', 'nope']: choose among"),
+        ("oracle_aucs=[0.4]", "oracle_aucs=[0.4]: distinct AUCs in [0.5, 1]"),
+        ("controls=both", "controls='both'; choose one of ['shared', 'fresh']"),
+        ("detect_length=48", "detect_length must be >= 1 and < max_tokens=48"),
+        ("policy=/nonexistent", "policy='/nonexistent': not a transformers model directory"),
+    ],
+)
 def test_a_bad_value_is_named(override, message):
     args = [override] if override.startswith("policy=") else ["policy=tiny", override]
     with pytest.raises(ConfigError) as err:
@@ -268,24 +292,51 @@ def coin(prompt, completion, answer):
 def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
     (tmp_path / "coin_reward.py").write_text(REWARD)
     out = tmp_path / "probe"
-    args = [sys.executable, str(ROOT / "experiments" / "grad_probe.py"), f"policy={tiny_model_dirs['policy']}",
-            "reward.function=coin_reward:coin", "reward.workers=0", "group_size=4", "reference_rollouts=6",
-            "batches=2", "prompts_per_batch=2", "head_prompts=8", "head.steps=20", "data.num_heldout=4",
-            "heldout_samples=6", "max_tokens=12", "detect_length=4", "oracle_aucs=[0.9,1.0]",
-            "extra_keep_ratios=[0.75]", f"hydra.run.dir={out}"]
+    args = [
+        sys.executable,
+        str(ROOT / "experiments" / "grad_probe.py"),
+        f"policy={tiny_model_dirs['policy']}",
+        "reward.function=coin_reward:coin",
+        "reward.workers=0",
+        "group_size=4",
+        "reference_rollouts=6",
+        "batches=2",
+        "prompts_per_batch=2",
+        "head_prompts=8",
+        "head.steps=20",
+        "data.num_heldout=4",
+        "heldout_samples=6",
+        "max_tokens=12",
+        "detect_length=4",
+        "oracle_aucs=[0.9,1.0]",
+        "extra_keep_ratios=[0.75]",
+        f"hydra.run.dir={out}",
+    ]
     run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((out / "grad_probe.json").read_text())
     rules = compared_rules()
-    per_kappa = ["random", *(f"{r}/{s}" for r in rules for s in ("head", "oracle_0.9", "oracle_1")), "fresh_count",
-                 "fresh_cost"]
+    per_kappa = [
+        "random",
+        *(f"{r}/{s}" for r in rules for s in ("head", "oracle_0.9", "oracle_1")),
+        "fresh_count",
+        "fresh_cost",
+    ]
     keys = ["all", *per_kappa, *(f"{k}@0.75" for k in per_kappa), "reference"]
     assert list(result["subsets"]) == keys and result["default_rule"] == rules[0]
     assert set(result["differences"]) == {"random", "fresh_count", "fresh_cost"}
     assert set(result["differences"]["random"]) == {k for k in keys if not k.startswith(("random", "fresh"))}
     for key, subset in result["subsets"].items():
-        for measure in ("cosine", "margin_unit", "margin_adamw", "grad_norm", "cost", "kept_share", "positive_ratio",
-                        "zero_advantage"):
+        for measure in (
+            "cosine",
+            "margin_unit",
+            "margin_adamw",
+            "grad_norm",
+            "cost",
+            "kept_share",
+            "positive_ratio",
+            "zero_advantage",
+        ):
             values = subset["per_batch"][measure]
             assert len(values) == 2 and all(isinstance(v, float) and math.isfinite(v) for v in values), (key, measure)
             assert math.isfinite(subset[measure]["mean"]), (key, measure)
@@ -303,7 +354,8 @@ def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
     assert "| subset | cosine to reference ± SE |" in run.stdout
     fixture = json.loads(PROBE_FIXTURE.read_text())
     assert key_paths(result) == key_paths(fixture), (
-        f"the probe's JSON changed shape: rewrite {PROBE_FIXTURE} (the results page's test renders it) from this run")
+        f"the probe's JSON changed shape: rewrite {PROBE_FIXTURE} (the results page's test renders it) from this run"
+    )
 
 
 def key_paths(value, prefix: str = "") -> set[str]:

@@ -117,8 +117,16 @@ def test_only_rollouts_longer_than_L_enter_the_probe_and_empty_parts_give_nan():
     response_lengths = torch.tensor([2, 9] * (labels.numel() // 2))
     logprobs = [[{0: -0.1, 1: -2.0}] * n for n in response_lengths.tolist()]
     settings = ProbeSettings(hidden_dim=16, training=HeadConfig(steps=50, replay=None), calibration_fraction=0.0)
-    results = probe_lengths({1: features, 4: features, 9: features}, labels, response_lengths, problems, logprobs,
-                            [1, 4, 9], settings, fractions=[0.1, 0.4, 0.9])
+    results = probe_lengths(
+        {1: features, 4: features, 9: features},
+        labels,
+        response_lengths,
+        problems,
+        logprobs,
+        [1, 4, 9],
+        settings,
+        fractions=[0.1, 0.4, 0.9],
+    )
     assert [r.n_eligible for r in results] == [labels.numel(), labels.numel() // 2, 0]
     assert [r.fraction for r in results] == [0.1, 0.4, 0.9]
     assert results[1].n_train + results[1].n_test == labels.numel() // 2 and results[1].n_calibration == 0
@@ -145,8 +153,16 @@ def test_detect_features_batched_with_padding_match_one_sequence_at_a_time():
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    config = Qwen3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
     model = Qwen3ForCausalLM(config).eval()
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(1, 64, (p,), generator=g).tolist() for p in (4, 7, 5, 6)]
@@ -191,8 +207,16 @@ def _tiny_qwen(layers: int = 4):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    config = Qwen3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
     return Qwen3ForCausalLM(config).eval()
 
 
@@ -213,8 +237,9 @@ def test_prefix_features_mean_and_middle_layer_match_one_sequence_at_a_time():
             k = min(len(r), length)
             torch.testing.assert_close(got["last"][length][i], final[len(p) + k - 2], atol=1e-5, rtol=0)
             torch.testing.assert_close(got["middle"][length][i], middle[len(p) + k - 2], atol=1e-5, rtol=0)
-            torch.testing.assert_close(got["mean"][length][i], final[len(p) - 1: len(p) + k - 1].mean(0),
-                                       atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                got["mean"][length][i], final[len(p) - 1 : len(p) + k - 1].mean(0), atol=1e-5, rtol=0
+            )
     with pytest.raises(ValueError, match="stats"):
         prefix_features(model, prompts, responses, lengths, ("stats",))
 
@@ -269,8 +294,18 @@ def test_evaluate_length_reports_within_group_auc_and_the_replay():
     features[:, 0] += 3 * labels  # separable within groups too
     eligible = torch.ones(320, dtype=torch.bool)
     test, calibration = problem_parts(problems, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
-    r = evaluate_length(4, features, labels, features[:, 1].double(), eligible, test, calibration,
-                        ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)), standardize=True, groups=problems)
+    r = evaluate_length(
+        4,
+        features,
+        labels,
+        features[:, 1].double(),
+        eligible,
+        test,
+        calibration,
+        ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)),
+        standardize=True,
+        groups=problems,
+    )
     assert r.head_within_auc > 0.9 and 0.3 < r.deepconf_within_auc < 0.7
     assert set(r.balance) == {"arrol_anchored", "arrol_global", "arrol_group", "arrol_spread", "random", "none"}
     json.dumps(r.row(), allow_nan=False)
@@ -288,9 +323,18 @@ def test_replay_votes_an_informative_head_outvotes_a_wrong_majority():
     end[:, 0] += 4 * labels
     detect = end + 0.5 * torch.randn(320, 4, generator=g)
     test, calibration = problem_parts(groups, ProbeSettings(test_fraction=0.5, calibration_fraction=0.25))
-    out = replay_votes(end, detect, labels, torch.ones(320, dtype=torch.bool), groups, classes,
-                       torch.ones(320, dtype=torch.float64), test, calibration,
-                       ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)))
+    out = replay_votes(
+        end,
+        detect,
+        labels,
+        torch.ones(320, dtype=torch.bool),
+        groups,
+        classes,
+        torch.ones(320, dtype=torch.float64),
+        test,
+        calibration,
+        ProbeSettings(hidden_dim=16, training=HeadConfig(steps=100, lr=1e-2, replay=None)),
+    )
     assert out["problems"] == {"n": float(int(test.view(40, 8)[:, 0].sum())), "k": 8.0}
     assert out["majority"]["accuracy"] == 0.0 and out["deepconf"]["accuracy"] == 0.0  # equal weights: majority
     assert out["arrol_end"]["accuracy"] == 1.0 and out["arrol_end"]["vs_majority"] == 1.0

@@ -10,15 +10,28 @@ from arrol_pl.analysis import history
 
 def step(gen, ref, update, opt=0.0, reward=0.01, head=0.01, sync=0.01, extra=0.0, tokens=1000, trained=900, keep=1.0):
     total = gen + ref + update + opt + reward + head + sync + extra
-    return {"time/generation": gen, "time/ref_logprob": ref, "time/update": update, "time/optimizer": opt,
-            "time/reward": reward, "time/head": head, "time/sync": sync, "time/step": total,
-            "tokens/generated": tokens, "policy/trained_tokens": trained, "pruning/keep_ratio": keep,
-            "reward/accuracy": 0.3}
+    return {
+        "time/generation": gen,
+        "time/ref_logprob": ref,
+        "time/update": update,
+        "time/optimizer": opt,
+        "time/reward": reward,
+        "time/head": head,
+        "time/sync": sync,
+        "time/step": total,
+        "tokens/generated": tokens,
+        "policy/trained_tokens": trained,
+        "pruning/keep_ratio": keep,
+        "reward/accuracy": 0.3,
+    }
 
 
 def test_medians_skip_warmup_and_sum_timers():
-    rows = [step(100.0, 1, 1)] * 2 + [step(2.0, 0.5, 1.0, opt=0.25), step(4.0, 0.5, 1.0, opt=0.25),
-                                         step(3.0, 0.5, 1.0, opt=0.25, extra=0.1)]
+    rows = [step(100.0, 1, 1)] * 2 + [
+        step(2.0, 0.5, 1.0, opt=0.25),
+        step(4.0, 0.5, 1.0, opt=0.25),
+        step(3.0, 0.5, 1.0, opt=0.25, extra=0.1),
+    ]
     m = history.step_medians(rows, warmup=2)
     assert m["generation"] == 3.0  # the warm-up's 100 s steps are not counted
     assert m["update"] == pytest.approx(1.25)  # update + optimizer
@@ -82,7 +95,9 @@ def test_phase_verdict_separates_fixed_cost_from_token_work():
     v = history.phase_verdict(base, arm, "log-prob", 1.9)  # 1.0 → 0.5 s: 2×, met
     assert v["met"] and history.phase_verdict_text(v, "ARRoL").endswith("met.")
     few = history.step_medians([step(3.0, 0.8, 0.7, trained=800, keep=0.5)], 0)
-    assert "shrinks only 1.25×" in history.phase_verdict_text(history.phase_verdict(base, few, "log-prob", 1.9), "ARRoL")
+    assert "shrinks only 1.25×" in history.phase_verdict_text(
+        history.phase_verdict(base, few, "log-prob", 1.9), "ARRoL"
+    )
 
 
 def test_curve_band_averages_seeds_on_a_common_grid_up_to_the_shortest_run():

@@ -13,8 +13,9 @@ def test_an_estimate_is_ahead_only_beyond_its_t_interval():
     # 3 standard errors ahead: beyond two, but on 2 df the 95 % interval is 4.30 SE wide
     few = Estimate(0.03, 0.01, 2)
     assert few.margin == pytest.approx(0.04303, abs=1e-5) and not few.ahead and not few.behind
-    assert few.standing() == ("not distinguishable from 0 (95 % t interval ±0.043, 2 df); the comparison could "
-                              "detect ±0.054 at 80 % power")
+    assert few.standing() == (
+        "not distinguishable from 0 (95 % t interval ±0.043, 2 df); the comparison could detect ±0.054 at 80 % power"
+    )
     assert Estimate(0.03, 0.01, math.inf).ahead  # in the normal limit 1.96 SE suffice
     assert Estimate(-0.05, 0.01, 4).standing() == "behind beyond its 95 % t interval (±0.028, 4 df)"
     assert Estimate(0.05, 0.01, math.inf).standing() == "ahead beyond its 95 % t interval (±0.020, normal limit)"
@@ -37,14 +38,28 @@ def test_over_seeds_the_larger_uncertainty_is_judged_on_seeds_minus_one_df():
 
 
 def test_a_runs_gain_is_judged_on_its_problems_degrees_of_freedom():
-    paired = RunSummary(heldout_accuracy_before=0.2, heldout_accuracy_after=0.3, heldout_problems=4,
-                        heldout_per_problem_before=[0.2, 0.2, 0.2, 0.2], heldout_per_problem_after=[0.3, 0.2, 0.4, 0.3])
+    paired = RunSummary(
+        heldout_accuracy_before=0.2,
+        heldout_accuracy_after=0.3,
+        heldout_problems=4,
+        heldout_per_problem_before=[0.2, 0.2, 0.2, 0.2],
+        heldout_per_problem_after=[0.3, 0.2, 0.4, 0.3],
+    )
     e = gain_estimate(paired)
     assert e.mean == pytest.approx(0.1) and e.df == 3  # four paired problems
-    unpaired = RunSummary(heldout_accuracy_before=0.2, heldout_accuracy_after=0.3, heldout_problems=128,
-                          heldout_accuracy_se_before=0.03, heldout_accuracy_se_after=0.04)
+    unpaired = RunSummary(
+        heldout_accuracy_before=0.2,
+        heldout_accuracy_after=0.3,
+        heldout_problems=128,
+        heldout_accuracy_se_before=0.03,
+        heldout_accuracy_se_after=0.04,
+    )
     assert gain_estimate(unpaired) == Estimate(pytest.approx(0.1), pytest.approx(0.05), 127)
     assert gain_estimate(RunSummary(heldout_accuracy_after=0.3)) is None
-    unknown = RunSummary(heldout_accuracy_before=0.2, heldout_accuracy_after=0.3, heldout_accuracy_se_before=0.03,
-                         heldout_accuracy_se_after=0.04)
+    unknown = RunSummary(
+        heldout_accuracy_before=0.2,
+        heldout_accuracy_after=0.3,
+        heldout_accuracy_se_before=0.03,
+        heldout_accuracy_se_after=0.04,
+    )
     assert gain_estimate(unknown).df == math.inf  # a count never recorded: the normal limit

@@ -9,13 +9,23 @@ from arrol_pl.train.records.summary import RunSummary
 
 
 def row(arm: str, seed: int, before: float, after: float) -> RunSummary:
-    return RunSummary(overrides=[f"pruning={arm}", f"trainer.seed={seed}", "data.num_heldout=256"],
-                      heldout_accuracy_before=before, heldout_accuracy_after=after, seconds_per_step=0.5)
+    return RunSummary(
+        overrides=[f"pruning={arm}", f"trainer.seed={seed}", "data.num_heldout=256"],
+        heldout_accuracy_before=before,
+        heldout_accuracy_after=after,
+        seconds_per_step=0.5,
+    )
 
 
 def test_seed_table_means_spreads_and_pairs_by_seed():
-    rows = [row("none", 0, 0.2, 0.30), row("none", 1, 0.3, 0.34), row("none", 2, 0.1, 0.26),
-            row("arrol", 0, 0.2, 0.28), row("arrol", 1, 0.3, 0.28), row("arrol", 2, 0.1, 0.22)]
+    rows = [
+        row("none", 0, 0.2, 0.30),
+        row("none", 1, 0.3, 0.34),
+        row("none", 2, 0.1, 0.26),
+        row("arrol", 0, 0.2, 0.28),
+        row("arrol", 1, 0.3, 0.28),
+        row("arrol", 2, 0.1, 0.22),
+    ]
     markdown, records = seed_table(rows, "pruning=none")
     by_arm = {r["arm"]: r for r in records}
     assert set(by_arm) == {"pruning=none", "pruning=arrol"}  # the shared override is not part of an arm's name
@@ -41,10 +51,15 @@ def test_seed_table_is_empty_without_repeated_seeds():
 
 def test_seed_table_leaves_out_a_run_without_held_out_figures_and_says_so():
     """A sweep aggregated while a job still runs (its summary.json written as it goes) or after one stopped."""
-    rows = [row("none", 0, 0.2, 0.30), row("none", 1, 0.3, 0.34), row("arrol", 0, 0.2, 0.28),
-            row("arrol", 1, 0.3, 0.28)]
+    rows = [
+        row("none", 0, 0.2, 0.30),
+        row("none", 1, 0.3, 0.34),
+        row("arrol", 0, 0.2, 0.28),
+        row("arrol", 1, 0.3, 0.28),
+    ]
     running = RunSummary(overrides=["pruning=arrol", "trainer.seed=2", "data.num_heldout=256"], seconds_per_step=0.5)
     markdown, records = seed_table([*rows, running], "pruning=none")
     assert next(r for r in records if r["arm"] == "pruning=arrol")["seeds"] == ["0", "1"]
-    assert markdown.rstrip().endswith("1 run(s) without held-out figures before and after (still running, stopped, "
-                                      "or no held-out set) left out")
+    assert markdown.rstrip().endswith(
+        "1 run(s) without held-out figures before and after (still running, stopped, or no held-out set) left out"
+    )

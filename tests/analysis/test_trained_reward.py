@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")
 RECORDED = "mymod:fn"
 
-HOSTILE = '''
+HOSTILE = """
 from pathlib import Path
 
 Path(__file__).with_name("imported").write_text("the module ran")
@@ -27,7 +27,7 @@ Path(__file__).with_name("imported").write_text("the module ran")
 
 def fn(prompt, completion, answer):
     return 1.0
-'''
+"""
 
 
 class Hostile:
@@ -46,8 +46,16 @@ class Hostile:
         (root / "run" / "summary.json").write_text(json.dumps({"config": config}))
         self.checkpoint = root / "run" / "checkpoints" / "last.ckpt"
         self.checkpoint.parent.mkdir()
-        torch.save({"state_dict": {}, "optimizer_states": [], "PromptDataModule": {}, "global_step": 2,
-                    "arrol": {"config": config, "policy_dir": str(self.export)}}, self.checkpoint)
+        torch.save(
+            {
+                "state_dict": {},
+                "optimizer_states": [],
+                "PromptDataModule": {},
+                "global_step": 2,
+                "arrol": {"config": config, "policy_dir": str(self.export)},
+            },
+            self.checkpoint,
+        )
 
 
 @pytest.fixture
@@ -108,16 +116,30 @@ def test_a_resume_keeps_its_runs_reward_when_named_and_refuses_another():
     check_resumed_reward(saved, RECORDED, "last.ckpt")  # named again: the run continues with it
     check_resumed_reward({}, "math_verify", "last.ckpt")  # a checkpoint that records none
     check_resumed_reward({"reward": {"function": "math_verify"}}, "math_verify", "last.ckpt")
-    with pytest.raises(ConfigError, match=r"^trainer.resume='last.ckpt' was trained with reward.function=mymod:fn, "
-                                          r"this run sets other:fn: a resume continues its run's reward"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^trainer.resume='last.ckpt' was trained with reward.function=mymod:fn, "
+        r"this run sets other:fn: a resume continues its run's reward",
+    ):
         check_resumed_reward(saved, "other:fn", "last.ckpt")
 
 
 @pytest.mark.subprocess
 def test_evaluate_refuses_the_recorded_function_in_one_line_exit_2(hostile):
-    out = subprocess.run([sys.executable, "-m", "arrol_pl", "evaluate", f"checkpoint={hostile.export}",
-                          f"hydra.run.dir={hostile.root / 'eval'}"], cwd=hostile.root, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arrol_pl",
+            "evaluate",
+            f"checkpoint={hostile.export}",
+            f"hydra.run.dir={hostile.root / 'eval'}",
+        ],
+        cwd=hostile.root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     assert f"was trained with reward.function={RECORDED}, which is not imported" in out.stderr
     assert "Traceback" not in out.stderr and not hostile.marker.exists() and not (hostile.root / "eval").exists()

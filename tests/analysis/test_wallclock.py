@@ -10,11 +10,18 @@ from arrol_pl.analysis import sweep, wallclock
 def fake_run(root: Path, arm: str, seed: int, slope: float, heldout: bool = True) -> Path:
     run = root / f"{arm},trainer.seed={seed}"
     run.mkdir(parents=True)
-    rows = [{"time/wall": 10.0 * (i + 1) + seed, "reward/accuracy": 0.3,
-             **({"heldout/accuracy": 0.2 + slope * (i + 1)} if heldout else {})} for i in range(5)]
+    rows = [
+        {
+            "time/wall": 10.0 * (i + 1) + seed,
+            "reward/accuracy": 0.3,
+            **({"heldout/accuracy": 0.2 + slope * (i + 1)} if heldout else {}),
+        }
+        for i in range(5)
+    ]
     (run / "history.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    (run / "summary.json").write_text(json.dumps({"overrides": [arm, f"trainer.seed={seed}", "+exp=demo"],
-                                                   "heldout_accuracy_before": 0.2}))
+    (run / "summary.json").write_text(
+        json.dumps({"overrides": [arm, f"trainer.seed={seed}", "+exp=demo"], "heldout_accuracy_before": 0.2})
+    )
     return run
 
 

@@ -61,8 +61,9 @@ def test_the_core_dependencies_and_every_extra_admit_the_tested_lock(stack):
         for name, req in declared(extra).items():
             if name not in locked or (version := pinned(locked[name])) is None:
                 continue
-            assert req.specifier.contains(version, prereleases=True), \
+            assert req.specifier.contains(version, prereleases=True), (
                 f"{'core' if extra is None else f'[{extra}]'} {req} refuses the {stack} lock's {name}=={version}"
+            )
             checked += 1
     assert checked >= 10, f"only {checked} locked packages were compared: is the lock's format still read?"
 
@@ -70,15 +71,34 @@ def test_the_core_dependencies_and_every_extra_admit_the_tested_lock(stack):
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_pip_resolves_each_engine_extra_from_nothing_to_the_locked_engine_and_torch(build_source, tmp_path):
-    runs = {extra: subprocess.Popen([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                                     "--no-build-isolation", "--quiet", "--report", str(tmp_path / f"{extra}.json"),
-                                     f"{build_source}[{extra}]"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True) for extra in ENGINE}  # side by side: each waits on the index
+    runs = {
+        extra: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--no-build-isolation",
+                "--quiet",
+                "--report",
+                str(tmp_path / f"{extra}.json"),
+                f"{build_source}[{extra}]",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for extra in ENGINE
+    }  # side by side: each waits on the index
     for extra, run in runs.items():
         _, err = run.communicate(timeout=900)
         assert run.returncode == 0, (extra, err[-3000:])
-        resolved = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-                    for item in json.loads((tmp_path / f"{extra}.json").read_text())["install"]}
+        resolved = {
+            canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+            for item in json.loads((tmp_path / f"{extra}.json").read_text())["install"]
+        }
         locked = lock(extra)
         for name in ENGINE[extra]:
             assert locked[name].specifier.contains(resolved[name], prereleases=True), (extra, name, resolved[name])

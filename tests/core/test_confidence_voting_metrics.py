@@ -5,8 +5,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrol_pl.core.confidence import (PREFIX_STATISTICS, group_confidence, prefix_statistics, token_confidence,
-                                      trace_confidence)
+from arrol_pl.core.confidence import (
+    PREFIX_STATISTICS,
+    group_confidence,
+    prefix_statistics,
+    token_confidence,
+    trace_confidence,
+)
 from arrol_pl.core.metrics import (
     balance_stats,
     binary_auc,
@@ -118,8 +123,13 @@ def test_within_group_auc_counts_every_pair_of_one_group(rows):
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(-3, 3), st.booleans(), st.integers(0, 4), st.sampled_from([0.0, 0.5, 1, 3])),
-                     min_size=1, max_size=40))
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(-3, 3), st.booleans(), st.integers(0, 4), st.sampled_from([0.0, 0.5, 1, 3])),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_weighted_within_group_auc_counts_each_pair_by_its_two_weights(rows):
     right = pairs = 0.0
     for si, yi, gi, wi in rows:
@@ -164,7 +174,7 @@ def test_quality_head_learns_a_separable_signal():
 def test_mean_sd_se_is_the_sample_sd_and_the_standard_error():
     mean, sd, se = mean_sd_se([0.1, 0.3, 0.2, 0.6])
     assert mean == pytest.approx(0.3)
-    assert sd == pytest.approx(math.sqrt(((0.2) ** 2 + 0 + 0.1 ** 2 + 0.3 ** 2) / 3))
+    assert sd == pytest.approx(math.sqrt(((0.2) ** 2 + 0 + 0.1**2 + 0.3**2) / 3))
     assert se == pytest.approx(sd / 2)
     assert mean_sd_se(torch.tensor([[1.0, 3.0]])) == pytest.approx((2.0, math.sqrt(2), 1.0))
     one = mean_sd_se([0.5])

@@ -82,7 +82,11 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_head_inputs_name_their_width_and_bad_kinds_are_named():
-    assert [head_input_dim(kind, 64) for kind in HEAD_INPUTS] == [64, len(PREFIX_STATISTICS), 64 + len(PREFIX_STATISTICS)]
+    assert [head_input_dim(kind, 64) for kind in HEAD_INPUTS] == [
+        64,
+        len(PREFIX_STATISTICS),
+        64 + len(PREFIX_STATISTICS),
+    ]
     with pytest.raises(ValueError, match=r"^input='mean'; choose one of"):
         HeadConfig(input="mean")
     with pytest.raises(ValueError, match="input='hidden'"):

@@ -3,6 +3,7 @@ import sys
 
 import pytest
 
+
 @pytest.mark.subprocess
 def test_core_imports_neither_vllm_nor_lightning():
     code = (

@@ -45,7 +45,11 @@ def test_ratio_below_one_minus_eps_low_with_negative_advantage_is_clipped():
     loss, grad, out = loss_and_grad(0.5, -1.0, clip_low=0.2, clip_high=0.28)
     assert loss == pytest.approx(0.8)
     assert grad == 0.0
-    assert (float(out.clip_fraction_low), float(out.clip_fraction_high), float(out.dual_clip_fraction)) == (1.0, 0.0, 0.0)
+    assert (float(out.clip_fraction_low), float(out.clip_fraction_high), float(out.dual_clip_fraction)) == (
+        1.0,
+        0.0,
+        0.0,
+    )
     # r = 0.5 with A > 0 is not clipped (the min keeps the pessimistic r A = 0.5)
     loss, grad, out = loss_and_grad(0.5, 1.0)
     assert (loss, grad) == pytest.approx((-0.5, -0.5))
@@ -70,11 +74,16 @@ def test_ratio_above_clip_ratio_c_with_negative_advantage_is_dual_clipped():
 
 
 def test_log_ratio_of_100_is_clamped_to_20_before_exp():
-    for lr, adv, dual, expected in [(100.0, 1.0, 3.0, -1.2), (100.0, -1.0, 3.0, 3.0),
-                                    (100.0, -1.0, None, math.exp(20.0)), (-100.0, -1.0, 3.0, 0.8)]:
+    for lr, adv, dual, expected in [
+        (100.0, 1.0, 3.0, -1.2),
+        (100.0, -1.0, 3.0, 3.0),
+        (100.0, -1.0, None, math.exp(20.0)),
+        (-100.0, -1.0, 3.0, 0.8),
+    ]:
         lp = torch.tensor([[lr]], requires_grad=True)
-        out = ppo_clip_loss(lp, torch.zeros(1, 1), torch.tensor([adv]), torch.ones(1, 1), loss_agg_mode="token-mean",
-                            clip_ratio_c=dual)
+        out = ppo_clip_loss(
+            lp, torch.zeros(1, 1), torch.tensor([adv]), torch.ones(1, 1), loss_agg_mode="token-mean", clip_ratio_c=dual
+        )
         out.loss.backward()
         assert out.loss.item() == pytest.approx(expected, rel=1e-5)
         assert math.isfinite(float(lp.grad)) and math.isfinite(float(out.ratio_max))
@@ -95,7 +104,9 @@ def test_ratio_statistics_and_old_to_new_kl_hand_computed():
 def test_all_empty_mask_gives_zero_loss_and_zero_gradient_in_every_mode():
     for mode in LOSS_AGG_MODES:
         lp = torch.randn(3, 4, requires_grad=True)
-        out = ppo_clip_loss(lp, torch.zeros(3, 4), torch.tensor([1.0, -1.0, 2.0]), torch.zeros(3, 4), loss_agg_mode=mode)
+        out = ppo_clip_loss(
+            lp, torch.zeros(3, 4), torch.tensor([1.0, -1.0, 2.0]), torch.zeros(3, 4), loss_agg_mode=mode
+        )
         out.loss.backward()
         assert out.loss.item() == 0.0, mode
         assert torch.all(lp.grad == 0), mode
@@ -161,8 +172,16 @@ def test_k3_is_clamped_to_ten():
 def test_kl_term_enters_the_loss_with_its_coefficient():
     lp = torch.log(torch.tensor([[0.5, 0.2]]))
     ref = torch.log(torch.tensor([[0.25, 0.2]]))
-    out = ppo_clip_loss(lp, lp.detach(), torch.tensor([0.0]), torch.ones(1, 2), ref_log_probs=ref, kl_coef=0.1,
-                        loss_agg_mode="token-mean", kl_estimator="mse")
+    out = ppo_clip_loss(
+        lp,
+        lp.detach(),
+        torch.tensor([0.0]),
+        torch.ones(1, 2),
+        ref_log_probs=ref,
+        kl_coef=0.1,
+        loss_agg_mode="token-mean",
+        kl_estimator="mse",
+    )
     assert out.loss.item() == pytest.approx(0.1 * 0.5 * math.log(2) ** 2 / 2)
     assert float(out.kl) == pytest.approx(0.5 * math.log(2) ** 2 / 2)
 
@@ -173,10 +192,10 @@ def test_truncated_importance_weights_scale_the_policy_loss():
     w = truncated_is_weights(old, engine, cap=1.5)
     assert w.tolist()[0] == pytest.approx([1.5, 0.5, 1.0])  # 2 capped at 1.5; 0.5; 1
     lp = old.clone().requires_grad_(True)
-    out = ppo_clip_loss(lp, old, torch.tensor([1.0]), torch.ones(1, 3), loss_agg_mode="token-mean",
-                        is_weights=w)
+    out = ppo_clip_loss(lp, old, torch.tensor([1.0]), torch.ones(1, 3), loss_agg_mode="token-mean", is_weights=w)
     assert out.loss.item() == pytest.approx(-(1.5 + 0.5 + 1.0) / 3)
     assert float(truncated_is_weights(torch.zeros(1, 1), torch.full((1, 1), -100.0), cap=1e12)) == pytest.approx(
-        math.exp(20.0), rel=1e-5)
+        math.exp(20.0), rel=1e-5
+    )
     with pytest.raises(ValueError, match="cap"):
         truncated_is_weights(old, engine, cap=0.0)

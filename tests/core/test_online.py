@@ -49,8 +49,9 @@ def test_state_dict_resumes_the_same_updates():
     b.head.load_state_dict(a.head.state_dict())
     b.load_state_dict(copy.deepcopy(a.state_dict()))  # as a checkpoint holds it: a copy, not a's own tensors
     more, more_labels = labelled(32, 4, 2)
-    assert a.update(more, torch.zeros(32), more_labels, torch.ones(32)) == \
-        b.update(more, torch.zeros(32), more_labels, torch.ones(32))
+    assert a.update(more, torch.zeros(32), more_labels, torch.ones(32)) == b.update(
+        more, torch.zeros(32), more_labels, torch.ones(32)
+    )
     assert all(torch.equal(x, y) for x, y in zip(a.head.state_dict().values(), b.head.state_dict().values()))
 
 
@@ -60,23 +61,33 @@ def generation(n: int, dim: int, seed: int, pruned_every: int = 3):
     from types import SimpleNamespace
 
     g = torch.Generator().manual_seed(seed)
-    rollouts = [SimpleNamespace(pruned=i % pruned_every == 0, prompt_index=i // 4, feature=torch.randn(dim, generator=g),
-                                score=float(torch.randn(1, generator=g)), survival=0.2 + 0.8 * float(torch.rand(1, generator=g)))
-                for i in range(n)]
+    rollouts = [
+        SimpleNamespace(
+            pruned=i % pruned_every == 0,
+            prompt_index=i // 4,
+            feature=torch.randn(dim, generator=g),
+            score=float(torch.randn(1, generator=g)),
+            survival=0.2 + 0.8 * float(torch.rand(1, generator=g)),
+        )
+        for i in range(n)
+    ]
     rollouts[1].feature, rollouts[1].score, rollouts[2].survival = None, None, None
     return SimpleNamespace(rollouts=rollouts)
 
 
 def fresh_state(importance_weighting: bool = True) -> OnlinePruning:
     torch.manual_seed(5)
-    return OnlinePruning(PruningConfig(importance_weighting=importance_weighting),
-                         HeadConfig(hidden_dim=8, steps=3, batch_size=8), 4, 11)
+    return OnlinePruning(
+        PruningConfig(importance_weighting=importance_weighting), HeadConfig(hidden_dim=8, steps=3, batch_size=8), 4, 11
+    )
 
 
 def same_state(a: OnlinePruning, b: OnlinePruning) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.head.state_dict().values(), b.head.state_dict().values())) and \
-        all(torch.equal(x, y) for x, y in zip(a.calibrator.buffer(), b.calibrator.buffer())) and \
-        a.calibrator.state_dict()["groups"].equal(b.calibrator.state_dict()["groups"])
+    return (
+        all(torch.equal(x, y) for x, y in zip(a.head.state_dict().values(), b.head.state_dict().values()))
+        and all(torch.equal(x, y) for x, y in zip(a.calibrator.buffer(), b.calibrator.buffer()))
+        and a.calibrator.state_dict()["groups"].equal(b.calibrator.state_dict()["groups"])
+    )
 
 
 def test_observe_feeds_the_survivors_as_the_trainer_does():
@@ -88,8 +99,13 @@ def test_observe_feeds_the_survivors_as_the_trainer_does():
     rows = [r for r in gen.rollouts if not r.pruned and r.feature is not None]
     labels = torch.tensor([float(i % 2) for i, r in enumerate(gen.rollouts) if not r.pruned and r.feature is not None])
     survival = torch.tensor([1.0 if r.survival is None else r.survival for r in rows])
-    loss = by_hand.update(torch.stack([r.feature for r in rows]), torch.tensor([r.score for r in rows]), labels,
-                          1.0 / survival, torch.tensor([r.prompt_index for r in rows]))
+    loss = by_hand.update(
+        torch.stack([r.feature for r in rows]),
+        torch.tensor([r.score for r in rows]),
+        labels,
+        1.0 / survival,
+        torch.tensor([r.prompt_index for r in rows]),
+    )
     observed = fresh_state()
     assert observed.observe(gen, rewards) == loss
     assert same_state(observed, by_hand) and len(observed.calibrator) == len(rows) == 7
@@ -104,8 +120,13 @@ def test_observe_weighs_every_survivor_alike_without_importance_weighting():
     a, b = fresh_state(False), fresh_state(False)
     rows = [r for r in gen.rollouts if not r.pruned and r.feature is not None]
     a.observe(gen, torch.ones(9))
-    b.update(torch.stack([r.feature for r in rows]), torch.tensor([r.score for r in rows]), torch.ones(len(rows)),
-             torch.ones(len(rows)), torch.tensor([r.prompt_index for r in rows]))
+    b.update(
+        torch.stack([r.feature for r in rows]),
+        torch.tensor([r.score for r in rows]),
+        torch.ones(len(rows)),
+        torch.ones(len(rows)),
+        torch.tensor([r.prompt_index for r in rows]),
+    )
     assert same_state(a, b) and torch.equal(a.calibrator.buffer()[2], torch.ones(len(rows), dtype=torch.float64))
 
 

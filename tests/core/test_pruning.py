@@ -57,8 +57,15 @@ def test_floor_among_eligible_counts_what_the_floor_still_needs():
 def test_floor_revives_highest_survival():
     # p = 0.05 + 0.5 (0.5 - q) = [0.275, 0.2, 0, 0]: whatever is drawn, the floor of 2 keeps rollouts 0 and 1.
     params = PrunerParams(
-        policy="arrol", balance_target="global", keep_ratio=0.05, p_min=0.0, p_max=1.0, balance_strength=0.5,
-        bin_posteriors=identity_table(), delta=0.0, min_keep_per_group=2,
+        policy="arrol",
+        balance_target="global",
+        keep_ratio=0.05,
+        p_min=0.0,
+        p_max=1.0,
+        balance_strength=0.5,
+        bin_posteriors=identity_table(),
+        delta=0.0,
+        min_keep_per_group=2,
     )
     q = torch.tensor([0.05, 0.2, 0.9, 0.95])
     for seed in range(30):
@@ -78,12 +85,16 @@ def test_decisions_are_reproducible_and_order_independent():
     idx = slice(16, 24)
     alone = decide_group(params, scores[idx], eligible[idx], params.group_generator(2))
     assert torch.equal(alone.keep, a.keep[idx])
-    other = decide_batch(PrunerParams(policy="arrol", bin_posteriors=identity_table(), seed=124), scores, eligible, groups)
+    other = decide_batch(
+        PrunerParams(policy="arrol", bin_posteriors=identity_table(), seed=124), scores, eligible, groups
+    )
     assert not torch.equal(other.keep, a.keep)
 
 
 def test_group_balance_target_keeps_kappa_per_group():
-    params = PrunerParams(policy="arrol", keep_ratio=0.5, balance_target="group", bin_posteriors=identity_table(), min_keep_per_group=0)
+    params = PrunerParams(
+        policy="arrol", keep_ratio=0.5, balance_target="group", bin_posteriors=identity_table(), min_keep_per_group=0
+    )
     q = torch.tensor([0.9, 0.92, 0.95, 0.97, 0.99, 0.9, 0.93, 0.96])  # an easy group: global δ would keep more
     d = decide_group(params, logits(q), torch.ones(8, dtype=torch.bool), torch.Generator().manual_seed(0))
     assert float(d.survival.mean()) == pytest.approx(0.5, abs=1e-4)
@@ -92,8 +103,9 @@ def test_group_balance_target_keeps_kappa_per_group():
 def test_spread_keeps_each_groups_best_and_worst_scored_rollouts():
     # raw scores, not calibrated levels: a table that maps every score to one q would tie them all
     flat_table = tuple(0.3 for _ in range(16))
-    params = PrunerParams(policy="arrol", keep_ratio=0.5, balance_target="spread", bin_posteriors=flat_table,
-                          min_keep_per_group=0)
+    params = PrunerParams(
+        policy="arrol", keep_ratio=0.5, balance_target="spread", bin_posteriors=flat_table, min_keep_per_group=0
+    )
     scores = torch.tensor([0.10, 0.12, -3.0, 0.11, 0.13, 2.5, 0.09, 0.10])
     for seed in range(20):
         d = decide_group(params, scores, torch.ones(8, dtype=torch.bool), torch.Generator().manual_seed(seed))
@@ -119,17 +131,20 @@ def test_spread_survival_edge_cases():
     assert p[0] == pytest.approx(0.9) and float(p.mean()) == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("policy", "magic", "policy='magic'"),
-    ("keep_ratio", 0.0, "keep_ratio"),
-    ("keep_ratio", 1.5, "keep_ratio"),
-    ("target_positive_ratio", -0.1, "target_positive_ratio"),
-    ("p_min", 0.9, "p_min"),
-    ("balance_target", "both", "balance_target"),
-    ("cold_start_steps", -1, "cold_start_steps"),
-    ("gate_auc", 0.4, "gate_auc"),
-    ("gate_metric", "global", "gate_metric"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("policy", "magic", "policy='magic'"),
+        ("keep_ratio", 0.0, "keep_ratio"),
+        ("keep_ratio", 1.5, "keep_ratio"),
+        ("target_positive_ratio", -0.1, "target_positive_ratio"),
+        ("p_min", 0.9, "p_min"),
+        ("balance_target", "both", "balance_target"),
+        ("cold_start_steps", -1, "cold_start_steps"),
+        ("gate_auc", 0.4, "gate_auc"),
+        ("gate_metric", "global", "gate_metric"),
+    ],
+)
 def test_config_validation_names_the_field(field, value, match):
     kwargs = {field: value}
     if field == "p_min":
@@ -150,6 +165,7 @@ def test_cold_start_and_delta_from_buffer():
     assert params.active
     # with δ from the buffer, the mean survival over the buffer's own scores is κ
     from arrol_pl.core.survival import survival_from_delta
+
     p = survival_from_delta(cal.posterior(s), params.delta, 0.5, 0.5, 0.5, cfg.p_min, cfg.p_max)
     assert float(p.mean()) == pytest.approx(0.5, abs=1e-4)
     assert build_pruner_params(cfg, cal, 3).seed != build_pruner_params(cfg, cal, 4).seed
@@ -197,8 +213,9 @@ def test_the_gate_reads_the_auc_within_groups_unless_told_to_pool():
     assert build_pruner_params(within, informed, step=5).active
 
 
-def pruned_oracle_groups(auc: float, keep_ratio: float, num_groups: int, seed: int, group_size: int = 8,
-                         draw: str = "fixed_size"):
+def pruned_oracle_groups(
+    auc: float, keep_ratio: float, num_groups: int, seed: int, group_size: int = 8, draw: str = "fixed_size"
+):
     """Groups of pass rate 0.5 scored by an oracle of set ``auc``, pruned by the default rule (calibrated on 512
     unpruned groups) through ``draw`` with the floor: every rollout's ``(scores, labels, group ids, survival p,
     keep, joint rows)``."""
@@ -206,18 +223,23 @@ def pruned_oracle_groups(auc: float, keep_ratio: float, num_groups: int, seed: i
     config = PruningConfig(keep_ratio=keep_ratio, cold_start_steps=0, draw=draw)
     warm = sample_oracle_groups(512, group_size, 0.5, auc, gen)
     calibrator = config.make_calibrator()
-    calibrator.update(warm.scores.flatten(), warm.rewards.flatten(),
-                      groups=torch.arange(512).repeat_interleave(group_size))
+    calibrator.update(
+        warm.scores.flatten(), warm.rewards.flatten(), groups=torch.arange(512).repeat_interleave(group_size)
+    )
     params = build_pruner_params(config, calibrator, step=0)
     batch = sample_oracle_groups(num_groups, group_size, 0.5, auc, gen)
     eligible = torch.ones_like(batch.scores, dtype=torch.bool)
-    survival = PRUNING_POLICIES.get(params.policy)(params, params.posterior(batch.scores), batch.scores,
-                                                    floor_among_eligible(eligible, params.min_keep_per_group))
-    keep, inclusion = draw_keep(survival, torch.rand(survival.shape, generator=gen), eligible,
-                                params.min_keep_per_group, draw)
+    survival = PRUNING_POLICIES.get(params.policy)(
+        params, params.posterior(batch.scores), batch.scores, floor_among_eligible(eligible, params.min_keep_per_group)
+    )
+    keep, inclusion = draw_keep(
+        survival, torch.rand(survival.shape, generator=gen), eligible, params.min_keep_per_group, draw
+    )
     groups = torch.arange(num_groups).repeat_interleave(group_size)
-    joint = torch.cat([torch.arange(group_size, dtype=torch.float64).repeat(num_groups)[:, None],
-                       inclusion.reshape(-1, group_size)], dim=1)
+    joint = torch.cat(
+        [torch.arange(group_size, dtype=torch.float64).repeat(num_groups)[:, None], inclusion.reshape(-1, group_size)],
+        dim=1,
+    )
     return batch.scores.flatten(), batch.rewards.flatten(), groups, survival.flatten(), keep.flatten(), joint
 
 
@@ -270,10 +292,18 @@ def prune_and_measure(policy: str, balance_target: str, difficulty_mean: float, 
     group_ids = torch.arange(n_groups).repeat_interleave(G)
     eligible = torch.ones(n_groups * G, dtype=torch.bool)
     from arrol_pl.core.survival import survival_probabilities
+
     delta = survival_probabilities(q.flatten(), 0.5, rho, 0.5).delta  # δ over "the buffer"
     params = PrunerParams(
-        policy=policy, keep_ratio=0.5, target_positive_ratio=rho, balance_strength=0.5, delta=delta,
-        balance_target=balance_target, bin_posteriors=identity_table(), min_keep_per_group=2, seed=7,
+        policy=policy,
+        keep_ratio=0.5,
+        target_positive_ratio=rho,
+        balance_strength=0.5,
+        delta=delta,
+        balance_target=balance_target,
+        bin_posteriors=identity_table(),
+        min_keep_per_group=2,
+        seed=7,
     )
     keep = decide_batch(params, logits(q.flatten()), eligible, group_ids).keep
     yf = y.flatten()
@@ -326,7 +356,9 @@ def test_theorem_4_2_bound_holds_with_stated_probability(eps):
 
 
 def test_online_loop_learns_calibration_and_holds_kappa():
-    cfg = PruningConfig(policy="arrol", balance_target="group", keep_ratio=0.5, cold_start_steps=5, buffer_capacity=2048)
+    cfg = PruningConfig(
+        policy="arrol", balance_target="group", keep_ratio=0.5, cold_start_steps=5, buffer_capacity=2048
+    )
     hist = run_pruning_simulation(cfg, steps=25, num_groups=32, group_size=8, seed=3)
     assert all(h["keep_ratio"] == 1.0 for h in hist[:5])
     after = hist[5:]
@@ -334,7 +366,9 @@ def test_online_loop_learns_calibration_and_holds_kappa():
     assert mean_keep == pytest.approx(0.5, abs=0.05)
     # the calibrator starts uninformative (q = 0.5) and learns the score → q* mapping
     assert hist[-1]["posterior_mae"] < hist[0]["posterior_mae"] - 0.05
-    rand = run_pruning_simulation(PruningConfig(policy="random", cold_start_steps=5), steps=25, num_groups=32, group_size=8, seed=3)
+    rand = run_pruning_simulation(
+        PruningConfig(policy="random", cold_start_steps=5), steps=25, num_groups=32, group_size=8, seed=3
+    )
     arrol_zero = sum(h["kept_zero_advantage_fraction"] for h in after) / len(after)
     rand_zero = sum(h["kept_zero_advantage_fraction"] for h in rand[5:]) / len(after)
     assert arrol_zero < rand_zero

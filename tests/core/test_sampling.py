@@ -8,10 +8,16 @@ import pytest
 import torch
 
 from arrol_pl.core.calibration import BinnedCalibrator
-from arrol_pl.core.metrics import survivor_aucs, weighted_within_group_auc, within_group_auc
+from arrol_pl.core.metrics import survivor_aucs, weighted_within_group_auc
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch, draw_keep
-from arrol_pl.core.sampling import (conditional_poisson_weights, fixed_size_draw,
-                                    fixed_size_draws, group_inclusion, joint_by_sample_index, joint_rows)
+from arrol_pl.core.sampling import (
+    conditional_poisson_weights,
+    fixed_size_draw,
+    fixed_size_draws,
+    group_inclusion,
+    joint_by_sample_index,
+    joint_rows,
+)
 from arrol_pl.core.simulation import sample_oracle_groups
 
 PROBABILITIES = [
@@ -65,7 +71,11 @@ def test_a_fractional_sum_keeps_its_floor_or_its_ceiling_and_certain_rollouts_al
 
 
 def test_independent_draws_read_each_uniform_against_its_chance():
-    p, u, eligible = torch.tensor([[0.2, 0.7, 0.5]]), torch.tensor([[0.1, 0.9, 0.5]]), torch.ones(1, 3, dtype=torch.bool)
+    p, u, eligible = (
+        torch.tensor([[0.2, 0.7, 0.5]]),
+        torch.tensor([[0.1, 0.9, 0.5]]),
+        torch.ones(1, 3, dtype=torch.bool),
+    )
     keep, joint = draw_keep(p, u, eligible, 0, "independent")
     assert keep[0].tolist() == [True, False, False]
     assert joint[0, 0, 1] == pytest.approx(0.14) and joint[0].diagonal().tolist() == pytest.approx([0.2, 0.7, 0.5])
@@ -104,6 +114,7 @@ def test_a_batch_decision_carries_each_groups_pair_chances_by_sample_index():
     """:func:`decide_batch` gives each rollout its group's π row (no (N, N) matrix): the same chances
     :func:`decide_group` gives the group alone, in the columns of the members' sample indices."""
     from arrol_pl.core.pruning import PrunerParams, decide_group
+
     params = PrunerParams(policy="arrol", keep_ratio=0.5, bin_posteriors=tuple(0.1 + 0.1 * i for i in range(8)), seed=9)
     scores = torch.randn(24, generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([5, 3, 5, 3, 1] * 4 + [1, 1, 5, 3])
@@ -143,6 +154,7 @@ def test_pair_sums_weighted_by_the_draws_chances_average_to_every_rollouts_over_
     with the draw's joint rows) average to those of the whole group, pair for pair (Horvitz–Thompson); weighting a
     pair 1/(p_i p_j), as for independent draws, does not."""
     from arrol_pl.core.metrics import pair_auc_sums
+
     p = torch.tensor(p, dtype=torch.float64)
     n = p.numel()
     scores = torch.linspace(-1.0, 1.0, n).flip(0) * torch.tensor([1.0, -1.0] * (n // 2) + [1.0] * (n % 2))
@@ -194,10 +206,12 @@ def test_a_calibrator_keeps_its_pair_sums_through_its_state_and_rebuilds_an_old_
     within, pooled = calibrator.within_auc(), calibrator.auc()
     window = slice(480 - 300, 480)
     kept_ids = ids[window] + torch.arange(480)[window] // 120 * 1000  # each update call's groups apart
-    assert within == pytest.approx(weighted_within_group_auc(scores[window], rewards[window], kept_ids,
-                                                             1.0 / survival[window]), abs=1e-12)
-    assert pooled == pytest.approx(weighted_within_group_auc(scores[window], rewards[window],
-                                                             torch.zeros(300), 1.0 / survival[window]), abs=1e-12)
+    assert within == pytest.approx(
+        weighted_within_group_auc(scores[window], rewards[window], kept_ids, 1.0 / survival[window]), abs=1e-12
+    )
+    assert pooled == pytest.approx(
+        weighted_within_group_auc(scores[window], rewards[window], torch.zeros(300), 1.0 / survival[window]), abs=1e-12
+    )
     state = calibrator.state_dict()
     restored = BinnedCalibrator(capacity=300)
     restored.load_state_dict(state)

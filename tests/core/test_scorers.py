@@ -10,8 +10,14 @@ import torch
 
 from arrol_pl.core.metrics import binary_auc
 from arrol_pl.core.pruning import PruningConfig
-from arrol_pl.core.scorers import (CheckerScorer, ConfidenceScorer, Prefix, PrefixScorer, oracle_scores,
-                                   oracle_separation)
+from arrol_pl.core.scorers import (
+    CheckerScorer,
+    ConfidenceScorer,
+    Prefix,
+    PrefixScorer,
+    oracle_scores,
+    oracle_separation,
+)
 
 
 @pytest.mark.parametrize("auc", [0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
@@ -65,12 +71,15 @@ def test_checker_reads_the_problem_of_the_prompt_index():
     assert seen == [("b", "b..."), ("a", "b")]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(scorer="nope"), "scorer='nope' is unknown"),
-    (dict(scorer="oracle"), "scorer=oracle needs oracle_auc"),
-    (dict(scorer="head", oracle_auc=0.9), "oracle_auc=0.9 is the oracle's"),
-    (dict(scorer="oracle", oracle_auc=0.4), "oracle_auc must be in"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(scorer="nope"), "scorer='nope' is unknown"),
+        (dict(scorer="oracle"), "scorer=oracle needs oracle_auc"),
+        (dict(scorer="head", oracle_auc=0.9), "oracle_auc=0.9 is the oracle's"),
+        (dict(scorer="oracle", oracle_auc=0.4), "oracle_auc must be in"),
+    ],
+)
 def test_pruning_config_refuses_a_bad_scorer(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PruningConfig(**kwargs)

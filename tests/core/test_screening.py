@@ -4,8 +4,16 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.screening import (AuditCounts, GroupScreen, ScreenConfig, audit_mask, oversampled, select_groups,
-                                     zero_advantage_probability, zero_variance)
+from arrol_pl.core.screening import (
+    AuditCounts,
+    GroupScreen,
+    ScreenConfig,
+    audit_mask,
+    oversampled,
+    select_groups,
+    zero_advantage_probability,
+    zero_variance,
+)
 
 
 def test_zero_advantage_probability_matches_enumeration():
@@ -70,11 +78,14 @@ def test_stage_counts():
     assert oversampled(8, 0.25) == 10 and oversampled(3, 0.5) == 5
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"stages": "both"}, "screen.stages='both'"),
-    ({"oversample": -1}, "screen.oversample must be in"),
-    ({"audit": 1.5}, "screen.audit must be in"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"stages": "both"}, "screen.stages='both'"),
+        ({"oversample": -1}, "screen.oversample must be in"),
+        ({"audit": 1.5}, "screen.audit must be in"),
+    ],
+)
 def test_screen_config_names_the_bad_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ScreenConfig(**kwargs)
@@ -90,8 +101,11 @@ def test_group_screen_shadow_groups_are_audited():
 
 def test_audit_precisions():
     # 10 audited groups, 4 zero-advantage; the screen dropped 5 of them, 3 zero; the stage drops half.
-    c = AuditCounts.of_step(torch.tensor([1, 1, 1, 0, 0, 1, 0, 0, 0, 0], dtype=torch.bool),
-                            torch.tensor([1, 1, 1, 1, 1, 0, 0, 0, 0, 0], dtype=torch.bool), 0.5)
+    c = AuditCounts.of_step(
+        torch.tensor([1, 1, 1, 0, 0, 1, 0, 0, 0, 0], dtype=torch.bool),
+        torch.tensor([1, 1, 1, 1, 1, 0, 0, 0, 0, 0], dtype=torch.bool),
+        0.5,
+    )
     p = c.precisions()
     assert p["screen"] == pytest.approx(3 / 5) and p["random"] == pytest.approx(4 / 10)
     assert p["oracle"] == pytest.approx(0.8)  # a perfect screen drops 5 groups, 4 of them zero

@@ -66,7 +66,9 @@ def test_infeasible_kappa_reports_shortfall():
 
 def test_fixed_delta_is_eq2():
     q = torch.tensor([0.0, 0.5, 1.0])
-    p = survival_from_delta(q, 0.1, keep_ratio=0.5, target_positive_ratio=0.5, balance_strength=0.5, p_min=0.05, p_max=1.0)
+    p = survival_from_delta(
+        q, 0.1, keep_ratio=0.5, target_positive_ratio=0.5, balance_strength=0.5, p_min=0.05, p_max=1.0
+    )
     assert p.tolist() == pytest.approx([0.85, 0.6, 0.35])
     res = survival_probabilities(q, 0.5, delta=0.1)
     assert res.delta == 0.1 and res.probs.tolist() == pytest.approx([0.85, 0.6, 0.35])
@@ -85,7 +87,11 @@ def test_best_single_prune_is_lemma_4_1():
 
 
 @settings(max_examples=60, deadline=None)
-@given(q=st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=32), kappa=st.floats(0.1, 1.0), rho=st.floats(0, 1))
+@given(
+    q=st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=32),
+    kappa=st.floats(0.1, 1.0),
+    rho=st.floats(0, 1),
+)
 def test_group_balanced_survival_keeps_kappa_and_steers_toward_rho(q, kappa, rho):
     qt = torch.tensor(q, dtype=torch.float64)
     p = group_balanced_survival(qt, kappa, rho, p_min=0.05, p_max=1.0).double()
@@ -113,9 +119,13 @@ def test_delta_solve_by_bisection_equals_the_dense_evaluation(n):
     """The bisection over the sorted breakpoints reads the same means as evaluating all of them: the same δ, bit for
     bit, out-of-reach rows and tied breakpoints included."""
     gen = torch.Generator().manual_seed(n)
-    base = torch.cat([torch.randn(300, n, generator=gen, dtype=torch.float64),
-                      (torch.rand(300, n, generator=gen, dtype=torch.float64) * 4).round() / 4,
-                      torch.full((10, n), 0.3, dtype=torch.float64)])
+    base = torch.cat(
+        [
+            torch.randn(300, n, generator=gen, dtype=torch.float64),
+            (torch.rand(300, n, generator=gen, dtype=torch.float64) * 4).round() / 4,
+            torch.full((10, n), 0.3, dtype=torch.float64),
+        ]
+    )
     kappa = torch.rand(base.shape[0], 1, generator=gen, dtype=torch.float64) * 1.2 - 0.1
     assert torch.equal(solve_delta_per_group(base, kappa, 0.05, 1.0), dense_delta_rows(base, kappa, 0.05, 1.0))
 
@@ -127,4 +137,3 @@ def test_group_balanced_survival_of_many_groups_is_each_groups_own():
     rho = torch.rand(150, generator=gen, dtype=torch.float64)
     together = group_balanced_survival(q, 1 / 3, rho)
     assert torch.equal(together, torch.stack([group_balanced_survival(q[i], 1 / 3, rho[i]) for i in range(150)]))
-

@@ -39,23 +39,36 @@ def main(policy_dir: str, max_model_len: int) -> dict:
 
     config = EngineConfig(dtype="float32", max_model_len=max_model_len)
     engine = ArrolEngine(policy_dir, config)
-    engine.generate(PROMPTS, 2, dict(max_tokens=8, temperature=1.0, ignore_eos=True), detect_length=3,
-                    pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=1))
+    engine.generate(
+        PROMPTS,
+        2,
+        dict(max_tokens=8, temperature=1.0, ignore_eos=True),
+        detect_length=3,
+        pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=1),
+    )
     first = [r.response_token_ids for r in engine.generate(PROMPTS, 1, GREEDY).rollouts]
     runner = adapter.model_runner(engine.llm)
-    refs = {"LLMEngine": weakref.ref(engine.llm), "EngineCore": weakref.ref(engine.llm.engine_core.engine_core),
-            "scheduler": weakref.ref(adapter.scheduler(engine.llm)), "model runner": weakref.ref(runner),
-            "model": weakref.ref(runner.get_model()), "sampler": weakref.ref(runner.sampler)}
+    refs = {
+        "LLMEngine": weakref.ref(engine.llm),
+        "EngineCore": weakref.ref(engine.llm.engine_core.engine_core),
+        "scheduler": weakref.ref(adapter.scheduler(engine.llm)),
+        "model runner": weakref.ref(runner),
+        "model": weakref.ref(runner.get_model()),
+        "sampler": weakref.ref(runner.sampler),
+    }
     del runner
     engine.close()
     engine.close()  # idempotent
     gc.collect()
     alive = {name: holders(ref()) for name, ref in refs.items() if ref() is not None}
     after_close = {}
-    for name, use in {"generate": lambda: engine.generate(PROMPTS, 1, GREEDY),
-                      "sync_weights": lambda: engine.sync_weights(head_state=engine.head.state_dict()),
-                      "sleep": lambda: engine.sleep(), "describe": engine.describe,
-                      "llm": lambda: engine.llm}.items():
+    for name, use in {
+        "generate": lambda: engine.generate(PROMPTS, 1, GREEDY),
+        "sync_weights": lambda: engine.sync_weights(head_state=engine.head.state_dict()),
+        "sleep": lambda: engine.sleep(),
+        "describe": engine.describe,
+        "llm": lambda: engine.llm,
+    }.items():
         try:
             use()
             after_close[name] = None

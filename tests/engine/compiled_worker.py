@@ -27,9 +27,13 @@ def main(policy_dir: str, max_model_len: int) -> dict:
     hf = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
     detect = 5
     prompts = ["Question: What is 12 + 35? Answer:", "Compute (3 * 4) - 5.", "The quick brown fox"]
-    result = engine.generate(prompts, 3, dict(max_tokens=12, temperature=1.0, seed=7, ignore_eos=True),
-                             detect_length=detect,
-                             pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=1))
+    result = engine.generate(
+        prompts,
+        3,
+        dict(max_tokens=12, temperature=1.0, seed=7, ignore_eos=True),
+        detect_length=detect,
+        pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=1),
+    )
     errors, score_errors = [], []
     for r in result.rollouts:
         seq = r.prompt_token_ids + r.response_token_ids
@@ -43,16 +47,31 @@ def main(policy_dir: str, max_model_len: int) -> dict:
     greedy_match = []
     for r in greedy.rollouts:
         with torch.no_grad():
-            out = hf.generate(torch.tensor([r.prompt_token_ids]), max_new_tokens=8, do_sample=False,
-                              eos_token_id=eos, pad_token_id=eos)
-        greedy_match.append(r.response_token_ids == out[0, len(r.prompt_token_ids):].tolist()[: len(r.response_token_ids)])
+            out = hf.generate(
+                torch.tensor([r.prompt_token_ids]),
+                max_new_tokens=8,
+                do_sample=False,
+                eos_token_id=eos,
+                pad_token_id=eos,
+            )
+        greedy_match.append(
+            r.response_token_ids == out[0, len(r.prompt_token_ids) :].tolist()[: len(r.response_token_ids)]
+        )
     compilation = engine.llm.vllm_config.compilation_config
-    out = {"enforce_eager": engine.config.enforce_eager, "compilation_mode": int(compilation.mode),
-           "pruned": [r.pruned for r in result.rollouts], "max_feature_error": max(errors),
-           "max_score_error": max(score_errors), "greedy_match": greedy_match}
+    out = {
+        "enforce_eager": engine.config.enforce_eager,
+        "compilation_mode": int(compilation.mode),
+        "pruned": [r.pruned for r in result.rollouts],
+        "max_feature_error": max(errors),
+        "max_score_error": max(score_errors),
+        "greedy_match": greedy_match,
+    }
     runner = adapter.model_runner(engine.llm)
-    refs = {"LLMEngine": weakref.ref(engine.llm), "model runner": weakref.ref(runner),
-            "model": weakref.ref(runner.get_model())}
+    refs = {
+        "LLMEngine": weakref.ref(engine.llm),
+        "model runner": weakref.ref(runner),
+        "model": weakref.ref(runner.get_model()),
+    }
     del runner, compilation
     engine.close()
     gc.collect()  # the compiled model too is freed: torch.compile's caches keep none of it

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import arrol_pl.engine  # noqa: E402,F401  (sets the environment the engine needs before vLLM loads)
+
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -26,8 +27,9 @@ import pytest  # noqa: E402
 def engine(tiny_model_dirs):
     from arrol_pl.engine import ArrolEngine, EngineConfig
 
-    eng = ArrolEngine(str(tiny_model_dirs["policy"]),
-                      EngineConfig(dtype="float32", max_model_len=tiny_model_dirs["max_model_len"]))
+    eng = ArrolEngine(
+        str(tiny_model_dirs["policy"]), EngineConfig(dtype="float32", max_model_len=tiny_model_dirs["max_model_len"])
+    )
     yield eng
     assert not eng.llm.has_unfinished_requests()
 
@@ -45,11 +47,21 @@ def run_worker(tiny_model_dirs):
     """``run_worker(name)``: a script of this directory (``*_worker.py``) run on the session's tiny policy in a
     process of its own (an engine it starts and ends alone), and the JSON of the last line it printed after
     ``RESULT ``; the test fails with the script's stderr when it exits non-zero or prints no such line."""
+
     def run(name: str) -> dict:
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name(name)), str(tiny_model_dirs["policy"]),
-                               str(tiny_model_dirs["max_model_len"])], capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).with_name(name)),
+                str(tiny_model_dirs["policy"]),
+                str(tiny_model_dirs["max_model_len"]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         assert done.returncode == 0 and lines, done.stderr[-3000:]
-        return json.loads(lines[-1][len("RESULT "):])
+        return json.loads(lines[-1][len("RESULT ") :])
 
     return run

@@ -105,8 +105,11 @@ def test_abort_frees_the_request_and_its_kv_blocks(engine):
     pool = sched.kv_cache_manager.block_pool
     free_before = pool.get_num_free_blocks()
     ids = [5 + (i % 300) for i in range(300)]
-    internal = llm.add_request("contract-abort", adapter.render_token_prompt(llm, ids),
-                               _sampling(max_tokens=100, temperature=0, ignore_eos=True))
+    internal = llm.add_request(
+        "contract-abort",
+        adapter.render_token_prompt(llm, ids),
+        _sampling(max_tokens=100, temperature=0, ignore_eos=True),
+    )
     for _ in range(3):
         llm.step()
     assert internal in sched.requests
@@ -149,8 +152,10 @@ def test_a_reload_loads_into_the_runners_model_whose_load_weights_names_what_it_
     llm = engine.llm
     model = adapter.model_runner(llm).get_model()
     assert model is adapter.model_runner(llm).model
-    assert type(model).packed_modules_mapping == {"qkv_proj": ["q_proj", "k_proj", "v_proj"],
-                                                  "gate_up_proj": ["gate_proj", "up_proj"]}
+    assert type(model).packed_modules_mapping == {
+        "qkv_proj": ["q_proj", "k_proj", "v_proj"],
+        "gate_up_proj": ["gate_proj", "up_proj"],
+    }
     sync = FullSync(model)
     with sync.loading(model):
         llm.collective_rpc("reload_weights", kwargs={"weights_iterator": sync.filter(hf_policy.state_dict().items())})

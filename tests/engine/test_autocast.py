@@ -18,8 +18,13 @@ PROMPTS = ["Question: What is 12 + 35? Answer:", "The quick brown fox"]
 
 def generate(engine):
     engine.seed_sampling(11)
-    return engine.generate(PROMPTS, 3, dict(max_tokens=10, temperature=1.0, ignore_eos=True), detect_length=4,
-                           pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=2))
+    return engine.generate(
+        PROMPTS,
+        3,
+        dict(max_tokens=10, temperature=1.0, ignore_eos=True),
+        detect_length=4,
+        pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=2),
+    )
 
 
 def test_generate_under_bf16_autocast_gives_the_float32_rollouts_features_and_scores(engine):

@@ -21,6 +21,7 @@ def packages(tmp_path, monkeypatch):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(body)
         monkeypatch.delitem(sys.modules, name, raising=False)
+
     return write
 
 

@@ -80,9 +80,13 @@ def test_the_notices_a_user_cannot_act_on_are_dropped_by_their_logger_and_openin
         return not DropNotices(NOTICES[name]).filter(record)
 
     rank_zero = "lightning.pytorch.utilities.rank_zero"
-    for message in ("Using bfloat16 Automatic Mixed Precision (AMP)", "GPU available: True (cuda), used: True",
-                    "TPU available: False, using: 0 TPU cores", "Restoring states from the checkpoint path at x",
-                    "You are using a CUDA device ('NVIDIA H200') that has Tensor Cores. To properly utilize them"):
+    for message in (
+        "Using bfloat16 Automatic Mixed Precision (AMP)",
+        "GPU available: True (cuda), used: True",
+        "TPU available: False, using: 0 TPU cores",
+        "Restoring states from the checkpoint path at x",
+        "You are using a CUDA device ('NVIDIA H200') that has Tensor Cores. To properly utilize them",
+    ):
         assert dropped(rank_zero, message), message
     assert dropped("lightning.pytorch.accelerators.cuda", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]")
     assert dropped("matplotlib.font_manager", "generated new fontManager")

@@ -28,8 +28,12 @@ def test_greedy_rollouts_are_the_same_either_way(engine):
     one, two = both(engine, PROMPTS, 4, dict(max_tokens=20, temperature=0.0), 6, pruner, logprobs_topk=0)
     assert any(r.pruned for r in one.rollouts) and not all(r.pruned for r in one.rollouts)
     for a, b in zip(one.rollouts, two.rollouts):
-        assert (a.pruned, a.finish_reason, a.response_token_ids, a.text) == \
-            (b.pruned, b.finish_reason, b.response_token_ids, b.text)
+        assert (a.pruned, a.finish_reason, a.response_token_ids, a.text) == (
+            b.pruned,
+            b.finish_reason,
+            b.response_token_ids,
+            b.text,
+        )
         assert a.generated_tokens == b.generated_tokens and a.eligible == b.eligible
         assert torch.allclose(a.feature, b.feature, atol=1e-5) and a.score == pytest.approx(b.score, abs=1e-5)
         assert len(b.sampled_logprobs) == len(b.response_token_ids)
@@ -43,8 +47,15 @@ def test_survivors_continue_from_their_first_part(engine):
     first part's text followed by the continuation's (nothing held back, nothing repeated)."""
     detect, max_tokens = 5, 24
     pruner = PrunerParams(policy="random", keep_ratio=0.25, min_keep_per_group=1, seed=3)
-    result = engine.generate(PROMPTS, 8, dict(max_tokens=max_tokens, temperature=1.0, ignore_eos=True), detect,
-                             pruner, logprobs_topk=0, detect_first=True)
+    result = engine.generate(
+        PROMPTS,
+        8,
+        dict(max_tokens=max_tokens, temperature=1.0, ignore_eos=True),
+        detect,
+        pruner,
+        logprobs_topk=0,
+        detect_first=True,
+    )
     kept = [r for r in result.rollouts if not r.pruned]
     assert kept and len(kept) < len(result.rollouts)
     for r in result.rollouts:
@@ -79,10 +90,16 @@ def test_audited_groups_run_on_and_dropped_groups_stop(engine):
     one run to the end, the kept ones are continued."""
     detect, max_tokens, size = 3, 12, 4
     screen = GroupScreen(keep=2, seed=5, audited=frozenset({1}), shadow=frozenset({3}))
-    result = engine.generate(PROMPTS[:4], size, dict(max_tokens=max_tokens, temperature=1.0, ignore_eos=True),
-                             detect, PrunerParams(policy="none", keep_ratio=1.0, seed=2, active=True), screen=screen,
-                             detect_first=True)
-    groups = [result.rollouts[k * size:(k + 1) * size] for k in range(4)]
+    result = engine.generate(
+        PROMPTS[:4],
+        size,
+        dict(max_tokens=max_tokens, temperature=1.0, ignore_eos=True),
+        detect,
+        PrunerParams(policy="none", keep_ratio=1.0, seed=2, active=True),
+        screen=screen,
+        detect_first=True,
+    )
+    groups = [result.rollouts[k * size : (k + 1) * size] for k in range(4)]
     for k, group in enumerate(groups):
         for r in group:
             ran_on = not r.screened or r.audited

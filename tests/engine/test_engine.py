@@ -33,9 +33,14 @@ def test_greedy_tokens_match_transformers(engine, hf_policy):
     eos = engine.tokenizer.eos_token_id
     for r in result.rollouts:
         with torch.no_grad():
-            out = hf_policy.generate(torch.tensor([r.prompt_token_ids]), max_new_tokens=12, do_sample=False,
-                                     eos_token_id=eos, pad_token_id=eos)
-        hf_new = out[0, len(r.prompt_token_ids):].tolist()
+            out = hf_policy.generate(
+                torch.tensor([r.prompt_token_ids]),
+                max_new_tokens=12,
+                do_sample=False,
+                eos_token_id=eos,
+                pad_token_id=eos,
+            )
+        hf_new = out[0, len(r.prompt_token_ids) :].tolist()
         assert r.response_token_ids == hf_new[: len(r.response_token_ids)]
         assert r.finish_reason == ("length" if len(r.response_token_ids) == 12 else "stop")
 
@@ -43,7 +48,10 @@ def test_greedy_tokens_match_transformers(engine, hf_policy):
 def test_detect_features_match_transformers_and_score_is_head(engine, hf_policy):
     detect = 5
     result = engine.generate(
-        PROMPTS, 3, dict(max_tokens=12, temperature=1.0, seed=7, ignore_eos=True), detect_length=detect,
+        PROMPTS,
+        3,
+        dict(max_tokens=12, temperature=1.0, seed=7, ignore_eos=True),
+        detect_length=detect,
         pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=1),
     )
     assert any(r.pruned for r in result.rollouts) and any(not r.pruned for r in result.rollouts)
@@ -75,7 +83,10 @@ def test_rollouts_finishing_before_detect_are_kept_and_scored(engine, hf_policy)
     detect = 6
     stop_ids = list(range(2, len(engine.tokenizer), 3))
     result = engine.generate(
-        PROMPTS, 4, dict(max_tokens=12, temperature=1.0, seed=5, stop_token_ids=stop_ids), detect_length=detect,
+        PROMPTS,
+        4,
+        dict(max_tokens=12, temperature=1.0, seed=5, stop_token_ids=stop_ids),
+        detect_length=detect,
         pruner=PrunerParams(policy="random", keep_ratio=0.25, min_keep_per_group=0, seed=2),
     )
     early = [r for r in result.rollouts if len(r.response_token_ids) < detect]
@@ -92,7 +103,10 @@ def test_rollouts_finishing_before_detect_are_kept_and_scored(engine, hf_policy)
 def test_half_keep_prunes_at_exactly_detect_length(engine):
     detect, max_tokens = 4, 16
     result = engine.generate(
-        PROMPTS, 8, dict(max_tokens=max_tokens, temperature=1.0, seed=11, ignore_eos=True), detect_length=detect,
+        PROMPTS,
+        8,
+        dict(max_tokens=max_tokens, temperature=1.0, seed=11, ignore_eos=True),
+        detect_length=detect,
         # Eq. 2 with an empty table: q = 0.5 and δ = 0, so every rollout survives with κ
         pruner=PrunerParams(policy="arrol", balance_target="global", keep_ratio=0.5, min_keep_per_group=0, seed=4),
     )
@@ -125,7 +139,10 @@ def test_policy_none_and_no_pruner_prune_nothing(engine):
 def test_fixed_seed_reproduces_decisions_and_tokens(engine):
     def run():
         result = engine.generate(
-            PROMPTS, 6, dict(max_tokens=8, temperature=1.0, seed=21, ignore_eos=True), detect_length=3,
+            PROMPTS,
+            6,
+            dict(max_tokens=8, temperature=1.0, seed=21, ignore_eos=True),
+            detect_length=3,
             pruner=PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=1, seed=9),
         )
         return [(r.pruned, tuple(r.response_token_ids), round(r.score, 5)) for r in result.rollouts]
@@ -139,13 +156,24 @@ def test_decisions_are_a_function_of_seed_prompt_and_scores(engine):
     """Replaying decide_batch offline on the returned scores gives the engine's decisions (Algorithm 1 l. 20-22)."""
     from arrol_pl.core.pruning import decide_batch
 
-    params = PrunerParams(policy="arrol", keep_ratio=0.5, balance_strength=0.5, min_keep_per_group=2, seed=17,
-                          bin_posteriors=tuple(0.1 + 0.1 * i for i in range(8)))
-    result = engine.generate(PROMPTS, 6, dict(max_tokens=6, temperature=1.0, seed=4, ignore_eos=True),
-                             detect_length=2, pruner=params)
+    params = PrunerParams(
+        policy="arrol",
+        keep_ratio=0.5,
+        balance_strength=0.5,
+        min_keep_per_group=2,
+        seed=17,
+        bin_posteriors=tuple(0.1 + 0.1 * i for i in range(8)),
+    )
+    result = engine.generate(
+        PROMPTS, 6, dict(max_tokens=6, temperature=1.0, seed=4, ignore_eos=True), detect_length=2, pruner=params
+    )
     rs = result.rollouts
-    replay = decide_batch(params, torch.tensor([r.score for r in rs]), torch.tensor([r.eligible for r in rs]),
-                          torch.tensor([r.prompt_index for r in rs]))
+    replay = decide_batch(
+        params,
+        torch.tensor([r.score for r in rs]),
+        torch.tensor([r.eligible for r in rs]),
+        torch.tensor([r.prompt_index for r in rs]),
+    )
     assert [not r.pruned for r in rs] == replay.keep.tolist()
     assert [r.survival for r in rs] == pytest.approx(replay.survival.tolist())
     for p in range(len(PROMPTS)):
@@ -181,16 +209,20 @@ def test_the_bare_loop_is_stock_vllm_on_the_same_requests(engine):
 @pytest.mark.parametrize("policy", ["random", "arrol"])
 def test_achieved_keep_ratio_is_near_kappa(engine, policy):
     result = engine.generate(
-        [f"{a} + {a + 1} =" for a in range(16)], 8, dict(max_tokens=4, temperature=1.0, seed=0, ignore_eos=True),
-        detect_length=2, pruner=PrunerParams(policy=policy, keep_ratio=0.5, min_keep_per_group=0, seed=123),
+        [f"{a} + {a + 1} =" for a in range(16)],
+        8,
+        dict(max_tokens=4, temperature=1.0, seed=0, ignore_eos=True),
+        detect_length=2,
+        pruner=PrunerParams(policy=policy, keep_ratio=0.5, min_keep_per_group=0, seed=123),
     )
     assert len(result.rollouts) == 128
     assert abs(result.keep_ratio - 0.5) < 0.15
 
 
 def test_top_k_logprobs_are_returned_per_token(engine):
-    result = engine.generate(PROMPTS[:1], 2, dict(max_tokens=5, temperature=1.0, seed=1, ignore_eos=True),
-                             detect_length=2, logprobs_topk=2)
+    result = engine.generate(
+        PROMPTS[:1], 2, dict(max_tokens=5, temperature=1.0, seed=1, ignore_eos=True), detect_length=2, logprobs_topk=2
+    )
     for r in result.rollouts:
         assert len(r.logprobs) == len(r.response_token_ids)
         for token, entry in zip(r.response_token_ids, r.logprobs):
@@ -242,9 +274,10 @@ def test_stats_heads_read_the_prefix_statistics_of_the_sampled_log_probs(engine,
 def hf_greedy(model, ids):
     """transformers' greedy continuation of 8 tokens (EOS ignored), the reference for engine outputs."""
     with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                             eos_token_id=None, pad_token_id=0)
-    return out[0, len(ids):].tolist()
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0
+        )
+    return out[0, len(ids) :].tolist()
 
 
 def test_weight_sync_serves_the_updated_policy(engine, tiny_model_dirs, hf_policy):
@@ -287,8 +320,7 @@ def test_bad_inputs_raise_clear_errors_and_engine_stays_usable(engine):
     with pytest.raises(ValueError, match="hidden size"):
         engine.sync_weights(head_state=QualityHead(engine.hidden_size // 2).state_dict())
     assert not engine.llm.has_unfinished_requests()
-    result = engine.generate(PROMPTS, 2, sampling, detect_length=3,
-                             pruner=PrunerParams(policy="none"))
+    result = engine.generate(PROMPTS, 2, sampling, detect_length=3, pruner=PrunerParams(policy="none"))
     assert len(result.rollouts) == 2 * len(PROMPTS)
     assert all(r.feature is not None for r in result.rollouts)
 
@@ -372,9 +404,14 @@ def test_detect_screen_aborts_dropped_groups_at_l_detect_and_audits_run_on(engin
     detect, max_tokens, size = 3, 12, 4
     screen = GroupScreen(keep=2, seed=5, audited=frozenset({1}), shadow=frozenset({3}))
     result = engine.generate(
-        PROMPTS, size, dict(max_tokens=max_tokens, temperature=1.0, seed=3, ignore_eos=True), detect_length=detect,
-        pruner=PrunerParams(policy="none", keep_ratio=1.0, bin_posteriors=IDENTITY, seed=2), screen=screen)
-    groups = [result.rollouts[k * size:(k + 1) * size] for k in range(len(PROMPTS))]
+        PROMPTS,
+        size,
+        dict(max_tokens=max_tokens, temperature=1.0, seed=3, ignore_eos=True),
+        detect_length=detect,
+        pruner=PrunerParams(policy="none", keep_ratio=1.0, bin_posteriors=IDENTITY, seed=2),
+        screen=screen,
+    )
+    groups = [result.rollouts[k * size : (k + 1) * size] for k in range(len(PROMPTS))]
     dropped = [k for k in range(3) if groups[k][0].screened]
     kept = [k for k in range(3) if not groups[k][0].screened]
     assert len(kept) == 2 and len(dropped) == 1, "the screen keeps `keep` of the non-shadow groups"
@@ -419,8 +456,14 @@ def test_a_generation_cut_short_while_adding_requests_leaves_none_running(engine
     monkeypatch.setattr(adapter, "add_request", interrupted)
     pruner = PrunerParams(policy="random", keep_ratio=0.5, min_keep_per_group=0, seed=3) if two_part else None
     with pytest.raises(KeyboardInterrupt):
-        engine.generate(["1 + 1 =", "2 + 3 ="], 4, {"max_tokens": 16, "temperature": 1.0},
-                        detect_length=4 if two_part else None, pruner=pruner, detect_first=two_part or None)
+        engine.generate(
+            ["1 + 1 =", "2 + 3 ="],
+            4,
+            {"max_tokens": 16, "temperature": 1.0},
+            detect_length=4 if two_part else None,
+            pruner=pruner,
+            detect_first=two_part or None,
+        )
     assert len(calls) == (10 if two_part else 3)
     assert not adapter.has_unfinished_requests(engine.llm)
     monkeypatch.setattr(adapter, "add_request", original)

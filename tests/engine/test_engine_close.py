@@ -19,7 +19,8 @@ WORKER = "close_worker.py"
 def test_a_closed_engine_frees_vllms_objects_and_the_next_one_generates(run_worker):
     result = run_worker(WORKER)
     assert result["alive"] == {}, "still alive after close() and a collection, with who holds them: " + json.dumps(
-        result["alive"], indent=1)
+        result["alive"], indent=1
+    )
     closed = "this ArrolEngine is closed (close() released vLLM's engine): start a new ArrolEngine"
     assert result["after_close"] == dict.fromkeys(("generate", "sync_weights", "sleep", "describe", "llm"), closed)
     assert result["same_greedy"], "the second engine in the process generates what the first did"
@@ -38,6 +39,7 @@ def test_a_second_sleep_mode_engine_on_cuda_is_refused_in_one_line(monkeypatch):
     adapter.claim_sleep_mode("cuda", {"model": "first", "enable_sleep_mode": True})
     with pytest.raises(RuntimeError) as refused:
         adapter.claim_sleep_mode("cuda", {"model": "second", "enable_sleep_mode": True})
-    assert str(refused.value).startswith("an engine with sleep mode (engine.enable_sleep_mode=true) already ran in "
-                                         "this process (first); on CUDA")
+    assert str(refused.value).startswith(
+        "an engine with sleep mode (engine.enable_sleep_mode=true) already ran in this process (first); on CUDA"
+    )
     assert "\n" not in str(refused.value) and "a process of its own" in str(refused.value)

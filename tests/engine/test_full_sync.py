@@ -40,8 +40,13 @@ class Fused(nn.Module):
         return self.returns if self.returns is not None else {n for n in names if n != "lm_head.weight"}
 
 
-EVERY = ["model.embed_tokens.weight", "model.attn.q_proj.weight", "model.attn.k_proj.weight",
-         "model.attn.v_proj.weight", "model.attn.o_proj.weight"]
+EVERY = [
+    "model.embed_tokens.weight",
+    "model.attn.q_proj.weight",
+    "model.attn.k_proj.weight",
+    "model.attn.v_proj.weight",
+    "model.attn.o_proj.weight",
+]
 VLLM_NAMES = {"model.embed_tokens.weight", "model.attn.qkv_proj.weight", "model.attn.o_proj.weight"}
 
 
@@ -55,8 +60,10 @@ def synced(model: Fused, names: list[str]) -> FullSync:
 
 def test_a_fused_parameter_is_loaded_from_its_parts_names():
     assert checkpoint_names("model.layers.3.self_attn.qkv_proj.weight", PACKED) == [
-        "model.layers.3.self_attn.q_proj.weight", "model.layers.3.self_attn.k_proj.weight",
-        "model.layers.3.self_attn.v_proj.weight"]
+        "model.layers.3.self_attn.q_proj.weight",
+        "model.layers.3.self_attn.k_proj.weight",
+        "model.layers.3.self_attn.v_proj.weight",
+    ]
     assert checkpoint_names("model.layers.3.mlp.down_proj.weight", PACKED) == ["model.layers.3.mlp.down_proj.weight"]
     assert checkpoint_names("qkv_proj.bias", PACKED) == ["q_proj.bias", "k_proj.bias", "v_proj.bias"]
 
@@ -78,8 +85,10 @@ def test_a_name_the_model_does_not_take_is_held_back_and_named_with_the_nearest(
     sync = synced(Fused(VLLM_NAMES), [*EVERY, "model.attn.o_proj.bias", "rotary.inv_freq"])
     assert sync.unknown == ["model.attn.o_proj.bias", "rotary.inv_freq"]
     problems = sync.problems()
-    assert problems == ["sent 2 names that Fused has no weight for, held back: model.attn.o_proj.bias (nearest: "
-                        "model.attn.o_proj.weight), rotary.inv_freq"]
+    assert problems == [
+        "sent 2 names that Fused has no weight for, held back: model.attn.o_proj.bias (nearest: "
+        "model.attn.o_proj.weight), rotary.inv_freq"
+    ]
 
 
 def test_a_weight_vllm_did_not_load_though_it_was_sent_is_named():
@@ -104,13 +113,16 @@ PROMPTS = ["Question: What is 12 + 35? Answer:", "The quick brown fox"]
 
 
 def greedy(engine) -> list[list[int]]:
-    return [r.response_token_ids for r in engine.generate(PROMPTS, 1, dict(max_tokens=8, temperature=0.0,
-                                                                             ignore_eos=True)).rollouts]
+    return [
+        r.response_token_ids
+        for r in engine.generate(PROMPTS, 1, dict(max_tokens=8, temperature=0.0, ignore_eos=True)).rollouts
+    ]
 
 
 @pytest.mark.engine
-def test_a_full_sync_of_every_weight_passes_and_one_without_a_weight_or_with_a_stranger_is_named(engine, hf_policy,
-                                                                                                 tiny_model_dirs):
+def test_a_full_sync_of_every_weight_passes_and_one_without_a_weight_or_with_a_stranger_is_named(
+    engine, hf_policy, tiny_model_dirs
+):
     from transformers import AutoModelForCausalLM
 
     state = hf_policy.state_dict()
@@ -133,7 +145,8 @@ def test_a_full_sync_of_every_weight_passes_and_one_without_a_weight_or_with_a_s
             engine.sync_weights([*state.items(), (stranger, torch.zeros(engine.hidden_size))], every_weight=True)
         assert str(error.value).startswith(
             f"full weight sync into Qwen3ForCausalLM: sent 1 name that Qwen3ForCausalLM has no weight for, held back: "
-            f"{stranger} (nearest: model.layers.1.mlp.down_proj.weight). The engine now holds weights")
+            f"{stranger} (nearest: model.layers.1.mlp.down_proj.weight). The engine now holds weights"
+        )
         assert greedy(engine) == before, "the stranger was held back: the others loaded"
         engine.sync_weights(((n, t) for n, t in state.items() if n != "model.norm.weight"))  # a partial sync: as before
     finally:

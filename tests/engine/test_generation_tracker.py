@@ -86,8 +86,10 @@ def test_bad_use_is_refused():
 
 @pytest.mark.subprocess
 def test_the_engine_boundary_imports_without_vllm():
-    code = ("import sys; import arrol_pl.engine.protocol, arrol_pl.engine.tracking, arrol_pl.train.step.module; "
-            "assert 'vllm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('vllm'))[:3]")
+    code = (
+        "import sys; import arrol_pl.engine.protocol, arrol_pl.engine.tracking, arrol_pl.train.step.module; "
+        "assert 'vllm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('vllm'))[:3]"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -146,8 +148,9 @@ def test_audited_groups_run_to_completion_and_shadow_groups_are_never_decided():
     assert all(t.pruned and t.finish_reason is None for t in tr.groups[0]), "audited: still running"
     ids = [t.ext_id for p in (0, 3) for t in tr.groups[p]]
     tr.consume([delta(i, 7) for i in ids])
-    tr.consume([delta(i, 8, True, "stop") for i in ids[:3] + [t.ext_id for t in tr.groups[1]]] +
-               [delta(i, 8) for i in ids[3:]])
+    tr.consume(
+        [delta(i, 8, True, "stop") for i in ids[:3] + [t.ext_id for t in tr.groups[1]]] + [delta(i, 8) for i in ids[3:]]
+    )
     tr.consume([delta(i, 9, True, "length") for i in ids[3:]])
     records = {(r.prompt_index, r.sample_index): r for r in tr.rollouts(lambda toks: "".join(map(str, toks)))}
     dropped = records[(0, 0)]

@@ -25,8 +25,9 @@ def test_probe_features_equal_the_engines_at_every_detect_length(engine, hf_poli
     responses = [r.response_token_ids for r in reference]
     assert len({len(t) for t in responses}) > 1, "test needs rollouts of different lengths"
     assert any(len(t) <= 2 for t in responses) and any(len(t) > 5 for t in responses)
-    features = detect_features(hf_policy, [r.prompt_token_ids for r in reference], responses, [1, 2, 5],
-                               pad_id=0, batch_tokens=40)
+    features = detect_features(
+        hf_policy, [r.prompt_token_ids for r in reference], responses, [1, 2, 5], pad_id=0, batch_tokens=40
+    )
     lengths = torch.tensor([len(t) for t in responses])
     for length, rollouts in by_length.items():
         # same seeds, no pruner: the same tokens whatever L the engine scores at

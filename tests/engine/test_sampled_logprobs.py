@@ -13,8 +13,13 @@ pytestmark = pytest.mark.engine
 
 
 def test_sampled_token_log_probs_match_the_trainer(engine, hf_policy):
-    result = engine.generate(["Compute 3 + 5 - 2.", "The quick brown fox"], 4,
-                             dict(max_tokens=10, temperature=1.0, seed=3), detect_length=3, logprobs_topk=0)
+    result = engine.generate(
+        ["Compute 3 + 5 - 2.", "The quick brown fox"],
+        4,
+        dict(max_tokens=10, temperature=1.0, seed=3),
+        detect_length=3,
+        logprobs_topk=0,
+    )
     surv = collect_survivors(result.rollouts, ["6", "x"])
     assert surv.rollout_log_probs is not None
     assert [len(x) for x in surv.rollout_log_probs] == [len(r) for r in surv.response_ids]

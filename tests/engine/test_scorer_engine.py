@@ -43,10 +43,12 @@ def test_confidence_scores_the_first_l_detect_tokens_and_the_head_still_scores(e
 def test_the_decision_reads_the_scorers_score(engine):
     """The rank-only rule keeps each group's highest- and lowest-scored rollouts: the scorer's, not the head's."""
     scorer = TextScorer()
-    pruner = PrunerParams(policy="arrol", balance_target="spread", keep_ratio=0.5, p_min=0.0, min_keep_per_group=0,
-                          seed=1)
-    result = engine.generate(PROMPTS, 6, dict(max_tokens=14, temperature=1.0, ignore_eos=True), DETECT, pruner,
-                             scorer=scorer)
+    pruner = PrunerParams(
+        policy="arrol", balance_target="spread", keep_ratio=0.5, p_min=0.0, min_keep_per_group=0, seed=1
+    )
+    result = engine.generate(
+        PROMPTS, 6, dict(max_tokens=14, temperature=1.0, ignore_eos=True), DETECT, pruner, scorer=scorer
+    )
     assert len(scorer.seen) == len(result.rollouts)
     by_prefix = {(p, tuple(t)): text for p, t, text in scorer.seen}
     for r in result.rollouts:

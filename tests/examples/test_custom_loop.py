@@ -19,10 +19,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.engine]
 def test_the_custom_loop_prunes_and_the_head_learns(tmp_path, policy_cache):
     """The library without Lightning or Hydra, as examples/custom_loop.py uses it: the only test of that path."""
     metrics = tmp_path / "metrics.jsonl"
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "custom_loop.py"), "--steps", "3", "--prompts", "4",
-                          "--group-size", "4", "--cache-dir", str(policy_cache), "--warm-start-steps", "0",
-                          "--reward-workers", "1",
-                          "--metrics", str(metrics)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "custom_loop.py"),
+            "--steps",
+            "3",
+            "--prompts",
+            "4",
+            "--group-size",
+            "4",
+            "--cache-dir",
+            str(policy_cache),
+            "--warm-start-steps",
+            "0",
+            "--reward-workers",
+            "1",
+            "--metrics",
+            str(metrics),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]

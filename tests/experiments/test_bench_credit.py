@@ -14,10 +14,33 @@ pytestmark = pytest.mark.slow
 
 def test_bench_credit_compares_real_pruning_with_the_credit(tmp_path):
     """The only measurement of the oracle's credited time against pruning that really aborts requests."""
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_credit.py"), "--prompts", "2",
-                          "--group-size", "4", "--max-tokens", "24", "--detect-length", "4", "--repeats", "1",
-                          "--kappas", "0.5", "--slots", "8", "2", "--cache-dir", str(tmp_path)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "bench_credit.py"),
+            "--prompts",
+            "2",
+            "--group-size",
+            "4",
+            "--max-tokens",
+            "24",
+            "--detect-length",
+            "4",
+            "--repeats",
+            "1",
+            "--kappas",
+            "0.5",
+            "--slots",
+            "8",
+            "2",
+            "--cache-dir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary["results"]) == {"slots=8,kappa=0.5", "slots=2,kappa=0.5"}
@@ -29,6 +52,11 @@ def test_bench_credit_compares_real_pruning_with_the_credit(tmp_path):
 
 
 def test_a_model_path_that_is_not_a_model_fails_in_one_line(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_credit.py"), "--model",
-                          str(tmp_path / "missing")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "bench_credit.py"), "--model", str(tmp_path / "missing")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "--model" in out.stderr and "not a model directory" in out.stderr, out.stderr

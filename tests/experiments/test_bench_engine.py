@@ -13,11 +13,43 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_engine_benchmark_reports_the_schedule_the_default_runs(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_engine.py"), "--prompts", "2",
-                          "--group-size", "4", "--max-tokens", "24", "--max-num-seqs", "4", "--repeats", "1",
-                          "--kappas", "1.0", "0.5", "--hidden-size", "64", "--layers", "1", "--heads", "2",
-                          "--kv-heads", "1", "--head-dim", "32", "--detect-first", "both", "--cache-dir", str(tmp_path)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "bench_engine.py"),
+            "--prompts",
+            "2",
+            "--group-size",
+            "4",
+            "--max-tokens",
+            "24",
+            "--max-num-seqs",
+            "4",
+            "--repeats",
+            "1",
+            "--kappas",
+            "1.0",
+            "0.5",
+            "--hidden-size",
+            "64",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--head-dim",
+            "32",
+            "--detect-first",
+            "both",
+            "--cache-dir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(summary["results"]) == {"bare", "stock", "kappa=1", "kappa=0.5", "kappa=0.5/one"}

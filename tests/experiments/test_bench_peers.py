@@ -24,8 +24,10 @@ def test_a_bad_override_is_named_in_one_line_before_anything_loads(tmp_path: Pat
     assert not (tmp_path / "b").exists()
 
 
-@pytest.mark.parametrize("argv,message", [(["--kappa", "1"], "--kappa must lie in (0, 1)"),
-                                          (["--steps", "0"], "need --warmup >= 0, --steps >= 1")])
+@pytest.mark.parametrize(
+    "argv,message",
+    [(["--kappa", "1"], "--kappa must lie in (0, 1)"), (["--steps", "0"], "need --warmup >= 0, --steps >= 1")],
+)
 def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         bench_peers.parse_args(argv)

@@ -10,14 +10,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("override,message", [
-    ("algo.group_size=1", "config error: algo.group_size must be >= 2"),
-    ("algo.nope=1", "config error: algo.nope: no such key; algo takes name, advantage, "),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("algo.group_size=1", "config error: algo.group_size must be >= 2"),
+        ("algo.nope=1", "config error: algo.nope: no such key; algo takes name, advantage, "),
+    ],
+)
 @pytest.mark.subprocess
 def test_a_bad_override_is_named_in_one_line(tmp_path: Path, override: str, message: str):
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_phases.py"), "--out", str(tmp_path / "b"),
-                          "--", override], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "bench_phases.py"), "--out", str(tmp_path / "b"), "--", override],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     assert message in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "b").exists()

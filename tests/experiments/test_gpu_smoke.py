@@ -12,13 +12,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPE = {"_name_or_path": "tiny-qwen3", "model_type": "qwen3", "hidden_size": 128, "intermediate_size": 256,
-         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-         "vocab_size": 1000, "tie_word_embeddings": True}
+SHAPE = {
+    "_name_or_path": "tiny-qwen3",
+    "model_type": "qwen3",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 1000,
+    "tie_word_embeddings": True,
+}
 
 
-SMOKE_ARGS = ("--device", "cpu", "algo.max_response_tokens=32", "engine.detect_length=8", "algo.prompts_per_step=4",
-              "data.num_heldout=4")
+SMOKE_ARGS = (
+    "--device",
+    "cpu",
+    "algo.max_response_tokens=32",
+    "engine.detect_length=8",
+    "algo.prompts_per_step=4",
+    "data.num_heldout=4",
+)
 
 STALE_SYNC = """
 import sys
@@ -49,9 +64,22 @@ if __name__ == "__main__":
 def smoke(tmp_path: Path, *command: str) -> subprocess.CompletedProcess:
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
-    return subprocess.run([*command, "--config-json", str(shape), "--out", str(tmp_path / "run"), "--cache-dir",
-                           str(tmp_path / "cache"), *SMOKE_ARGS], capture_output=True, text=True, timeout=600,
-                          cwd=tmp_path)
+    return subprocess.run(
+        [
+            *command,
+            "--config-json",
+            str(shape),
+            "--out",
+            str(tmp_path / "run"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *SMOKE_ARGS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
 
 
 @pytest.mark.subprocess
@@ -97,8 +125,12 @@ def test_a_sync_that_loads_nothing_fails_the_smoke_on_the_second_step(tmp_path):
 
 @pytest.mark.subprocess
 def test_a_missing_shape_file_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"), "--config-json",
-                           str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"), "--config-json", str(tmp_path / "nope.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == f"config error: --config-json {tmp_path / 'nope.json'}: no such file"
 
@@ -109,9 +141,23 @@ def test_the_torch_only_part_measures_the_update_against_the_plan(tmp_path):
     plan's bytes (here on CPU, float32, where tests/train/policy/test_update_peak.py holds the two within a few percent)."""
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"), "--torch-only", "--config-json",
-                           str(shape), "--tokens", "512", "--device", "cpu", "--checkpointing"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "gpu_smoke.py"),
+            "--torch-only",
+            "--config-json",
+            str(shape),
+            "--tokens",
+            "512",
+            "--device",
+            "cpu",
+            "--checkpointing",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(line for line in done.stdout.splitlines() if "measured/planned" in line)
     ratio = float(line.split("measured/planned ")[1].split()[0])

@@ -26,8 +26,12 @@ def test_a_row_verdict_is_computed_from_its_claims():
     assert row_verdict([c("not distinguishable"), c("not distinguishable")]) == "not distinguishable"
     assert row_verdict([c("not distinguishable"), c("not reproduced")]) == "not reproduced"
     # targets are counted apart from the verdict; per-variant targets (`name` first) are counted together
-    claims = [c("reproduced", ("1.80× end to end", False)), c(None, ("`mean` head ahead", True)),
-              c(None, ("`stats` head ahead", False), ("seed learns", True)), c(None, ("seed learns", True))]
+    claims = [
+        c("reproduced", ("1.80× end to end", False)),
+        c(None, ("`mean` head ahead", True)),
+        c(None, ("`stats` head ahead", False), ("seed learns", True)),
+        c(None, ("seed learns", True)),
+    ]
     assert row_targets(claims) == "1.80× end to end: missed; head ahead: met on 1 of 2; seed learns: met"
     assert row_verdict(claims) == "reproduced"
 
@@ -70,7 +74,8 @@ def test_the_readme_table_is_the_one_the_page_claims_give(tmp_path: Path):
     table = page_headline(ROOT / "docs" / "results.md")
     expected = [re.sub(r"\]\(#", "](docs/results.md#", line) for line in table]
     assert readme_block(ROOT / "README.md") == expected, (
-        "README.md's results table differs from docs/results.json: run experiments/write_results.py")
+        "README.md's results table differs from docs/results.json: run experiments/write_results.py"
+    )
     # and update_readme writes exactly that block
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- results-table:start -->\nold\n<!-- results-table:end -->\nafter\n")
@@ -87,8 +92,10 @@ def test_the_readme_is_a_short_front_door():
 
 
 def test_the_readmes_table_is_brief_and_the_pages_keeps_the_targets():
-    claims = [Claim("kappa", "t", paper="reproduced", here="2.67×", targets=(("≥ 2×", True),)),
-              Claim("kappa", "u", paper="reproduced", here="2.39× on long answers")]
+    claims = [
+        Claim("kappa", "t", paper="reproduced", here="2.67×", targets=(("≥ 2×", True),)),
+        Claim("kappa", "u", paper="reproduced", here="2.39× on long answers"),
+    ]
     brief, full = headline_table(claims, brief=True), headline_table(claims)
     assert brief[0] == "| claim | policy | paper | here | verdict |"
     row = next(line for line in brief if "2.67×" in line)
@@ -102,10 +109,16 @@ def test_the_readmes_word_on_section_13_is_what_the_pages_claims_support():
     interval, and the effect it could detect at 80 % power is above the paper's largest gain over GRPO."""
     text = (ROOT / "README.md").read_text()
     assert "is distinguishable from GRPO with G = 4" in text and "beats GRPO with G = 4" not in text
-    claims = [c.line() for c in read_claims(ROOT / "docs" / "results.md")[13]
-              if "against GRPO G = 4, the cost-matched control" in c.text]
+    claims = [
+        c.line()
+        for c in read_claims(ROOT / "docs" / "results.md")[13]
+        if "against GRPO G = 4, the cost-matched control" in c.text
+    ]
     assert claims
     for line in claims:
-        detectable = re.search(r"not distinguishable from 0 \(.*\); the comparison could detect ±(\d+\.\d+) at 80 % "
-                               r"power", line)
+        detectable = re.search(
+            r"not distinguishable from 0 \(.*\); the comparison could detect ±(\d+\.\d+) at 80 % "
+            r"power",
+            line,
+        )
         assert detectable and float(detectable.group(1)) > PAPER_FIG4_GAIN[1] / 100, line

@@ -39,22 +39,31 @@ def test_the_preset_is_the_typed_defaults_and_takes_the_trainers_data_presets(po
     expected = ProbeConfig(policy=str(policy), reward=AsTrainedRewardConfig(function="math_verify"))
     assert dataclasses.replace(cfg, data=DataConfig(num_heldout=256)) == expected
     assert cfg.lengths == [3, 6, 12, 24] and cfg.data.num_heldout == 256 and cfg.head.steps == 300
-    cfg = compose_probe(f"policy={policy}", "data=arithmetic_fewshot", "max_tokens=32", "fractions=[1/8,1/4,3/8,1/2]",
-                        "head.hidden_dim=64", "seed=2")
+    cfg = compose_probe(
+        f"policy={policy}",
+        "data=arithmetic_fewshot",
+        "max_tokens=32",
+        "fractions=[1/8,1/4,3/8,1/2]",
+        "head.hidden_dim=64",
+        "seed=2",
+    )
     assert cfg.lengths == [4, 8, 12, 16] and cfg.fraction_values == [0.125, 0.25, 0.375, 0.5]
     assert cfg.data.options["operators"] == "+-*" and cfg.data.prompt_format().stop == ("\n",)
     assert (cfg.settings.hidden_dim, cfg.settings.seed, cfg.settings.training.steps) == (64, 2, 300)
 
 
-@pytest.mark.parametrize("override,message", [
-    ("policy=/nonexistent", "policy='/nonexistent': not a transformers model directory"),
-    ("fractions=[1/100]", "fractions: fraction 0.01 of max_tokens=48 gives L=0"),
-    ("fractions=[half]", "fractions: 'half' is not a fraction"),
-    ("features=[last,hidden]", "features=['last', 'hidden']: choose one or more of"),
-    ("head.steps=0", "head.steps must be >= 1"),
-    ("test_fraction=1.5", "test_fraction must be in (0, 1)"),
-    ("data.num_heldout=1", "data.num_heldout=1: the probe splits by problem"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("policy=/nonexistent", "policy='/nonexistent': not a transformers model directory"),
+        ("fractions=[1/100]", "fractions: fraction 0.01 of max_tokens=48 gives L=0"),
+        ("fractions=[half]", "fractions: 'half' is not a fraction"),
+        ("features=[last,hidden]", "features=['last', 'hidden']: choose one or more of"),
+        ("head.steps=0", "head.steps must be >= 1"),
+        ("test_fraction=1.5", "test_fraction must be in (0, 1)"),
+        ("data.num_heldout=1", "data.num_heldout=1: the probe splits by problem"),
+    ],
+)
 def test_a_bad_value_is_named(policy: Path, override: str, message: str):
     args = [f"policy={policy}", override] if not override.startswith("policy=") else [override]
     with pytest.raises(ConfigError) as err:
@@ -64,9 +73,18 @@ def test_a_bad_value_is_named(policy: Path, override: str, message: str):
 
 @pytest.mark.subprocess
 def test_the_script_fails_in_one_line_and_leaves_no_directory(tmp_path: Path):
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "head_quality.py"), "policy=/nonexistent",
-                          f"hydra.run.dir={tmp_path / 'probe'}"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "head_quality.py"),
+            "policy=/nonexistent",
+            f"hydra.run.dir={tmp_path / 'probe'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     assert "config error: policy='/nonexistent': not a transformers model directory" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "probe").exists()

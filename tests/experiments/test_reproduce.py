@@ -25,10 +25,26 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     # SmolLM2 (the pretrained part's policy, from $ARROL_CACHE) is converted once per checkout into its cache, which
     # tests/models/test_smollm2.py converts into and reads too
     parts = ["phases", "kappa", "head", "wallclock", "pretrained", "page"]
-    proc = subprocess.run([sys.executable, "experiments/reproduce.py", "--quick", "--only", *parts, "--out", str(out),
-                           "--page", str(page), "--", f"model.cache_dir={policy_cache}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "ARROL_CACHE": str(ROOT / "outputs" / "cache")})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "experiments/reproduce.py",
+            "--quick",
+            "--only",
+            *parts,
+            "--out",
+            str(out),
+            "--page",
+            str(page),
+            "--",
+            f"model.cache_dir={policy_cache}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "ARROL_CACHE": str(ROOT / "outputs" / "cache")},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest["parts"]) == set(parts)
@@ -62,13 +78,16 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     assert all(f"--only {part} page" in sections[SECTION_KEYS.index(part) + 1] for part in opt_in)
     # the opening table: a row per claim and policy, the rows of the parts not run say so
     assert "not run" not in text.split("### Every claim")[1].split("## 1.")[0]
-    unrun_rows = [line.split(" | ")[:2] for line in text.split("### Every claim")[0].splitlines() if "| not run |" in line]
-    assert unrun_rows == [["| Pruned groups better balanced than random pruning (Table 4)", "tiny"],
-                          ["| Head-weighted votes beat majority and DeepConf (Table 3)", "tiny"],
-                          ["| ARRoL's accuracy ≥ GRPO's in less training time (Fig. 4)", "SmolLM2-135M"],
-                          ["| The default experiment learns on every seed (project)", "tiny"],
-                          ["| Choosing the groups beats GRPO and DAPO at equal time (project, beyond the paper)",
-                           "SmolLM2-135M"]]
+    unrun_rows = [
+        line.split(" | ")[:2] for line in text.split("### Every claim")[0].splitlines() if "| not run |" in line
+    ]
+    assert unrun_rows == [
+        ["| Pruned groups better balanced than random pruning (Table 4)", "tiny"],
+        ["| Head-weighted votes beat majority and DeepConf (Table 3)", "tiny"],
+        ["| ARRoL's accuracy ≥ GRPO's in less training time (Fig. 4)", "SmolLM2-135M"],
+        ["| The default experiment learns on every seed (project)", "tiny"],
+        ["| Choosing the groups beats GRPO and DAPO at equal time (project, beyond the paper)", "SmolLM2-135M"],
+    ]
     assert json.loads(page.with_suffix(".json").read_text())["claims"]  # the claims, as data beside the page
     assert "Quick smoke run" in text
     assert "Table 3 by replay on SmolLM2-135M" in text

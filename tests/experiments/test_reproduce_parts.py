@@ -24,8 +24,10 @@ def test_the_replicate_probes_are_one_opt_in_part_of_two_seeded_commands(reprodu
     assert len(argvs) == len(reproduce.PROBE_SEEDS) == 2
     for argv, seed in zip(argvs, reproduce.PROBE_SEEDS):
         assert argv[1] == "experiments/head_quality.py" and argv[2:] == [
-            *reproduce.PRETRAINED_PROBE, f"seed={seed}",  # section 7's probe, another seed
-            f"hydra.run.dir={tmp_path / 'pretrained_seeds' / str(seed)}"]
+            *reproduce.PRETRAINED_PROBE,
+            f"seed={seed}",  # section 7's probe, another seed
+            f"hydra.run.dir={tmp_path / 'pretrained_seeds' / str(seed)}",
+        ]
 
 
 @pytest.mark.subprocess
@@ -38,8 +40,7 @@ def test_a_part_of_several_commands_runs_them_in_order_into_one_log(reproduce, t
     assert recorded["returncode"] == 0 and recorded["command"] == "-c print('first') && -c print('second')"
     # the first failure stops the part (the later command does not run) and names the part
     with pytest.raises(SystemExit, match="part 'bad' failed \\(exit 3\\)"):
-        reproduce.run_part("bad", [[py, "-c", "raise SystemExit(3)"], [py, "-c", "print('never')"]], tmp_path,
-                           manifest)
+        reproduce.run_part("bad", [[py, "-c", "raise SystemExit(3)"], [py, "-c", "print('never')"]], tmp_path, manifest)
     assert "never" not in (tmp_path / "logs" / "bad.log").read_text()
     reproduce.run_part("one", [py, "-c", "print('alone')"], tmp_path, manifest)  # a single argv as before
     assert (tmp_path / "logs" / "one.log").read_text().strip() == "alone"
@@ -53,8 +54,10 @@ def test_a_page_after_some_parts_rebuilds_only_their_sections(reproduce, tmp_pat
     assert reproduce.page_sections(args) == []  # no page yet: the whole page is built
     page.write_text("# Results\n")
     assert reproduce.page_sections(args) == ["--sections", "balance", "head", "kappa", "seeds", "wallclock"]
-    assert reproduce.page_sections(reproduce.parse_args(["--out", str(tmp_path), "--page", str(page),
-                                                         "--only", "page"])) == []
+    assert (
+        reproduce.page_sections(reproduce.parse_args(["--out", str(tmp_path), "--page", str(page), "--only", "page"]))
+        == []
+    )
     assert set(reproduce.PART_SECTIONS) == set(reproduce.PARTS) - {"page"}
     assert {s for sections in reproduce.PART_SECTIONS.values() for s in sections} == set(SECTION_KEYS)
 
@@ -64,8 +67,9 @@ def test_the_gradient_probe_is_one_opt_in_part_of_a_command_per_policy(reproduce
     argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["grad_probe"]
     assert [argv[1] for argv in argvs] == ["experiments/grad_probe.py"] * 2
     # one directory per policy under grad_probe/, where section 14 reads each probe's grad_probe.json
-    assert [argv[-1] for argv in argvs] == [f"hydra.run.dir={tmp_path / 'grad_probe' / policy}"
-                                            for policy in ("tiny", "smollm2")]
+    assert [argv[-1] for argv in argvs] == [
+        f"hydra.run.dir={tmp_path / 'grad_probe' / policy}" for policy in ("tiny", "smollm2")
+    ]
     assert [argv[2] for argv in argvs] == ["policy=tiny", "policy=smollm2"]
     page = tmp_path / "results.md"
     page.write_text("# Results\n")
@@ -78,7 +82,8 @@ def test_the_peer_benchmark_is_one_opt_in_part_of_a_command_per_task(reproduce, 
     argvs = reproduce.commands(reproduce.parse_args(["--out", str(tmp_path)]))["peers"]
     assert [argv[1] for argv in argvs] == ["experiments/bench_peers.py"] * 3
     # section 15 reads peers/<task>/peers.json
-    assert [argv[-2:] for argv in argvs] == [["--out", str(tmp_path / "peers" / task)]
-                                             for task in ("default", "long", "long_all_slots")]
+    assert [argv[-2:] for argv in argvs] == [
+        ["--out", str(tmp_path / "peers" / task)] for task in ("default", "long", "long_all_slots")
+    ]
     assert argvs[1][2:4] == ["--preset", "bench_phases"]
     assert argvs[2][2:5] == ["--preset", "bench_phases", "engine.max_num_seqs=128"]

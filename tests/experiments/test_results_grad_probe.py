@@ -36,5 +36,6 @@ def test_no_probe_is_listed_as_not_run_with_its_command(tmp_path: Path):
     (tmp_path / "grad_probe").mkdir()
     lines, claims = section_grad_probe(tmp_path)
     assert lines[0] == HEADING and claims == []
-    assert lines[2].startswith("Not run (`grad_probe/` holds no `grad_probe.json`): `python experiments/reproduce.py "
-                               "--only grad_probe page`")
+    assert lines[2].startswith(
+        "Not run (`grad_probe/` holds no `grad_probe.json`): `python experiments/reproduce.py --only grad_probe page`"
+    )

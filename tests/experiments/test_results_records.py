@@ -15,8 +15,19 @@ from results_page.headline import readme_block, row_verdict
 from results_page.online import BALANCE_MEASURES
 from results_page.page import SECTION_KEYS, build_page, page_headline, split_page
 from results_page.pretrained import restated_replay_claim
-from results_page.records import (HISTORY_TAGS, KEPT, MAX_BYTES, PART_SECTIONS, RECORDS, SECTION_RECORDS,
-                                  collect_records, rebuilt_sections, record_files, records_path, rerun_command)
+from results_page.records import (
+    HISTORY_TAGS,
+    KEPT,
+    MAX_BYTES,
+    PART_SECTIONS,
+    RECORDS,
+    SECTION_RECORDS,
+    collect_records,
+    rebuilt_sections,
+    record_files,
+    records_path,
+    rerun_command,
+)
 from test_results import probe_json, write_online, write_screen_run, write_seed_run
 from test_results import results_dir  # noqa: F401  (a fixture)
 from test_results_online_balance import sweep as balance_sweep
@@ -69,26 +80,54 @@ def results_of_every_kind(root: Path) -> Path:
         write_online(root, "none", 40, grpo, 0.03, seed=seed)
         write_online(root, "arrol", 60, arrol, 0.03, seed=seed, heldout_per_problem_after=[arrol] * 4)
         write_online(root, "none", 40, grpo, 0.02, seed=seed, part="online_spread", detect_length=12)
-        write_online(root, "arrol", 48, arrol, 0.02, seed=seed, part="online_spread", detect_length=12,
-                     pruning={"balance_target": "spread"}, head_input="stats")
+        write_online(
+            root,
+            "arrol",
+            48,
+            arrol,
+            0.02,
+            seed=seed,
+            part="online_spread",
+            detect_length=12,
+            pruning={"balance_target": "spread"},
+            head_input="stats",
+        )
         write_seed_run(root / "seeds" / f"g{seed}", "none", None, seed, [(0, 0.2), (50, 0.3), (100, 0.4)])
-        write_seed_run(root / "seeds" / f"d{seed}", "arrol", 0.6, seed, [(0, 0.2), (40, 0.32), (90, 0.41)],
-                       gate_open=0.5)
+        write_seed_run(
+            root / "seeds" / f"d{seed}", "arrol", 0.6, seed, [(0, 0.2), (40, 0.32), (90, 0.41)], gate_open=0.5
+        )
     (root / "seeds" / "wallclock.png").write_bytes(b"\x89PNG seeds")
     balance_sweep(root)
     grpo = {"name": "grpo", "dynamic_sampling_refill": False}
     for seed in (0, 1):
         write_screen_run(root, "grpo", seed, grpo, {"policy": "none"}, 0.30, 0.70)
-        write_screen_run(root, "arrol_screen_prompt", seed, grpo, {"policy": "arrol", "screen": {"stages": "prompt"}},
-                         0.32, 0.60, {"cost_share": 0.04})
+        write_screen_run(
+            root,
+            "arrol_screen_prompt",
+            seed,
+            grpo,
+            {"policy": "arrol", "screen": {"stages": "prompt"}},
+            0.32,
+            0.60,
+            {"cost_share": 0.04},
+        )
     (root / "pretrained").mkdir()
     (root / "pretrained" / "head_quality.json").write_text(json.dumps(probe_json(8, 0.02)))
     (root / "grad_probe" / "tiny").mkdir(parents=True)
     shutil.copyfile(GRAD_PROBE, root / "grad_probe" / "tiny" / "grad_probe.json")
     peers_json(root, "default", 1.02, {"GRPO": 1.05, "ARRoL κ=0.5": 1.3})
-    (root / "manifest.json").write_text(json.dumps({"quick": False, "overrides": [], "parts": {
-        part: {"command": part, "returncode": 0, "seconds": 60.0 * (i + 1)}
-        for i, part in enumerate(("kappa", "balance", "voting", "wallclock", "online", "seeds", "page"))}}))
+    (root / "manifest.json").write_text(
+        json.dumps(
+            {
+                "quick": False,
+                "overrides": [],
+                "parts": {
+                    part: {"command": part, "returncode": 0, "seconds": 60.0 * (i + 1)}
+                    for i, part in enumerate(("kappa", "balance", "voting", "wallclock", "online", "seeds", "page"))
+                },
+            }
+        )
+    )
     run = root / "kappa" / "0"
     (run / "checkpoints").mkdir()
     (run / "checkpoints" / "last.ckpt").write_bytes(b"weights")
@@ -100,8 +139,11 @@ def results_of_every_kind(root: Path) -> Path:
     return root
 
 
-def test_records_collected_from_a_results_directory_rebuild_the_page_it_builds(results_dir: Path,  # noqa: F811
-                                                                                study: Path, tmp_path: Path):  # noqa: F811
+def test_records_collected_from_a_results_directory_rebuild_the_page_it_builds(
+    results_dir: Path,  # noqa: F811
+    study: Path,  # noqa: F811
+    tmp_path: Path,
+):
     assert study == results_dir
     results = results_of_every_kind(results_dir)
     direct = build_page(results, tmp_path / "direct" / "results.md")
@@ -125,8 +167,10 @@ def test_records_collected_from_a_results_directory_rebuild_the_page_it_builds(r
     assert page.read_text() == direct
 
 
-def test_collecting_one_section_replaces_its_records_and_rebuilds_the_rest_from_theirs(results_dir: Path,  # noqa: F811
-                                                                                       tmp_path: Path):
+def test_collecting_one_section_replaces_its_records_and_rebuilds_the_rest_from_theirs(
+    results_dir: Path,  # noqa: F811
+    tmp_path: Path,
+):
     page = tmp_path / "docs" / "results.md"
     write_results.main([str(results_dir), "-o", str(page)])
     first = page.read_text()
@@ -156,13 +200,18 @@ def test_a_section_without_records_is_kept_from_the_page_and_says_so(results_dir
     kept = build_page(records_path(page), page, only=rebuilt_sections(records_path(page)))
     bodies, before = split_page(kept), split_page(full)
     assert bodies[5] == before[5]  # voting: from its records
-    assert bodies[4].split("\n")[2] == (f"{KEPT}; its records were not committed, so its figures cannot be rebuilt "
-                                        "here: rerun `python experiments/reproduce.py --only kappa page` to refresh it.")
+    assert bodies[4].split("\n")[2] == (
+        f"{KEPT}; its records were not committed, so its figures cannot be rebuilt "
+        "here: rerun `python experiments/reproduce.py --only kappa page` to refresh it."
+    )
     assert build_page(records_path(page), page, only=rebuilt_sections(records_path(page))) == kept  # marked once
 
 
-def test_records_above_the_size_limit_are_refused_with_nothing_written(results_dir: Path, tmp_path: Path,  # noqa: F811
-                                                                        monkeypatch: pytest.MonkeyPatch):
+def test_records_above_the_size_limit_are_refused_with_nothing_written(
+    results_dir: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
     import results_page.records as records_module
 
     monkeypatch.setattr(records_module, "MAX_BYTES", 100)
@@ -176,8 +225,9 @@ def test_every_section_has_its_records_and_a_command_that_refreshes_them():
     assert list(SECTION_RECORDS) == list(SECTION_KEYS)
     assert {s for fed in PART_SECTIONS.values() for s in fed} == set(SECTION_KEYS)
     assert rerun_command("voting") == "python experiments/reproduce.py --only kappa voting page"
-    assert rerun_command("pretrained") == ("python experiments/reproduce.py --only pretrained pretrained_seeds votes32 "
-                                           "page")
+    assert rerun_command("pretrained") == (
+        "python experiments/reproduce.py --only pretrained pretrained_seeds votes32 page"
+    )
     assert not [g for globs in SECTION_RECORDS.values() for g in globs if "ckpt" in g or "tb" in g or "log" in g]
     assert {f"balance/{key}" for key, _, _ in BALANCE_MEASURES} <= HISTORY_TAGS  # section 10's per-step figures
 
@@ -189,8 +239,9 @@ def test_a_replay_of_a_rule_beyond_the_paper_and_the_default_carries_no_verdict_
     text = "Table 4 by replay on SmolLM2-135M, ARRoL, {}: fewer zero-advantage groups than random at 4 of 4"
     eq2 = Claim("balance_smollm2", text.format("global δ (Eq. 2)"), paper="not reproduced")
     spread = Claim("balance_smollm2", text.format("spread (ranks only)"), paper="partly reproduced")
-    online = Claim("balance_smollm2", "Table 4 online on SmolLM2-135M (the default rule vs random pruning)",
-                   paper="not reproduced")
+    online = Claim(
+        "balance_smollm2", "Table 4 online on SmolLM2-135M (the default rule vs random pruning)", paper="not reproduced"
+    )
     assert row_verdict([eq2, spread, online]) == "partly reproduced"
     restated = [restated_replay_claim(c) for c in (eq2, spread, online)]
     assert restated[0] == eq2 and restated[2] == online

@@ -15,8 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.models.cache import (STALE_SECONDS, CacheNotWritable, cache_entry, check_writable, default_cache_dir,
-                                   remove_stale, resolve_cache_dir)
+from arrol_pl.models.cache import (
+    STALE_SECONDS,
+    CacheNotWritable,
+    cache_entry,
+    check_writable,
+    default_cache_dir,
+    remove_stale,
+    resolve_cache_dir,
+)
 
 AS_ROOT = os.geteuid() == 0
 """Root writes through a directory's mode bits: a read-only mode refuses nothing."""
@@ -138,8 +145,11 @@ def test_a_read_only_empty_cache_is_refused_and_one_holding_entries_is_left_to_t
     cache.mkdir()
     cache.chmod(0o555)
     try:
-        with pytest.raises(CacheNotWritable, match=rf"^the model cache {re.escape(str(cache))} cannot be written "
-                                                   r"\(Permission denied: "):
+        with pytest.raises(
+            CacheNotWritable,
+            match=rf"^the model cache {re.escape(str(cache))} cannot be written "
+            r"\(Permission denied: ",
+        ):
             check_writable(cache)
         with pytest.raises(CacheNotWritable, match="Permission denied"):
             check_writable(cache / "below")
@@ -153,10 +163,14 @@ def test_a_read_only_empty_cache_is_refused_and_one_holding_entries_is_left_to_t
         cache.chmod(0o755)
 
 
-@pytest.mark.parametrize("flag,free,reason", [(os.ST_RDONLY, 100, "Read-only file system"),
-                                              (0, 0, "No space left on device")], ids=["read-only", "full"])
-def test_a_read_only_or_full_file_system_is_refused_unless_the_cache_holds_entries(tmp_path, monkeypatch, flag, free,
-                                                                                    reason):
+@pytest.mark.parametrize(
+    "flag,free,reason",
+    [(os.ST_RDONLY, 100, "Read-only file system"), (0, 0, "No space left on device")],
+    ids=["read-only", "full"],
+)
+def test_a_read_only_or_full_file_system_is_refused_unless_the_cache_holds_entries(
+    tmp_path, monkeypatch, flag, free, reason
+):
     """A read-only mount or a full disk cannot be made here: the file system's own answer is replaced."""
     real = os.statvfs
 
@@ -175,8 +189,14 @@ def test_a_read_only_or_full_file_system_is_refused_unless_the_cache_holds_entri
 
 def test_a_build_the_disk_cannot_take_is_refused_naming_the_cache_and_leaves_nothing(tmp_path):
     final = tmp_path / "cache" / "qwen3-tiny-0123456789abcdef"
-    with pytest.raises(CacheNotWritable, match=rf"^the model cache {re.escape(str(final.parent))} cannot be written "
-                                               r"\(No space left on device\): "), cache_entry(final) as tmp:
+    with (
+        pytest.raises(
+            CacheNotWritable,
+            match=rf"^the model cache {re.escape(str(final.parent))} cannot be written "
+            r"\(No space left on device\): ",
+        ),
+        cache_entry(final) as tmp,
+    ):
         (tmp / "weights").write_bytes(b"half")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert list((tmp_path / "cache").iterdir()) == []

@@ -29,7 +29,11 @@ def test_save_and_load_round_trip(tmp_path: Path):
     assert sorted(p.name for p in directory.iterdir()) == ["README.md", "config.json", "model.safetensors"]
     config = json.loads((directory / "config.json").read_text())
     assert (config["input_dim"], config["hidden_dim"], config["input_kind"], config["standardize"]) == (
-        8, 4, "last+stats", True)
+        8,
+        4,
+        "last+stats",
+        True,
+    )
     assert config["calibrator"]["total_seen"] == 50 and len(config["calibrator"]["scores"]) == 32
 
     loaded = CalibratedHead.from_pretrained(directory)  # one call
@@ -85,7 +89,9 @@ def test_the_runs_card(tmp_path: Path, monkeypatch):
     card = write_run_card(tmp_path, RunConfig(), 300, before, after).read_text()
     assert card.startswith("---\nlibrary_name: transformers\n")
     assert "pruning.policy=arrol" in card and "300 steps" in card and "reward math_verify" in card
-    assert "0.250 before training, 0.375 after" in card and 'CalibratedHead.from_pretrained("export/quality_head")' in card
+    assert (
+        "0.250 before training, 0.375 after" in card and 'CalibratedHead.from_pretrained("export/quality_head")' in card
+    )
     assert "before training" not in write_run_card(tmp_path, RunConfig(), 3, None, None).read_text()
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # a push target is checked at once
     # pushed: the card loads the policy from the repository and the head from its download

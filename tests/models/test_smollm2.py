@@ -40,6 +40,6 @@ def test_smollm2_converts_once_and_answers_a_few_shot_sum():
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=24, do_sample=False)
-    answer = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+    answer = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True).split("\n")[0]
     # dequantised weights that were wrong would not answer an easy sum in the shots' format
     assert "\\boxed{5}" in answer, answer

@@ -29,7 +29,8 @@ def test_model_config_and_cache(tiny_model_dirs):
     assert config["head_dim"] >= 32 and config["max_position_embeddings"] == 512
     root = tiny_model_dirs["policy"].parent
     assert build_tokenizer(None, root) == tiny_model_dirs["tokenizer"]
-    again = build_tiny_model(tiny_model_dirs["tokenizer"], root,
-                             max_position_embeddings=tiny_model_dirs["max_model_len"], seed=0)
+    again = build_tiny_model(
+        tiny_model_dirs["tokenizer"], root, max_position_embeddings=tiny_model_dirs["max_model_len"], seed=0
+    )
     assert again == tiny_model_dirs["policy"]
     assert tiny_model_dirs["updated"] != tiny_model_dirs["policy"]

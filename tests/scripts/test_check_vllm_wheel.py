@@ -50,37 +50,53 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_lazy_exports_bases_self_attributes_and_kwargs(tmp_path):
-    root = write(tmp_path, {
-        "vllm/__init__.py": 'MODULE_ATTRS = {"Engine": ".engine.core:Engine"}\n'
-                            'def __getattr__(name):\n    if name == "platform":\n        return 1\n',
-        "vllm/engine/__init__.py": "",
-        "vllm/engine/core.py": "from .base import Base\n"
-                               "class Engine(Base):\n"
-                               "    def __init__(self):\n        self.runner: int = 1\n"
-                               "    def call(self, *args, **kwargs):\n        pass\n",
-        "vllm/engine/base.py": "class Base:\n    level: int = 0\n    def sleep(self, level=1):\n        pass\n",
-    })
+    root = write(
+        tmp_path,
+        {
+            "vllm/__init__.py": 'MODULE_ATTRS = {"Engine": ".engine.core:Engine"}\n'
+            'def __getattr__(name):\n    if name == "platform":\n        return 1\n',
+            "vllm/engine/__init__.py": "",
+            "vllm/engine/core.py": "from .base import Base\n"
+            "class Engine(Base):\n"
+            "    def __init__(self):\n        self.runner: int = 1\n"
+            "    def call(self, *args, **kwargs):\n        pass\n",
+            "vllm/engine/base.py": "class Base:\n    level: int = 0\n    def sleep(self, level=1):\n        pass\n",
+        },
+    )
     sources = checker.Sources(root)
     T = checker.Touch
     assert checker.check(sources, T("vllm:Engine", attrs=("runner", "level", "sleep")))[0] == []
     assert checker.check(sources, T("vllm:platform"))[0] == []
     assert checker.check(sources, T("vllm.engine.core:Engine.sleep", params=("level",)))[0] == []
     assert checker.check(sources, T("vllm.engine.core:Engine.call", params=("method",)))[0] == [
-        "vllm.engine.core:Engine.call: no parameter 'method' (only through **kwargs); it takes []"]
+        "vllm.engine.core:Engine.call: no parameter 'method' (only through **kwargs); it takes []"
+    ]
     assert checker.check(sources, T("vllm:Nothing"))[0] == ["vllm:Nothing: no 'Nothing' in it"]
     assert checker.check(sources, T("vllm.nowhere:X"))[0] == ["vllm.nowhere:X: no such module"]
     assert checker.check(sources, T("vllm:Engine", attrs=("gone",)))[0] == ["vllm:Engine: no attribute 'gone'"]
 
 
 def test_a_line_the_engine_relies_on_that_changed_is_named(tmp_path):
-    root = write(tmp_path, {"vllm/__init__.py": "", "vllm/worker.py": (
-        "class Worker:\n    def pool(self, tag):\n"
-        "        assert allocator.usage() == 0, (\n            'one instance per process.'\n        )\n")})
+    root = write(
+        tmp_path,
+        {
+            "vllm/__init__.py": "",
+            "vllm/worker.py": (
+                "class Worker:\n    def pool(self, tag):\n"
+                "        assert allocator.usage() == 0, (\n            'one instance per process.'\n        )\n"
+            ),
+        },
+    )
     sources, T = checker.Sources(root), checker.Touch
-    assert checker.check(sources, T("vllm.worker:Worker.pool", source=(
-        "allocator.usage() == 0", "'one instance per process.'")))[0] == []
+    assert (
+        checker.check(
+            sources, T("vllm.worker:Worker.pool", source=("allocator.usage() == 0", "'one instance per process.'"))
+        )[0]
+        == []
+    )
     assert checker.check(sources, T("vllm.worker:Worker.pool", source=("allocator.usage() == 1",)))[0] == [
-        "vllm.worker:Worker.pool: its source no longer holds 'allocator.usage() == 1'"]
+        "vllm.worker:Worker.pool: its source no longer holds 'allocator.usage() == 1'"
+    ]
 
 
 def test_the_cli_fails_loudly_on_a_tree_that_lacks_the_names(tmp_path, capsys):
@@ -97,15 +113,30 @@ def test_the_pin_is_read_from_the_gpu_requirements():
 
 def test_the_list_covers_what_the_adapter_imports_and_calls_on_the_engine():
     """Drift guard: every ``from vllm... import X`` in the adapter and every ``llm_engine.<name>`` it uses is listed."""
-    tree = ast.Module([node for f in sorted((ROOT / "arrol_pl" / "engine" / "adapter").glob("*.py"))
-                       for node in ast.parse(f.read_text()).body], [])
+    tree = ast.Module(
+        [
+            node
+            for f in sorted((ROOT / "arrol_pl" / "engine" / "adapter").glob("*.py"))
+            for node in ast.parse(f.read_text()).body
+        ],
+        [],
+    )
     targets = {t.target for t in VLLM_API}
-    imported = {f"{n.module}:{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                and (n.module or "").startswith("vllm") for a in n.names}
+    imported = {
+        f"{n.module}:{a.name}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("vllm")
+        for a in n.names
+    }
     assert {i for i in imported if not any(t == i or t.startswith(i + ".") for t in targets)} == set()
-    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == "llm_engine"}
-    listed = set(touch(ENGINE).attrs) | {t.qualname.split(".", 1)[1] for t in VLLM_API if t.target.startswith(ENGINE + ".")}
+    used = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "llm_engine"
+    }
+    listed = set(touch(ENGINE).attrs) | {
+        t.qualname.split(".", 1)[1] for t in VLLM_API if t.target.startswith(ENGINE + ".")
+    }
     assert used - listed == set()
 
 
@@ -136,8 +167,11 @@ def test_the_pinned_gpu_wheel_holds_the_code_the_engine_relies_on():
     check)."""
     sources = checker.Sources(checker.wheel_sources(checker.pinned_version()))
     relied = [t for t in VLLM_API if t.source]
-    assert {t.target.split(":")[1] for t in relied} >= {"Worker._maybe_get_memory_pool_context",
-                                                         "CuMemAllocator.get_instance", "reload_weights"}
+    assert {t.target.split(":")[1] for t in relied} >= {
+        "Worker._maybe_get_memory_pool_context",
+        "CuMemAllocator.get_instance",
+        "reload_weights",
+    }
     assert [line for t in relied for line in checker.check(sources, t)[0]] == []
 
 
@@ -151,33 +185,49 @@ def test_the_installed_vllm_selects_its_runner_by_the_same_rule():
 
 
 def test_a_selection_rule_the_check_does_not_model_fails_by_name(tmp_path):
-    selector = ("class VllmConfig:\n    @property\n    def use_v2_model_runner(self):\n"
-                "        if self.parallel_config.data_parallel_size > 1:\n            return True\n"
-                "        return envs.VLLM_USE_V2_MODEL_RUNNER\n")
-    root = write(tmp_path, {
-        "vllm/__init__.py": "", "vllm/config/__init__.py": "", "vllm/config/vllm.py": selector,
-        "vllm/envs.py": "import os\nenvironment_variables = {'VLLM_USE_V2_MODEL_RUNNER': lambda: False}\n",
-        "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
-        "vllm/v1/worker/gpu_worker.py": "class Worker:\n    def _make_model_runner(self):\n"
-                                        "        from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n"
-                                        "        return GPUModelRunner(self.vllm_config, self.device)\n",
-    })
+    selector = (
+        "class VllmConfig:\n    @property\n    def use_v2_model_runner(self):\n"
+        "        if self.parallel_config.data_parallel_size > 1:\n            return True\n"
+        "        return envs.VLLM_USE_V2_MODEL_RUNNER\n"
+    )
+    root = write(
+        tmp_path,
+        {
+            "vllm/__init__.py": "",
+            "vllm/config/__init__.py": "",
+            "vllm/config/vllm.py": selector,
+            "vllm/envs.py": "import os\nenvironment_variables = {'VLLM_USE_V2_MODEL_RUNNER': lambda: False}\n",
+            "vllm/v1/__init__.py": "",
+            "vllm/v1/worker/__init__.py": "",
+            "vllm/v1/worker/gpu_worker.py": "class Worker:\n    def _make_model_runner(self):\n"
+            "        from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n"
+            "        return GPUModelRunner(self.vllm_config, self.device)\n",
+        },
+    )
     problems, _ = checker.check_runner(checker.Sources(root))
-    assert problems == ["runner selection: the wheel reads parallel_config.data_parallel_size, which this check "
-                        "does not model: update scripts/check_vllm_wheel.py (selected_runner)"]
+    assert problems == [
+        "runner selection: the wheel reads parallel_config.data_parallel_size, which this check "
+        "does not model: update scripts/check_vllm_wheel.py (selected_runner)"
+    ]
 
 
 def _calls_in(fn: ast.AST, name: str) -> list[ast.Call]:
-    return [n for n in ast.walk(fn) if isinstance(n, ast.Call)
-            and (getattr(n.func, "attr", None) == name or getattr(n.func, "id", None) == name)]
+    return [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call) and (getattr(n.func, "attr", None) == name or getattr(n.func, "id", None) == name)
+    ]
 
 
 def _pool_scoped(fn: ast.AST, call: ast.Call) -> bool:
     """Whether ``call`` runs inside a ``with`` that enters one of the sleep allocator's tagged pools."""
     for node in ast.walk(fn):
         if isinstance(node, ast.With) and any(call in ast.walk(stmt) for stmt in node.body):
-            if any(_calls_in(item.context_expr, "_maybe_get_memory_pool_context")
-                   or _calls_in(item.context_expr, "use_memory_pool") for item in node.items):
+            if any(
+                _calls_in(item.context_expr, "_maybe_get_memory_pool_context")
+                or _calls_in(item.context_expr, "use_memory_pool")
+                for item in node.items
+            ):
                 return True
     return False
 

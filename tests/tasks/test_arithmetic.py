@@ -45,7 +45,9 @@ def test_splits_are_disjoint_and_unique_even_across_seeds():
     [
         ArithmeticConfig(n_train=300, n_heldout=50),
         ArithmeticConfig(n_train=300, n_heldout=50, operators="+-*", max_operands=4, seed=3),
-        ArithmeticConfig(n_train=100, n_heldout=20, min_operands=2, max_operands=2, min_digits=2, max_digits=2, operators="-"),
+        ArithmeticConfig(
+            n_train=100, n_heldout=20, min_operands=2, max_operands=2, min_digits=2, max_digits=2, operators="-"
+        ),
     ],
 )
 def test_every_solution_scores_one_through_the_real_reward(reward, config):
@@ -105,7 +107,9 @@ def test_sft_texts_and_tokenizer_corpus():
 
 def test_too_small_a_problem_space_fails_with_advice():
     with pytest.raises(ValueError, match="max_digits"):
-        arithmetic_splits(ArithmeticConfig(min_operands=2, max_operands=2, max_digits=1, operators="+", n_train=500, n_heldout=50))
+        arithmetic_splits(
+            ArithmeticConfig(min_operands=2, max_operands=2, max_digits=1, operators="+", n_train=500, n_heldout=50)
+        )
 
 
 @pytest.mark.parametrize(

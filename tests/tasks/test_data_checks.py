@@ -88,13 +88,17 @@ def test_the_check_reads_on_when_the_first_rows_are_all_bad(tmp_path):
     check_sources(run.data)
     with pytest.raises(DatasetUnavailableError):  # what the first rows alone give
         from arrol_pl.tasks.registry import load_train
+
         load_train(run.data, limit=PROBE_ROWS)
 
 
 def test_the_run_refuses_a_source_that_fails_when_it_loads_in_one_line(tmp_path):
     """The job's own load (a file removed after the check) fails as the check does."""
-    run = load_run_config(OmegaConf.create({"data": {"name": "jsonl", "path": str(tmp_path / "gone.jsonl")},
-                                            "model": {"warm_start": {"steps": 0}}}))
+    run = load_run_config(
+        OmegaConf.create(
+            {"data": {"name": "jsonl", "path": str(tmp_path / "gone.jsonl")}, "model": {"warm_start": {"steps": 0}}}
+        )
+    )
     with pytest.raises(ConfigError, match=r"^jsonl: data\.path='.*gone\.jsonl' does not exist"):
         load_splits(run)
 
@@ -125,15 +129,27 @@ def test_presets_added_with_config_dir_are_checked_before_hydra_starts(tmp_path,
     out = command_main(tmp_path, "train", "--config-dir", str(tmp_path / "extra"), "pruning=wide")
     assert out.returncode == 2 and out.stderr.splitlines() == [
         f"config error: {tmp_path / 'extra' / 'pruning' / 'wide.yaml'}: pruning.keep_ratio (κ) must be in (0, 1], got "
-        "7.0"], out.stderr[-3000:]
+        "7.0"
+    ], out.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["extra"]  # no outputs/runs/
 
 
 @pytest.mark.subprocess
 def test_the_script_refuses_a_file_with_the_wrong_fields_in_one_line_and_leaves_no_run_directory(tmp_path):
     wrong = rows_file(tmp_path / "wrong.jsonl", [{"question": "1+1", "solution": "2"}])
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "data=jsonl", f"data.path={wrong}",
-                          NO_WARM, f"model.cache_dir={tmp_path / 'cache'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "run.py"),
+            "data=jsonl",
+            f"data.path={wrong}",
+            NO_WARM,
+            f"model.cache_dir={tmp_path / 'cache'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = refused_in_one_line(out, tmp_path)
     assert "its rows have the fields question, solution" in line

@@ -24,8 +24,14 @@ def compose_run(*overrides: str):
 
 
 def test_jsonl_preset_reads_any_file_with_its_fields_and_answer_pattern():
-    run = compose_run("data=jsonl", f"data.path={GSM8K}", "data.prompt_field=question", "data.answer_field=answer",
-                      "data.answer_pattern='#### (.+)$'", f"data.heldout_path={FIXTURES / 'gsm8k_hub' / 'main'}")
+    run = compose_run(
+        "data=jsonl",
+        f"data.path={GSM8K}",
+        "data.prompt_field=question",
+        "data.answer_field=answer",
+        "data.answer_pattern='#### (.+)$'",
+        f"data.heldout_path={FIXTURES / 'gsm8k_hub' / 'main'}",
+    )
     train, heldout = load_data(run.data)
     assert [p.answer for p in train] == ["18", "3", "1250", "41"]
     assert [p.answer for p in heldout] == ["18", "3", "1250"]  # the folder's test split, read with the same fields
@@ -33,9 +39,14 @@ def test_jsonl_preset_reads_any_file_with_its_fields_and_answer_pattern():
 
 
 def test_heldout_fields_read_a_heldout_file_of_another_shape():
-    run = compose_run("data=jsonl", f"data.path={FIXTURES / 'broken_lines.jsonl'}",
-                      f"data.heldout_path={FIXTURES / 'generic.jsonl'}", "data.heldout_fields.prompt_field=q",
-                      "data.heldout_fields.answer_field=meta.gold", "model.warm_start.steps=0")
+    run = compose_run(
+        "data=jsonl",
+        f"data.path={FIXTURES / 'broken_lines.jsonl'}",
+        f"data.heldout_path={FIXTURES / 'generic.jsonl'}",
+        "data.heldout_fields.prompt_field=q",
+        "data.heldout_fields.answer_field=meta.gold",
+        "model.warm_start.steps=0",
+    )
     train, heldout = load_data(run.data)
     assert [p.answer for p in train] == ["5", "3"] and [p.answer for p in heldout] == ["27", "\\frac{3}{4}"]
     with pytest.raises(ConfigError, match=r"data\.heldout_fields\.question is not a row field"):
@@ -48,11 +59,14 @@ def test_heldout_prompts_that_are_training_prompts_are_counted_in_one_warning(tm
     train.write_text("".join(rows))
     test.write_text("".join(rows[4:]) + '{"prompt": "New?", "answer": "0"}\n')
     overlap = f"jsonl: 2 of the 3 held-out prompts ({test}) are also training prompts ({train})"
-    for heldout, said in (("train.jsonl", f"jsonl: held-out data is the training data ({train})"),
-                          ("test.jsonl", overlap)):
+    for heldout, said in (
+        ("train.jsonl", f"jsonl: held-out data is the training data ({train})"),
+        ("test.jsonl", overlap),
+    ):
         caplog.clear()
-        run = compose_run("data=jsonl", f"data.path={train}", f"data.heldout_path={tmp_path / heldout}",
-                          "model.warm_start.steps=0")
+        run = compose_run(
+            "data=jsonl", f"data.path={train}", f"data.heldout_path={tmp_path / heldout}", "model.warm_start.steps=0"
+        )
         with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
             problems, held = load_data(run.data)
         assert [r.getMessage() for r in caplog.records] == [said]
@@ -81,15 +95,18 @@ def test_arithmetic_options_do_not_leak_into_another_adapter():
         compose_run("data=gsm8k", "+data.options.seed=1")
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (["data=jsonl"], "data.path must be set"),
-    (["data.prompt_field=question"], "data.prompt_field does not apply to data.name=arithmetic"),
-    (["data=jsonl", f"data.path={GSM8K}", "data.answer_pattern='####'"], "data.answer_pattern"),
-    (["data=jsonl", f"data.path={GSM8K}", "data.name=gsm9k"], "data.name"),
-    (["data=dapo_math", "data.heldout_name=math501"], "data.heldout_name"),
-    (["data.num_heldout=-1"], "data.num_heldout"),
-    (["data.options.max_digits=0"], "data.options of data.name=arithmetic: need 1 <= min_digits <= max_digits"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["data=jsonl"], "data.path must be set"),
+        (["data.prompt_field=question"], "data.prompt_field does not apply to data.name=arithmetic"),
+        (["data=jsonl", f"data.path={GSM8K}", "data.answer_pattern='####'"], "data.answer_pattern"),
+        (["data=jsonl", f"data.path={GSM8K}", "data.name=gsm9k"], "data.name"),
+        (["data=dapo_math", "data.heldout_name=math501"], "data.heldout_name"),
+        (["data.num_heldout=-1"], "data.num_heldout"),
+        (["data.options.max_digits=0"], "data.options of data.name=arithmetic: need 1 <= min_digits <= max_digits"),
+    ],
+)
 def test_bad_data_keys_fail_naming_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("(", r"\(")):
         compose_run(*overrides)
@@ -118,7 +135,8 @@ def test_heldout_errors_name_the_heldout_key(monkeypatch):
 
 
 def test_no_heldout_source_is_an_empty_set():
-    run = compose_run("data=jsonl", f"data.path={GSM8K}", "data.prompt_field=question",
-                      "data.answer_pattern='#### (.+)$'")
+    run = compose_run(
+        "data=jsonl", f"data.path={GSM8K}", "data.prompt_field=question", "data.answer_pattern='#### (.+)$'"
+    )
     train, heldout = load_data(run.data)
     assert len(train) == 4 and len(heldout) == 0 and heldout.report()["rows"] is None

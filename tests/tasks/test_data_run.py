@@ -32,8 +32,11 @@ def test_tiny_policy_warm_starts_on_the_datasets_solutions(tmp_path):
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
     assert prepare_tiny_policy(model, DataConfig(name="gsm8k", path=str(MAIN)), max_new_tokens=8) == policy  # cached
 
-    short = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(max_position_embeddings=32),
-                        warm_start=WarmStartConfig(steps=2, batch_size=2, check_every=2))
+    short = ModelConfig(
+        cache_dir=str(tmp_path),
+        tiny=TinyModelConfig(max_position_embeddings=32),
+        warm_start=WarmStartConfig(steps=2, batch_size=2, check_every=2),
+    )
     with pytest.raises(ValueError, match="model.tiny.max_position_embeddings=32"):
         prepare_tiny_policy(short, DataConfig(name="gsm8k", path=str(MAIN)), max_new_tokens=8)
 
@@ -42,12 +45,25 @@ def test_tiny_policy_warm_starts_on_the_datasets_solutions(tmp_path):
 def test_a_run_on_gsm8k_files_counts_skipped_rows_in_its_summary(tmp_path):
     """The only run on a dataset adapter's files (GSM8K-shaped, with broken rows) rather than the built-in task,
     warm-started on the dataset's own solutions."""
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "data=gsm8k", f"data.path={MAIN}",
-           "data.heldout_name=jsonl", f"data.heldout_path={FIXTURES / 'broken_lines.jsonl'}", "data.num_heldout=2",
-           "model.warm_start.steps=1", "model.warm_start.check_every=1", "model.warm_start.batch_size=2",
-           f"model.cache_dir={tmp_path / 'cache'}", "algo.prompts_per_step=2", "algo.group_size=2",
-           "algo.max_response_tokens=16", "engine.detect_length=4", "trainer.max_steps=1",
-           f"hydra.run.dir={tmp_path / 'run'}"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "data=gsm8k",
+        f"data.path={MAIN}",
+        "data.heldout_name=jsonl",
+        f"data.heldout_path={FIXTURES / 'broken_lines.jsonl'}",
+        "data.num_heldout=2",
+        "model.warm_start.steps=1",
+        "model.warm_start.check_every=1",
+        "model.warm_start.batch_size=2",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "algo.prompts_per_step=2",
+        "algo.group_size=2",
+        "algo.max_response_tokens=16",
+        "engine.detect_length=4",
+        "trainer.max_steps=1",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

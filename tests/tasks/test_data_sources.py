@@ -24,7 +24,9 @@ def test_every_kind_of_broken_line_is_skipped_and_reported_by_file_and_line(capl
     assert skipped["no-answer"][0] == "missing_answer"
     assert problems.rows == 6  # the blank line 3 is no row
     assert problems.report() == {
-        "source": str(FIXTURES / "broken_lines.jsonl"), "rows": 6, "problems": 2,
+        "source": str(FIXTURES / "broken_lines.jsonl"),
+        "rows": 6,
+        "problems": 2,
         "skipped": {"invalid_json": 1, "missing_answer": 1, "not_an_object": 1, "not_utf8": 1},
     }
     assert "skipped 4 bad rows of 6" in caplog.text and "broken_lines.jsonl:4" in caplog.text
@@ -69,7 +71,9 @@ def test_a_hub_clone_picks_the_split_and_says_which_config_to_read():
     main = FIXTURES / "gsm8k_hub" / "main"
     assert [p.answer for p in load_problems("gsm8k", path=main)] == ["72", "10"]  # gsm8k's split: train
     assert [p.answer for p in load_problems("gsm8k", path=main, split="test")] == ["18", "3", "1250"]
-    with pytest.raises(DatasetUnavailableError, match=r"splits \['test', 'train'\], none named 'validation'; set data.split="):
+    with pytest.raises(
+        DatasetUnavailableError, match=r"splits \['test', 'train'\], none named 'validation'; set data.split="
+    ):
         load_problems("gsm8k", path=main, split="validation")
     with pytest.raises(DatasetUnavailableError) as info:
         load_problems("gsm8k", path=FIXTURES / "gsm8k_hub", key="data.heldout_path", split="test")
@@ -89,8 +93,9 @@ def test_gsm8k_gold_is_the_final_number_and_the_solution_is_clean():
 
 
 def test_jsonl_with_an_answer_pattern_reads_gsm8k_like_the_adapter():
-    generic = load_problems("jsonl", path=FIXTURES / "gsm8k.jsonl", prompt_field="question",
-                            answer_pattern=r"#### (.+)$")
+    generic = load_problems(
+        "jsonl", path=FIXTURES / "gsm8k.jsonl", prompt_field="question", answer_pattern=r"#### (.+)$"
+    )
     gsm8k = load_problems("gsm8k", path=FIXTURES / "gsm8k.jsonl")
     assert [(p.prompt, p.answer) for p in generic] == [(p.prompt, p.answer) for p in gsm8k]
     assert all(p.solution.endswith(f"\\boxed{{{p.answer}}}") for p in generic)
@@ -98,15 +103,24 @@ def test_jsonl_with_an_answer_pattern_reads_gsm8k_like_the_adapter():
 
 def test_a_solution_field_becomes_the_worked_solution(tmp_path):
     path = tmp_path / "rows.jsonl"
-    path.write_text(json.dumps({"q": "1+1?", "a": "2", "work": "1 + 1 = 2"}) + "\n"
-                    + json.dumps({"q": "2+2?", "a": "4", "work": "so \\boxed{4}"}) + "\n")
+    path.write_text(
+        json.dumps({"q": "1+1?", "a": "2", "work": "1 + 1 = 2"})
+        + "\n"
+        + json.dumps({"q": "2+2?", "a": "4", "work": "so \\boxed{4}"})
+        + "\n"
+    )
     problems = load_problems("jsonl", path=path, prompt_field="q", answer_field="a", solution_field="work")
     assert [p.solution for p in problems] == ["1 + 1 = 2\n\\boxed{2}", "so \\boxed{4}"]
 
 
-@pytest.mark.parametrize("pattern, message", [
-    ("####", "exactly one group"), ("(a)(b)", "exactly one group"), ("(", "not a regular expression"),
-])
+@pytest.mark.parametrize(
+    "pattern, message",
+    [
+        ("####", "exactly one group"),
+        ("(a)(b)", "exactly one group"),
+        ("(", "not a regular expression"),
+    ],
+)
 def test_answer_pattern_needs_one_group(pattern, message):
     with pytest.raises(ValueError, match=message):
         compile_answer_pattern(pattern)
@@ -135,7 +149,9 @@ def test_gsm8k_golds_score_right_under_math_verify(reward):
 
 def test_the_heldout_key_is_named_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(DatasetUnavailableError, match="no data.heldout_path is set.*set data.heldout_path=/data/math500"):
+    with pytest.raises(
+        DatasetUnavailableError, match="no data.heldout_path is set.*set data.heldout_path=/data/math500"
+    ):
         load_problems("math500", key="data.heldout_path")
 
 

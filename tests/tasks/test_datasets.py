@@ -139,7 +139,9 @@ def test_saved_dataset_dict_picks_the_split(tmp_path):
 
 def test_duplicate_ids_are_made_unique(tmp_path):
     path = tmp_path / "dup.jsonl"
-    path.write_text('{"problem": "a?", "answer": "1", "unique_id": "x"}\n{"problem": "b?", "answer": "2", "unique_id": "x"}\n')
+    path.write_text(
+        '{"problem": "a?", "answer": "1", "unique_id": "x"}\n{"problem": "b?", "answer": "2", "unique_id": "x"}\n'
+    )
     assert [p.id for p in load_problems("math500", path=path)] == ["x", "x#1"]
 
 
@@ -171,7 +173,9 @@ def test_unknown_dataset_lists_the_choices():
 
 def test_fixture_golds_score_through_the_real_reward(reward):
     """The golds the adapters produce parse and verify: a boxed restatement scores 1."""
-    problems = [p for name, (fixture, kw, *_) in CASES.items() for p in load_problems(name, path=FIXTURES / fixture, **kw)]
+    problems = [
+        p for name, (fixture, kw, *_) in CASES.items() for p in load_problems(name, path=FIXTURES / fixture, **kw)
+    ]
     restated = {"-2, 2": "2, -2"}  # OlympiadBench's multiple answers are an unordered list
     completions = [f"... \\boxed{{{restated.get(p.answer, p.answer)}}}" for p in problems]
     result = reward.score(completions, [p.answer for p in problems])
@@ -194,7 +198,10 @@ def test_render_prompt_uses_the_chat_template_only_when_there_is_one():
         "{% if add_generation_prompt %}<|assistant|>{% endif %}"
     )
     assert render_prompt(prompt, tokenizer) == f"<|user|>{prompt}\n<|assistant|>"
-    assert render_prompt(prompt, tokenizer, system_prompt="Be brief.") == f"<|system|>Be brief.\n<|user|>{prompt}\n<|assistant|>"
+    assert (
+        render_prompt(prompt, tokenizer, system_prompt="Be brief.")
+        == f"<|system|>Be brief.\n<|user|>{prompt}\n<|assistant|>"
+    )
 
 
 def test_template_constant_is_the_papers_instruction():

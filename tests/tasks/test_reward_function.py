@@ -43,7 +43,7 @@ def sleeps(prompt, completion, answer):
     return 1.0
 '''
 
-TRAINER_ONLY = '''
+TRAINER_ONLY = """
 import multiprocessing
 
 if multiprocessing.parent_process() is not None:
@@ -52,7 +52,7 @@ if multiprocessing.parent_process() is not None:
 
 def score(prompt, completion, answer):
     return 1.0
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -74,12 +74,15 @@ def functions_dir(tmp_path, monkeypatch):
         sys.path.remove(str(tmp_path))
 
 
-@pytest.mark.parametrize("path, message", [
-    ("graded_rewards.graded", "not an import path: write module:function"),
-    ("no_such_module_here:score", "cannot import no_such_module_here (ModuleNotFoundError"),
-    ("graded_rewards:missing", "graded_rewards has no missing"),
-    ("graded_rewards:time", "graded_rewards:time is a module, not a function"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("graded_rewards.graded", "not an import path: write module:function"),
+        ("no_such_module_here:score", "cannot import no_such_module_here (ModuleNotFoundError"),
+        ("graded_rewards:missing", "graded_rewards has no missing"),
+        ("graded_rewards:time", "graded_rewards:time is a module, not a function"),
+    ],
+)
 def test_a_bad_import_path_is_named_in_one_line(functions_dir, path, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         resolve_reward_function(path)
@@ -133,9 +136,12 @@ def test_a_hung_function_is_stopped_by_the_pools_limit(functions_dir):
 
 def test_a_function_the_workers_cannot_import_fails_the_pools_start(functions_dir):
     reward = FunctionReward("trainer_only_rewards:score", RewardConfig(num_workers=1))
-    with pytest.raises(RuntimeError, match=r"a reward worker could not set up reward function trainer_only_rewards:"
-                                           r"score: cannot import trainer_only_rewards \(ImportError: this module "
-                                           r"imports in the trainer only\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"a reward worker could not set up reward function trainer_only_rewards:"
+        r"score: cannot import trainer_only_rewards \(ImportError: this module "
+        r"imports in the trainer only\)",
+    ):
         reward.start()
 
 
@@ -151,8 +157,15 @@ def test_the_overlong_penalty_applies_to_a_functions_reward_not_its_label():
 
 
 def test_the_example_matches_the_json_field_exactly():
-    completions = ['Adding them: {"answer": 12}', 'first {"answer": 3} then {"answer": "12"}', '{"answer": 13}',
-                   "12", '{"result": 12}', '{"answer": 12', 'text {"answer": " 12 "} more']
+    completions = [
+        'Adding them: {"answer": 12}',
+        'first {"answer": 3} then {"answer": "12"}',
+        '{"answer": 13}',
+        "12",
+        '{"result": 12}',
+        '{"answer": 12',
+        'text {"answer": " 12 "} more',
+    ]
     with make_reward(EXAMPLE, RewardConfig(num_workers=0)) as reward:
         result = reward.score(completions, ["12"] * len(completions), prompts=["Sum 5 and 7."] * len(completions))
     assert result.rewards.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]

@@ -97,7 +97,9 @@ def test_a_crashed_worker_is_retried_then_counted():
 def test_scoring_from_a_thread_uses_the_workers(reward):
     """SIGALRM only works in a main thread: the pool makes scoring safe from any thread."""
     out = {}
-    thread = threading.Thread(target=lambda: out.update(r=reward.score(["\\boxed{\\dfrac{1}{2}}", TOWER], ["0.5", "1"])))
+    thread = threading.Thread(
+        target=lambda: out.update(r=reward.score(["\\boxed{\\dfrac{1}{2}}", TOWER], ["0.5", "1"]))
+    )
     thread.start()
     thread.join(timeout=30)
     assert out["r"].status == ["ok", "timeout"]
@@ -239,6 +241,8 @@ def test_answer_classes_group_equivalent_answers(reward):
 
 @pytest.mark.subprocess
 def test_dataset_adapters_get_extraction_without_the_pool():
-    code = ("import sys, arrol_pl.tasks.minerva, arrol_pl.tasks.rows; "
-            "assert 'arrol_pl.tasks.pool' not in sys.modules and 'math_verify' not in sys.modules")
+    code = (
+        "import sys, arrol_pl.tasks.minerva, arrol_pl.tasks.rows; "
+        "assert 'arrol_pl.tasks.pool' not in sys.modules and 'math_verify' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PROBE = '''
+PROBE = """
 import json
 import os
 
@@ -27,27 +27,46 @@ def logged(prompt, completion, answer):
     with open(os.environ["REWARD_PROBE_LOG"], "a") as log:
         log.write(json.dumps({"pid": os.getpid(), "prompt": prompt, "answer": answer, "reward": reward}) + "\\n")
     return reward
-'''
+"""
 
 HELDOUT, EVAL_SAMPLES = 2, 2
 
 
 @pytest.mark.slow
 def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
-    rows = [{"id": f"q{i}", "prompt": f"Add {i} and {i + 3}. Reply as JSON: {{\"answer\": ...}}", "answer": str(2 * i + 3)}
-            for i in range(8)]
+    rows = [
+        {"id": f"q{i}", "prompt": f'Add {i} and {i + 3}. Reply as JSON: {{"answer": ...}}', "answer": str(2 * i + 3)}
+        for i in range(8)
+    ]
     data = tmp_path / "sums.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "probe_rewards.py").write_text(PROBE)  # found in the working directory, by the workers too
     log = tmp_path / "calls.jsonl"
-    env = {**os.environ, "REWARD_PROBE_LOG": str(log),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "data=jsonl", f"data.path={data}",
-           f"data.heldout_path={data}", f"data.num_heldout={HELDOUT}", f"trainer.eval_samples={EVAL_SAMPLES}",
-           "reward.function=probe_rewards:logged", "reward.workers=2",
-           "model.warm_start.steps=0", f"model.cache_dir={tmp_path / 'cache'}", "algo.prompts_per_step=2",
-           "algo.group_size=4", "algo.max_response_tokens=16", "engine.detect_length=4", "pruning.cold_start_steps=1",
-           "trainer.max_steps=2", f"hydra.run.dir={tmp_path / 'run'}"]
+    env = {
+        **os.environ,
+        "REWARD_PROBE_LOG": str(log),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "data=jsonl",
+        f"data.path={data}",
+        f"data.heldout_path={data}",
+        f"data.num_heldout={HELDOUT}",
+        f"trainer.eval_samples={EVAL_SAMPLES}",
+        "reward.function=probe_rewards:logged",
+        "reward.workers=2",
+        "model.warm_start.steps=0",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "algo.prompts_per_step=2",
+        "algo.group_size=4",
+        "algo.max_response_tokens=16",
+        "engine.detect_length=4",
+        "pruning.cold_start_steps=1",
+        "trainer.max_steps=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     process = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-4000:]
@@ -55,8 +74,12 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["config"]["reward"] == {"function": "probe_rewards:logged", "workers": 2, "timeout": 3,
-                                           "max_failed_steps": 3}
+    assert summary["config"]["reward"] == {
+        "function": "probe_rewards:logged",
+        "workers": 2,
+        "timeout": 3,
+        "max_failed_steps": 3,
+    }
     assert summary["reward_failures"] == {}
     evaluation = HELDOUT * (1 + EVAL_SAMPLES)  # greedy and sampled, before and after training
     scored = [int(row["policy/trained_rollouts"]) for row in history]
@@ -67,7 +90,7 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     # the calls come in the run's order: the evaluation before, each step's survivors, the evaluation after
     start = evaluation
     for row, n in zip(history, scored):
-        rewards = [c["reward"] for c in calls[start:start + n]]
+        rewards = [c["reward"] for c in calls[start : start + n]]
         assert row["reward/mean"] == pytest.approx(sum(rewards) / n)
         assert row["reward/accuracy"] == pytest.approx(sum(r > 0.5 for r in rewards) / n)
         assert row["reward/frac_no_answer"] == 0.0  # math-verify would find no \boxed{} in these completions
@@ -83,13 +106,27 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     export = tmp_path / "run" / "export"
     assert json.loads((export / "data_config.json").read_text())["heldout_path"] == str(data)
     evaluation = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={export}", "k=2", "limit=3",
-         "max_tokens=16", "reward.function=probe_rewards:logged",
-         f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "evaluate.py"),
+            f"checkpoint={export}",
+            "k=2",
+            "limit=3",
+            "max_tokens=16",
+            "reward.function=probe_rewards:logged",
+            f"hydra.run.dir={tmp_path / 'eval'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert evaluation.returncode == 0, evaluation.stderr[-4000:]
     assert evaluation.stdout.splitlines()[0] == (
         f"evaluating {export} on the run's held-out set: jsonl, {data} (recorded in {export / 'data_config.json'}): "
-        "the first 3 problems, k = 2")
+        "the first 3 problems, k = 2"
+    )
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert metrics["reward"] == "probe_rewards:logged" and metrics["data"].startswith("the run's held-out set: jsonl")
     records = [json.loads(line) for line in (tmp_path / "eval" / "records.jsonl").read_text().splitlines()]

@@ -42,17 +42,24 @@ def test_skip_overlong_counts_the_long_row_with_the_bad_ones_and_keeps_the_order
 
     problems = [Problem(f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(5)]
     problems[2] = Problem("long", "What is " + " + ".join("1" for _ in range(400)) + "?", "400")
-    loaded = ProblemSet("jsonl", "sums.jsonl", list(problems), [SkippedRow("sums.jsonl:9", "not JSON", "invalid_json")],
-                        rows=6)
+    loaded = ProblemSet(
+        "jsonl", "sums.jsonl", list(problems), [SkippedRow("sums.jsonl:9", "not JSON", "invalid_json")], rows=6
+    )
     rendered = [Problem(p.id, f"<user>{p.prompt}</user>", p.answer) for p in problems]  # a prompt format
     with caplog.at_level(logging.WARNING, logger="arrol_pl.tasks.rows"):
         kept = skip_overlong(loaded, rendered, tokenizer, 64, "prompt + algo.max_response_tokens=16 > 80")
     assert [p.id for p in kept] == ["q0", "q1", "q3", "q4"] and kept[0].prompt.startswith("<user>")
     assert [p.id for p in loaded.problems] == ["q0", "q1", "q3", "q4"]
-    assert loaded.report() == {"source": "sums.jsonl", "rows": 6, "problems": 4,
-                               "skipped": {"invalid_json": 1, "too_long": 1}}
-    assert "jsonl: skipped 1 of 5 rows whose prompt the engine cannot take (too_long 1; prompt + " \
-           "algo.max_response_tokens=16 > 80): long: prompt of " in caplog.text
+    assert loaded.report() == {
+        "source": "sums.jsonl",
+        "rows": 6,
+        "problems": 4,
+        "skipped": {"invalid_json": 1, "too_long": 1},
+    }
+    assert (
+        "jsonl: skipped 1 of 5 rows whose prompt the engine cannot take (too_long 1; prompt + "
+        "algo.max_response_tokens=16 > 80): long: prompt of " in caplog.text
+    )
     assert skip_overlong(loaded, kept, tokenizer, 64, "") == kept and len(loaded.skipped) == 2  # nothing more
 
 
@@ -67,10 +74,14 @@ def test_the_context_is_the_engines_when_set_else_the_policys_positions(tmp_path
     assert context_limit(None, tmp_path)[0] == 1024
     (tmp_path / "config.json").write_text("{}")
     assert context_limit(None, tmp_path)[0] is None
-    with pytest.raises(ConfigError, match=r"^algo.max_response_tokens=16 leaves no room for a prompt in "
-                                          r"engine.max_model_len=16$"):
-        fitting_problems(ProblemSet("x", "y", [Problem("a", "b", "c")]), None, None, tmp_path, 16, 16,
-                         "algo.max_response_tokens")
+    with pytest.raises(
+        ConfigError,
+        match=r"^algo.max_response_tokens=16 leaves no room for a prompt in "
+        r"engine.max_model_len=16$",
+    ):
+        fitting_problems(
+            ProblemSet("x", "y", [Problem("a", "b", "c")]), None, None, tmp_path, 16, 16, "algo.max_response_tokens"
+        )
 
 
 def test_evaluation_skips_a_long_row_in_the_middle_of_a_file_as_training_does(tokenizer, tmp_path, caplog):
@@ -95,20 +106,30 @@ def test_evaluation_skips_a_long_row_in_the_middle_of_a_file_as_training_does(to
         kept = evaluated_problems("jsonl", loaded, tokenizer, PromptFormat(), export, cfg)
     assert [p.id for p in kept] == ["q0", "q1", "q2", "q4", "q5", "q6"]
     assert loaded.report() == {"source": str(data), "rows": 7, "problems": 6, "skipped": {"too_long": 1}}
-    assert ("jsonl: skipped 1 of 7 rows whose prompt the engine cannot take (too_long 1; prompt + max_tokens=16 > "
-            "the policy's max_position_embeddings=512): long: prompt of ") in caplog.text
+    assert (
+        "jsonl: skipped 1 of 7 rows whose prompt the engine cannot take (too_long 1; prompt + max_tokens=16 > "
+        "the policy's max_position_embeddings=512): long: prompt of "
+    ) in caplog.text
     data.write_text(json.dumps(rows[3]) + "\n")
-    with pytest.raises(ConfigError, match=r"^datasets.jsonl: no problem to evaluate in .*sums.jsonl \(skipped: "
-                                          r"too_long 1\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^datasets.jsonl: no problem to evaluate in .*sums.jsonl \(skipped: "
+        r"too_long 1\)$",
+    ):
         evaluated_problems("jsonl", load_problems("jsonl", path=data), tokenizer, PromptFormat(), export, cfg)
-    with pytest.raises(ConfigError, match=r"^max_tokens=512 leaves no room for a prompt in the policy's "
-                                          r"max_position_embeddings=512$"):  # before any model loads
+    with pytest.raises(
+        ConfigError,
+        match=r"^max_tokens=512 leaves no room for a prompt in the policy's "
+        r"max_position_embeddings=512$",
+    ):  # before any model loads
         check(EvalConfig(checkpoint=str(export), max_tokens=512))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("context,named", [([], "the policy's max_position_embeddings=512"),
-                                           (["engine.max_model_len=256"], "engine.max_model_len=256")])
+@pytest.mark.parametrize(
+    "context,named",
+    [([], "the policy's max_position_embeddings=512"), (["engine.max_model_len=256"], "engine.max_model_len=256")],
+)
 def test_a_long_row_in_the_middle_of_a_file_is_skipped_and_counted_and_the_run_completes(tmp_path, context, named):
     """Before, the engine refused the context such a row asks for (a vLLM traceback before step 1), or, with
     ``engine.max_model_len`` set, the run crashed when it drew the row."""
@@ -118,15 +139,36 @@ def test_a_long_row_in_the_middle_of_a_file_is_skipped_and_counted_and_the_run_c
     data = tmp_path / "sums.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "run.py"), "data=jsonl", f"data.path={data}",
-         f"data.heldout_path={data}", "data.num_heldout=6", "trainer.eval_samples=1", "model.warm_start.steps=0",
-         f"model.cache_dir={tmp_path / 'cache'}", "algo.prompts_per_step=4", "algo.group_size=2",
-         "algo.max_response_tokens=16", "engine.detect_length=4", "pruning.cold_start_steps=1", "trainer.max_steps=3",
-         *context, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "run.py"),
+            "data=jsonl",
+            f"data.path={data}",
+            f"data.heldout_path={data}",
+            "data.num_heldout=6",
+            "trainer.eval_samples=1",
+            "model.warm_start.steps=0",
+            f"model.cache_dir={tmp_path / 'cache'}",
+            "algo.prompts_per_step=4",
+            "algo.group_size=2",
+            "algo.max_response_tokens=16",
+            "engine.detect_length=4",
+            "pruning.cold_start_steps=1",
+            "trainer.max_steps=3",
+            *context,
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     for rows_read in (9, 6):  # the training set, then the held-out one
-        assert (f"jsonl: skipped 1 of {rows_read} rows whose prompt the engine cannot take (too_long 1; prompt + "
-                f"algo.max_response_tokens=16 > {named}): long: prompt of ") in out.stdout
+        assert (
+            f"jsonl: skipped 1 of {rows_read} rows whose prompt the engine cannot take (too_long 1; prompt + "
+            f"algo.max_response_tokens=16 > {named}): long: prompt of "
+        ) in out.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 3
     assert summary["data_rows"]["train"] == {"source": str(data), "rows": 9, "problems": 8, "skipped": {"too_long": 1}}

@@ -74,8 +74,9 @@ class AdviseSettings:
         if not self.oracle_aucs or not all(0.5 <= auc <= 1.0 for auc in self.oracle_aucs):
             raise ConfigError(f"advise.oracle_aucs={list(self.oracle_aucs)}: AUCs in [0.5, 1]")
         if self.gpu.prompts < 1 or self.gpu.slots < 1:
-            raise ConfigError(f"advise.gpu.prompts and advise.gpu.slots must be >= 1, got {self.gpu.prompts}, "
-                              f"{self.gpu.slots}")
+            raise ConfigError(
+                f"advise.gpu.prompts and advise.gpu.slots must be >= 1, got {self.gpu.prompts}, {self.gpu.slots}"
+            )
 
 
 @dataclass
@@ -88,11 +89,14 @@ class AdviseConfig(RunConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.pruning.scorer != "head":
-            raise ConfigError(f"pruning.scorer={self.pruning.scorer!r}: arrol advise measures the quality head "
-                              "(pruning.scorer=head)")
+            raise ConfigError(
+                f"pruning.scorer={self.pruning.scorer!r}: arrol advise measures the quality head (pruning.scorer=head)"
+            )
         if max(self.detect_lengths) >= self.algo.max_response_tokens:
-            raise ConfigError(f"advise.detect_lengths={self.advise.detect_lengths}: each below "
-                              f"algo.max_response_tokens={self.algo.max_response_tokens}")
+            raise ConfigError(
+                f"advise.detect_lengths={self.advise.detect_lengths}: each below "
+                f"algo.max_response_tokens={self.algo.max_response_tokens}"
+            )
         self.probe()  # κG of every κ a whole number, the rest as the probe checks it
 
     @property
@@ -101,8 +105,9 @@ class AdviseConfig(RunConfig):
         if self.advise.detect_lengths is not None:
             return sorted({*self.advise.detect_lengths, self.engine.detect_length})
         length = self.engine.detect_length
-        return sorted({max(1, length // 2), length, *([2 * length] if 2 * length < self.algo.max_response_tokens
-                                                      else [])})
+        return sorted(
+            {max(1, length // 2), length, *([2 * length] if 2 * length < self.algo.max_response_tokens else [])}
+        )
 
     @property
     def oracle_aucs(self) -> list[float]:
@@ -116,17 +121,33 @@ class AdviseConfig(RunConfig):
         extra = [k for k in dict.fromkeys(a.keep_ratios) if k != self.pruning.keep_ratio]
         try:
             return GradProbeConfig(
-                policy=policy, cache_dir=self.model.cache_dir, group_size=algo.group_size,
-                keep_ratio=self.pruning.keep_ratio, extra_keep_ratios=extra,
-                reference_rollouts=a.reference_rollouts, batches=a.batches, prompts_per_batch=a.prompts_per_batch,
-                head_prompts=a.head_prompts, oracle_aucs=self.oracle_aucs, default_rule=self.pruning.balance_target,
-                paper_rule=False, detect_length=self.engine.detect_length, max_tokens=algo.max_response_tokens,
-                temperature=algo.temperature, loss_agg_mode=algo.loss_agg_mode, margin=False,
-                adamw_lr=algo.lr, engine_dtype=self.engine.dtype or "float32",
-                trainable_layers=a.trainable_layers or self.model.trainable_layers, seed=self.trainer.seed,
-                head=self.head, data=self.data,
-                reward=AsTrainedRewardConfig(function=self.reward.function, workers=self.reward.workers,
-                                             timeout=self.reward.timeout))
+                policy=policy,
+                cache_dir=self.model.cache_dir,
+                group_size=algo.group_size,
+                keep_ratio=self.pruning.keep_ratio,
+                extra_keep_ratios=extra,
+                reference_rollouts=a.reference_rollouts,
+                batches=a.batches,
+                prompts_per_batch=a.prompts_per_batch,
+                head_prompts=a.head_prompts,
+                oracle_aucs=self.oracle_aucs,
+                default_rule=self.pruning.balance_target,
+                paper_rule=False,
+                detect_length=self.engine.detect_length,
+                max_tokens=algo.max_response_tokens,
+                temperature=algo.temperature,
+                loss_agg_mode=algo.loss_agg_mode,
+                margin=False,
+                adamw_lr=algo.lr,
+                engine_dtype=self.engine.dtype or "float32",
+                trainable_layers=a.trainable_layers or self.model.trainable_layers,
+                seed=self.trainer.seed,
+                head=self.head,
+                data=self.data,
+                reward=AsTrainedRewardConfig(
+                    function=self.reward.function, workers=self.reward.workers, timeout=self.reward.timeout
+                ),
+            )
         except ConfigError as exc:
             raise ConfigError(f"advise: {exc}") from None
 

@@ -19,8 +19,9 @@ BOOTSTRAP = 400
 """Resamples of the groups behind each AUC's interval."""
 
 
-def within_auc_interval(scores: torch.Tensor, correct: torch.Tensor, groups: torch.Tensor, seed: int,
-                        draws: int = BOOTSTRAP) -> tuple[float, float]:
+def within_auc_interval(
+    scores: torch.Tensor, correct: torch.Tensor, groups: torch.Tensor, seed: int, draws: int = BOOTSTRAP
+) -> tuple[float, float]:
     """The 2.5 and 97.5 percentiles of :func:`within_group_auc` over ``draws`` resamples of the groups with
     replacement (a group drawn twice counts twice); ``(nan, nan)`` when no resample is defined."""
     ids = torch.unique(groups)
@@ -44,16 +45,25 @@ def _non_empty(rollouts: Rollouts, rows: Sequence[int]) -> list[int]:
     return [i for i in rows if len(rollouts.response_ids[i]) > 0]
 
 
-def auc_by_length(model, fitting: Rollouts, probe: Rollouts, group_rows: Sequence[int], lengths: Sequence[int],
-                  settings: ProbeSettings, pad_id: int) -> list[dict[str, float]]:
+def auc_by_length(
+    model,
+    fitting: Rollouts,
+    probe: Rollouts,
+    group_rows: Sequence[int],
+    lengths: Sequence[int],
+    settings: ProbeSettings,
+    pad_id: int,
+) -> list[dict[str, float]]:
     """Per L in ``lengths``: the AUC within groups (with its 95 % interval) and pooled of a head fitted at L, on the
     rollouts of ``probe`` in ``group_rows`` that reach L unfinished (what a rule decides on), and their share."""
     fit_rows = _non_empty(fitting, range(len(fitting.response_ids)))
     rows = _non_empty(probe, group_rows)
-    fit = detect_features(model, [fitting.prompt_ids[i] for i in fit_rows],
-                          [fitting.response_ids[i] for i in fit_rows], lengths, pad_id)
-    read = detect_features(model, [probe.prompt_ids[i] for i in rows], [probe.response_ids[i] for i in rows],
-                           lengths, pad_id)
+    fit = detect_features(
+        model, [fitting.prompt_ids[i] for i in fit_rows], [fitting.response_ids[i] for i in fit_rows], lengths, pad_id
+    )
+    read = detect_features(
+        model, [probe.prompt_ids[i] for i in rows], [probe.response_ids[i] for i in rows], lengths, pad_id
+    )
     fit_lengths = torch.tensor([len(fitting.response_ids[i]) for i in fit_rows])
     read_lengths = torch.tensor([len(probe.response_ids[i]) for i in rows])
     labels, correct, groups = fitting.correct[fit_rows], probe.correct[rows], probe.problem[rows]
@@ -62,12 +72,25 @@ def auc_by_length(model, fitting: Rollouts, probe: Rollouts, group_rows: Sequenc
         train = eligible_at(fit_lengths, length)
         live = eligible_at(read_lengths, length)
         if int(train.sum()) < 2 or labels[train].min() == labels[train].max():
-            out.append({"detect_length": length, "within_auc": None, "within_interval": None, "auc": None,
-                        "eligible_share": float(live.double().mean())})
+            out.append(
+                {
+                    "detect_length": length,
+                    "within_auc": None,
+                    "within_interval": None,
+                    "auc": None,
+                    "eligible_share": float(live.double().mean()),
+                }
+            )
             continue
         head, _ = train_probe(fit[length][train], labels[train], settings)
         scores = head_scores(head, read[length][live])
-        out.append({"detect_length": length, "within_auc": within_group_auc(scores, correct[live], groups[live]),
-                    "within_interval": within_auc_interval(scores, correct[live], groups[live], settings.seed),
-                    "auc": binary_auc(scores, correct[live]), "eligible_share": float(live.double().mean())})
+        out.append(
+            {
+                "detect_length": length,
+                "within_auc": within_group_auc(scores, correct[live], groups[live]),
+                "within_interval": within_auc_interval(scores, correct[live], groups[live], settings.seed),
+                "auc": binary_auc(scores, correct[live]),
+                "eligible_share": float(live.double().mean()),
+            }
+        )
     return out

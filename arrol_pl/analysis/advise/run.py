@@ -60,10 +60,11 @@ def run_advise(job: AdviseJob) -> dict[str, Any]:
             return len(batch_problems)
         return budget_batches(done[0], deadline, parts.samples, probe_cfg) * probe_cfg.prompts_per_batch
 
-    fitting, probe = sample_rollouts(policy, (head_problems, batch_problems), (probe_cfg.group_size, parts.samples),
-                                     probe_cfg, prompt_format, trim)
+    fitting, probe = sample_rollouts(
+        policy, (head_problems, batch_problems), (probe_cfg.group_size, parts.samples), probe_cfg, prompt_format, trim
+    )
     generated = time.perf_counter()
-    batch_problems = batch_problems[:len(probe.response_ids) // parts.samples]
+    batch_problems = batch_problems[: len(probe.response_ids) // parts.samples]
     probe_cfg = replace(probe_cfg, batches=len(batch_problems) // probe_cfg.prompts_per_batch)
     choices = choose(probe_cfg, parts, fitting, probe)
     model = load_policy(policy)
@@ -73,36 +74,61 @@ def run_advise(job: AdviseJob) -> dict[str, Any]:
     if run.advise.minutes is not None:
         left = run.advise.minutes - (time.perf_counter() - start) / 60
         probe_cfg = replace(probe_cfg, max_minutes=max(left, 1e-3))
-    probe_job = GradProbeJob(config=probe_cfg, out=job.out, command=job.command, head_problems=head_problems,
-                             batch_problems=batch_problems, heldout_problems=[], prompt_format=prompt_format,
-                             data=job.data)
+    probe_job = GradProbeJob(
+        config=probe_cfg,
+        out=job.out,
+        command=job.command,
+        head_problems=head_problems,
+        batch_problems=batch_problems,
+        heldout_problems=[],
+        prompt_format=prompt_format,
+        data=job.data,
+    )
     result = probe_rollouts(probe_job, policy, parts, fitting, probe, None, choices, model)
     (job.out / "grad_probe.json").write_text(json.dumps(result, indent=1, allow_nan=False))
 
     group = parts.group
     lengths, eligible = choices.lengths[:, group], choices.eligible[:, group]
-    machine = {"prompts": run.algo.prompts_per_step, "slots": run.engine.max_num_seqs,
-               "detect_first": run.engine.detect_first}
+    machine = {
+        "prompts": run.algo.prompts_per_step,
+        "slots": run.engine.max_num_seqs,
+        "detect_first": run.engine.detect_first,
+    }
     gpu = {"prompts": run.advise.gpu.prompts, "slots": run.advise.gpu.slots}
     saving = {}
     for kappa in probe_cfg.keep_ratios:
         keep = choices.chosen.subsets[kappa_key(f"{choices.rules[0]}/head", kappa, probe_cfg.keep_ratio)][1]
-        saving[kappa] = savings(lengths, ~keep & eligible, run.engine.detect_length, machine, gpu,
-                                probe.step_seconds, probe.step_requests)
+        saving[kappa] = savings(
+            lengths, ~keep & eligible, run.engine.detect_length, machine, gpu, probe.step_seconds, probe.step_requests
+        )
     kappas = sorted(probe_cfg.keep_ratios)
     rows = candidates(result, kappas, probe_cfg.keep_ratio, saving)
     batches = result["settings"]["measured_batches"]
     decision = decide(rows, probe_cfg.keep_ratio, run.engine.detect_length, batches, aucs, run.pruning.gate_auc)
-    advice = _finite({
-        "command": job.command, "policy_dir": str(policy), "data": job.data, "verdict": decision,
-        "verdict_line": verdict_line(decision), "detect_lengths": aucs, "candidates": rows,
-        "settings": {"group_size": probe_cfg.group_size, "keep_ratio": probe_cfg.keep_ratio,
-                     "rule": choices.rules[0], "detect_length": run.engine.detect_length,
-                     "max_response_tokens": run.algo.max_response_tokens, "batches": batches,
-                     "prompts_per_batch": probe_cfg.prompts_per_batch, "head_prompts": probe_cfg.head_prompts,
-                     "reference_rollouts": probe_cfg.reference_rollouts, "mean_length": choices.mean_length},
-        "seconds": {"generation": generated - start, "total": time.perf_counter() - start},
-    })
+    advice = _finite(
+        {
+            "command": job.command,
+            "policy_dir": str(policy),
+            "data": job.data,
+            "verdict": decision,
+            "verdict_line": verdict_line(decision),
+            "detect_lengths": aucs,
+            "candidates": rows,
+            "settings": {
+                "group_size": probe_cfg.group_size,
+                "keep_ratio": probe_cfg.keep_ratio,
+                "rule": choices.rules[0],
+                "detect_length": run.engine.detect_length,
+                "max_response_tokens": run.algo.max_response_tokens,
+                "batches": batches,
+                "prompts_per_batch": probe_cfg.prompts_per_batch,
+                "head_prompts": probe_cfg.head_prompts,
+                "reference_rollouts": probe_cfg.reference_rollouts,
+                "mean_length": choices.mean_length,
+            },
+            "seconds": {"generation": generated - start, "total": time.perf_counter() - start},
+        }
+    )
     (job.out / "advice.json").write_text(json.dumps(advice, indent=1, allow_nan=False, ensure_ascii=False) + "\n")
     text = advice_text(advice)
     (job.out / "advice.md").write_text(text + "\n")
@@ -130,15 +156,23 @@ def budget_batches(fitting: Rollouts, deadline: float, samples: int, cfg: GradPr
 def advice_text(advice: dict[str, Any]) -> str:
     """``advice.md``: the verdict, why, what was measured, the two tables."""
     s, v = advice["settings"], advice["verdict"]
-    return "\n".join([
-        "# Will pruning pay?", "", f"**{advice['verdict_line']}**", "",
-        *(f"- {reason}" for reason in v["why"]), "",
-        f"Measured on `{advice['command']}`: G = {s['group_size']}, run κ = {s['keep_ratio']:g}, rule {s['rule']}, "
-        f"L_detect = {s['detect_length']} of {s['max_response_tokens']} tokens (mean length {s['mean_length']:.1f}); "
-        f"head fit on {s['head_prompts']} prompts; gradient probe over {s['batches']} batches × "
-        f"{s['prompts_per_batch']} prompts against R = {s['reference_rollouts']} reference rollouts each; "
-        f"{advice['seconds']['total'] / 60:.1f} min.", "",
-        *tables(advice["candidates"], advice["detect_lengths"])])
+    return "\n".join(
+        [
+            "# Will pruning pay?",
+            "",
+            f"**{advice['verdict_line']}**",
+            "",
+            *(f"- {reason}" for reason in v["why"]),
+            "",
+            f"Measured on `{advice['command']}`: G = {s['group_size']}, run κ = {s['keep_ratio']:g}, rule {s['rule']}, "
+            f"L_detect = {s['detect_length']} of {s['max_response_tokens']} tokens (mean length {s['mean_length']:.1f}); "
+            f"head fit on {s['head_prompts']} prompts; gradient probe over {s['batches']} batches × "
+            f"{s['prompts_per_batch']} prompts against R = {s['reference_rollouts']} reference rollouts each; "
+            f"{advice['seconds']['total'] / 60:.1f} min.",
+            "",
+            *tables(advice["candidates"], advice["detect_lengths"]),
+        ]
+    )
 
 
 def _pad_id(policy: Path) -> int:

@@ -31,12 +31,23 @@ def ratios(lengths: list[int], pruned: list[bool], detect_length: int, slots: in
     first = detect_first and len(lengths) > slots
     full, cut = schedule(lengths, slots), pruned_schedule(lengths, pruned, detect_length, slots, first)
     kept = sum(n for n, p in zip(lengths, pruned) if not p)
-    return {"steps": len(full) / max(len(cut), 1), "tokens": sum(full) / max(sum(cut), 1),
-            "trained": sum(lengths) / max(kept, 1), "detect_first": first}
+    return {
+        "steps": len(full) / max(len(cut), 1),
+        "tokens": sum(full) / max(sum(cut), 1),
+        "trained": sum(lengths) / max(kept, 1),
+        "detect_first": first,
+    }
 
 
-def savings(lengths: torch.Tensor, pruned: torch.Tensor, detect_length: int, machine: dict, gpu: dict,
-            step_seconds: list[float], step_requests: list[int]) -> dict:
+def savings(
+    lengths: torch.Tensor,
+    pruned: torch.Tensor,
+    detect_length: int,
+    machine: dict,
+    gpu: dict,
+    step_seconds: list[float],
+    step_requests: list[int],
+) -> dict:
     """The modelled saving of pruning to ``pruned`` (``(P, G)`` bool, with ``lengths: (P, G)``) on this machine
     (``machine``: ``prompts``, ``slots``, ``detect_first``; the step cost fitted on ``step_seconds, step_requests``)
     and on a GPU setting (``gpu``: ``prompts``, ``slots``; steps and tokens only)."""

@@ -91,7 +91,7 @@ class GradProbeConfig:
     paper_rule: bool = True
     """Probe the paper's Eq. 2 (``balance_target=global``) too."""
     rules: list[str] = field(default_factory=list)
-    """Further survival rules (``balance_target``\ s of :data:`~arrol_pl.core.pruning.BALANCE_TARGETS`) probed beside
+    r"""Further survival rules (``balance_target``\ s of :data:`~arrol_pl.core.pruning.BALANCE_TARGETS`) probed beside
     the project's default and the paper's Eq. 2, which are always probed."""
     detect_length: int = EngineConfig.detect_length
     """L_detect: where the head reads the hidden state and the rules decide (< ``max_tokens``)."""
@@ -128,25 +128,37 @@ class GradProbeConfig:
     ``data.num_heldout`` held-out ones for the margin."""
 
     def __post_init__(self) -> None:
-        for key, low in (("group_size", 2), ("reference_rollouts", 2), ("batches", 2), ("prompts_per_batch", 1),
-                         ("head_prompts", 2), ("heldout_samples", 2), ("max_tokens", 2)):
+        for key, low in (
+            ("group_size", 2),
+            ("reference_rollouts", 2),
+            ("batches", 2),
+            ("prompts_per_batch", 1),
+            ("head_prompts", 2),
+            ("heldout_samples", 2),
+            ("max_tokens", 2),
+        ):
             if getattr(self, key) < low:
                 raise ConfigError(f"{key} must be >= {low}, got {getattr(self, key)}")
-        for key, kappa in (("keep_ratio", self.keep_ratio), *(("extra_keep_ratios", k) for k in self.extra_keep_ratios)):
+        for key, kappa in (
+            ("keep_ratio", self.keep_ratio),
+            *(("extra_keep_ratios", k) for k in self.extra_keep_ratios),
+        ):
             if not 0.0 < kappa < 1.0:
                 raise ConfigError(f"{key} (κ) must be in (0, 1), got {kappa}")
             fresh = kappa * self.group_size
             if abs(fresh - round(fresh)) > 1e-9 or round(fresh) < 2:
-                raise ConfigError(f"{key}={kappa} of group_size={self.group_size} gives κG={fresh:g}: the "
-                                  "count-matched fresh group needs a whole number of rollouts, at least 2")
+                raise ConfigError(
+                    f"{key}={kappa} of group_size={self.group_size} gives κG={fresh:g}: the "
+                    "count-matched fresh group needs a whole number of rollouts, at least 2"
+                )
         if len(set(self.keep_ratios)) < len(self.keep_ratios):
-            raise ConfigError(f"extra_keep_ratios={list(self.extra_keep_ratios)}: each κ once, keep_ratio's "
-                              "included")
+            raise ConfigError(f"extra_keep_ratios={list(self.extra_keep_ratios)}: each κ once, keep_ratio's included")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ConfigError(f"max_minutes must be > 0 or null, got {self.max_minutes}")
         if not 1 <= self.detect_length < self.max_tokens:
-            raise ConfigError(f"detect_length must be >= 1 and < max_tokens={self.max_tokens}, "
-                              f"got {self.detect_length}")
+            raise ConfigError(
+                f"detect_length must be >= 1 and < max_tokens={self.max_tokens}, got {self.detect_length}"
+            )
         if not 0.0 < self.calibration_fraction < 1.0:
             raise ConfigError(f"calibration_fraction must be in (0, 1), got {self.calibration_fraction}")
         if self.calibration_bins is not None and self.calibration_bins < 1:
@@ -171,8 +183,9 @@ class GradProbeConfig:
         if self.trainable_layers is not None and self.trainable_layers < 1:
             raise ConfigError(f"trainable_layers must be >= 1 or null (every parameter), got {self.trainable_layers}")
         if self.head.input != "last":
-            raise ConfigError(f"head.input={self.head.input!r}: the probe's head reads the engine's hidden state "
-                              "(last)")
+            raise ConfigError(
+                f"head.input={self.head.input!r}: the probe's head reads the engine's hidden state (last)"
+            )
         if self.data.num_heldout < 1:
             raise ConfigError(f"data.num_heldout={self.data.num_heldout}: the margin needs held-out problems (>= 1)")
 
@@ -203,8 +216,13 @@ class GradProbeConfig:
     @property
     def settings(self) -> ProbeSettings:
         """How the quality head is fit and its calibrator binned (the head probe's recipe)."""
-        return ProbeSettings(hidden_dim=self.head.hidden_dim, training=self.head, seed=self.seed,
-                             calibration_bins=self.calibration_bins, calibration_fraction=self.calibration_fraction)
+        return ProbeSettings(
+            hidden_dim=self.head.hidden_dim,
+            training=self.head,
+            seed=self.seed,
+            calibration_bins=self.calibration_bins,
+            calibration_fraction=self.calibration_fraction,
+        )
 
 
 def training_problems(cfg: GradProbeConfig) -> tuple[list, list]:
@@ -219,10 +237,11 @@ def training_problems(cfg: GradProbeConfig) -> tuple[list, list]:
         raise ConfigError(f"data: {exc}") from None
     need = cfg.head_prompts + cfg.batches * cfg.prompts_per_batch
     if len(problems) < need:
-        raise ConfigError(f"data: {len(problems)} training problems; head_prompts + batches × prompts_per_batch "
-                          f"needs {need}")
+        raise ConfigError(
+            f"data: {len(problems)} training problems; head_prompts + batches × prompts_per_batch needs {need}"
+        )
     random.Random(cfg.seed).shuffle(problems)
-    return problems[:cfg.head_prompts], problems[cfg.head_prompts:need]
+    return problems[: cfg.head_prompts], problems[cfg.head_prompts : need]
 
 
 def load_grad_probe_config(cfg: DictConfig | dict) -> GradProbeConfig:

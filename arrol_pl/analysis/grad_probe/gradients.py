@@ -28,8 +28,9 @@ from arrol_pl.core.advantages import grpo_advantages
 from arrol_pl.core.losses import ppo_clip_loss
 
 
-def prompt_log_probs(model: nn.Module, prompt: Sequence[int], responses: Sequence[Sequence[int]],
-                     temperature: float) -> torch.Tensor:
+def prompt_log_probs(
+    model: nn.Module, prompt: Sequence[int], responses: Sequence[Sequence[int]], temperature: float
+) -> torch.Tensor:
     """``(k, W)`` log π(response token | prefix) of ``k`` non-empty responses to one ``prompt`` (W the longest), 0 at
     padding, logits divided by ``temperature``; differentiable when grad is enabled."""
     device = next(model.parameters()).device
@@ -66,9 +67,17 @@ def flat_size(params: Sequence[nn.Parameter]) -> int:
     return sum(p.numel() for p in params)
 
 
-def subset_gradient(model: nn.Module, params: Sequence[nn.Parameter], prompt_ids: Sequence[Sequence[int]],
-                    response_ids: Sequence[Sequence[int]], rewards: torch.Tensor, group_ids: Sequence[int],
-                    temperature: float, loss_agg_mode: str, norm_length: int) -> torch.Tensor:
+def subset_gradient(
+    model: nn.Module,
+    params: Sequence[nn.Parameter],
+    prompt_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[Sequence[int]],
+    rewards: torch.Tensor,
+    group_ids: Sequence[int],
+    temperature: float,
+    loss_agg_mode: str,
+    norm_length: int,
+) -> torch.Tensor:
     """``(D,)`` float32: the gradient over ``params`` (flattened in their order) of the GRPO loss of N rollouts at
     ratio 1 (module docstring). ``prompt_ids, response_ids``: N token lists; ``rewards: (N,)``; ``group_ids: (N,)``
     the prompt of each (a prompt's rollouts share its ``prompt_ids``); ``norm_length``: the L of
@@ -83,17 +92,33 @@ def subset_gradient(model: nn.Module, params: Sequence[nn.Parameter], prompt_ids
             continue
         lp = prompt_log_probs(model, prompt_ids[live[0]], [response_ids[i] for i in live], temperature)
         mask = response_mask(lengths[live], lp.shape[1]).to(lp.device)
-        loss = ppo_clip_loss(lp, lp.detach(), advantages[live].to(lp.device), mask, loss_agg_mode=loss_agg_mode,
-                             norm_length=norm_length, **totals).loss
+        loss = ppo_clip_loss(
+            lp,
+            lp.detach(),
+            advantages[live].to(lp.device),
+            mask,
+            loss_agg_mode=loss_agg_mode,
+            norm_length=norm_length,
+            **totals,
+        ).loss
         grads = torch.autograd.grad(loss, list(params), allow_unused=True)
-        flat += torch.cat([(torch.zeros(p.numel()) if g is None else g.detach().float().flatten().cpu())
-                           for p, g in zip(params, grads)])
+        flat += torch.cat(
+            [
+                (torch.zeros(p.numel()) if g is None else g.detach().float().flatten().cpu())
+                for p, g in zip(params, grads)
+            ]
+        )
     return flat
 
 
 @torch.no_grad()
-def mean_log_probs(model: nn.Module, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
-                   group_ids: Sequence[int], temperature: float) -> torch.Tensor:
+def mean_log_probs(
+    model: nn.Module,
+    prompt_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[Sequence[int]],
+    group_ids: Sequence[int],
+    temperature: float,
+) -> torch.Tensor:
     """``(N,)`` float64: each rollout's mean per-token log-prob (NaN for an empty response), each prompt run once."""
     out = torch.full((len(response_ids),), float("nan"), dtype=torch.float64)
     for rows in by_group(group_ids).values():
@@ -104,14 +129,18 @@ def mean_log_probs(model: nn.Module, prompt_ids: Sequence[Sequence[int]], respon
     return out
 
 
-def after_step(params: Sequence[nn.Parameter], grad: torch.Tensor,
-               optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer], measure: Callable[[], float]) -> float:
+def after_step(
+    params: Sequence[nn.Parameter],
+    grad: torch.Tensor,
+    optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+    measure: Callable[[], float],
+) -> float:
     """``measure()`` after the first step of a fresh ``optimizer(params)`` on the flat ``grad: (D,)``; the parameters
     are then restored and their gradients cleared."""
     saved = [p.detach().clone() for p in params]
     offset = 0
     for p in params:
-        p.grad = grad[offset: offset + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype).clone()
+        p.grad = grad[offset : offset + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype).clone()
         offset += p.numel()
     try:
         optimizer(list(params)).step()

@@ -30,11 +30,27 @@ import torch
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig
 from arrol_pl.analysis.grad_probe.gradients import after_step, mean_log_probs, subset_gradient
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference, summary
-from arrol_pl.analysis.grad_probe.rollouts import (Rollouts, fit_scorers, policy_directory, sample_rollouts,
-                                                   scorer_quality)
-from arrol_pl.analysis.grad_probe.subsets import (CONTROLS, Parts, balance, cost_matched_size, decoded_tokens,
-                                                  first_of, fresh_counts, is_control, kappa_key, pruner_params,
-                                                  subset_rows, survivors)
+from arrol_pl.analysis.grad_probe.rollouts import (
+    Rollouts,
+    fit_scorers,
+    policy_directory,
+    sample_rollouts,
+    scorer_quality,
+)
+from arrol_pl.analysis.grad_probe.subsets import (
+    CONTROLS,
+    Parts,
+    balance,
+    cost_matched_size,
+    decoded_tokens,
+    first_of,
+    fresh_counts,
+    is_control,
+    kappa_key,
+    pruner_params,
+    subset_rows,
+    survivors,
+)
 from arrol_pl.analysis.grad_probe.tables import difference_table, fresh_controls, subset_table
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
@@ -68,7 +84,7 @@ class GradProbeJob:
 
 def baseline_of(key: str, kind: str) -> str:
     """The subset of ``kind`` (:data:`BASELINES`) that ``key`` is compared with: the one at its own κ."""
-    return kind + (key[key.index("@"):] if "@" in key else "")
+    return kind + (key[key.index("@") :] if "@" in key else "")
 
 
 @dataclass
@@ -80,8 +96,14 @@ class Chosen:
     cost_matched: dict[float, float]
 
 
-def choose_subsets(config: GradProbeConfig, parts: Parts, scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]],
-                   eligible: torch.Tensor, lengths: torch.Tensor, rules: list[str]) -> Chosen:
+def choose_subsets(
+    config: GradProbeConfig,
+    parts: Parts,
+    scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]],
+    eligible: torch.Tensor,
+    lengths: torch.Tensor,
+    rules: list[str],
+) -> Chosen:
     """Random pruning and every rule reading every scorer on the groups, the two controls, all G and the
     reference, at every κ. ``eligible, lengths: (P, G)`` of the groups; G' is measured on the default rule's
     decisions reading the head (``rules[0]``)."""
@@ -95,11 +117,14 @@ def choose_subsets(config: GradProbeConfig, parts: Parts, scorers: dict[str, tup
     cost_matched = {}
     head_calibrator, head_scores = scorers["head"]
     for kappa in config.keep_ratios:
+
         def key(name: str) -> str:
             return kappa_key(name, kappa, config.keep_ratio)
 
-        subsets[key("random")] = parts.group, survivors(
-            pruner_params("random", head_calibrator, kappa, config.seed), head_scores, eligible, indices)
+        subsets[key("random")] = (
+            parts.group,
+            survivors(pruner_params("random", head_calibrator, kappa, config.seed), head_scores, eligible, indices),
+        )
         for rule in rules:
             for name, (calibrator, scores) in scorers.items():
                 params = pruner_params("arrol", calibrator, kappa, config.seed, balance_target=rule)
@@ -149,23 +174,45 @@ def unit(grad: torch.Tensor) -> torch.Tensor:
     return grad / float(norm) if norm > 0 else grad
 
 
-def measure_batch(cfg: GradProbeConfig, model, params, probe: Rollouts, parts: Parts, chosen: Chosen,
-                  lengths: torch.Tensor, correct: torch.Tensor, batch: list[int], margin: HeldoutMargin | None,
-                  mean_length: float) -> dict[str, dict[str, float]]:
+def measure_batch(
+    cfg: GradProbeConfig,
+    model,
+    params,
+    probe: Rollouts,
+    parts: Parts,
+    chosen: Chosen,
+    lengths: torch.Tensor,
+    correct: torch.Tensor,
+    batch: list[int],
+    margin: HeldoutMargin | None,
+    mean_length: float,
+) -> dict[str, dict[str, float]]:
     """Every subset's measures on one batch of prompts (indices into the rows of ``chosen``, ``lengths`` and
     ``correct: (P, samples)``): cosine to the reference gradient, gradient norm, what it kept and decoded (``cost``:
     tokens per prompt over ``mean_length``), and with a ``margin`` the margin after a unit SGD step and after
     AdamW's first."""
-    steps = {"margin_unit": (partial(torch.optim.SGD, lr=cfg.sgd_step), unit),
-             "margin_adamw": (partial(torch.optim.AdamW, lr=cfg.adamw_lr, weight_decay=AlgoConfig.weight_decay),
-                              lambda g: g)}
+    steps = {
+        "margin_unit": (partial(torch.optim.SGD, lr=cfg.sgd_step), unit),
+        "margin_adamw": (
+            partial(torch.optim.AdamW, lr=cfg.adamw_lr, weight_decay=AlgoConfig.weight_decay),
+            lambda g: g,
+        ),
+    }
     eligible = probe.eligible.view(lengths.shape)
     grads = {}
     for key, (part, keep) in chosen.subsets.items():
         rows = subset_rows(parts, batch, part, keep[batch])
-        grads[key] = subset_gradient(model, params, [probe.prompt_ids[i] for i in rows],
-                                     [probe.response_ids[i] for i in rows], probe.rewards[rows],
-                                     probe.problem[rows].tolist(), cfg.temperature, cfg.loss_agg_mode, cfg.max_tokens)
+        grads[key] = subset_gradient(
+            model,
+            params,
+            [probe.prompt_ids[i] for i in rows],
+            [probe.response_ids[i] for i in rows],
+            probe.rewards[rows],
+            probe.problem[rows].tolist(),
+            cfg.temperature,
+            cfg.loss_agg_mode,
+            cfg.max_tokens,
+        )
     # a batch whose every reference group has one outcome has no gradient to align with: its cosines are undefined
     aligned = bool(grads["reference"].norm() > 0)
     out = {}
@@ -174,12 +221,17 @@ def measure_batch(cfg: GradProbeConfig, model, params, probe: Rollouts, parts: P
             tokens = decoded_tokens(lengths[batch][:, part], keep[batch], eligible[batch][:, part], cfg.detect_length)
         else:  # a run without pruning samples only the rollouts the control keeps
             tokens = (lengths[batch][:, part] * keep[batch]).double().sum(1)
-        out[key] = {"cosine": cosine(grads[key], grads["reference"]) if aligned else math.nan,
-                    "grad_norm": float(grads[key].double().norm()),
-                    "cost": float(tokens.mean()) / mean_length,
-                    **({name: margin.change(params, step(grads[key]), optimizer)
-                        for name, (optimizer, step) in steps.items()} if margin is not None else {}),
-                    **balance(keep[batch], correct[batch][:, part], cfg.group_size)}
+        out[key] = {
+            "cosine": cosine(grads[key], grads["reference"]) if aligned else math.nan,
+            "grad_norm": float(grads[key].double().norm()),
+            "cost": float(tokens.mean()) / mean_length,
+            **(
+                {name: margin.change(params, step(grads[key]), optimizer) for name, (optimizer, step) in steps.items()}
+                if margin is not None
+                else {}
+            ),
+            **balance(keep[batch], correct[batch][:, part], cfg.group_size),
+        }
     return out
 
 
@@ -191,8 +243,9 @@ def run_grad_probe(job: GradProbeJob) -> dict[str, Any]:
     policy = policy_directory(cfg)
     job.out.mkdir(parents=True, exist_ok=True)
     sets = (job.head_problems, job.batch_problems, *([job.heldout_problems] if cfg.margin else []))
-    fitting, probe, *heldout = sample_rollouts(policy, sets, (cfg.group_size, parts.samples, cfg.heldout_samples),
-                                               cfg, job.prompt_format)
+    fitting, probe, *heldout = sample_rollouts(
+        policy, sets, (cfg.group_size, parts.samples, cfg.heldout_samples), cfg, job.prompt_format
+    )
     result = probe_rollouts(job, policy, parts, fitting, probe, heldout[0] if heldout else None)
     (job.out / "grad_probe.json").write_text(json.dumps(result, indent=1, allow_nan=False))
     print_probe(result, job.out)
@@ -225,8 +278,17 @@ def choose(cfg: GradProbeConfig, parts: Parts, fitting: Rollouts, probe: Rollout
     scorers = fit_scorers(cfg, fitting, features[:, parts.group], correct[:, parts.group])
     rules = cfg.compared_rules
     chosen = choose_subsets(cfg, parts, scorers, eligible[:, parts.group], lengths[:, parts.group], rules)
-    return Choices(parts, lengths, correct, eligible, scorers, rules, chosen,
-                   float(lengths[:, parts.group].double().mean()), time.perf_counter() - start)
+    return Choices(
+        parts,
+        lengths,
+        correct,
+        eligible,
+        scorers,
+        rules,
+        chosen,
+        float(lengths[:, parts.group].double().mean()),
+        time.perf_counter() - start,
+    )
 
 
 def load_policy(policy: Path):
@@ -236,8 +298,16 @@ def load_policy(policy: Path):
     return AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
 
 
-def probe_rollouts(job: GradProbeJob, policy: Path, parts: Parts, fitting: Rollouts, probe: Rollouts,
-                   heldout: Rollouts | None, choices: Choices | None = None, model=None) -> dict[str, Any]:
+def probe_rollouts(
+    job: GradProbeJob,
+    policy: Path,
+    parts: Parts,
+    fitting: Rollouts,
+    probe: Rollouts,
+    heldout: Rollouts | None,
+    choices: Choices | None = None,
+    model=None,
+) -> dict[str, Any]:
     """The probe on rollouts already sampled: fit the scorers and choose the subsets (unless ``choices`` has them),
     measure every batch (until ``max_minutes``) on ``model`` (None: ``policy`` loaded); what ``grad_probe.json``
     holds."""
@@ -257,37 +327,62 @@ def probe_rollouts(job: GradProbeJob, policy: Path, parts: Parts, fitting: Rollo
             print(f"max_minutes={cfg.max_minutes:g} reached: {b} of {cfg.batches} batches measured", flush=True)
             break
         batch = list(range(b * cfg.prompts_per_batch, (b + 1) * cfg.prompts_per_batch))
-        for key, measures in measure_batch(cfg, model, params, probe, parts, c.chosen, c.lengths, c.correct, batch,
-                                           margin, c.mean_length).items():
+        for key, measures in measure_batch(
+            cfg, model, params, probe, parts, c.chosen, c.lengths, c.correct, batch, margin, c.mean_length
+        ).items():
             for name, value in measures.items():
                 per_batch.setdefault(key, {}).setdefault(name, []).append(value)
         print(f"batch {b + 1}/{cfg.batches}: {time.perf_counter() - start:.0f} s", flush=True)
     compared = ("cosine", *(MARGINS if margin is not None else ()), "grad_norm", "cost")
     group = c.parts.group
-    return _finite({
-        "command": job.command,
-        "settings": {**{k: v for k, v in asdict(cfg).items() if k not in ("data", "head", "reward")},
-                     "policy_dir": str(policy), "data": job.data, "dataset": cfg.data.name,
-                     "data_options": dict(cfg.data.options), "head": asdict(cfg.head), "reward": cfg.reward.function,
-                     "prompt_format": asdict(job.prompt_format), "measured_batches": len(per_batch["all"]["cosine"])},
-        "default_rule": c.rules[0],
-        "rules": c.rules,
-        "costs": {"mean_length": c.mean_length, "detect_length": cfg.detect_length,
-                  "eligible_share": float(c.eligible[:, group].double().mean()),
-                  "by_kappa": {f"{k:g}": {"count_matched": cfg.count_matched_size(k), "cost_matched": g}
-                               for k, g in c.chosen.cost_matched.items()}},
-        "rollouts": {name: {"rollouts": len(r.response_ids), "accuracy": float(r.correct.mean()),
-                            "generation_seconds": r.seconds}
-                     for name, r in (("head", fitting), ("batches", probe), ("heldout", heldout)) if r is not None},
-        "scorers": scorer_quality(c.scorers, c.correct[:, group]),
-        "margin": margin.record() if margin is not None else None,
-        "subsets": {k: {"per_batch": v, **{m: summary(x) for m, x in v.items()}} for k, v in per_batch.items()},
-        "differences": {kind: {k: {m: paired_difference(per_batch[k][m], per_batch[baseline_of(k, kind)][m])
-                                   for m in compared}
-                               for k in per_batch if not k.startswith(BASELINES)}
-                        for kind in BASELINES},
-        "seconds": {"scorers": c.seconds, "batches": time.perf_counter() - start},
-    })
+    return _finite(
+        {
+            "command": job.command,
+            "settings": {
+                **{k: v for k, v in asdict(cfg).items() if k not in ("data", "head", "reward")},
+                "policy_dir": str(policy),
+                "data": job.data,
+                "dataset": cfg.data.name,
+                "data_options": dict(cfg.data.options),
+                "head": asdict(cfg.head),
+                "reward": cfg.reward.function,
+                "prompt_format": asdict(job.prompt_format),
+                "measured_batches": len(per_batch["all"]["cosine"]),
+            },
+            "default_rule": c.rules[0],
+            "rules": c.rules,
+            "costs": {
+                "mean_length": c.mean_length,
+                "detect_length": cfg.detect_length,
+                "eligible_share": float(c.eligible[:, group].double().mean()),
+                "by_kappa": {
+                    f"{k:g}": {"count_matched": cfg.count_matched_size(k), "cost_matched": g}
+                    for k, g in c.chosen.cost_matched.items()
+                },
+            },
+            "rollouts": {
+                name: {
+                    "rollouts": len(r.response_ids),
+                    "accuracy": float(r.correct.mean()),
+                    "generation_seconds": r.seconds,
+                }
+                for name, r in (("head", fitting), ("batches", probe), ("heldout", heldout))
+                if r is not None
+            },
+            "scorers": scorer_quality(c.scorers, c.correct[:, group]),
+            "margin": margin.record() if margin is not None else None,
+            "subsets": {k: {"per_batch": v, **{m: summary(x) for m, x in v.items()}} for k, v in per_batch.items()},
+            "differences": {
+                kind: {
+                    k: {m: paired_difference(per_batch[k][m], per_batch[baseline_of(k, kind)][m]) for m in compared}
+                    for k in per_batch
+                    if not k.startswith(BASELINES)
+                }
+                for kind in BASELINES
+            },
+            "seconds": {"scorers": c.seconds, "batches": time.perf_counter() - start},
+        }
+    )
 
 
 def _finite(value: Any) -> Any:
@@ -312,20 +407,28 @@ def print_probe(result: dict[str, Any], out: Path) -> None:
 def probe_account(result: dict[str, Any]) -> str:
     """One paragraph: what the probe measured on, the scorers' AUCs, the costs and the held-out margin."""
     s, r, c = result["settings"], result["rollouts"], result["costs"]
-    scorers = ", ".join(f"{name} {q['auc']:.2f} / {q['within_auc']:.2f}" for name, q in result["scorers"].items()
-                        if q["auc"] is not None and q["within_auc"] is not None)
-    costs = "; ".join(f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}"
-                      for k, v in c["by_kappa"].items())
+    scorers = ", ".join(
+        f"{name} {q['auc']:.2f} / {q['within_auc']:.2f}"
+        for name, q in result["scorers"].items()
+        if q["auc"] is not None and q["within_auc"] is not None
+    )
+    costs = "; ".join(
+        f"κ = {k}: κG = {v['count_matched']}, G' = {v['cost_matched']:.2f}" for k, v in c["by_kappa"].items()
+    )
     margin = result["margin"]
     fresh = f"{s['group_size']} + " if fresh_controls(s) else ""
     source = "their own" if fresh else "the first of the group's"
-    text = (f"{s['measured_batches']} batches x {s['prompts_per_batch']} prompts x ({s['group_size']} + "
-            f"{fresh}{s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head "
-            f"fit on {r['head']['rollouts']} rollouts; default rule: {result['default_rule']}; scorers' AUC pooled / "
-            f"within groups (all rollouts): {scorers}; mean length {c['mean_length']:.1f} tokens at L_detect = "
-            f"{c['detect_length']} ({c['eligible_share']:.0%} reach it unfinished); {costs}; the controls' rollouts: "
-            f"{source}")
+    text = (
+        f"{s['measured_batches']} batches x {s['prompts_per_batch']} prompts x ({s['group_size']} + "
+        f"{fresh}{s['reference_rollouts']}) rollouts, accuracy {r['batches']['accuracy']:.3f}; head "
+        f"fit on {r['head']['rollouts']} rollouts; default rule: {result['default_rule']}; scorers' AUC pooled / "
+        f"within groups (all rollouts): {scorers}; mean length {c['mean_length']:.1f} tokens at L_detect = "
+        f"{c['detect_length']} ({c['eligible_share']:.0%} reach it unfinished); {costs}; the controls' rollouts: "
+        f"{source}"
+    )
     if margin is not None:
-        text += (f"; margin on {margin['rollouts']} held-out rollouts of {margin['problems']} problems, base "
-                 f"{margin['base'] if margin['base'] is None else round(margin['base'], 4)}")
+        text += (
+            f"; margin on {margin['rollouts']} held-out rollouts of {margin['problems']} problems, base "
+            f"{margin['base'] if margin['base'] is None else round(margin['base'], 4)}"
+        )
     return text

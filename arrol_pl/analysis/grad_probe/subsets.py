@@ -49,8 +49,7 @@ PAPER_RULE = "global"
 def compared_rules(extra: Sequence[str] = (), default: str | None = None, paper: bool = True) -> list[str]:
     """The default ``balance_target`` (``default``, else :class:`PruningConfig`'s now), then Eq. 2's (``paper``), then
     ``extra``, each once."""
-    return list(dict.fromkeys([default or PruningConfig().balance_target, *([PAPER_RULE] if paper else []),
-                               *extra]))
+    return list(dict.fromkeys([default or PruningConfig().balance_target, *([PAPER_RULE] if paper else []), *extra]))
 
 
 def kappa_key(key: str, kappa: float, keep_ratio: float) -> str:
@@ -103,29 +102,40 @@ def is_control(key: str) -> bool:
 def subset_rows(parts: Parts, prompts: list[int], part: slice, keep: torch.Tensor) -> list[int]:
     """Rows of a generation ordered (prompt, sample) that a subset trains on: the rollouts ``keep: (len(prompts), n)``
     picks from ``part`` (``parts.group``, ``.controls`` or ``.reference``) of each of ``prompts``."""
-    return [p * parts.samples + part.start + s
-            for j, p in enumerate(prompts) for s in keep[j].nonzero().flatten().tolist()]
+    return [
+        p * parts.samples + part.start + s for j, p in enumerate(prompts) for s in keep[j].nonzero().flatten().tolist()
+    ]
 
 
-def pruner_params(policy: str, calibrator: BinnedCalibrator, keep_ratio: float, seed: int,
-                  balance_target: str = PAPER_RULE) -> PrunerParams:
+def pruner_params(
+    policy: str, calibrator: BinnedCalibrator, keep_ratio: float, seed: int, balance_target: str = PAPER_RULE
+) -> PrunerParams:
     """h_t of a rule (``policy=arrol`` with ``balance_target``) or of random pruning (``policy=random``) from a
     scorer's ``calibrator``, active, without a gate: what the trainer builds for a step past its cold start."""
-    config = PruningConfig(policy=policy, keep_ratio=keep_ratio, balance_target=balance_target, cold_start_steps=0,
-                           num_bins=calibrator.num_bins, buffer_capacity=calibrator.capacity, seed=seed)
+    config = PruningConfig(
+        policy=policy,
+        keep_ratio=keep_ratio,
+        balance_target=balance_target,
+        cold_start_steps=0,
+        num_bins=calibrator.num_bins,
+        buffer_capacity=calibrator.capacity,
+        seed=seed,
+    )
     return build_pruner_params(config, calibrator, 0)
 
 
-def survivors(params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor,
-              prompt_indices: list[int]) -> torch.Tensor:
+def survivors(
+    params: PrunerParams, scores: torch.Tensor, eligible: torch.Tensor, prompt_indices: list[int]
+) -> torch.Tensor:
     """``(P, G)`` bool: each prompt's survivors under ``params``. ``scores, eligible: (P, G)``; row p decides with
     the generator of ``prompt_indices[p]`` (common random numbers across rules)."""
     decisions = decide_groups(params, list(scores), list(eligible), [params.group_generator(i) for i in prompt_indices])
     return torch.stack([d.keep for d in decisions]) if decisions else torch.zeros(scores.shape, dtype=torch.bool)
 
 
-def decoded_tokens(lengths: torch.Tensor, keep: torch.Tensor, eligible: torch.Tensor,
-                   detect_length: int) -> torch.Tensor:
+def decoded_tokens(
+    lengths: torch.Tensor, keep: torch.Tensor, eligible: torch.Tensor, detect_length: int
+) -> torch.Tensor:
     """``(P,)`` tokens each prompt's generation decodes when its group keeps ``keep``: a survivor (or a rollout that
     finished before L_detect) whole, a pruned one up to L_detect. ``lengths, keep, eligible: (P, n)``."""
     pruned = ~keep & eligible
@@ -139,8 +149,7 @@ def cost_matched_size(lengths: torch.Tensor, keep: torch.Tensor, eligible: torch
     mean_length = float(lengths.double().mean())
     if mean_length <= 0:
         return float(keep.shape[1])
-    return min(float(decoded_tokens(lengths, keep, eligible, detect_length).mean()) / mean_length,
-               float(keep.shape[1]))
+    return min(float(decoded_tokens(lengths, keep, eligible, detect_length).mean()) / mean_length, float(keep.shape[1]))
 
 
 def fresh_counts(prompts: int, size: float, seed: int) -> torch.Tensor:
@@ -163,5 +172,8 @@ def balance(keep: torch.Tensor, correct: torch.Tensor, group_size: int) -> dict[
     ``keep: (P, n)`` bool, ``correct: (P, n)`` 0/1 over the rollouts it chose from."""
     groups = torch.arange(keep.shape[0]).unsqueeze(1).expand_as(keep)
     stats = balance_stats(correct[keep].double(), groups[keep])
-    return {"kept_share": float(keep.double().sum(1).mean()) / group_size, "positive_ratio": stats["positive_ratio"],
-            "zero_advantage": stats["zero_advantage_fraction"]}
+    return {
+        "kept_share": float(keep.double().sum(1).mean()) / group_size,
+        "positive_ratio": stats["positive_ratio"],
+        "zero_advantage": stats["zero_advantage_fraction"],
+    }

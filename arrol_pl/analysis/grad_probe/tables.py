@@ -9,12 +9,19 @@ from typing import Any
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.core.metrics import min_detectable_effect, t_quantile
 
-MEASURES = (("cosine", "cosine to reference"), ("margin_unit", "Δ margin, unit SGD step"),
-            ("margin_adamw", "Δ margin, AdamW step"))
+MEASURES = (
+    ("cosine", "cosine to reference"),
+    ("margin_unit", "Δ margin, unit SGD step"),
+    ("margin_adamw", "Δ margin, AdamW step"),
+)
 """The measures of a subset's update (key in the JSON, column title); the margins only where the probe measured
 them."""
-RULE_TITLES = {"global": "Eq. 2 (global δ)", "group": "per-group target", "spread": "spread (ranks only)",
-               "anchored": "anchored"}
+RULE_TITLES = {
+    "global": "Eq. 2 (global δ)",
+    "group": "per-group target",
+    "spread": "spread (ranks only)",
+    "anchored": "anchored",
+}
 SCORER_TITLES = {"head": "learned head"}
 
 
@@ -43,10 +50,13 @@ def subset_title(summary: dict[str, Any], key: str) -> str:
     kappa = kappa_of(summary, key)
     several = bool(s.get("extra_keep_ratios"))
     cost = summary["costs"]["by_kappa"][f"{kappa:g}"]
-    fixed = {"all": f"all {s['group_size']}", "random": f"random {cost['count_matched']} (survival κ)",
-             "fresh_count": f"κG = {cost['count_matched']} unpruned (count-matched)",
-             "fresh_cost": f"G' = {cost['cost_matched']:.1f} unpruned (cost-matched)",
-             "reference": f"reference ({s['reference_rollouts']})"}
+    fixed = {
+        "all": f"all {s['group_size']}",
+        "random": f"random {cost['count_matched']} (survival κ)",
+        "fresh_count": f"κG = {cost['count_matched']} unpruned (count-matched)",
+        "fresh_cost": f"G' = {cost['cost_matched']:.1f} unpruned (cost-matched)",
+        "reference": f"reference ({s['reference_rollouts']})",
+    }
     if base in fixed:
         title = fixed[base]
     else:
@@ -66,8 +76,9 @@ def estimate(value: dict[str, float] | None, spec: str) -> str:
 
 def margin_spec(summary: dict[str, Any]) -> str:
     """One format for every margin change of a run: three significant digits of its largest."""
-    largest = max((abs((v.get("margin_unit") or {}).get("mean") or 0.0) for v in summary["subsets"].values()),
-                  default=0.0)
+    largest = max(
+        (abs((v.get("margin_unit") or {}).get("mean") or 0.0) for v in summary["subsets"].values()), default=0.0
+    )
     digits = 3 if largest == 0 else max(0, 2 - int(f"{largest:e}".split("e")[1]))
     return f".{digits}f"
 
@@ -83,16 +94,34 @@ def subset_table(summary: dict[str, Any]) -> str:
     shown = measures(summary)
     rows = []
     for key, s in summary["subsets"].items():
-        rows.append([subset_title(summary, key), *(estimate(s[m], spec_of(summary, m)) for m, _ in shown),
-                     fmt(s["cost"]["mean"], ".2f"), fmt(s["kept_share"]["mean"], ".2f"),
-                     fmt(s["positive_ratio"]["mean"], ".2f"), fmt(s["zero_advantage"]["mean"], ".2f")])
-    lines = table_lines(["subset", *(title + " ± SE" for _, title in shown), "decoded (rollouts)", "kept share",
-                         "kept positive ratio", "zero-advantage share"], rows)
+        rows.append(
+            [
+                subset_title(summary, key),
+                *(estimate(s[m], spec_of(summary, m)) for m, _ in shown),
+                fmt(s["cost"]["mean"], ".2f"),
+                fmt(s["kept_share"]["mean"], ".2f"),
+                fmt(s["positive_ratio"]["mean"], ".2f"),
+                fmt(s["zero_advantage"]["mean"], ".2f"),
+            ]
+        )
+    lines = table_lines(
+        [
+            "subset",
+            *(title + " ± SE" for _, title in shown),
+            "decoded (rollouts)",
+            "kept share",
+            "kept positive ratio",
+            "zero-advantage share",
+        ],
+        rows,
+    )
     aligned, batches = summary["subsets"]["reference"]["cosine"]["n"], summary["settings"]["measured_batches"]
     if aligned < batches:
-        lines.append(f"\nThe cosines, and their paired differences, are over {aligned} of the {batches} batches: in "
-                     "the others every reference group had one outcome, so there was no reference gradient to align "
-                     "with.")
+        lines.append(
+            f"\nThe cosines, and their paired differences, are over {aligned} of the {batches} batches: in "
+            "the others every reference group had one outcome, so there was no reference gradient to align "
+            "with."
+        )
     return "\n".join(lines)
 
 
@@ -118,8 +147,13 @@ def difference_table(summary: dict[str, Any], baseline: str) -> str:
         mde = detectable(diffs["cosine"])
         rows.append([subset_title(summary, key), *cells, "n/a" if mde is None else f"±{mde:.3f}"])
     df = summary["subsets"]["all"]["cosine"]["n"] - 1
-    titles = {"random": "random κG", "fresh_count": "κG unpruned (count-matched)",
-              "fresh_cost": "G' unpruned (cost-matched)"}
-    head = (f"subset − {titles[baseline]} at its κ (paired by batch, df {df}: * beyond t = "
-            f"{t_quantile(0.975, max(df, 1)):.2f} SE)")
+    titles = {
+        "random": "random κG",
+        "fresh_count": "κG unpruned (count-matched)",
+        "fresh_cost": "G' unpruned (cost-matched)",
+    }
+    head = (
+        f"subset − {titles[baseline]} at its κ (paired by batch, df {df}: * beyond t = "
+        f"{t_quantile(0.975, max(df, 1)):.2f} SE)"
+    )
     return "\n".join(table_lines([head, *(title for _, title in shown), "cosine: detectable at 80 % power"], rows))

@@ -129,9 +129,14 @@ class ProbeConfig:
     def settings(self) -> ProbeSettings:
         """How each probe head is fit and calibrated."""
         try:
-            return ProbeSettings(hidden_dim=self.head.hidden_dim, training=self.head, seed=self.seed,
-                                 calibration_bins=self.calibration_bins, test_fraction=self.test_fraction,
-                                 calibration_fraction=self.calibration_fraction)
+            return ProbeSettings(
+                hidden_dim=self.head.hidden_dim,
+                training=self.head,
+                seed=self.seed,
+                calibration_bins=self.calibration_bins,
+                test_fraction=self.test_fraction,
+                calibration_fraction=self.calibration_fraction,
+            )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

@@ -102,8 +102,9 @@ def prefix_features(
     device = next(model.parameters()).device
     middle = model.config.num_hidden_layers // 2
     width = max(lengths)
-    out = {kind: {length: torch.empty(len(prompt_ids), model.config.hidden_size) for length in lengths}
-           for kind in kinds}
+    out = {
+        kind: {length: torch.empty(len(prompt_ids), model.config.hidden_size) for length in lengths} for kind in kinds
+    }
     by_prompt: dict[tuple[int, ...], list[int]] = {}
     for i, p in enumerate(prompt_ids):
         by_prompt.setdefault(tuple(p), []).append(i)
@@ -111,7 +112,7 @@ def prefix_features(
         head = decoder(input_ids=torch.tensor([prompt], device=device), use_cache=True, output_hidden_states=True)
         rows_per_batch = max(1, batch_tokens // max(width - 1, 1))
         for start in range(0, len(members), rows_per_batch):
-            idx = members[start:start + rows_per_batch]
+            idx = members[start : start + rows_per_batch]
             n_resp = [len(response_ids[i]) for i in idx]
             # rows 0..k-1: the prompt's last position, then response tokens 0..k-2
             final = [head.last_hidden_state[0, -1:].expand(len(idx), 1, -1)]
@@ -123,8 +124,9 @@ def prefix_features(
                     tail[j, : len(toks)] = torch.tensor(toks)
                 cache = copy.deepcopy(head.past_key_values)
                 cache.batch_repeat_interleave(len(idx))
-                body = decoder(input_ids=tail.to(device), past_key_values=cache, use_cache=True,
-                               output_hidden_states=True)
+                body = decoder(
+                    input_ids=tail.to(device), past_key_values=cache, use_cache=True, output_hidden_states=True
+                )
                 final.append(body.last_hidden_state)
                 mid.append(body.hidden_states[middle])
             final_rows, mid_rows = torch.cat(final, 1).float().cpu(), torch.cat(mid, 1).float().cpu()
@@ -154,8 +156,12 @@ def detect_features(
     return prefix_features(model, prompt_ids, response_ids, lengths, ("last",), pad_id, batch_tokens)["last"]
 
 
-def prefix_stats(response_ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[dict[int, float]] | None],
-                 detect_length: int, topk: int = STATISTICS_TOPK) -> torch.Tensor:
+def prefix_stats(
+    response_ids: Sequence[Sequence[int]],
+    logprobs: Sequence[Sequence[dict[int, float]] | None],
+    detect_length: int,
+    topk: int = STATISTICS_TOPK,
+) -> torch.Tensor:
     """``(N, 5)`` :func:`~arrol_pl.core.confidence.prefix_statistics` of each rollout's first ``min(n, L)``
     tokens from the log-probs the engine sampled with (the engine's ``stats`` feature; no forward pass).
     NaN rows without log-probs."""
@@ -166,8 +172,11 @@ def prefix_stats(response_ids: Sequence[Sequence[int]], logprobs: Sequence[Seque
     return out
 
 
-def deepconf_at(logprobs: Sequence[Sequence[dict[int, float]] | None], detect_length: int,
-                settings: DeepConfSettings) -> torch.Tensor:
+def deepconf_at(
+    logprobs: Sequence[Sequence[dict[int, float]] | None], detect_length: int, settings: DeepConfSettings
+) -> torch.Tensor:
     """``(N,)`` float64 DeepConf trace confidence over each rollout's first ``detect_length`` tokens (NaN without log-probs)."""
-    return torch.tensor([trace_scores(None if lp is None else list(lp[:detect_length]), settings) for lp in logprobs],
-                        dtype=torch.float64)
+    return torch.tensor(
+        [trace_scores(None if lp is None else list(lp[:detect_length]), settings) for lp in logprobs],
+        dtype=torch.float64,
+    )

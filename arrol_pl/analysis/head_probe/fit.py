@@ -90,8 +90,9 @@ def problem_parts(problem_ids: torch.Tensor, settings: ProbeSettings) -> tuple[t
     return test, calibration
 
 
-def train_probe(features: torch.Tensor, labels: torch.Tensor, settings: ProbeSettings,
-                standardize: bool = False) -> tuple[QualityHead, float]:
+def train_probe(
+    features: torch.Tensor, labels: torch.Tensor, settings: ProbeSettings, standardize: bool = False
+) -> tuple[QualityHead, float]:
     """A fresh head trained on ``features: (N, D)``, ``labels: (N,)`` (training recipe, module docstring);
     ``standardize``: the head z-scores its input with the training features' moments (as a ``stats`` head does
     online).
@@ -107,8 +108,7 @@ def train_probe(features: torch.Tensor, labels: torch.Tensor, settings: ProbeSet
     replay.add(features, labels, torch.ones(labels.numel()))
     t = settings.training
     optimizer = torch.optim.AdamW(head.parameters(), lr=t.lr)
-    head_update(head, optimizer, replay, t.steps, t.batch_size,
-                torch.Generator().manual_seed(settings.seed))
+    head_update(head, optimizer, replay, t.steps, t.batch_size, torch.Generator().manual_seed(settings.seed))
     head.eval()
     with torch.no_grad():
         loss = float(head.loss(features, labels.float()))
@@ -128,16 +128,22 @@ def head_scores(head: QualityHead, features: torch.Tensor) -> torch.Tensor:
         return head(features.to(next(head.parameters()).device)).float().cpu()
 
 
-def quality_metrics(scores: torch.Tensor, labels: torch.Tensor, calibrator: BinnedCalibrator | None,
-                    groups: torch.Tensor | None = None) -> dict[str, float]:
+def quality_metrics(
+    scores: torch.Tensor, labels: torch.Tensor, calibrator: BinnedCalibrator | None, groups: torch.Tensor | None = None
+) -> dict[str, float]:
     """Spearman, AUC, accuracy (calibrated posterior > 0.5; raw logit > 0) and ECE, and with ``groups: (N,)``
     the AUC within groups (``within_auc``); NaN where undefined."""
     keys = ("spearman", "auc", "accuracy", "accuracy_logit0", "ece") + (() if groups is None else ("within_auc",))
     if labels.numel() == 0:
         return dict.fromkeys(keys, float("nan"))
     m = head_quality(scores, None if calibrator is None else calibrator.posterior(scores), labels, groups)
-    out = {"spearman": m["spearman"], "auc": m["auc"], "accuracy": m["posterior_accuracy"],
-           "accuracy_logit0": m["accuracy"], "ece": m["calibration_error"]}
+    out = {
+        "spearman": m["spearman"],
+        "auc": m["auc"],
+        "accuracy": m["posterior_accuracy"],
+        "accuracy_logit0": m["accuracy"],
+        "ece": m["calibration_error"],
+    }
     return out if groups is None else out | {"within_auc": m["within_auc"]}
 
 
@@ -155,13 +161,22 @@ def load_exported_head(export_dir: Path) -> tuple[QualityHead | None, BinnedCali
     return head, calibrator, detect_length
 
 
-def online_head_metrics(head: QualityHead, calibrator: BinnedCalibrator | None, features: torch.Tensor,
-                        labels: torch.Tensor, eligible: torch.Tensor,
-                        groups: torch.Tensor | None = None) -> dict[str, float | int]:
+def online_head_metrics(
+    head: QualityHead,
+    calibrator: BinnedCalibrator | None,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    eligible: torch.Tensor,
+    groups: torch.Tensor | None = None,
+) -> dict[str, float | int]:
     """The run's own head (trained online during RL) on every eligible rollout: n, positive rate and
     :func:`quality_metrics` (with the run's calibrator when given); with ``groups: (N,)`` also its AUC
     within groups (what the pruning rules that compare a group's rollouts need)."""
     y = labels[eligible].float()
-    m = quality_metrics(head_scores(head, features[eligible]), y, calibrator,
-                        None if groups is None else torch.as_tensor(groups)[eligible])
+    m = quality_metrics(
+        head_scores(head, features[eligible]),
+        y,
+        calibrator,
+        None if groups is None else torch.as_tensor(groups)[eligible],
+    )
     return {"n": int(y.numel()), "positive_rate": float(y.double().mean()) if y.numel() else float("nan"), **m}

@@ -12,8 +12,14 @@ import torch
 from arrol_pl.analysis.evaluation import DeepConfSettings
 from arrol_pl.analysis.formatting import fmt
 from arrol_pl.analysis.head_probe.features import deepconf_at, eligible_at
-from arrol_pl.analysis.head_probe.fit import (ProbeSettings, fit_calibrator, head_scores, problem_parts,
-                                              quality_metrics, train_probe)
+from arrol_pl.analysis.head_probe.fit import (
+    ProbeSettings,
+    fit_calibrator,
+    head_scores,
+    problem_parts,
+    quality_metrics,
+    train_probe,
+)
 from arrol_pl.analysis.head_probe.replay import replay_balance
 from arrol_pl.core.metrics import binary_auc, spearman, within_group_auc
 
@@ -93,13 +99,29 @@ def evaluate_length(
     test_rows = eligible & test
     y = labels[test_rows]
     rate = float(y.double().mean()) if y.numel() else float("nan")
-    counts = {"detect_length": detect_length, "n_total": int(labels.numel()), "n_eligible": int(eligible.sum()),
-              "n_train": int(fit_rows.sum()), "n_calibration": int(cal_rows.sum()) if held_apart else 0,
-              "n_test": int(test_rows.sum()), "positive_rate": rate, "majority_accuracy": max(rate, 1.0 - rate)}
+    counts = {
+        "detect_length": detect_length,
+        "n_total": int(labels.numel()),
+        "n_eligible": int(eligible.sum()),
+        "n_train": int(fit_rows.sum()),
+        "n_calibration": int(cal_rows.sum()) if held_apart else 0,
+        "n_test": int(test_rows.sum()),
+        "positive_rate": rate,
+        "majority_accuracy": max(rate, 1.0 - rate),
+    }
     nan = float("nan")
     if not fit_rows.any() or not test_rows.any():
-        return LengthResult(**counts, head_spearman=nan, head_auc=nan, head_accuracy=nan, head_accuracy_logit0=nan,
-                            head_ece=nan, head_train_loss=nan, deepconf_spearman=nan, deepconf_auc=nan)
+        return LengthResult(
+            **counts,
+            head_spearman=nan,
+            head_auc=nan,
+            head_accuracy=nan,
+            head_accuracy_logit0=nan,
+            head_ece=nan,
+            head_train_loss=nan,
+            deepconf_spearman=nan,
+            deepconf_auc=nan,
+        )
     if standardize:  # rows without log-probs (NaN statistics) read as zeros
         features = torch.nan_to_num(features)
     head, train_loss = train_probe(features[fit_rows], labels[fit_rows], settings, standardize)
@@ -111,17 +133,34 @@ def evaluate_length(
     head_m = quality_metrics(scores, y, calibrator, None if g is None else g[test_rows])
     within: dict[str, Any] = {}
     if g is not None:
-        within = {"head_within_auc": head_m["within_auc"],
-                  "deepconf_within_auc": within_group_auc(conf, y, g[test_rows])}
+        within = {
+            "head_within_auc": head_m["within_auc"],
+            "deepconf_within_auc": within_group_auc(conf, y, g[test_rows]),
+        }
         # every test rollout, finished-early ones included (always kept), as the engine would see the group
         all_test = test.clone()
-        within["balance"] = replay_balance(head_scores(head, features[all_test]), labels[all_test],
-                                           eligible[all_test], g[all_test], calibrator, seed=settings.seed)
+        within["balance"] = replay_balance(
+            head_scores(head, features[all_test]),
+            labels[all_test],
+            eligible[all_test],
+            g[all_test],
+            calibrator,
+            seed=settings.seed,
+        )
     return LengthResult(
-        **counts, head_spearman=head_m["spearman"], head_auc=head_m["auc"], head_accuracy=head_m["accuracy"],
-        head_accuracy_logit0=head_m["accuracy_logit0"], head_ece=head_m["ece"], head_train_loss=train_loss,
-        deepconf_spearman=spearman(conf, y), deepconf_auc=binary_auc(conf, y), **within,
-        test_labels=y, test_head_scores=scores, test_deepconf=conf,
+        **counts,
+        head_spearman=head_m["spearman"],
+        head_auc=head_m["auc"],
+        head_accuracy=head_m["accuracy"],
+        head_accuracy_logit0=head_m["accuracy_logit0"],
+        head_ece=head_m["ece"],
+        head_train_loss=train_loss,
+        deepconf_spearman=spearman(conf, y),
+        deepconf_auc=binary_auc(conf, y),
+        **within,
+        test_labels=y,
+        test_head_scores=scores,
+        test_deepconf=conf,
     )
 
 
@@ -149,9 +188,20 @@ def probe_lengths(
     if len(fracs) != len(lengths):
         raise ValueError(f"{len(fracs)} fractions for {len(lengths)} detection lengths")
     return [
-        replace(evaluate_length(length, features[length], labels, deepconf_at(logprobs, length, deepconf),
-                                eligible_at(response_lengths, length), test, calibration, settings, standardize,
-                                problem_ids),
-                fraction=frac)
+        replace(
+            evaluate_length(
+                length,
+                features[length],
+                labels,
+                deepconf_at(logprobs, length, deepconf),
+                eligible_at(response_lengths, length),
+                test,
+                calibration,
+                settings,
+                standardize,
+                problem_ids,
+            ),
+            fraction=frac,
+        )
         for length, frac in zip(lengths, fracs)
     ]

@@ -27,9 +27,16 @@ BALANCE_ARMS = {
 Eq. 2 as written, with the per-group target and with the rank-only ``spread`` rule, random pruning at the same κ, and no pruning."""
 
 
-def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.Tensor, groups: torch.Tensor,
-                   calibrator: BinnedCalibrator, keep_ratio: float = 0.5, draws: int = 32,
-                   seed: int = 0) -> dict[str, dict[str, float]]:
+def replay_balance(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    eligible: torch.Tensor,
+    groups: torch.Tensor,
+    calibrator: BinnedCalibrator,
+    keep_ratio: float = 0.5,
+    draws: int = 32,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
     """Table 4 by replay: the engine's keep/prune rule (:func:`decide_batch`, h_t from ``calibrator`` as
     :func:`build_pruner_params` makes it) on recorded groups, ``draws`` times with fresh decision seeds.
 
@@ -53,11 +60,19 @@ def replay_balance(scores: torch.Tensor, labels: torch.Tensor, eligible: torch.T
                 member = groups == g
                 r = labels[member & keep]
                 rho = float(r.mean())
-                stats[d, j] = torch.tensor([rho, rho * (1 - rho), float(r.numel() < 2 or bool((r == r[0]).all())),
-                                            float(keep[member].double().mean())])
+                stats[d, j] = torch.tensor(
+                    [
+                        rho,
+                        rho * (1 - rho),
+                        float(r.numel() < 2 or bool((r == r[0]).all())),
+                        float(keep[member].double().mean()),
+                    ]
+                )
         per_group[arm] = stats.mean(0)
         se = per_group[arm].std(0) / math.sqrt(max(ids.numel(), 1))
-        out[arm] = {name: float(per_group[arm][:, k].mean()) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))}
+        out[arm] = {
+            name: float(per_group[arm][:, k].mean()) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))
+        }
         out[arm].update({f"{name}_se": float(se[k]) for k, name in enumerate(("rho", "balance", "zero_adv", "keep"))})
     for arm in (a for a in BALANCE_ARMS if a.startswith("arrol")):
         for k, name in ((2, "zero_adv"), (1, "balance")):
@@ -76,10 +91,18 @@ VOTE_RULES = {
 scores of each complete rollout (§4.4)."""
 
 
-def replay_votes(end_features: torch.Tensor, detect_features: torch.Tensor, labels: torch.Tensor,
-                 eligible: torch.Tensor, groups: torch.Tensor, classes: Sequence[Sequence[int | None]],
-                 confidences: torch.Tensor, test: torch.Tensor, calibration: torch.Tensor,
-                 settings: ProbeSettings) -> dict[str, dict[str, float]]:
+def replay_votes(
+    end_features: torch.Tensor,
+    detect_features: torch.Tensor,
+    labels: torch.Tensor,
+    eligible: torch.Tensor,
+    groups: torch.Tensor,
+    classes: Sequence[Sequence[int | None]],
+    confidences: torch.Tensor,
+    test: torch.Tensor,
+    calibration: torch.Tensor,
+    settings: ProbeSettings,
+) -> dict[str, dict[str, float]]:
     """Table 3 by replay: k-sample votes on the test problems, with heads fit on the other problems' rollouts.
 
     ``end_features, detect_features: (N, D)`` hidden states at each rollout's last token and at L_detect;
@@ -102,8 +125,11 @@ def replay_votes(end_features: torch.Tensor, detect_features: torch.Tensor, labe
     for g in problems:
         rows = torch.nonzero(groups == g, as_tuple=True)[0]
         cls, correct = list(classes[g]), [bool(c) for c in labels[rows]]
-        winners = {"majority": majority_vote(cls), "deepconf": weighted_vote(cls, conf[rows].tolist()),
-                    **{rule: arrol_vote(cls, scores[rule][rows]) for rule in ("arrol_detect", "arrol_end")}}
+        winners = {
+            "majority": majority_vote(cls),
+            "deepconf": weighted_vote(cls, conf[rows].tolist()),
+            **{rule: arrol_vote(cls, scores[rule][rows]) for rule in ("arrol_detect", "arrol_end")},
+        }
         for rule, winner in winners.items():
             hits[rule].append(float(voted_answer_correct(cls, correct, winner)))
         hits["avg"].append(sum(correct) / len(correct))

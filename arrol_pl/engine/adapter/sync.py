@@ -116,8 +116,10 @@ class FullSync:
         found = []
         if self.unknown:
             named = [f"{n}{nearest(n, self.part_of)}" for n in self.unknown[:SHOWN]]
-            found.append(f"sent {count(self.unknown, 'name')} that {self.model_name} has no weight for, held back: "
-                         f"{listed(named, len(self.unknown))}")
+            found.append(
+                f"sent {count(self.unknown, 'name')} that {self.model_name} has no weight for, held back: "
+                f"{listed(named, len(self.unknown))}"
+            )
         unfilled = [part for part in self.names_of if part not in self.filled]
         if unfilled:
             missing = [self.names_of[part][0] for part in unfilled]
@@ -126,8 +128,10 @@ class FullSync:
             took = {self.param_of[n] for n in self.loaded if n in self.param_of} | {key for key, _ in unfilled}
             dropped = [name for key, name in self.first_name.items() if key not in took]
             if dropped:
-                found.append(f"vLLM did not load {count(dropped, 'engine weight')} the sync sent: "
-                             f"{listed(dropped, len(dropped))}")
+                found.append(
+                    f"vLLM did not load {count(dropped, 'engine weight')} the sync sent: "
+                    f"{listed(dropped, len(dropped))}"
+                )
         return found
 
     def check(self) -> None:
@@ -135,8 +139,10 @@ class FullSync:
         weight left without data."""
         found = self.problems()
         if found:
-            raise WeightSyncError(f"full weight sync into {self.model_name}: {'; '.join(found)}. The engine now holds "
-                                  "weights that are not the policy's: send every weight (HF names) again")
+            raise WeightSyncError(
+                f"full weight sync into {self.model_name}: {'; '.join(found)}. The engine now holds "
+                "weights that are not the policy's: send every weight (HF names) again"
+            )
 
 
 def nearest(name: str, names: Iterable[str]) -> str:

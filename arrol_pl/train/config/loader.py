@@ -80,11 +80,11 @@ def dotted_key(key: str, written: str, owner: type) -> str:
     """The refusal of ``written``, a key a config file wrote dotted (``algo.lr: 1e-5``), which YAML reads as one key
     of that name in the section of the dataclass ``owner`` (``key``: its full name): the first part no dataclass
     has, as :func:`no_such_key` words it; or, every part a field, how to write it nested."""
-    prefix, parts = key[:len(key) - len(written)], written.split(".")
+    prefix, parts = key[: len(key) - len(written)], written.split(".")
     for i, part in enumerate(parts):
         hints = typing.get_type_hints(owner) if dataclasses.is_dataclass(owner) else {}
         if part not in hints:
-            return no_such_key(prefix + ".".join(parts[:i + 1]), owner)
+            return no_such_key(prefix + ".".join(parts[: i + 1]), owner)
         owner = hints[part]
     below = "".join(f", then {part}: indented below it" for part in parts[1:])
     return f"{key}: a dotted key in a file is one key of that name, which no section has; nest it: {parts[0]}:{below}"
@@ -172,7 +172,9 @@ def load_typed(cfg: DictConfig | dict, schema: type, sections_from_below: Sequen
         # A missing value (``path: ???``) merged onto a dataclass default keeps the default: refuse it first.
         missing = sorted(OmegaConf.missing_keys(node))
         if missing:
-            raise ConfigError(f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default")
+            raise ConfigError(
+                f"{', '.join(missing)} must be set (e.g. {missing[0]}=...): the chosen preset has no default"
+            )
         merged = OmegaConf.merge(writable(OmegaConf.structured(schema)), node)
         replace_dicts(merged, node, schema)
         for section in sections_from_below:

@@ -43,8 +43,10 @@ def check_logger(value: str | Sequence[str]) -> None:
             raise ValueError(f"trainer.logger={name!r}; choose one of {list(LOGGERS)}, or a list of them")
         package = PACKAGES[name]
         if package and importlib.util.find_spec(package) is None:
-            raise ValueError(f"trainer.logger={name} needs the {package} package, which the set-up does not install: "
-                             f"pip install {package} (or the package's extra, pip install 'arrol-pl[{package}]')")
+            raise ValueError(
+                f"trainer.logger={name} needs the {package} package, which the set-up does not install: "
+                f"pip install {package} (or the package's extra, pip install 'arrol-pl[{package}]')"
+            )
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"trainer.logger names {', '.join(twice)} twice: list each logger once")

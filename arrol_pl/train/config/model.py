@@ -97,8 +97,10 @@ class ModelConfig:
         if self.reference_dtype not in REFERENCE_DTYPES:
             raise ConfigError(f"model.reference_dtype={self.reference_dtype!r}; choose one of {list(REFERENCE_DTYPES)}")
         if self.name == "hf" and self.path is None:
-            raise ConfigError("model.path must be set (e.g. model.path=/models/Qwen3-1.7B-Base): model=hf reads a local "
-                              "transformers directory and has no default")
+            raise ConfigError(
+                "model.path must be set (e.g. model.path=/models/Qwen3-1.7B-Base): model=hf reads a local "
+                "transformers directory and has no default"
+            )
         if self.trainable_layers is not None and self.trainable_layers < 1:
             raise ConfigError(f"model.trainable_layers must be >= 1 or null (every layer), got {self.trainable_layers}")
         if self.pretrained is not None:

@@ -52,8 +52,13 @@ def field_docs(cls: type) -> dict[str, str]:
     for base in reversed([c for c in cls.__mro__ if dataclasses.is_dataclass(c)]):
         body = ast.parse(textwrap.dedent(inspect.getsource(base))).body[0].body  # type: ignore[attr-defined]
         for node, after in zip(body, body[1:]):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
-                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
                 docs[node.target.id] = " ".join(after.value.value.split())
     return docs
 
@@ -210,19 +215,26 @@ def reference(conf: Path) -> str:
     rows = list(keys(RunConfig))
     for adapter in ("arithmetic", "jsonl"):
         options = registry.adapter_options(adapter)
-        rows += [(f"data.options.{k[len('x.'):]}", t, d, f"({adapter}) {m}")
-                 for k, t, d, m in keys(options, "x.")]
+        rows += [(f"data.options.{k[len('x.') :]}", t, d, f"({adapter}) {m}") for k, t, d, m in keys(options, "x.")]
     sections: dict[str, list[tuple[str, str, Any, str]]] = {}
     for row in rows:
         sections.setdefault(row[0].split(".")[0] if "." in row[0] else "(top level)", []).append(row)
-    out = ["## Reference", "",
-           "Every key of `RunConfig`, its type and default, what it means (the first sentence of its docstring; the "
-           "dataclass says more) and the presets that set it; a preset marked (default) is one `conf/config.yaml` selects, so "
-           "`make run` runs its value. `data.options.*` depends on the dataset adapter (`data.name`): the built-in "
-           "task's and `jsonl`'s are listed.", ""]
+    out = [
+        "## Reference",
+        "",
+        "Every key of `RunConfig`, its type and default, what it means (the first sentence of its docstring; the "
+        "dataclass says more) and the presets that set it; a preset marked (default) is one `conf/config.yaml` selects, so "
+        "`make run` runs its value. `data.options.*` depends on the dataset adapter (`data.name`): the built-in "
+        "task's and `jsonl`'s are listed.",
+        "",
+    ]
     for section, items in sections.items():
-        out += [f"### `{section}`" if section != "(top level)" else "### top level", "",
-                "| key | type | default | meaning | set by |", "|---|---|---|---|---|"]
+        out += [
+            f"### `{section}`" if section != "(top level)" else "### top level",
+            "",
+            "| key | type | default | meaning | set by |",
+            "|---|---|---|---|---|",
+        ]
         for key, kind, default, meaning in items:
             presets = ", ".join(f"`{p}`" for p in changes.get(key, []))
             meaning, kind = meaning.replace("|", "\\|"), kind.replace("|", "\\|")
@@ -235,11 +247,16 @@ def script_reference(title: str, schema: type, reused: dict[str, str]) -> str:
     """One script's own keys (``schema``'s fields) as a table; a section it shares with the run (``reused``: its
     key → what it is) is one row, not its keys again."""
     rows = [(f"`{prefix}.*`", "", "", text) for prefix, text in reused.items()]
-    rows += [(f"`{key}`", f"`{kind}`", cell(default), meaning) for key, kind, default, meaning in keys(schema)
-             if key.split(".")[0] not in reused]
+    rows += [
+        (f"`{key}`", f"`{kind}`", cell(default), meaning)
+        for key, kind, default, meaning in keys(schema)
+        if key.split(".")[0] not in reused
+    ]
     out = [f"### {title}", "", "| key | type | default | meaning |", "|---|---|---|---|"]
-    out += [f"| {key} | {kind.replace('|', chr(92) + '|')} | {default} | {meaning.replace('|', chr(92) + '|')} |"
-            for key, kind, default, meaning in rows]
+    out += [
+        f"| {key} | {kind.replace('|', chr(92) + '|')} | {default} | {meaning.replace('|', chr(92) + '|')} |"
+        for key, kind, default, meaning in rows
+    ]
     return "\n".join(out) + "\n"
 
 

@@ -34,8 +34,10 @@ class RewardScoring:
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 0:
-            raise ConfigError(f"reward.workers must be >= 0 (0: score in the training process; null: the node's CPUs "
-                              f"shared by its ranks), got {self.workers}")
+            raise ConfigError(
+                f"reward.workers must be >= 0 (0: score in the training process; null: the node's CPUs "
+                f"shared by its ranks), got {self.workers}"
+            )
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, int) or self.timeout < 1:
             raise ConfigError(f"reward.timeout must be a whole number of seconds >= 1, got {self.timeout!r}")
         if self.function not in (MATH_VERIFY, None):
@@ -46,8 +48,13 @@ class RewardScoring:
 
     def pool_config(self, overlong_max_length: int | None = None, overlong_cache_length: int = 0) -> RewardConfig:
         """The reward's own settings: workers and time limits from here, DAPO's overlong penalty from the algorithm."""
-        return RewardConfig(num_workers=self.workers, parse_timeout_s=self.timeout, verify_timeout_s=self.timeout,
-                            overlong_max_length=overlong_max_length, overlong_cache_length=overlong_cache_length)
+        return RewardConfig(
+            num_workers=self.workers,
+            parse_timeout_s=self.timeout,
+            verify_timeout_s=self.timeout,
+            overlong_max_length=overlong_max_length,
+            overlong_cache_length=overlong_cache_length,
+        )
 
 
 @dataclass
@@ -62,15 +69,21 @@ class RunRewardConfig(RewardScoring):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if isinstance(self.max_failed_steps, bool) or not isinstance(self.max_failed_steps, int) \
-                or self.max_failed_steps < 0:
-            raise ConfigError(f"reward.max_failed_steps must be a whole number >= 0 (0: never stop), got "
-                              f"{self.max_failed_steps!r}")
+        if (
+            isinstance(self.max_failed_steps, bool)
+            or not isinstance(self.max_failed_steps, int)
+            or self.max_failed_steps < 0
+        ):
+            raise ConfigError(
+                f"reward.max_failed_steps must be a whole number >= 0 (0: never stop), got {self.max_failed_steps!r}"
+            )
 
 
 def refuse_recorded(recorded: str, source: str, other_way: str) -> ConfigError:
     """The one line for a ``reward.function`` that only a file (``source``, e.g. ``checkpoint='run/export'``)
     names: which function it records, how to opt in, and ``other_way`` on."""
-    return ConfigError(f"{source} was trained with reward.function={recorded}, which is not imported because only "
-                       f"that file names it: pass reward.function={recorded} to use it (its module is imported and "
-                       f"run){other_way}")
+    return ConfigError(
+        f"{source} was trained with reward.function={recorded}, which is not imported because only "
+        f"that file names it: pass reward.function={recorded} to use it (its module is imported and "
+        f"run){other_way}"
+    )

@@ -187,22 +187,27 @@ class AlgoConfig:
         if self.max_num_gen_batches < 1:
             raise ConfigError(f"algo.max_num_gen_batches must be >= 1, got {self.max_num_gen_batches}")
         if self.dynamic_sampling_refill and not self.dynamic_sampling:
-            raise ConfigError("algo.dynamic_sampling_refill=true refills the groups that algo.dynamic_sampling drops, "
-                              "but algo.dynamic_sampling=false: set both true (algo=dapo does), or "
-                              "algo.dynamic_sampling_refill=false for no filtering at all")
+            raise ConfigError(
+                "algo.dynamic_sampling_refill=true refills the groups that algo.dynamic_sampling drops, "
+                "but algo.dynamic_sampling=false: set both true (algo=dapo does), or "
+                "algo.dynamic_sampling_refill=false for no filtering at all"
+            )
         if self.ppo_epochs < 1:
             raise ConfigError(f"algo.ppo_epochs must be >= 1, got {self.ppo_epochs}")
         mbs = self.ppo_mini_batch_size
         if mbs is not None and not (1 <= mbs <= self.prompts_per_step and self.prompts_per_step % mbs == 0):
-            raise ConfigError(f"algo.ppo_mini_batch_size must divide algo.prompts_per_step={self.prompts_per_step} "
-                              f"(prompts per optimizer step), got {mbs}")
+            raise ConfigError(
+                f"algo.ppo_mini_batch_size must divide algo.prompts_per_step={self.prompts_per_step} "
+                f"(prompts per optimizer step), got {mbs}"
+            )
         if self.old_logprobs not in OLD_LOGPROBS:
             raise ConfigError(f"algo.old_logprobs={self.old_logprobs!r}; choose one of {list(OLD_LOGPROBS)}")
         if self.old_logprobs == "reuse" and self.optimizer_steps > 1:
             raise ConfigError(
                 f"algo.old_logprobs='reuse' needs one optimizer step per training step, but algo.ppo_epochs="
                 f"{self.ppo_epochs} with {self.num_mini_batches} mini-batches makes {self.optimizer_steps}: "
-                "later mini-batches are off-policy, so π_old must be recomputed ('recompute' or 'auto')")
+                "later mini-batches are off-policy, so π_old must be recomputed ('recompute' or 'auto')"
+            )
         if self.rollout_is_cap is not None and self.rollout_is_cap <= 0:
             raise ConfigError(f"algo.rollout_is_cap must be > 0 (or null: off), got {self.rollout_is_cap}")
         if self.group_size < 2:
@@ -313,8 +318,10 @@ class TrainerConfig:
             if getattr(self, key) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")
         if self.keep_checkpoints is not None and self.keep_checkpoints < 0:
-            raise ConfigError(f"trainer.keep_checkpoints must be >= 0 (0: last.ckpt alone; null: keep every one), "
-                              f"got {self.keep_checkpoints}")
+            raise ConfigError(
+                f"trainer.keep_checkpoints must be >= 0 (0: last.ckpt alone; null: keep every one), "
+                f"got {self.keep_checkpoints}"
+            )
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ConfigError(f"trainer.max_minutes must be > 0 (or null: no budget), got {self.max_minutes}")
         if not self.rank_timeout_minutes > 0:
@@ -335,8 +342,10 @@ class TrainerConfig:
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"trainer.strategy={self.strategy!r}; choose one of {list(STRATEGIES)}")
         if self.ranks > 1 and self.strategy != "fsdp":
-            raise ConfigError(f"trainer.strategy={self.strategy!r} with trainer.devices × trainer.num_nodes = {self.ranks} "
-                              "ranks: several ranks train with trainer.strategy=fsdp")
+            raise ConfigError(
+                f"trainer.strategy={self.strategy!r} with trainer.devices × trainer.num_nodes = {self.ranks} "
+                "ranks: several ranks train with trainer.strategy=fsdp"
+            )
         if self.precision not in PRECISIONS:
             raise ConfigError(f"trainer.precision={self.precision!r}; choose one of {list(PRECISIONS)}")
         # Only whether it exists: a checkpoint is read (weights_only) in arrol_pl.train.run.prelaunch.preflight
@@ -376,29 +385,40 @@ class RunConfig:
                 f"engine.detect_length (L_detect) must be >= 1 and < algo.max_response_tokens="
                 f"{self.algo.max_response_tokens}, got {self.engine.detect_length}"
             )
-        if "16" in self.trainer.precision and "bf16" not in self.trainer.precision and (
-                self.algo.optimizer_steps > 1):
+        if "16" in self.trainer.precision and "bf16" not in self.trainer.precision and (self.algo.optimizer_steps > 1):
             # The inner PPO steps bypass Lightning's optimizer wrapper, and with it fp16's gradient unscaling.
-            raise ConfigError(f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
-                              "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs")
+            raise ConfigError(
+                f"trainer.precision={self.trainer.precision!r} (fp16 loss scaling) supports one optimizer "
+                "step per training step: use bf16-mixed or 32-true with algo.ppo_mini_batch_size/ppo_epochs"
+            )
         screen = self.pruning.screen
         if screen.stages != "none" and self.algo.dynamic_sampling_refill:
-            raise ConfigError(f"pruning.screen.stages={screen.stages!r} and algo.dynamic_sampling_refill=true are two "
-                              "ways of choosing the step's groups: use one (pruning.screen.stages=none, or "
-                              "algo.dynamic_sampling_refill=false)")
+            raise ConfigError(
+                f"pruning.screen.stages={screen.stages!r} and algo.dynamic_sampling_refill=true are two "
+                "ways of choosing the step's groups: use one (pruning.screen.stages=none, or "
+                "algo.dynamic_sampling_refill=false)"
+            )
         if (screen.stages != "none" or self.algo.dynamic_sampling_refill) and self.trainer.ranks > 1:
-            raise ConfigError(f"pruning.screen.stages={screen.stages!r} / algo.dynamic_sampling_refill="
-                              f"{self.algo.dynamic_sampling_refill} choose groups on one rank only so far; with "
-                              f"{self.trainer.ranks} ranks set pruning.screen.stages=none and "
-                              "algo.dynamic_sampling_refill=false")
+            raise ConfigError(
+                f"pruning.screen.stages={screen.stages!r} / algo.dynamic_sampling_refill="
+                f"{self.algo.dynamic_sampling_refill} choose groups on one rank only so far; with "
+                f"{self.trainer.ranks} ranks set pruning.screen.stages=none and "
+                "algo.dynamic_sampling_refill=false"
+            )
         if self.algo.prompts_per_step % self.trainer.ranks:
-            raise ConfigError(f"algo.prompts_per_step={self.algo.prompts_per_step} must be a multiple of the "
-                              f"{self.trainer.ranks} ranks (trainer.devices × trainer.num_nodes): each rank "
-                              "generates whole groups")
+            raise ConfigError(
+                f"algo.prompts_per_step={self.algo.prompts_per_step} must be a multiple of the "
+                f"{self.trainer.ranks} ranks (trainer.devices × trainer.num_nodes): each rank "
+                "generates whole groups"
+            )
         self._check_scorer()
         d = self.data
-        if (self.model.path is None and self.model.pretrained is None and self.model.warm_start.steps > 0
-                and not registry.provides_solutions(d.name, d.solution_field, d.answer_pattern)):
+        if (
+            self.model.path is None
+            and self.model.pretrained is None
+            and self.model.warm_start.steps > 0
+            and not registry.provides_solutions(d.name, d.solution_field, d.answer_pattern)
+        ):
             raise ConfigError(
                 f"model.path is unset, so the tiny local policy is used, and its warm start trains on worked solutions, "
                 f"which data.name={d.name} does not have; use a real model (model=hf model.path=...), or name a "
@@ -406,21 +426,26 @@ class RunConfig:
                 f"solution), or set model.warm_start.steps=0 to train the untrained tiny policy (expect reward 0)"
             )
 
-
     def _check_scorer(self) -> None:
         """The scorer at L_detect must suit the task and the way groups are chosen."""
         p = self.pruning
         if p.scorer == "checker" and registry.prefix_checker(self.data.name) is None:
-            raise ConfigError(f"pruning.scorer=checker needs a task that checks a response prefix; data.name="
-                              f"{self.data.name} has none (its adapter defines no check_prefix): use pruning.scorer="
-                              "head or confidence")
+            raise ConfigError(
+                f"pruning.scorer=checker needs a task that checks a response prefix; data.name="
+                f"{self.data.name} has none (its adapter defines no check_prefix): use pruning.scorer="
+                "head or confidence"
+            )
         if p.scorer == "oracle":
             if self.study is None:
-                raise ConfigError("pruning.scorer=oracle reads each rollout's outcome, which no real run knows at "
-                                  "L_detect: it is a study arm only (+exp=pruning_pays, or set study=<name>)")
+                raise ConfigError(
+                    "pruning.scorer=oracle reads each rollout's outcome, which no real run knows at "
+                    "L_detect: it is a study arm only (+exp=pruning_pays, or set study=<name>)"
+                )
             if p.screen.stages != "none":
-                raise ConfigError(f"pruning.scorer=oracle prunes after the rollouts end; pruning.screen.stages="
-                                  f"{p.screen.stages!r} decides inside the engine: set pruning.screen.stages=none")
+                raise ConfigError(
+                    f"pruning.scorer=oracle prunes after the rollouts end; pruning.screen.stages="
+                    f"{p.screen.stages!r} decides inside the engine: set pruning.screen.stages=none"
+                )
 
 
 SCHEMA = "run_schema"

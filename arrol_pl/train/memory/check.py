@@ -31,9 +31,16 @@ def policy_config(run: RunConfig) -> tuple[str, dict[str, Any]] | None:
     if m.pretrained is not None:
         return None
     t = m.tiny
-    return "tiny policy", {"model_type": "qwen3", "hidden_size": t.hidden_size, "intermediate_size": 3 * t.hidden_size,
-                           "num_hidden_layers": t.num_layers, "num_attention_heads": t.num_heads,
-                           "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim, "vocab_size": t.vocab_size}
+    return "tiny policy", {
+        "model_type": "qwen3",
+        "hidden_size": t.hidden_size,
+        "intermediate_size": 3 * t.hidden_size,
+        "num_hidden_layers": t.num_layers,
+        "num_attention_heads": t.num_heads,
+        "num_key_value_heads": t.num_kv_heads,
+        "head_dim": t.head_dim,
+        "vocab_size": t.vocab_size,
+    }
 
 
 def check_memory(run: RunConfig, gpu_bytes: int | None = None) -> None:
@@ -56,4 +63,6 @@ def check_memory(run: RunConfig, gpu_bytes: int | None = None) -> None:
         return
     plan = plan_memory(ModelShape.from_config(found[1], found[0]), run, gpu_bytes)
     if not plan.fits:
-        raise ConfigError(f"the run does not fit in GPU memory (experiments/plan.py prints this plan):\n{plan.render()}")
+        raise ConfigError(
+            f"the run does not fit in GPU memory (experiments/plan.py prints this plan):\n{plan.render()}"
+        )

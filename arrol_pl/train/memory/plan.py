@@ -96,10 +96,15 @@ LOGPROB_CHUNK_ELEMENTS = 2**25
 vocabulary. ``arrol_pl/train/policy/logprobs.py`` takes it from here, so that the plan needs no torch."""
 
 
-
-def update_moments(shape: ModelShape, precision: str, tokens: int, checkpointing: bool, ranks: int = 1,
-                   trainable_layers: int | None = None,
-                   chunk_elements: int = LOGPROB_CHUNK_ELEMENTS) -> tuple["Phase", ...]:
+def update_moments(
+    shape: ModelShape,
+    precision: str,
+    tokens: int,
+    checkpointing: bool,
+    ranks: int = 1,
+    trainable_layers: int | None = None,
+    chunk_elements: int = LOGPROB_CHUNK_ELEMENTS,
+) -> tuple["Phase", ...]:
     """What one micro-batch of ``tokens`` adds, beyond the resident memory, the gradients and FSDP2's gathered
     weights, at each moment of its update where the peak can fall (module docstring): the log-prob step's
     backward, a decoder block's backward and, with several ranks, the root's reduce-scatter."""
@@ -111,44 +116,85 @@ def update_moments(shape: ModelShape, precision: str, tokens: int, checkpointing
     inputs = tokens * p.residual * h * shape.num_layers
     copies = " + 16-bit weight copies" if casts else ""
     if checkpointing:
-        kept = Item("activations: block inputs", inputs, f"{tokens} tokens × {shape.num_layers} layers × "
-                                                          f"{p.residual * h / 1024:.0f} KiB, checkpointed per block")
-        blocks = Item("activations: inputs + one block", inputs + tokens * per_layer + casts,
-                      f"block inputs + one block recomputed ({tokens} tokens × {per_layer / 1024:.0f} KiB{copies})")
+        kept = Item(
+            "activations: block inputs",
+            inputs,
+            f"{tokens} tokens × {shape.num_layers} layers × {p.residual * h / 1024:.0f} KiB, checkpointed per block",
+        )
+        blocks = Item(
+            "activations: inputs + one block",
+            inputs + tokens * per_layer + casts,
+            f"block inputs + one block recomputed ({tokens} tokens × {per_layer / 1024:.0f} KiB{copies})",
+        )
     else:
-        kept = blocks = Item("activations", every_block,
-                             f"{tokens} tokens × {shape.num_layers} layers × {per_layer / 1024:.0f} KiB{copies}")
+        kept = blocks = Item(
+            "activations",
+            every_block,
+            f"{tokens} tokens × {shape.num_layers} layers × {per_layer / 1024:.0f} KiB{copies}",
+        )
     chunk_tokens = min(max(1, chunk_elements // v), tokens)
     chunk_bytes = 4 + (p.compute if p.compute != 4 else 0)  # float32, and the indexed logits it is made from
     head = [
         kept,
-        Item("final norm, LM head input" + (" and weights (16-bit)" if p.autocast else ""),
-             tokens * (2 * p.residual + p.compute) * h + (v * h * p.compute if p.autocast else 0),
-             f"{tokens} tokens × {(2 * p.residual + p.compute) * h / 1024:.0f} KiB"
-             + (" + the LM head cast for its matmul" if p.autocast else "")),
-        Item("logits and their gradient", 2 * tokens * v * p.compute,
-             f"{tokens} tokens × vocab {v} × 2 × {p.compute} B"),
-        Item("log-softmax chunk (float32)", chunk_tokens * v * chunk_bytes,
-             f"{chunk_tokens} tokens × vocab {v} × {chunk_bytes} B at a time"),
+        Item(
+            "final norm, LM head input" + (" and weights (16-bit)" if p.autocast else ""),
+            tokens * (2 * p.residual + p.compute) * h + (v * h * p.compute if p.autocast else 0),
+            f"{tokens} tokens × {(2 * p.residual + p.compute) * h / 1024:.0f} KiB"
+            + (" + the LM head cast for its matmul" if p.autocast else ""),
+        ),
+        Item(
+            "logits and their gradient", 2 * tokens * v * p.compute, f"{tokens} tokens × vocab {v} × 2 × {p.compute} B"
+        ),
+        Item(
+            "log-softmax chunk (float32)",
+            chunk_tokens * v * chunk_bytes,
+            f"{chunk_tokens} tokens × vocab {v} × {chunk_bytes} B at a time",
+        ),
     ]
     block_grads = p.residual * h + 2 * p.compute * shape.intermediate_size
-    backward = [blocks, Item("a block's backward", tokens * block_grads,
-                             f"{tokens} tokens × {block_grads / 1024:.0f} KiB: the gradients of its output and of "
-                             "the SwiGLU's two products")]
+    backward = [
+        blocks,
+        Item(
+            "a block's backward",
+            tokens * block_grads,
+            f"{tokens} tokens × {block_grads / 1024:.0f} KiB: the gradients of its output and of "
+            "the SwiGLU's two products",
+        ),
+    ]
     if ranks > 1 and trainable_layers is None:
-        backward.append(Item("FSDP2 LM head gradient (unsharded)", v * h * p.param,
-                             "the root reduce-scatters its gradients once its whole backward is done"))
+        backward.append(
+            Item(
+                "FSDP2 LM head gradient (unsharded)",
+                v * h * p.param,
+                "the root reduce-scatters its gradients once its whole backward is done",
+            )
+        )
     out = [Phase("the log-prob step's backward", tuple(head)), Phase("a block's backward", tuple(backward))]
     if ranks > 1 and trainable_layers is None:
-        out.append(Phase("the root's reduce-scatter", (Item(
-            "FSDP2 root gradients (unsharded) + copy", 2 * shape.root_params * p.param,
-            "embeddings and LM head: their gradients and the reduce-scatter input"),)))
+        out.append(
+            Phase(
+                "the root's reduce-scatter",
+                (
+                    Item(
+                        "FSDP2 root gradients (unsharded) + copy",
+                        2 * shape.root_params * p.param,
+                        "embeddings and LM head: their gradients and the reduce-scatter input",
+                    ),
+                ),
+            )
+        )
     return tuple(out)
 
 
-def planned_update_bytes(shape: ModelShape, tokens: int, precision: str, checkpointing: bool = False,
-                         ranks: int = 1, trainable_layers: int | None = None,
-                         chunk_elements: int = LOGPROB_CHUNK_ELEMENTS) -> int:
+def planned_update_bytes(
+    shape: ModelShape,
+    tokens: int,
+    precision: str,
+    checkpointing: bool = False,
+    ranks: int = 1,
+    trainable_layers: int | None = None,
+    chunk_elements: int = LOGPROB_CHUNK_ELEMENTS,
+) -> int:
     """The plan's peak of one rank's update above its resident memory (weights, AdamW moments, the reference, the
     runtime): the gradients, FSDP2's gathered weights and the largest of :func:`update_moments`, for micro-batches
     of ``tokens``. :func:`arrol_pl.train.policy.update_peak.measure_update_peak` measures the same."""
@@ -162,8 +208,13 @@ def _update_steady(shape: ModelShape, p: Precision, trainable: int, ranks: int) 
     shard = f"/ {ranks} ranks (FSDP2)" if ranks > 1 else "one rank: not sharded"
     out = [Item(f"gradients ({_dtype(p.param)})", trainable * p.param // ranks, shard)]
     if ranks > 1:
-        out.append(Item("FSDP2 gathered weights", (2 * shape.block_params + shape.root_params) * p.param,
-                        "two blocks (running, prefetched) + embeddings and LM head"))
+        out.append(
+            Item(
+                "FSDP2 gathered weights",
+                (2 * shape.block_params + shape.root_params) * p.param,
+                "two blocks (running, prefetched) + embeddings and LM head",
+            )
+        )
     return out
 
 
@@ -226,9 +277,11 @@ class MemoryPlan:
             if phase.bytes > self.gpu_bytes:
                 out.append(f"{phase.name} needs {gib(phase.bytes)} per rank, more than the {gib(self.gpu_bytes)} GPU")
         if self.kv_capacity_seqs < 1:
-            out.append(f"the engine's share ({gib(self.engine_budget)}) holds its weights ({gib(self.engine_weights)}) "
-                       f"but not one sequence of max_model_len {self.max_model_len} "
-                       f"({gib(self.kv_per_token * self.max_model_len)} of KV cache): vLLM would refuse to start")
+            out.append(
+                f"the engine's share ({gib(self.engine_budget)}) holds its weights ({gib(self.engine_weights)}) "
+                f"but not one sequence of max_model_len {self.max_model_len} "
+                f"({gib(self.kv_per_token * self.max_model_len)} of KV cache): vLLM would refuse to start"
+            )
         return out
 
     @property
@@ -249,16 +302,20 @@ class MemoryPlan:
         """What would make it fit, in the order worth trying."""
         tips = []
         if not self.checkpointing and self.activations[False] > self.activations[True]:
-            tips.append(f"model.activation_checkpointing=true (activations {gib(self.activations[False])} → "
-                        f"{gib(self.activations[True])})")
+            tips.append(
+                f"model.activation_checkpointing=true (activations {gib(self.activations[False])} → "
+                f"{gib(self.activations[True])})"
+            )
         ref = next((i for i in self.resident if i.label.startswith("reference")), None)
         if ref is not None and "float32" in ref.label:
             tips.append(f"model.reference_dtype=bfloat16 (the reference: −{gib(ref.bytes / 2)})")
         if ref is not None:
             tips.append(f"algo.kl_coef=0 (no reference: −{gib(ref.bytes)})")
         tips.append("fewer tokens per micro-batch (algo.micro_batch_tokens) or a shorter algo.max_response_tokens")
-        tips.append("a smaller engine share (engine.gpu_memory_utilization) with engine.enable_sleep_mode=true, "
-                    "or more ranks (trainer.devices, trainer.num_nodes)")
+        tips.append(
+            "a smaller engine share (engine.gpu_memory_utilization) with engine.enable_sleep_mode=true, "
+            "or more ranks (trainer.devices, trainer.num_nodes)"
+        )
         return tips
 
     def render(self) -> str:
@@ -276,18 +333,23 @@ class MemoryPlan:
             verdict = "fits" if phase.bytes <= self.gpu_bytes else "DOES NOT FIT"
             lines.append(f"  {phase.name}: resident +")
             rows(extra)
-            lines.append(f"    {'= peak per rank':<{width}}{gib(phase.bytes):>10}   of {gib(self.gpu_bytes)}: {verdict}")
+            lines.append(
+                f"    {'= peak per rank':<{width}}{gib(phase.bytes):>10}   of {gib(self.gpu_bytes)}: {verdict}"
+            )
         for mo in self.other_moments:
             own = [i for i in mo.items if i not in self.update.items]
-            lines.append(f"  {mo.name}: {gib(mo.bytes)} ("
-                         + ", ".join(f"{i.label} {gib(i.bytes)}" for i in own) + ")")
+            lines.append(f"  {mo.name}: {gib(mo.bytes)} (" + ", ".join(f"{i.label} {gib(i.bytes)}" for i in own) + ")")
         full = self.kv_per_token * self.max_model_len * self.max_num_seqs
-        lines.append(f"  engine: KV cache {self.kv_per_token / 1024:.0f} KiB per token; engine.max_num_seqs "
-                     f"{self.max_num_seqs} × max_model_len {self.max_model_len} would take {gib(full)}; its share "
-                     f"holds {self.kv_capacity_seqs} full-length sequences at once (vLLM queues the rest)")
-        lines.append(f"  activations of one micro-batch: {gib(self.activations[False])} without activation checkpointing, "
-                     f"{gib(self.activations[True])} with (model.activation_checkpointing="
-                     f"{str(self.checkpointing).lower()})")
+        lines.append(
+            f"  engine: KV cache {self.kv_per_token / 1024:.0f} KiB per token; engine.max_num_seqs "
+            f"{self.max_num_seqs} × max_model_len {self.max_model_len} would take {gib(full)}; its share "
+            f"holds {self.kv_capacity_seqs} full-length sequences at once (vLLM queues the rest)"
+        )
+        lines.append(
+            f"  activations of one micro-batch: {gib(self.activations[False])} without activation checkpointing, "
+            f"{gib(self.activations[True])} with (model.activation_checkpointing="
+            f"{str(self.checkpointing).lower()})"
+        )
         lines += [f"  note: {n}" for n in self.notes]
         if self.fits:
             lines.append(f"  verdict: fits in {gib(self.gpu_bytes)} per rank")
@@ -314,13 +376,21 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
 
     resident = [
         Item(f"policy weights ({_dtype(p.param)})", shape.params * p.param // ranks, shard),
-        Item(f"AdamW moments (2 × {_dtype(p.param)})", 2 * trainable * p.param // ranks,
-             shard + ("" if m.trainable_layers is None else f", top {m.trainable_layers} blocks trained")),
+        Item(
+            f"AdamW moments (2 × {_dtype(p.param)})",
+            2 * trainable * p.param // ranks,
+            shard + ("" if m.trainable_layers is None else f", top {m.trainable_layers} blocks trained"),
+        ),
     ]
     ref_dtype = getattr(m, "reference_dtype", "float32")
     if a.kl_coef > 0:
-        resident.append(Item(f"reference policy ({ref_dtype})", shape.params * DTYPE_BYTES[ref_dtype] // ranks,
-                             f"algo.kl_coef > 0, model.reference_dtype; {shard}"))
+        resident.append(
+            Item(
+                f"reference policy ({ref_dtype})",
+                shape.params * DTYPE_BYTES[ref_dtype] // ranks,
+                f"algo.kl_coef > 0, model.reference_dtype; {shard}",
+            )
+        )
     resident.append(Item("runtime (CUDA, NCCL)", RUNTIME_BYTES, "assumed"))
 
     engine_dtype = {None: "bfloat16", "auto": shape.torch_dtype}.get(e.dtype, e.dtype)  # null: CUDA's default
@@ -328,14 +398,32 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     engine_budget = int(e.gpu_memory_utilization * gpu_bytes)
     engine_weights = shape.params * e_bytes
     kv = shape.kv_bytes_per_token(e_bytes)
-    share = Item("engine share", engine_budget, f"engine.gpu_memory_utilization {e.gpu_memory_utilization:g}: its "
-                 f"weights ({engine_dtype}) {gib(engine_weights)} + KV cache"
-                 + (" + CUDA-graph pool" if not e.enforce_eager else ""))
+    share = Item(
+        "engine share",
+        engine_budget,
+        f"engine.gpu_memory_utilization {e.gpu_memory_utilization:g}: its "
+        f"weights ({engine_dtype}) {gib(engine_weights)} + KV cache"
+        + (" + CUDA-graph pool" if not e.enforce_eager else ""),
+    )
     generation = Phase("generation (engine awake)", (*resident, share))
-    graphs = [] if e.enforce_eager else [Item("engine CUDA-graph pool", GRAPH_POOL_BYTES,
-                                              "assumed; kept while the engine sleeps (engine.enforce_eager=true: none)")]
-    sync = Phase("weight sync", (*resident, *_sync_items(shape, engine_dtype, e_bytes, ranks, e.enable_sleep_mode,
-                                                           share, engine_weights, graphs)))
+    graphs = (
+        []
+        if e.enforce_eager
+        else [
+            Item(
+                "engine CUDA-graph pool",
+                GRAPH_POOL_BYTES,
+                "assumed; kept while the engine sleeps (engine.enforce_eager=true: none)",
+            )
+        ]
+    )
+    sync = Phase(
+        "weight sync",
+        (
+            *resident,
+            *_sync_items(shape, engine_dtype, e_bytes, ranks, e.enable_sleep_mode, share, engine_weights, graphs),
+        ),
+    )
 
     per_layer = layer_activation_bytes(shape, p.residual, p.compute)
     casts = shape.block_params * p.compute if p.autocast else 0
@@ -350,13 +438,16 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     else:
         steady += graphs
     name = "update (engine asleep)" if e.enable_sleep_mode else "update"
-    moments = [Phase(f"{name}, at {mo.name}", (*steady, *mo.items))
-               for mo in update_moments(shape, t.precision, tokens, ac, ranks, m.trainable_layers)]
+    moments = [
+        Phase(f"{name}, at {mo.name}", (*steady, *mo.items))
+        for mo in update_moments(shape, t.precision, tokens, ac, ranks, m.trainable_layers)
+    ]
     update = max(moments, key=lambda mo: mo.bytes)
 
-    bf16 = {"bf16-mixed": "bf16 autocast over float32 master weights, gradients and AdamW state",
-            "16-mixed": "fp16 autocast over float32 master weights, gradients and AdamW state"}.get(
-        t.precision, f"weights, gradients and AdamW state in {_dtype(p.param)}")
+    bf16 = {
+        "bf16-mixed": "bf16 autocast over float32 master weights, gradients and AdamW state",
+        "16-mixed": "fp16 autocast over float32 master weights, gradients and AdamW state",
+    }.get(t.precision, f"weights, gradients and AdamW state in {_dtype(p.param)}")
     header = (
         f"Memory plan per rank: {shape.name} ({shape.params / 1e9:.2f} B parameters, {shape.num_layers} layers, "
         f"hidden {shape.hidden_size}, vocab {shape.vocab_size}) on {ranks} rank{'s' if ranks > 1 else ''} "
@@ -366,31 +457,83 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     )
     notes = []
     if e.max_model_len is None:
-        notes.append(f"max_model_len {max_model_len} assumes prompts of at most {prompt_tokens} tokens + "
-                     f"algo.max_response_tokens {a.max_response_tokens} (set engine.max_model_len to pin it)")
+        notes.append(
+            f"max_model_len {max_model_len} assumes prompts of at most {prompt_tokens} tokens + "
+            f"algo.max_response_tokens {a.max_response_tokens} (set engine.max_model_len to pin it)"
+        )
     host = 4 * shape.params + (DTYPE_BYTES[ref_dtype] * shape.params if a.kl_coef > 0 else 0)
-    notes.append(f"host memory while loading: rank 0 reads the policy in float32"
-                 f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''} and broadcasts the shards "
-                 f"({gib(host)} on its node); the other ranks start on the meta device"
-                 if ranks > 1 else f"host memory while loading: the policy in float32"
-                 f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''}, {gib(host)}")
-    return MemoryPlan(shape, ranks, gpu_bytes, header, tuple(resident), generation, update, sync,
-                      tuple(mo for mo in moments if mo is not update), engine_budget, engine_weights, kv,
-                      max_model_len, e.max_num_seqs, activations, ac, tuple(notes))
+    notes.append(
+        f"host memory while loading: rank 0 reads the policy in float32"
+        f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''} and broadcasts the shards "
+        f"({gib(host)} on its node); the other ranks start on the meta device"
+        if ranks > 1
+        else f"host memory while loading: the policy in float32"
+        f"{' and the reference in ' + ref_dtype if a.kl_coef > 0 else ''}, {gib(host)}"
+    )
+    return MemoryPlan(
+        shape,
+        ranks,
+        gpu_bytes,
+        header,
+        tuple(resident),
+        generation,
+        update,
+        sync,
+        tuple(mo for mo in moments if mo is not update),
+        engine_budget,
+        engine_weights,
+        kv,
+        max_model_len,
+        e.max_num_seqs,
+        activations,
+        ac,
+        tuple(notes),
+    )
 
 
-def _sync_items(shape: ModelShape, engine_dtype: str, e_bytes: int, ranks: int, sleeps: bool, share: Item,
-                engine_weights: int, graphs: list[Item]) -> list[Item]:
+def _sync_items(
+    shape: ModelShape,
+    engine_dtype: str,
+    e_bytes: int,
+    ranks: int,
+    sleeps: bool,
+    share: Item,
+    engine_weights: int,
+    graphs: list[Item],
+) -> list[Item]:
     """What the weight sync holds beyond the resident memory (module docstring): the engine as it is during the
     sync, and the largest tensor as the sync's cast copy and as vLLM's reload of its layer."""
     largest = shape.vocab_size * shape.hidden_size * e_bytes
-    engine = ([Item("engine weights (woken before the sync)", engine_weights,
-                    f"{engine_dtype}; the KV cache comes back after the sync"), *graphs] if sleeps else [share])
-    cast = (Item("sync: the embedding, cast and gathered", largest + largest // ranks,
-                 f"V × h in {engine_dtype}, and this rank's cast shard before the gather") if ranks > 1 else
-            Item("sync: the embedding, cast", largest, f"V × h in {engine_dtype}"))
-    return [*engine, cast, Item("sync: vLLM's reload of that layer", largest,
-                                "the layer built anew beside its kernel tensors, then copied back")]
+    engine = (
+        [
+            Item(
+                "engine weights (woken before the sync)",
+                engine_weights,
+                f"{engine_dtype}; the KV cache comes back after the sync",
+            ),
+            *graphs,
+        ]
+        if sleeps
+        else [share]
+    )
+    cast = (
+        Item(
+            "sync: the embedding, cast and gathered",
+            largest + largest // ranks,
+            f"V × h in {engine_dtype}, and this rank's cast shard before the gather",
+        )
+        if ranks > 1
+        else Item("sync: the embedding, cast", largest, f"V × h in {engine_dtype}")
+    )
+    return [
+        *engine,
+        cast,
+        Item(
+            "sync: vLLM's reload of that layer",
+            largest,
+            "the layer built anew beside its kernel tensors, then copied back",
+        ),
+    ]
 
 
 def _dtype(n: int) -> str:

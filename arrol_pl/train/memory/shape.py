@@ -37,8 +37,11 @@ class ModelShape:
         """From a ``config.json`` (a multimodal one's ``text_config`` if it has one); raises ValueError naming a
         missing key."""
         c = dict(config.get("text_config") or config)
-        missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                               "vocab_size") if k not in c]
+        missing = [
+            k
+            for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+            if k not in c
+        ]
         if missing:
             raise ValueError(f"config.json has no {', '.join(missing)}: not a decoder-only transformer the plan knows")
         heads = int(c["num_attention_heads"])
@@ -101,7 +104,14 @@ class ModelShape:
 
 def layer_activation_bytes(shape: ModelShape, residual_bytes: int, compute_bytes: int) -> int:
     """Bytes autograd keeps per token for one decoder block (module docstring: the count and its source)."""
-    h, q, k, i, r, s = shape.hidden_size, shape.q_width, shape.kv_width, shape.intermediate_size, residual_bytes, compute_bytes
+    h, q, k, i, r, s = (
+        shape.hidden_size,
+        shape.q_width,
+        shape.kv_width,
+        shape.intermediate_size,
+        residual_bytes,
+        compute_bytes,
+    )
     norms = 2 * (2 * r * h)
     casts = 2 * s * h if s != r else 0
     attention = 5 * s * q

@@ -77,8 +77,9 @@ class UpdateRanks:
         (``backward`` itself on one rank)."""
         return backward if self.alone else (lambda loss: backward(loss * self.world_size))
 
-    def idle_passes(self, policy: nn.Module, n: int, pad_id: int,
-                    backward: Callable[[torch.Tensor], None] | None = None) -> None:
+    def idle_passes(
+        self, policy: nn.Module, n: int, pad_id: int, backward: Callable[[torch.Tensor], None] | None = None
+    ) -> None:
         """``n`` forwards of ``policy`` on one padding token (with ``backward``: and a backward of zero loss), so
         this rank joins the collectives of other ranks' extra micro-batches without changing any gradient."""
         batch = pack([[pad_id]], [[pad_id]], [0], pad_id)

@@ -102,8 +102,12 @@ def response_log_probs(
     # Response token k of row j sits at position p_j + k; it is scored by the logits at p_j + k - 1, so no
     # position before the shortest prompt's last one scores anything.
     first = int(batch.prompt_lengths.min()) - 1
-    out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                use_cache=False, logits_to_keep=batch.input_ids.shape[1] - first)
+    out = model(
+        input_ids=batch.input_ids.to(device),
+        attention_mask=batch.attention_mask.to(device),
+        use_cache=False,
+        logits_to_keep=batch.input_ids.shape[1] - first,
+    )
     rows, k = batch.response_mask.bool().nonzero(as_tuple=True)  # the real response tokens, on the host
     positions = batch.prompt_lengths[rows] - 1 + k
     targets = batch.input_ids[rows, positions + 1]
@@ -134,8 +138,9 @@ class TokenLogProbs(torch.autograd.Function):
         logits, rows, positions, targets, lse = ctx.saved_tensors
         grad_logits = torch.zeros_like(logits)
         for c in _chunks(rows.numel(), logits.shape[-1], ctx.chunk_elements):
-            grad_logits[rows[c], positions[c]] = _chunk_grad(logits, rows[c], positions[c], targets[c], lse[c],
-                                                             grad[c], ctx.temperature)
+            grad_logits[rows[c], positions[c]] = _chunk_grad(
+                logits, rows[c], positions[c], targets[c], lse[c], grad[c], ctx.temperature
+            )
         return grad_logits, None, None, None, None, None
 
 
@@ -159,8 +164,12 @@ def _chunks(n: int, vocab: int, chunk_elements: int) -> list[slice]:
 
 @torch.no_grad()
 def score_rows(
-    model: nn.Module, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], max_tokens: int,
-    pad_id: int, temperature: float = 1.0,
+    model: nn.Module,
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    max_tokens: int,
+    pad_id: int,
+    temperature: float = 1.0,
 ) -> list[torch.Tensor]:
     """Per row ``i``: ``(len(responses[i]),)`` log-probs of its response under ``model``, without gradient,
     computed in length buckets of ``max_tokens`` (rows in input order, on the model's device)."""

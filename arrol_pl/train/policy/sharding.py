@@ -22,8 +22,9 @@ def full_value(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
-def full_weights(weights: Iterator[tuple[str, torch.Tensor]],
-                 dtype: torch.dtype | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+def full_weights(
+    weights: Iterator[tuple[str, torch.Tensor]], dtype: torch.dtype | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, full tensor) pairs from (name, possibly sharded tensor) ones: an FSDP2 ``DTensor`` is all-gathered
     (every rank must iterate the same names in the same order), a plain tensor passes through. With ``dtype``
     each rank casts its shard before the gather: a bfloat16 engine's weights cross the wire at half the bytes of

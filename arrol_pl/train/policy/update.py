@@ -61,8 +61,12 @@ class StepLogProbs:
     metrics: dict[str, float]
 
 
-def logprob_mismatch(old: Sequence[torch.Tensor], rollout: Sequence[torch.Tensor],
-                     is_weights: Sequence[torch.Tensor] | None = None, cap: float | None = None) -> dict[str, float]:
+def logprob_mismatch(
+    old: Sequence[torch.Tensor],
+    rollout: Sequence[torch.Tensor],
+    is_weights: Sequence[torch.Tensor] | None = None,
+    cap: float | None = None,
+) -> dict[str, float]:
     """Engine vs trainer on the same tokens: mean and max ``|log π_engine - log π_old|`` over all tokens
     (the first check when a vLLM-plus-trainer stack drifts); with importance weights, their mean and the
     fraction of tokens at the cap. Empty without tokens."""
@@ -104,11 +108,26 @@ def ppo_mini_batches(group_ids: torch.Tensor, idx: Sequence[int], n: int) -> lis
     return [[i for k in chunk for i in groups[keys[k]]] for chunk in chunks]
 
 
-_MEAN_STATS = ("clip_fraction", "clip_fraction_low", "clip_fraction_high", "dual_clip_fraction", "ppo_kl",
-               "approx_kl", "ratio_mean", "kl")
+_MEAN_STATS = (
+    "clip_fraction",
+    "clip_fraction_low",
+    "clip_fraction_high",
+    "dual_clip_fraction",
+    "ppo_kl",
+    "approx_kl",
+    "ratio_mean",
+    "kl",
+)
 
-POLICY_SUMMARY = (*_MEAN_STATS, "ratio_min", "ratio_max", "grad_norm", "optimizer_steps",
-                  "engine_logprob_diff_mean", "engine_logprob_diff_max")
+POLICY_SUMMARY = (
+    *_MEAN_STATS,
+    "ratio_min",
+    "ratio_max",
+    "grad_norm",
+    "optimizer_steps",
+    "engine_logprob_diff_mean",
+    "engine_logprob_diff_max",
+)
 """``policy/*`` metrics whose run means ``summary.json`` reports."""
 
 
@@ -133,7 +152,9 @@ class _LossStats:
         if not self.tokens:
             return {key: 0.0 for key in _MEAN_STATS} | {"ratio_min": 1.0, "ratio_max": 1.0, "ratio_mean": 1.0}
         return {key: self.sums[key] / self.tokens for key in _MEAN_STATS} | {
-            "ratio_min": self.ratio_min, "ratio_max": self.ratio_max}
+            "ratio_min": self.ratio_min,
+            "ratio_max": self.ratio_max,
+        }
 
 
 class _ReusedOld:
@@ -170,13 +191,17 @@ def old_log_probs(logps: StepLogProbs, algo: AlgoConfig, reused: _ReusedOld) -> 
 
         def from_phase(lp: torch.Tensor, ids: list[int], mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
             width = lp.shape[1]
-            return (gather_rows([stored[i] for i in ids], width),
-                    None if weights is None else gather_rows([weights[i] for i in ids], width))
+            return (
+                gather_rows([stored[i] for i in ids], width),
+                None if weights is None else gather_rows([weights[i] for i in ids], width),
+            )
 
         return from_phase
     if algo.optimizer_steps != 1:
-        raise ValueError("policy_update: π_old can be reused only with one optimizer step per training step "
-                         f"(algo.ppo_epochs={algo.ppo_epochs}, {algo.num_mini_batches} mini-batches)")
+        raise ValueError(
+            "policy_update: π_old can be reused only with one optimizer step per training step "
+            f"(algo.ppo_epochs={algo.ppo_epochs}, {algo.num_mini_batches} mini-batches)"
+        )
 
     def this_forward(lp: torch.Tensor, ids: list[int], mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         old, is_weights = lp.detach(), None
@@ -243,8 +268,12 @@ def policy_update(ctx: UpdateContext, policy: nn.Module, rows: UpdateRows, hooks
     for _ in range(algo.ppo_epochs):
         for mini in minis:
             with timer("update"):
-                batches = make_micro_batches([rows.prompt_ids[i] for i in mini],
-                                             [rows.response_ids[i] for i in mini], algo.micro_batch_tokens, pad_id)
+                batches = make_micro_batches(
+                    [rows.prompt_ids[i] for i in mini],
+                    [rows.response_ids[i] for i in mini],
+                    algo.micro_batch_tokens,
+                    pad_id,
+                )
                 counts = [batch_counts(mb.response_mask) for mb in batches]
                 n_tok, n_seq = sum(c[0] for c in counts), sum(c[1] for c in counts)
                 if algo.verl_parity:  # verl divides the seq-mean modes by every row of the mini-batch
@@ -258,11 +287,20 @@ def policy_update(ctx: UpdateContext, policy: nn.Module, rows: UpdateRows, hooks
                     width = lp.shape[1]
                     old, is_weights = old_of(lp, ids, mb)
                     out = ppo_clip_loss(
-                        lp, old, advantages[ids].to(lp.device),
-                        mb.response_mask.to(lp.device), algo.clip_low, algo.clip_high, algo.loss_agg_mode,
+                        lp,
+                        old,
+                        advantages[ids].to(lp.device),
+                        mb.response_mask.to(lp.device),
+                        algo.clip_low,
+                        algo.clip_high,
+                        algo.loss_agg_mode,
                         ref_log_probs=None if logps.ref is None else gather_rows([logps.ref[i] for i in ids], width),
-                        kl_coef=algo.kl_coef, kl_estimator=algo.kl_estimator, **sum_norm(algo, width, n_seq),
-                        total_tokens=n_tok, clip_ratio_c=algo.clip_ratio_c, is_weights=is_weights,
+                        kl_coef=algo.kl_coef,
+                        kl_estimator=algo.kl_estimator,
+                        **sum_norm(algo, width, n_seq),
+                        total_tokens=n_tok,
+                        clip_ratio_c=algo.clip_ratio_c,
+                        is_weights=is_weights,
                     )
                     backward(out.loss)
                     stats.add(out)
@@ -274,9 +312,15 @@ def policy_update(ctx: UpdateContext, policy: nn.Module, rows: UpdateRows, hooks
     if not minis:
         with timer("optimizer"):
             optimizer_step(True)
-    return {"loss": float(np.mean(losses)) if losses else 0.0, **stats.result(),
-            "grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
-            "optimizer_steps": float(len(grad_norms)), "mini_batches": float(len(minis)),
-            "micro_batches": float(micro), "trained_tokens": float(sum(len(rows.response_ids[i]) for i in idx)),
-            "trained_rollouts": float(len(idx)), **logps.metrics, **reused.metrics(algo.rollout_is_cap)}
-
+    return {
+        "loss": float(np.mean(losses)) if losses else 0.0,
+        **stats.result(),
+        "grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
+        "optimizer_steps": float(len(grad_norms)),
+        "mini_batches": float(len(minis)),
+        "micro_batches": float(micro),
+        "trained_tokens": float(sum(len(rows.response_ids[i]) for i in idx)),
+        "trained_rollouts": float(len(idx)),
+        **logps.metrics,
+        **reused.metrics(algo.rollout_is_cap),
+    }

@@ -72,9 +72,17 @@ class PeakTracker(TorchDispatchMode):
 
 
 def measure_update_peak(
-    config: Mapping[str, Any], tokens: int, precision: str = "32-true", device: str | torch.device = "cpu", *,
-    checkpointing: bool = False, sequence_tokens: int | None = None, prompt_tokens: int = 8,
-    micro_batches: int = 2, chunk_elements: int = LOGPROB_CHUNK_ELEMENTS, seed: int = 0,
+    config: Mapping[str, Any],
+    tokens: int,
+    precision: str = "32-true",
+    device: str | torch.device = "cpu",
+    *,
+    checkpointing: bool = False,
+    sequence_tokens: int | None = None,
+    prompt_tokens: int = 8,
+    micro_batches: int = 2,
+    chunk_elements: int = LOGPROB_CHUNK_ELEMENTS,
+    seed: int = 0,
 ) -> int:
     """Peak bytes of one rank's policy update above what it started with (module docstring).
 
@@ -93,7 +101,8 @@ def measure_update_peak(
     torch.manual_seed(seed)
     with device:  # initialised on the device it runs on
         policy = AutoModelForCausalLM.from_config(
-            model_config, dtype=torch.bfloat16 if precision == "bf16-true" else torch.float32).train()
+            model_config, dtype=torch.bfloat16 if precision == "bf16-true" else torch.float32
+        ).train()
     if checkpointing:
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     g = torch.Generator().manual_seed(seed)
@@ -102,8 +111,7 @@ def measure_update_peak(
     batches = make_micro_batches([r[:prompt_tokens] for r in ids], [r[prompt_tokens:] for r in ids], tokens, 0)
 
     def autocast() -> torch.autocast:  # Lightning's bf16-mixed: no cast cache, each matmul casts its weight anew
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed",
-                              cache_enabled=False)
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed", cache_enabled=False)
 
     with torch.no_grad(), autocast():  # also the reference's log-probs: the loss needs no reference model
         old = [response_log_probs(policy, mb, chunk_elements=chunk_elements) for mb in batches]
@@ -114,8 +122,15 @@ def measure_update_peak(
             for mb, lp_old in zip(batches, old):
                 lp = response_log_probs(policy, mb, chunk_elements=chunk_elements)
                 mask = mb.response_mask.to(device)
-                loss = ppo_clip_loss(lp, lp_old + 0.01 * mask, advantages[mb.indices].to(device), mask,
-                                     ref_log_probs=lp_old, kl_coef=0.001, total_seqs=n).loss
+                loss = ppo_clip_loss(
+                    lp,
+                    lp_old + 0.01 * mask,
+                    advantages[mb.indices].to(device),
+                    mask,
+                    ref_log_probs=lp_old,
+                    kl_coef=0.001,
+                    total_seqs=n,
+                ).loss
                 loss.backward()
 
     if device.type == "cuda":
@@ -131,8 +146,15 @@ def measure_update_peak(
     return tracker.peak
 
 
-def planned_update_peak(config: Mapping[str, Any], tokens: int, precision: str = "32-true", *,
-                        checkpointing: bool = False, chunk_elements: int = LOGPROB_CHUNK_ELEMENTS) -> int:
+def planned_update_peak(
+    config: Mapping[str, Any],
+    tokens: int,
+    precision: str = "32-true",
+    *,
+    checkpointing: bool = False,
+    chunk_elements: int = LOGPROB_CHUNK_ELEMENTS,
+) -> int:
     """The plan's bytes for what :func:`measure_update_peak` measures with the same arguments (one rank)."""
-    return planned_update_bytes(ModelShape.from_config(config), tokens, precision, checkpointing,
-                                chunk_elements=chunk_elements)
+    return planned_update_bytes(
+        ModelShape.from_config(config), tokens, precision, checkpointing, chunk_elements=chunk_elements
+    )

@@ -54,6 +54,6 @@ def freeze_lower_layers(policy: nn.Module, trainable_layers: int) -> int:
     if not 1 <= trainable_layers <= len(blocks):
         raise ValueError(f"model.trainable_layers={trainable_layers}: the policy has {len(blocks)} decoder layers")
     policy.requires_grad_(False)
-    for module in [*blocks[len(blocks) - trainable_layers:], decoder.norm]:
+    for module in [*blocks[len(blocks) - trainable_layers :], decoder.norm]:
         module.requires_grad_(True)
     return sum(p.numel() for p in policy.parameters() if p.requires_grad)

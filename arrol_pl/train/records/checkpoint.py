@@ -69,7 +69,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)
 
 
-def read_checkpoint(path: str | os.PathLike, key: str = "trainer.resume", required: dict[str, str] | None = None) -> dict:
+def read_checkpoint(
+    path: str | os.PathLike, key: str = "trainer.resume", required: dict[str, str] | None = None
+) -> dict:
     """Load ``path`` safely (``weights_only=True``, memory-mapped) or fail in one line naming ``key``.
 
     ``required`` maps entries the checkpoint must hold to what they are (default: a resumable training
@@ -82,11 +84,16 @@ def read_checkpoint(path: str | os.PathLike, key: str = "trainer.resume", requir
         ckpt = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # truncated archive, unsafe pickle, not a torch file: all mean "cannot use it"
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
-        raise ConfigError(f"{key}={str(path)!r} cannot be read, truncated or not a safe torch checkpoint ({reason})") from None
+        raise ConfigError(
+            f"{key}={str(path)!r} cannot be read, truncated or not a safe torch checkpoint ({reason})"
+        ) from None
     if not isinstance(ckpt, dict):
         raise ConfigError(f"{key}={str(path)!r} holds a {type(ckpt).__name__}, not a training checkpoint")
-    missing = [f"{name!r} ({what})" for name, what in (REQUIRED_ENTRIES if required is None else required).items()
-               if name not in ckpt]
+    missing = [
+        f"{name!r} ({what})"
+        for name, what in (REQUIRED_ENTRIES if required is None else required).items()
+        if name not in ckpt
+    ]
     if missing:
         raise ConfigError(f"{key}={str(path)!r} is not a resumable arrol-pl checkpoint: it lacks {', '.join(missing)}")
     return ckpt

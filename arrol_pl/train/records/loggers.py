@@ -31,15 +31,17 @@ HPARAM_METRICS = ("heldout/accuracy", "reward/accuracy")
 """The scalars TensorBoard's HParams tab sets the configuration against."""
 
 
-def make_loggers(value: str | Sequence[str], out_dir: Path, run_name: str, resumed_step: int = 0,
-                 wandb: WandbConfig | None = None) -> list[Any]:
+def make_loggers(
+    value: str | Sequence[str], out_dir: Path, run_name: str, resumed_step: int = 0, wandb: WandbConfig | None = None
+) -> list[Any]:
     """The Lightning loggers ``value`` names (a name or a list), each writing under ``out_dir``."""
     check_logger(value)
     return [make_logger(name, out_dir, run_name, resumed_step, wandb) for name in logger_names(value)]
 
 
-def make_logger(name: str, out_dir: Path, run_name: str, resumed_step: int = 0,
-                wandb: WandbConfig | None = None) -> Any:
+def make_logger(
+    name: str, out_dir: Path, run_name: str, resumed_step: int = 0, wandb: WandbConfig | None = None
+) -> Any:
     """The Lightning logger ``name`` writing under ``out_dir`` (see the module docstring)."""
     check_logger(name)
     out_dir = Path(out_dir)

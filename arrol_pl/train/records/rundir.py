@@ -141,16 +141,21 @@ def check_output_dir(out_dir: Path, resume: str | None, ckpt: dict | None) -> No
         return
     checkpoints = Path(out_dir) / "checkpoints"
     if resume is None or Path(resume).resolve().parent != checkpoints.resolve():
-        way = f"resume it with trainer.resume={out_dir}" if last_checkpoint(out_dir) else \
-            "it has no checkpoint to resume"
-        raise ConfigError(f"output directory {out_dir} already holds another run's files ({', '.join(found)}): {way}, "
-                          "or pass a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)")
+        way = (
+            f"resume it with trainer.resume={out_dir}" if last_checkpoint(out_dir) else "it has no checkpoint to resume"
+        )
+        raise ConfigError(
+            f"output directory {out_dir} already holds another run's files ({', '.join(found)}): {way}, "
+            "or pass a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)"
+        )
     step = int(ckpt["global_step"])
     later = [k for k in step_checkpoints(checkpoints) if k > step]
     if later:
-        raise ConfigError(f"trainer.resume={resume}: {out_dir} holds this run's later checkpoint "
-                          f"step{max(later):05d}.ckpt; continue the run with trainer.resume={out_dir}, or branch from "
-                          f"step {step} into a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)")
+        raise ConfigError(
+            f"trainer.resume={resume}: {out_dir} holds this run's later checkpoint "
+            f"step{max(later):05d}.ckpt; continue the run with trainer.resume={out_dir}, or branch from "
+            f"step {step} into a new directory (trainer.output_dir=<dir> or hydra.run.dir=<dir>)"
+        )
 
 
 RESUME_AUTO = "auto"
@@ -173,8 +178,11 @@ def latest_run(runs_root: Path, name: str) -> Path | None:
     (:func:`last_checkpoint`) was written last (a resumed older run is the most recent once it checkpoints). None: no
     such directory."""
     pattern = re.compile(f"({RUN_STAMP})?{re.escape(name)}")
-    runs = [(last.stat().st_mtime_ns, d) for d in (Path(runs_root).iterdir() if Path(runs_root).is_dir() else ())
-            if pattern.fullmatch(d.name) and (last := last_checkpoint(d)) is not None]
+    runs = [
+        (last.stat().st_mtime_ns, d)
+        for d in (Path(runs_root).iterdir() if Path(runs_root).is_dir() else ())
+        if pattern.fullmatch(d.name) and (last := last_checkpoint(d)) is not None
+    ]
     return max(runs, default=(0, None))[1]
 
 
@@ -192,15 +200,21 @@ def resolve_resume(resume: str | None, name: str, run_dir: Path, pinned: bool) -
         if found is not None and (last := last_checkpoint(found)) is not None:
             return last, found, None
         where = f"in {run_dir}" if pinned else f"named {name} under {run_dir.parent}"
-        return None, run_dir, f"trainer.resume=auto: no run {where} holds a checkpoint; starting a fresh run in {run_dir}"
+        return (
+            None,
+            run_dir,
+            f"trainer.resume=auto: no run {where} holds a checkpoint; starting a fresh run in {run_dir}",
+        )
     target = Path(resume)
     if not target.is_dir():
         return target, run_dir, None
     if target.name == "checkpoints" and (target / "last.ckpt").is_file():
         target = target.parent
     if pinned and target.resolve() != run_dir.resolve():
-        raise ConfigError(f"trainer.resume={resume} continues that run in its own directory, and trainer.output_dir="
-                          f"{run_dir} names another: drop one (a .ckpt path resumes into another directory)")
+        raise ConfigError(
+            f"trainer.resume={resume} continues that run in its own directory, and trainer.output_dir="
+            f"{run_dir} names another: drop one (a .ckpt path resumes into another directory)"
+        )
     last = last_checkpoint(target)
     note = None if last else f"trainer.resume={resume}: no checkpoints/last.ckpt there; starting a fresh run in it"
     return last, target, note
@@ -243,10 +257,15 @@ def claim_holder(claim: Path) -> dict[str, Any] | None:
 
 
 def _refuse_claim(out_dir: Path, claim: Path, holder: dict[str, Any] | None) -> ConfigError:
-    who = "a run that is still writing its claim" if holder is None else \
-        f"process {holder['pid']} on {holder.get('host', 'an unknown host')}"
-    return ConfigError(f"output directory {out_dir} is in use by another run ({who}): pass a new directory "
-                       f"(trainer.output_dir=<dir> or hydra.run.dir=<dir>); if no run is writing there, delete {claim}")
+    who = (
+        "a run that is still writing its claim"
+        if holder is None
+        else f"process {holder['pid']} on {holder.get('host', 'an unknown host')}"
+    )
+    return ConfigError(
+        f"output directory {out_dir} is in use by another run ({who}): pass a new directory "
+        f"(trainer.output_dir=<dir> or hydra.run.dir=<dir>); if no run is writing there, delete {claim}"
+    )
 
 
 def _take_claim(out_dir: Path, claim: Path, host: str, me: int) -> None:
@@ -311,8 +330,13 @@ def history_before(checkpoint: str | Path, ckpt: dict) -> list[dict[str, float]]
     by_step = {int(r["step"]): r for r in rows or [] if r["step"] < step}
     kept = [dict(by_step[k]) for k in sorted(by_step)]
     if len(kept) < step:
-        logger.warning("trainer.resume=%s: %d of the %d steps before it have a history row (%s); the summary "
-                       "covers those", checkpoint, len(kept), step, source if source.is_file() else f"no {source}")
+        logger.warning(
+            "trainer.resume=%s: %d of the %d steps before it have a history row (%s); the summary covers those",
+            checkpoint,
+            len(kept),
+            step,
+            source if source.is_file() else f"no {source}",
+        )
     return kept
 
 
@@ -346,6 +370,9 @@ def save_hydra_record(run_dir: Path, task_cfg: Any, hydra_cfg: Any, overrides: l
 
     record = Path(run_dir) / ".hydra"
     record.mkdir(parents=True, exist_ok=True)
-    for name, value in (("config.yaml", task_cfg), ("hydra.yaml", {"hydra": hydra_cfg}),
-                        ("overrides.yaml", list(overrides))):
+    for name, value in (
+        ("config.yaml", task_cfg),
+        ("hydra.yaml", {"hydra": hydra_cfg}),
+        ("overrides.yaml", list(overrides)),
+    ):
         OmegaConf.save(OmegaConf.create(value) if not OmegaConf.is_config(value) else value, record / name)

@@ -34,8 +34,9 @@ def policy_directory(run: RunConfig) -> Path:
 
             path = hub.snapshot(run.model.path) if hub.is_hub_id(run.model.path) else Path(run.model.path)
             if not (path / "config.json").exists():
-                raise FileNotFoundError(f"model.path={run.model.path!r} is not a transformers model directory (no "
-                                        "config.json)")
+                raise FileNotFoundError(
+                    f"model.path={run.model.path!r} is not a transformers model directory (no config.json)"
+                )
             return path
         from arrol_pl.train.run.console import weight_bars_off
         from arrol_pl.train.run.warmstart import prepare_tiny_policy
@@ -77,8 +78,9 @@ def check_room(max_model_len: int | None, policy_dir: Path, budget: int, budget_
     return (None if limit is None else limit - budget), name
 
 
-def fitting_problems(loaded, tokenizer, prompt_format, policy_dir: Path, max_model_len: int | None, budget: int,
-                     budget_key: str) -> list:
+def fitting_problems(
+    loaded, tokenizer, prompt_format, policy_dir: Path, max_model_len: int | None, budget: int, budget_key: str
+) -> list:
     """``loaded`` (a ProblemSet) in ``prompt_format``, less the problems whose prompt leaves no room for ``budget``
     response tokens (``budget_key``: ``algo.max_response_tokens`` in training, ``max_tokens`` in evaluation) in the
     context (:func:`check_room`): those are skipped and counted as bad rows
@@ -114,7 +116,9 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
         return ArrolEngine(
             str(policy_dir),
             dataclasses.replace(e, max_model_len=length),
-            seed=run.trainer.seed, head_input=run.head.input, head_hidden_dim=run.head.hidden_dim,
+            seed=run.trainer.seed,
+            head_input=run.head.input,
+            head_hidden_dim=run.head.hidden_dim,
             logprobs_mode="processed_logprobs",  # what the trainer compares its own against: T-scaled log-probs
             join_launcher_world=run.trainer.ranks > 1,
         )
@@ -124,8 +128,10 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
         failed = None if e.enforce_eager else compile_failure(exc)
         if failed is None:
             raise
-        raise ConfigError(f"engine.enforce_eager: the engine's compiled start failed ({failed}): set "
-                          "engine.enforce_eager=true to start it without torch.compile and CUDA graphs") from exc
+        raise ConfigError(
+            f"engine.enforce_eager: the engine's compiled start failed ({failed}): set "
+            "engine.enforce_eager=true to start it without torch.compile and CUDA graphs"
+        ) from exc
 
 
 def lightning_strategy(t):
@@ -138,8 +144,9 @@ def lightning_strategy(t):
     from arrol_pl.train.run.world import rank_timeout
 
     # The timeout counts where Lightning creates the group itself; it reuses the one init_launcher_world made.
-    return ModelParallelStrategy(data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False,
-                                 timeout=rank_timeout(t))
+    return ModelParallelStrategy(
+        data_parallel_size=t.ranks, tensor_parallel_size=1, save_distributed_checkpoint=False, timeout=rank_timeout(t)
+    )
 
 
 def join_world(run: RunConfig) -> int:
@@ -175,9 +182,15 @@ class RunParts:
             self.engine.close()
 
 
-def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | None,
-                history: list[dict[str, float]],
-                stoppable: Callable[[str], ContextManager] = lambda phase: nullcontext()) -> tuple[list, list]:
+def build_parts(
+    parts: RunParts,
+    run: RunConfig,
+    train,
+    heldout,
+    resume: dict | None,
+    history: list[dict[str, float]],
+    stoppable: Callable[[str], ContextManager] = lambda phase: nullcontext(),
+) -> tuple[list, list]:
     """Fill ``parts``: the policy's directory (rank 0 first), the tokenizer, the engine unless given, the reward,
     the held-out result before training, and the Lightning module with its collaborators. Returns the training and
     held-out problems rendered with the tokenizer's prompt format, less those the engine cannot take (skipped and
@@ -208,8 +221,18 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     check_trainable_layers(run, policy_dir)
     parts.tokenizer = tokenizer = AutoTokenizer.from_pretrained(policy_dir)
     fmt = run.data.prompt_format()
-    train, heldout = (fitting_problems(loaded, tokenizer, fmt, policy_dir, run.engine.max_model_len,
-                                       a.max_response_tokens, "algo.max_response_tokens") for loaded in (train, heldout))
+    train, heldout = (
+        fitting_problems(
+            loaded,
+            tokenizer,
+            fmt,
+            policy_dir,
+            run.engine.max_model_len,
+            a.max_response_tokens,
+            "algo.max_response_tokens",
+        )
+        for loaded in (train, heldout)
+    )
     check_fits(len(train), prompts_drawn_per_step(run))
     if parts.engine is None:
         parts.engine = build_engine(run, policy_dir, tokenizer, train + heldout)
@@ -218,29 +241,59 @@ def build_parts(parts: RunParts, run: RunConfig, train, heldout, resume: dict | 
     with weight_bars_off():
         policy = load_on_rank0(policy_dir, torch.float32)
         reference = load_on_rank0(policy_dir, getattr(torch, run.model.reference_dtype)) if a.kl_coef > 0 else None
-    parts.reward = reward = make_reward(run.reward.function, run.reward.pool_config(
-        overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
-        overlong_cache_length=a.overlong_cache_length))
+    parts.reward = reward = make_reward(
+        run.reward.function,
+        run.reward.pool_config(
+            overlong_max_length=a.max_response_tokens if a.overlong_cache_length else None,
+            overlong_cache_length=a.overlong_cache_length,
+        ),
+    )
     # Preparing the policy (a warm start when its cache is cold) draws random numbers: reseed here so the run
     # itself does not depend on whether the cache existed. The evaluation samples from a stream of its own.
     L.seed_everything(t.seed, workers=True, verbose=False)
     if heldout:  # every rank's engine evaluates its chunks
+
         def evaluate(label: str = "held-out") -> HeldoutResult:  # label: its progress bars' (which evaluation)
             with stoppable("the held-out evaluation"):
-                return evaluate_heldout(engine, reward, heldout, t.eval_samples, a.temperature, a.max_response_tokens,
-                                        fmt.stop, seed=t.eval_seed, ranks=RankSync(), chunk=t.eval_chunk,
-                                        progress=label)
+                return evaluate_heldout(
+                    engine,
+                    reward,
+                    heldout,
+                    t.eval_samples,
+                    a.temperature,
+                    a.max_response_tokens,
+                    fmt.stop,
+                    seed=t.eval_seed,
+                    ranks=RankSync(),
+                    chunk=t.eval_chunk,
+                    progress=label,
+                )
+
         parts.evaluate = evaluate
     saved_before = resume["arrol"].get("heldout_before") if resume else None
     parts.before = HeldoutResult(**saved_before) if saved_before else parts.evaluate("held-out before training")
     # the quality head before the prompt head: both draw their initial weights from the seeded stream
     pruning = OnlinePruning(run.pruning, run.head, policy.config.hidden_size, t.seed)
-    scorer = PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed) \
-        if run.pruning.screen.prompt_stage else None
+    scorer = (
+        PromptScorer(policy.config.hidden_size, run.head, run.pruning, t.seed)
+        if run.pruning.screen.prompt_stage
+        else None
+    )
     chooser = GroupChooser(run, engine, reward, train if a.dynamic_sampling_refill else (), scorer)
-    run_info = {"policy_dir": str(Path(policy_dir).resolve()),
-                "heldout_before": dataclasses.asdict(parts.before) if parts.before else None}
-    parts.module = ArrolModule(run, policy, engine, chooser, tokenizer.pad_token_id, reference, pruning=pruning,
-                               history=history, run_info=run_info)
+    run_info = {
+        "policy_dir": str(Path(policy_dir).resolve()),
+        "heldout_before": dataclasses.asdict(parts.before) if parts.before else None,
+    }
+    parts.module = ArrolModule(
+        run,
+        policy,
+        engine,
+        chooser,
+        tokenizer.pad_token_id,
+        reference,
+        pruning=pruning,
+        history=history,
+        run_info=run_info,
+    )
     engine.sync_weights(None, parts.module.head.state_dict())
     return train, heldout

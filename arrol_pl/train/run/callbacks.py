@@ -93,9 +93,10 @@ class HistoryFile(L.Callback):
                 write_rows(self.path, history)
         self.written = len(history)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        rows = pl_module.history[self.written:]
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        rows = pl_module.history[self.written :]
         if rows and trainer.is_global_zero:
             with writing("history", self.path), open(self.path, "a") as f:
                 f.write("".join(json.dumps(row) + "\n" for row in rows))
@@ -110,8 +111,9 @@ class RunCheckpoints(L.Callback):
     newest ``keep`` step files (None: all). Use as a context manager around the run (installs the signal
     handlers); pass to the Trainer as a callback, after :class:`HistoryFile`."""
 
-    def __init__(self, dirpath: Path, checkpoint_every: int, max_train_seconds: float | None = None,
-                 keep: int | None = None) -> None:
+    def __init__(
+        self, dirpath: Path, checkpoint_every: int, max_train_seconds: float | None = None, keep: int | None = None
+    ) -> None:
         self.dirpath = Path(dirpath)
         self.checkpoint_every = checkpoint_every
         self.max_train_seconds = max_train_seconds
@@ -178,8 +180,11 @@ class RunCheckpoints(L.Callback):
             self.stopped_in = self.phase
             say("%s received: stopping %s", name, self.phase)
             raise StopRequested(self.phase)
-        say("%s received: finishing the step in flight, then saving a checkpoint and stopping "
-            "(Ctrl-C again abandons the step)", name)
+        say(
+            "%s received: finishing the step in flight, then saving a checkpoint and stopping "
+            "(Ctrl-C again abandons the step)",
+            name,
+        )
 
     @contextmanager
     def stoppable(self, phase: str) -> Iterator[None]:
@@ -216,12 +221,14 @@ class RunCheckpoints(L.Callback):
         if self.requested:
             trainer.should_stop = True
 
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         self.in_step = True
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.in_step = False  # what follows writes the step's checkpoint: no signal cuts it short
         step = trainer.global_step
         if self.max_train_seconds is not None and not self.out_of_time:
@@ -231,8 +238,9 @@ class RunCheckpoints(L.Callback):
             ranks = getattr(pl_module, "ranks", None)
             self.out_of_time = bool(ranks.max(over) if ranks is not None else over)  # every rank stops at one step
             if self.out_of_time:
-                logger.info("training time budget of %.1f min reached at step %d: stopping",
-                            self.max_train_seconds / 60, step)
+                logger.info(
+                    "training time budget of %.1f min reached at step %d: stopping", self.max_train_seconds / 60, step
+                )
         if self.requested or self.out_of_time:
             trainer.should_stop = True
         elif not trainer.should_stop and step % self.checkpoint_every and step < trainer.max_steps:
@@ -245,7 +253,7 @@ class RunCheckpoints(L.Callback):
         for name in names:
             trainer.save_checkpoint(self.dirpath / name, weights_only=False)  # the full state, to resume
         if self.keep is not None and trainer.is_global_zero:
-            old = sorted(step_checkpoints(self.dirpath).items())[:-self.keep or None]
+            old = sorted(step_checkpoints(self.dirpath).items())[: -self.keep or None]
             for _, path in old:
                 path.unlink(missing_ok=True)
 
@@ -302,8 +310,9 @@ class StepProgressBar(TQDMProgressBar):
     def init_train_tqdm(self) -> Any:
         if not plain_lines(sys.stdout):
             return super().init_train_tqdm()
-        return PlainSteps(desc=self.train_description, disable=self.is_disabled, leave=True, file=sys.stdout,
-                          smoothing=0, lines=10)
+        return PlainSteps(
+            desc=self.train_description, disable=self.is_disabled, leave=True, file=sys.stdout, smoothing=0, lines=10
+        )
 
     def on_train_start(self, trainer: L.Trainer, *_: Any) -> None:
         super().on_train_start(trainer)
@@ -323,8 +332,9 @@ class StepProgressBar(TQDMProgressBar):
         bar.initial = bar.n = trainer.global_step  # a resumed run: the rate counts only this run's steps
         bar.set_description("steps")
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         bar = self.train_progress_bar
         if not bar.disable:
             bar.n = trainer.global_step

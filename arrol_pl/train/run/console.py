@@ -45,10 +45,16 @@ from typing import Iterator
 
 NOTICES = {
     "lightning.pytorch.utilities.rank_zero": (
-        "💡 Tip: For seamless cloud", "GPU available: ", "TPU available: ", "HPU available: ",
-        "Using bfloat16 Automatic Mixed Precision", "Using 16bit Automatic Mixed Precision",
-        "You are using a CUDA device (", "Restoring states from the checkpoint path at ",
-        "`Trainer.fit` stopped: `max_steps="),
+        "💡 Tip: For seamless cloud",
+        "GPU available: ",
+        "TPU available: ",
+        "HPU available: ",
+        "Using bfloat16 Automatic Mixed Precision",
+        "Using 16bit Automatic Mixed Precision",
+        "You are using a CUDA device (",
+        "Restoring states from the checkpoint path at ",
+        "`Trainer.fit` stopped: `max_steps=",
+    ),
     "lightning.pytorch.accelerators.cuda": ("LOCAL_RANK: ",),
     "matplotlib.font_manager": ("generated new fontManager",),
 }
@@ -105,8 +111,9 @@ def quiet_console() -> None:
     for old in [f for f in loads.filters if isinstance(f, Once)]:
         loads.removeFilter(old)
     loads.addFilter(Once())
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-                            category=FutureWarning)
+    warnings.filterwarnings(
+        "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
+    )
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning)
     # the prompt stream is a seeded function of the step, so a resume mid-"epoch" is exact (checkpoint.py)
     warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")

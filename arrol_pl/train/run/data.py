@@ -32,8 +32,12 @@ def stream_identity(problems: Sequence, prompts_per_step: int, seed: int) -> dic
     h = hashlib.sha256()
     for p in problems:
         h.update(f"{p.id}\x00{p.answer}\x00".encode())
-    return {"seed": seed, "prompts_per_step": prompts_per_step, "num_problems": len(problems),
-            "fingerprint": h.hexdigest()[:16]}
+    return {
+        "seed": seed,
+        "prompts_per_step": prompts_per_step,
+        "num_problems": len(problems),
+        "fingerprint": h.hexdigest()[:16],
+    }
 
 
 class PromptStream(Sampler[list[int]]):
@@ -53,8 +57,10 @@ class PromptStream(Sampler[list[int]]):
 
     def batch(self, step: int) -> list[int]:
         passes, k = divmod(step, self.per_pass)
-        order = torch.randperm(self.num_problems, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + passes))
-        return order[k * self.prompts_per_step:(k + 1) * self.prompts_per_step].tolist()
+        order = torch.randperm(
+            self.num_problems, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + passes)
+        )
+        return order[k * self.prompts_per_step : (k + 1) * self.prompts_per_step].tolist()
 
     def __iter__(self) -> Iterator[list[int]]:
         for step in range(self.start, self.total):
@@ -99,8 +105,7 @@ class PromptDataModule(L.LightningDataModule):
         self.identity = stream_identity(self.problems, prompts_per_step, seed)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"position": int(self.trainer.global_step) if self.trainer is not None else self.start,
-                **self.identity}
+        return {"position": int(self.trainer.global_step) if self.trainer is not None else self.start, **self.identity}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_stream(state, self.identity)
@@ -124,8 +129,12 @@ def check_stream(saved: dict[str, Any], current: dict[str, Any], rows_to_skip: b
     """Refuse to resume a stream on other data: the prompts after the resume point would differ. ``rows_to_skip``:
     ``current`` is of the problems as loaded, before the prompts the engine cannot take are skipped, so a stream
     saved with fewer problems is checked on its data once they are (when the stream loads its state)."""
-    what = {"seed": "trainer.seed", "prompts_per_step": "algo.prompts_per_step",
-            "num_problems": "the training set size", "fingerprint": "the training problems"}
+    what = {
+        "seed": "trainer.seed",
+        "prompts_per_step": "algo.prompts_per_step",
+        "num_problems": "the training set size",
+        "fingerprint": "the training problems",
+    }
     if rows_to_skip and saved.get("num_problems", 0) < current["num_problems"]:
         what = {key: name for key, name in what.items() if key in ("seed", "prompts_per_step")}
     for key, name in what.items():

@@ -65,8 +65,13 @@ class Outcome:
     fit_seconds: float = 0.0
 
 
-def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[str] | None = None,
-                   accepted: Callable[[], None] | None = None) -> RunSummary:
+def run_experiment(
+    run: RunConfig,
+    out_dir: Path,
+    engine=None,
+    overrides: list[str] | None = None,
+    accepted: Callable[[], None] | None = None,
+) -> RunSummary:
     """Train per ``run``; returns (and writes) the summary. ``engine`` may be passed to share one (tests);
     ``overrides`` (the command line's) are recorded so sweep tables can name their rows; ``accepted`` is called
     once every check has passed, before anything is written (``run.py`` writes Hydra's record then).
@@ -81,8 +86,12 @@ def run_experiment(run: RunConfig, out_dir: Path, engine=None, overrides: list[s
 
     run, out_dir = continued_run(run, Path(out_dir))
     t = run.trainer
-    stop = RunCheckpoints(out_dir / "checkpoints", t.checkpoint_every,
-                          None if t.max_minutes is None else 60.0 * t.max_minutes, t.keep_checkpoints)
+    stop = RunCheckpoints(
+        out_dir / "checkpoints",
+        t.checkpoint_every,
+        None if t.max_minutes is None else 60.0 * t.max_minutes,
+        t.keep_checkpoints,
+    )
     try:
         with claim_output_dir(out_dir):  # before its check: two runs given one directory cannot both pass it
             return _experiment(run, out_dir, engine, overrides, accepted, stop)
@@ -104,8 +113,9 @@ def continued_run(run: RunConfig, out_dir: Path) -> tuple[RunConfig, Path]:
     return run, out_dir
 
 
-def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | None,
-                accepted: Callable[[], None] | None, stop) -> RunSummary:
+def _experiment(
+    run: RunConfig, out_dir: Path, engine, overrides: list[str] | None, accepted: Callable[[], None] | None, stop
+) -> RunSummary:
     import lightning as L
 
     from arrol_pl.train.records.checkpoint import AtomicCheckpointIO
@@ -145,18 +155,25 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     if isinstance(outcome.failure, (RecordWriteError, RewardsFailed)):
         outcome.failure.last_good = io.last_good
     summary = summarise(
-        run, module.history if module is not None else [], parts.before, outcome.after, time.perf_counter() - t0,
+        run,
+        module.history if module is not None else [],
+        parts.before,
+        outcome.after,
+        time.perf_counter() - t0,
         status="interrupted" if interrupted else outcome.status,
         signal=signal.Signals(stop.signum).name if stop.requested else None,
         error=str(outcome.failure) if outcome.failure else None,
         checkpoint=str(io.last_good) if io.last_good else None,
         skipped_steps=dict(module.skipped) if module is not None else {},
         reward_failures=reward_failures(module.history) if module is not None else {},
-        keep_ratio_effective=effective_keep_ratio(run), fit_seconds=outcome.fit_seconds,
+        keep_ratio_effective=effective_keep_ratio(run),
+        fit_seconds=outcome.fit_seconds,
         policy_dir=module.run_info.get("policy_dir") if module is not None else None,
         export_dir=str(outcome.export_dir) if outcome.export_dir else None,
-        checkpoint_dir=str(out_dir / "checkpoints"), tensorboard_dir=str(out_dir / "tb"),
-        overrides=overrides or [], data_rows={split: rows.report() for split, rows in loaded.items()},
+        checkpoint_dir=str(out_dir / "checkpoints"),
+        tensorboard_dir=str(out_dir / "tb"),
+        overrides=overrides or [],
+        data_rows={split: rows.report() for split, rows in loaded.items()},
     )
     unwritten = write_outcome(run, out_dir, summary, module.history if module is not None else [], rank, io.last_good)
     if unwritten is not None and outcome.failure is not None:
@@ -169,8 +186,17 @@ def _experiment(run: RunConfig, out_dir: Path, engine, overrides: list[str] | No
     return summary
 
 
-def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool, stop, io,
-        resumed_step: int | None, outcome: Outcome) -> None:
+def fit(
+    parts: RunParts,
+    run: RunConfig,
+    out_dir: Path,
+    train,
+    has_heldout: bool,
+    stop,
+    io,
+    resumed_step: int | None,
+    outcome: Outcome,
+) -> None:
     """Lightning's fit over the run's steps, the held-out evaluations (every ``trainer.eval_every`` steps and after
     the last), then the exported policy, which a signal lets finish, and its push; ``outcome`` records the fit's
     seconds, the final result and the export."""
@@ -184,29 +210,46 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
     t, module = run.trainer, parts.module
     # Batches are lists of Problems (text for the engine): the module's transfer hook keeps them as they are.
     warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
-    heldout_every = [HeldoutEvaluation(t.eval_every, lambda: parts.evaluate("held-out during training"))] \
-        if t.eval_every and has_heldout else []
-    final = FinalEvaluation(lambda: parts.evaluate("held-out after training"),
-                            lambda: stop.requested or module.reward_failures.failure is not None)
+    heldout_every = (
+        [HeldoutEvaluation(t.eval_every, lambda: parts.evaluate("held-out during training"))]
+        if t.eval_every and has_heldout
+        else []
+    )
+    final = FinalEvaluation(
+        lambda: parts.evaluate("held-out after training"),
+        lambda: stop.requested or module.reward_failures.failure is not None,
+    )
     loggers = make_loggers(t.logger, out_dir, run.name, resumed_step, t.wandb)
     log_hyperparams(loggers, json.loads(json.dumps(dataclasses.asdict(run))))  # built-in types: tuples as lists
     trainer = L.Trainer(
-        max_steps=t.max_steps, accelerator=t.accelerator, devices=t.devices, strategy=lightning_strategy(t),
-        num_nodes=t.num_nodes, use_distributed_sampler=False,  # every rank takes its share of the step's B
+        max_steps=t.max_steps,
+        accelerator=t.accelerator,
+        devices=t.devices,
+        strategy=lightning_strategy(t),
+        num_nodes=t.num_nodes,
+        use_distributed_sampler=False,  # every rank takes its share of the step's B
         precision=t.precision,
         logger=loggers or False,
         # the bar first (it ends before the final evaluation); HistoryFile after the held-out evaluation (it
         # completes the step's row), before the checkpoint
         callbacks=[StepProgressBar(), *heldout_every, HistoryFile(out_dir / "history.jsonl"), stop, final],
-        plugins=[io], enable_checkpointing=False,  # RunCheckpoints writes them all
-        log_every_n_steps=t.log_every, num_sanity_val_steps=0,
-        limit_val_batches=0, enable_model_summary=False, default_root_dir=str(out_dir),
+        plugins=[io],
+        enable_checkpointing=False,  # RunCheckpoints writes them all
+        log_every_n_steps=t.log_every,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        enable_model_summary=False,
+        default_root_dir=str(out_dir),
     )
     fit_start = time.perf_counter()
     if not stop.requested:
         with logs_above_bars():
-            trainer.fit(module, datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
-                        ckpt_path=t.resume, weights_only=True)
+            trainer.fit(
+                module,
+                datamodule=PromptDataModule(train, prompts_drawn_per_step(run), t.seed, t.max_steps),
+                ckpt_path=t.resume,
+                weights_only=True,
+            )
     outcome.fit_seconds = time.perf_counter() - fit_start - final.seconds
     if module.reward_failures.failure is not None:  # stopped by the module, its checkpoint written: no export
         raise RewardsFailed(module.reward_failures.failure)
@@ -219,8 +262,13 @@ def fit(parts: RunParts, run: RunConfig, out_dir: Path, train, has_heldout: bool
         outcome.export_dir = export_run(module, parts.tokenizer, out_dir / "export", run, parts.before, outcome.after)
     if module.ranks.rank == 0 and t.push_to_hub is not None:  # the export whole: policy, tokenizer, card, head
         if stop.requested:
-            logger.warning("%s received during the export: not pushed to %s; push it with `hf upload %s %s .`",
-                           signal.Signals(stop.signum).name, t.push_to_hub, t.push_to_hub, outcome.export_dir)
+            logger.warning(
+                "%s received during the export: not pushed to %s; push it with `hf upload %s %s .`",
+                signal.Signals(stop.signum).name,
+                t.push_to_hub,
+                t.push_to_hub,
+                outcome.export_dir,
+            )
             return
         with stop.unstoppable("the push to the hub"):
             logger.info("pushed %s to %s", outcome.export_dir, push_export(outcome.export_dir, t.push_to_hub))

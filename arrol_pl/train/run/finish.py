@@ -46,8 +46,11 @@ def mean_after(history: list[dict[str, float]], key: str, start: int) -> float |
 def majority_floor(history: list[dict[str, float]], start: int) -> float | None:
     """Mean over the steps from ``start`` where the head was scored of max(acc, 1 − acc) of the step's
     survivors: the accuracy of always answering the step's more common label."""
-    values = [max(h["reward/accuracy"], 1 - h["reward/accuracy"]) for h in history[start:]
-              if "head/accuracy" in h and "reward/accuracy" in h]
+    values = [
+        max(h["reward/accuracy"], 1 - h["reward/accuracy"])
+        for h in history[start:]
+        if "head/accuracy" in h and "reward/accuracy" in h
+    ]
     return sum(values) / len(values) if values else None
 
 
@@ -59,18 +62,29 @@ def screen_summary(history: list[dict[str, float]], start: int = 0) -> dict[str,
     for stage in ("prompt", "detect"):
         if any(f"screen/{stage}_audit_audited" in h for h in history):
             totals = audit_totals(history, stage)
-            out[stage] = {**dataclasses.asdict(totals),
-                          **{k: None if math.isnan(v) else v for k, v in totals.precisions().items()}}
-    shares = [(h.get("time/screen", 0.0) + h.get("time/generation", 0.0) * h.get("screen/tokens_dropped_groups", 0.0)
-               / max(h.get("tokens/generated", 0.0), 1.0)) / h["time/step"]
-              for h in history[start:] if "screen/groups_generated" in h and h.get("time/step")]
+            out[stage] = {
+                **dataclasses.asdict(totals),
+                **{k: None if math.isnan(v) else v for k, v in totals.precisions().items()},
+            }
+    shares = [
+        (
+            h.get("time/screen", 0.0)
+            + h.get("time/generation", 0.0)
+            * h.get("screen/tokens_dropped_groups", 0.0)
+            / max(h.get("tokens/generated", 0.0), 1.0)
+        )
+        / h["time/step"]
+        for h in history[start:]
+        if "screen/groups_generated" in h and h.get("time/step")
+    ]
     if shares:
         out["cost_share"] = sum(shares) / len(shares)
     return out
 
 
-def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wall: float,
-              **outcome: Any) -> RunSummary:
+def summarise(
+    run: RunConfig, history: list[dict[str, float]], before, after, wall: float, **outcome: Any
+) -> RunSummary:
     """The run's :class:`RunSummary` from its history and held-out results; ``outcome``: the remaining fields
     (status, checkpoint, directories, ...)."""
     start = run.pruning.cold_start_steps  # a run that never left its cold start has no figures after it: None
@@ -105,7 +119,8 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         zero_advantage_fraction=mean_after(history, "balance/zero_advantage_fraction", start),
         screen=screen_summary(history, start),
         refill={k: mean_after(history, f"refill/{k}", 0) for k in ("rounds", "short", "informative_groups")}
-        if any("refill/rounds" in h for h in history) else {},
+        if any("refill/rounds" in h for h in history)
+        else {},
         seconds_per_phase={p: mean_after(history, f"time/{p}", start) for p in SUMMARY_PHASES},
         seconds_per_step=mean_after(history, "time/step", start),
         policy={k: mean_after(history, f"policy/{k}", 0) for k in POLICY_SUMMARY},
@@ -113,7 +128,8 @@ def summarise(run: RunConfig, history: list[dict[str, float]], before, after, wa
         wall_seconds=wall,
         training_seconds=history[-1].get("time/wall") if history else None,
         credited_seconds=sum(h["time/credit"] for h in history if "time/credit" in h)
-        if any("time/credit" in h for h in history) else None,
+        if any("time/credit" in h for h in history)
+        else None,
         **outcome,
         config=dataclasses.asdict(run),
     )
@@ -197,11 +213,17 @@ def hub_files(export_dir: Path) -> dict[str, Path]:
     """Every file of ``export_dir`` (hidden ones aside) by its path in the model repository; ValueError naming what
     of :data:`HUB_FILES` is missing (sharded weights stand for ``model.safetensors``)."""
     export_dir = Path(export_dir)
-    files = {p.relative_to(export_dir).as_posix(): p for p in sorted(export_dir.rglob("*"))
-             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(export_dir).parts)}
+    files = {
+        p.relative_to(export_dir).as_posix(): p
+        for p in sorted(export_dir.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(export_dir).parts)
+    }
     sharded = "model.safetensors.index.json" in files
-    missing = [f"{name} ({what})" for name, what in HUB_FILES.items()
-               if name not in files and not (sharded and name == "model.safetensors")]
+    missing = [
+        f"{name} ({what})"
+        for name, what in HUB_FILES.items()
+        if name not in files and not (sharded and name == "model.safetensors")
+    ]
     if missing:
         raise ValueError(f"{export_dir} is not a whole export: it lacks {', '.join(missing)}")
     return files
@@ -216,14 +238,18 @@ def push_export(export_dir: Path, repo_id: str, api=None) -> str:
     api = HfApi() if api is None else api
     try:
         url = api.create_repo(repo_id, repo_type="model", exist_ok=True)
-        api.create_commit(repo_id, [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path))
-                                    for name, path in files.items()],
-                          commit_message="arrol-pl: the trained policy, its quality head and the run's card",
-                          repo_type="model")
+        api.create_commit(
+            repo_id,
+            [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()],
+            commit_message="arrol-pl: the trained policy, its quality head and the run's card",
+            repo_type="model",
+        )
     except Exception as exc:  # network, token, permissions: the export stays, and how to push it again is named
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise RuntimeError(f"trainer.push_to_hub={repo_id}: the push failed ({reason}); the export is kept in "
-                           f"{export_dir}: push it with `hf upload {repo_id} {export_dir} .`") from exc
+        raise RuntimeError(
+            f"trainer.push_to_hub={repo_id}: the push failed ({reason}); the export is kept in "
+            f"{export_dir}: push it with `hf upload {repo_id} {export_dir} .`"
+        ) from exc
     return str(url)
 
 
@@ -233,17 +259,31 @@ def write_run_card(export_dir: Path, run: RunConfig, steps: int, before, after) 
     hub repository ``trainer.push_to_hub`` when set)."""
     p, a = run.pruning, run.algo
     repo = run.trainer.push_to_hub  # pushed: the policy loads from the repository, the head from its download
-    policy_at, head_at, fetch = ('"export"', f'"export/{HEAD_FOLDER}"', "") if repo is None else (
-        f'"{repo}"', f'f"{{local}}/{HEAD_FOLDER}"',
-        f'from huggingface_hub import snapshot_download\n\nlocal = snapshot_download("{repo}")\n')
+    policy_at, head_at, fetch = (
+        ('"export"', f'"export/{HEAD_FOLDER}"', "")
+        if repo is None
+        else (
+            f'"{repo}"',
+            f'f"{{local}}/{HEAD_FOLDER}"',
+            f'from huggingface_hub import snapshot_download\n\nlocal = snapshot_download("{repo}")\n',
+        )
+    )
     policy = run.model.path or run.model.pretrained or "the tiny local policy (arrol-pl's default)"
-    accuracy = ("" if before is None or after is None else
-                f"\nHeld-out accuracy (avg@{after.samples}, T = {a.temperature}, {after.problems} problems): "
-                f"{before.accuracy:.3f} before training, {after.accuracy:.3f} after; greedy "
-                f"{before.greedy_accuracy:.3f} → {after.greedy_accuracy:.3f}.\n")
-    pruning = "no pruning" if p.policy == "none" else (
-        f"ARRoL's pruning (pruning.policy={p.policy}) at L_detect = {run.engine.detect_length} tokens, κ = "
-        f"{p.keep_ratio}")
+    accuracy = (
+        ""
+        if before is None or after is None
+        else f"\nHeld-out accuracy (avg@{after.samples}, T = {a.temperature}, {after.problems} problems): "
+        f"{before.accuracy:.3f} before training, {after.accuracy:.3f} after; greedy "
+        f"{before.greedy_accuracy:.3f} → {after.greedy_accuracy:.3f}.\n"
+    )
+    pruning = (
+        "no pruning"
+        if p.policy == "none"
+        else (
+            f"ARRoL's pruning (pruning.policy={p.policy}) at L_detect = {run.engine.detect_length} tokens, κ = "
+            f"{p.keep_ratio}"
+        )
+    )
     card = f"""---
 library_name: transformers
 tags:
@@ -287,8 +327,9 @@ class RunInterrupted(Exception):
     the record that could not be (``failed``, a :class:`~arrol_pl.train.records.rundir.RecordWriteError`: the
     checkpoint to resume from is then the last good one)."""
 
-    def __init__(self, signum: int, summary: RunSummary, phase: str | None = None,
-                 failed: RecordWriteError | None = None) -> None:
+    def __init__(
+        self, signum: int, summary: RunSummary, phase: str | None = None, failed: RecordWriteError | None = None
+    ) -> None:
         self.signum, self.summary = signum, summary
         ckpt = summary.checkpoint
         resume = f"resume with {resume_command(ckpt)}" if ckpt else "no checkpoint to resume from"
@@ -297,8 +338,14 @@ class RunInterrupted(Exception):
         super().__init__(f"{signal.Signals(signum).name}: stopped{where} after {summary.steps} steps; {write}{resume}")
 
 
-def write_outcome(run: RunConfig, out_dir: Path, summary: RunSummary, history: list[dict[str, float]],
-                  rank: int, last_good: Path | None = None) -> RecordWriteError | None:
+def write_outcome(
+    run: RunConfig,
+    out_dir: Path,
+    summary: RunSummary,
+    history: list[dict[str, float]],
+    rank: int,
+    last_good: Path | None = None,
+) -> RecordWriteError | None:
     """Rank 0 writes the whole ``history.jsonl`` (every rank holds the same, global, history: written as the run
     went, once more whole, with the final held-out evaluation on the last row), then ``summary.json``. Returns the
     first write that failed (a :class:`~arrol_pl.train.records.rundir.RecordWriteError` naming ``last_good``; None:

@@ -64,9 +64,19 @@ def rng_devices() -> list[int]:
     return [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
 
 
-def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperature: float, max_tokens: int,
-                     stop: Sequence[str] = (), seed: int | None = None, ranks: RankSync = ONE_RANK,
-                     chunk: int | None = None, progress: str | None = "held-out") -> HeldoutResult:
+def evaluate_heldout(
+    engine,
+    reward,
+    problems: Sequence,
+    samples: int,
+    temperature: float,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+    seed: int | None = None,
+    ranks: RankSync = ONE_RANK,
+    chunk: int | None = None,
+    progress: str | None = "held-out",
+) -> HeldoutResult:
     """Held-out accuracy of the engine's current weights: greedy, and avg@k at the RL temperature.
 
     With ``seed``, sampling draws from a random stream of its own (see the module docstring). ``ranks``: the
@@ -84,20 +94,41 @@ def evaluate_heldout(engine, reward, problems: Sequence, samples: int, temperatu
             chunk = chunk or SPLIT_CHUNK
             mine = {}
             for c in range(ranks.rank, -(-len(problems) // chunk), ranks.world_size):
-                mine[c] = score_problems(engine, reward, problems[c * chunk:(c + 1) * chunk], samples, temperature,
-                                         base, None if seed is None else chunk_seed(seed, c),
-                                         progress and f"{progress} {c + 1}/{-(-len(problems) // chunk)}")
+                mine[c] = score_problems(
+                    engine,
+                    reward,
+                    problems[c * chunk : (c + 1) * chunk],
+                    samples,
+                    temperature,
+                    base,
+                    None if seed is None else chunk_seed(seed, c),
+                    progress and f"{progress} {c + 1}/{-(-len(problems) // chunk)}",
+                )
             with rank_wait("the other ranks' held-out chunks"):
                 every = {c: scored for part in ranks.gather(mine) for c, scored in part.items()}
             greedy = np.concatenate([every[c][0] for c in sorted(every)])
             per_problem = torch.cat([every[c][1] for c in sorted(every)])
     se = float(per_problem.std() / len(problems) ** 0.5) if len(problems) > 1 else float("nan")
-    return HeldoutResult(accuracy=float(per_problem.mean()), greedy_accuracy=float(greedy.mean()), samples=samples,
-                         problems=len(problems), accuracy_se=se, per_problem=per_problem.tolist())
+    return HeldoutResult(
+        accuracy=float(per_problem.mean()),
+        greedy_accuracy=float(greedy.mean()),
+        samples=samples,
+        problems=len(problems),
+        accuracy_se=se,
+        per_problem=per_problem.tolist(),
+    )
 
 
-def score_problems(engine, reward, problems: Sequence, samples: int, temperature: float, base: dict,
-                   seed: int | None, progress: str | None = None) -> tuple[np.ndarray, torch.Tensor]:
+def score_problems(
+    engine,
+    reward,
+    problems: Sequence,
+    samples: int,
+    temperature: float,
+    base: dict,
+    seed: int | None,
+    progress: str | None = None,
+) -> tuple[np.ndarray, torch.Tensor]:
     """One generation call per decoding over ``problems`` (seeded with ``seed`` unless None; each with a progress bar
     described by ``progress`` unless None), scored: whether each greedy completion is right ``(n,)`` bool, and each
     problem's avg@``samples`` ``(n,)`` float64."""
@@ -106,18 +137,37 @@ def score_problems(engine, reward, problems: Sequence, samples: int, temperature
     if seed is not None:
         torch.manual_seed(seed)
     # nothing here reads a hidden row or a head score: the tap only counts, the head never runs
-    greedy = engine.generate(prompts, 1, {"temperature": 0.0, **base}, features=False,
-                             progress=progress and f"{progress} greedy")
-    sampled = engine.generate(prompts, samples, {"temperature": temperature, **base}, features=False,
-                              progress=progress and f"{progress} avg@{samples}")
+    greedy = engine.generate(
+        prompts, 1, {"temperature": 0.0, **base}, features=False, progress=progress and f"{progress} greedy"
+    )
+    sampled = engine.generate(
+        prompts,
+        samples,
+        {"temperature": temperature, **base},
+        features=False,
+        progress=progress and f"{progress} avg@{samples}",
+    )
     # Lengths: a reward with DAPO's overlong penalty needs them (accuracy itself ignores the penalty).
-    greedy_correct = reward.score([r.text for r in greedy.rollouts], golds, prompts=prompts,
-                                  lengths=[len(r.response_token_ids) for r in greedy.rollouts]).correct
+    greedy_correct = reward.score(
+        [r.text for r in greedy.rollouts],
+        golds,
+        prompts=prompts,
+        lengths=[len(r.response_token_ids) for r in greedy.rollouts],
+    ).correct
     sampled_golds = [golds[r.prompt_index] for r in sampled.rollouts]
-    correct = torch.as_tensor(reward.score([r.text for r in sampled.rollouts], sampled_golds,
-                                           lengths=[len(r.response_token_ids) for r in sampled.rollouts],
-                                           prompts=[prompts[r.prompt_index] for r in sampled.rollouts]).correct,
-                              dtype=torch.float64)
-    per_problem = torch.zeros(len(problems), dtype=torch.float64).index_add_(
-        0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct) / samples
+    correct = torch.as_tensor(
+        reward.score(
+            [r.text for r in sampled.rollouts],
+            sampled_golds,
+            lengths=[len(r.response_token_ids) for r in sampled.rollouts],
+            prompts=[prompts[r.prompt_index] for r in sampled.rollouts],
+        ).correct,
+        dtype=torch.float64,
+    )
+    per_problem = (
+        torch.zeros(len(problems), dtype=torch.float64).index_add_(
+            0, torch.tensor([r.prompt_index for r in sampled.rollouts]), correct
+        )
+        / samples
+    )
     return np.asarray(greedy_correct, dtype=bool), per_problem

@@ -118,8 +118,9 @@ def check_resumed_reward(saved: dict, function: str, checkpoint: str) -> None:
     keep = "a resume continues its run's reward (to change it, start a new run from its export)"
     if function == MATH_VERIFY:  # the default: a user who named nothing, or the built-in named again
         raise refuse_recorded(recorded, f"trainer.resume={checkpoint!r}", f"; {keep}")
-    raise ConfigError(f"trainer.resume={checkpoint!r} was trained with reward.function={recorded}, this run sets "
-                      f"{function}: {keep}")
+    raise ConfigError(
+        f"trainer.resume={checkpoint!r} was trained with reward.function={recorded}, this run sets {function}: {keep}"
+    )
 
 
 def effective_keep_ratio(run: RunConfig) -> float:
@@ -137,14 +138,28 @@ def report_pruning_floor(run: RunConfig) -> None:
         return
     floor = min(p.min_keep_per_group, g)
     if floor == g:
-        logger.warning("pruning.min_keep_per_group=%d >= algo.group_size=%d: every rollout survives, pruning is "
-                       "disabled (effective κ = 1)", p.min_keep_per_group, g)
+        logger.warning(
+            "pruning.min_keep_per_group=%d >= algo.group_size=%d: every rollout survives, pruning is "
+            "disabled (effective κ = 1)",
+            p.min_keep_per_group,
+            g,
+        )
     elif floor / g > p.keep_ratio:
-        logger.warning("pruning.min_keep_per_group=%d of algo.group_size=%d keeps at least %.3f of each group: "
-                       "effective κ = %.3f, not pruning.keep_ratio=%.3f", floor, g, floor / g, floor / g, p.keep_ratio)
+        logger.warning(
+            "pruning.min_keep_per_group=%d of algo.group_size=%d keeps at least %.3f of each group: "
+            "effective κ = %.3f, not pruning.keep_ratio=%.3f",
+            floor,
+            g,
+            floor / g,
+            floor / g,
+            p.keep_ratio,
+        )
     if floor < 2:
-        logger.warning("pruning.min_keep_per_group=%d: groups left with fewer than 2 survivors carry no advantage, "
-                       "and a step whose rollouts are all pruned is skipped (counted as skipped/no_survivors)", floor)
+        logger.warning(
+            "pruning.min_keep_per_group=%d: groups left with fewer than 2 survivors carry no advantage, "
+            "and a step whose rollouts are all pruned is skipped (counted as skipped/no_survivors)",
+            floor,
+        )
 
 
 def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, dict | None]:
@@ -170,8 +185,10 @@ def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, 
             for key, value in dataclasses.asdict(getattr(run, section)).items():
                 was = saved.get(section, {}).get(key, value)
                 if key not in ("cache_dir", "num_heldout", "activation_checkpointing") and was != value:
-                    raise ConfigError(f"trainer.resume: the checkpoint was trained with {section}.{key}={was!r}, "
-                                      f"this run sets {value!r}")
+                    raise ConfigError(
+                        f"trainer.resume: the checkpoint was trained with {section}.{key}={was!r}, "
+                        f"this run sets {value!r}"
+                    )
         check_resumed_reward(saved, run.reward.function, run.trainer.resume)
     train, heldout = load_splits(run)
     drawn = prompts_drawn_per_step(run)

@@ -17,8 +17,16 @@ from typing import Iterator
 
 CLOSING_ENV = "ARROL_RANKS_CLOSING"
 """The marker file torchrun's wrapper writes before it sends SIGTERM to the ranks left after one failed."""
-LOST_PEER = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
-             "socket closed", "connection refused", "nccl communicator was aborted", "ncclremoteerror")
+LOST_PEER = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "remote process exited",
+    "socket closed",
+    "connection refused",
+    "nccl communicator was aborted",
+    "ncclremoteerror",
+)
 """What gloo and NCCL say when a collective's peer is gone (lower case)."""
 GLOO_NOISE = re.compile(r"^\[[^\]]*\.(cc|cpp|h):\d+\]\s*|\s*This is typically caused by .*$")
 """gloo's source location before its message, and the advice after it."""
@@ -55,7 +63,7 @@ def collective_of(exc: BaseException) -> str | None:
         calls = [i for i, f in enumerate(frames) if f.filename.endswith(c10d)]
         if calls:
             here = f"{os.sep}arrol_pl{os.sep}"
-            caller = next((f for f in reversed(frames[:calls[0]]) if here in f.filename), None)
+            caller = next((f for f in reversed(frames[: calls[0]]) if here in f.filename), None)
             where = f" at {caller.filename.split(here)[-1]}:{caller.lineno}" if caller else ""
             return f"{frames[calls[0]].name}{where}"
     return None
@@ -63,8 +71,9 @@ def collective_of(exc: BaseException) -> str | None:
 
 def peer_lost(exc: BaseException) -> bool:
     """Whether ``exc`` is a collective that found a peer gone (a closed connection, NCCL's remote error)."""
-    return collective_of(exc) is not None and any(mark in str(link).lower() for link in _chain(exc)
-                                                  for mark in LOST_PEER)
+    return collective_of(exc) is not None and any(
+        mark in str(link).lower() for link in _chain(exc) for mark in LOST_PEER
+    )
 
 
 def timeout_setting(minutes: float | None = None) -> str:
@@ -92,9 +101,11 @@ def rank_wait(what: str) -> Iterator[None]:
         import torch.distributed as dist
 
         rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
-        raise RankTimeout(f"rank {rank} waited longer than {timeout_setting()} for {what} "
-                          f"(in {collective_of(exc) or 'a collective'}); raise it if that work takes longer "
-                          f"({first_line(exc)})") from exc
+        raise RankTimeout(
+            f"rank {rank} waited longer than {timeout_setting()} for {what} "
+            f"(in {collective_of(exc) or 'a collective'}); raise it if that work takes longer "
+            f"({first_line(exc)})"
+        ) from exc
 
 
 def failure_kind(exc: BaseException) -> str:
@@ -113,8 +124,10 @@ def failure_line(exc: BaseException, kind: str) -> str:
     """One line for how the rank's run ended (``kind``: :func:`failure_kind`'s, or one the rank printed itself)."""
     rank = os.environ.get("RANK", "?")
     if kind == "timeout" and not isinstance(exc, RankTimeout):
-        return (f"rank {rank}: {collective_of(exc)} waited longer than {timeout_setting()} for the other ranks; raise "
-                f"it if their work takes longer ({first_line(exc)})")
+        return (
+            f"rank {rank}: {collective_of(exc)} waited longer than {timeout_setting()} for the other ranks; raise "
+            f"it if their work takes longer ({first_line(exc)})"
+        )
     if kind == "lost" and peer_lost(exc):
         return f"rank {rank} stopped: {collective_of(exc)} lost another rank ({first_line(exc)})"
     if kind == "lost":

@@ -65,9 +65,13 @@ def rank_ended(exc: BaseException, kind: str | None = None) -> bool:
     kind = kind or failure_kind(exc)
     if kind == "interrupted" and group_closing():
         kind = "lost"
-    record = {"message": {"message": failure_line(exc, kind), "extraInfo": {
-        "py_callstack": "".join(traceback.format_exception(exc)), "timestamp": str(int(time.time()))}},
-        "arrol": {"kind": kind}}
+    record = {
+        "message": {
+            "message": failure_line(exc, kind),
+            "extraInfo": {"py_callstack": "".join(traceback.format_exception(exc)), "timestamp": str(int(time.time()))},
+        },
+        "arrol": {"kind": kind},
+    }
     try:
         Path(path).write_text(json.dumps(record))
     except OSError:
@@ -86,9 +90,17 @@ def failure_record(rank: int, failure: Any) -> dict[str, Any]:
         line, stack = message.get("message", ""), message.get("extraInfo", {}).get("py_callstack", "")
     else:  # torchrun's placeholder where no rank wrote the file
         line, stack = "" if message in (None, "<NONE>") else str(message), ""
-    return {"rank": rank, "local_rank": failure.local_rank, "pid": failure.pid, "exitcode": failure.exitcode,
-            "signal": failure.signal_name() if failure.exitcode < 0 else None, "timestamp": failure.timestamp,
-            "kind": data.get("arrol", {}).get("kind"), "line": line, "traceback": stack}
+    return {
+        "rank": rank,
+        "local_rank": failure.local_rank,
+        "pid": failure.pid,
+        "exitcode": failure.exitcode,
+        "signal": failure.signal_name() if failure.exitcode < 0 else None,
+        "timestamp": failure.timestamp,
+        "kind": data.get("arrol", {}).get("kind"),
+        "line": line,
+        "traceback": stack,
+    }
 
 
 def _announce_closing(api: Any, marker: Path) -> None:
@@ -128,9 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     except ChildFailedError as exc:
         failures = [failure_record(rank, f) for rank, f in sorted(exc.failures.items())]
         for f in failures:
-            log.error("rank %d (pid %d) ended with exit code %d%s%s%s", f["rank"], f["pid"], f["exitcode"],
-                      f" ({f['signal']})" if f["signal"] else "", f": {f['line']}" if f["line"] else "",
-                      f"\n{f['traceback']}" if f["traceback"] else "")
+            log.error(
+                "rank %d (pid %d) ended with exit code %d%s%s%s",
+                f["rank"],
+                f["pid"],
+                f["exitcode"],
+                f" ({f['signal']})" if f["signal"] else "",
+                f": {f['line']}" if f["line"] else "",
+                f"\n{f['traceback']}" if f["traceback"] else "",
+            )
         (out_dir / REPORT).write_text(json.dumps({"failures": failures}))
         return 1
     except api.SignalException as exc:
@@ -154,9 +172,19 @@ def launch(run: Any, out_dir: Path, hydra_dir: Path, argv: list[str], overrides:
     closing, report = out_dir / f".{RANKS_LOG}.closing", out_dir / REPORT
     for stale in (closing, report):
         stale.unlink(missing_ok=True)
-    command = [sys.executable, "-m", __name__, str(out_dir), "--standalone",
-               f"--nproc-per-node={run.trainer.devices}", "-m", "arrol_pl", "train", *argv,
-               f"hydra.run.dir={hydra_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        __name__,
+        str(out_dir),
+        "--standalone",
+        f"--nproc-per-node={run.trainer.devices}",
+        "-m",
+        "arrol_pl",
+        "train",
+        *argv,
+        f"hydra.run.dir={hydra_dir}",
+    ]
     start = time.perf_counter()
     # torchrun in a session of its own: a Ctrl-C reaches it once, from here, it stops its ranks on it (each saves
     # and says so), and this process waits for them rather than killing torchrun and leaving them running
@@ -199,8 +227,11 @@ def describe(f: dict[str, Any], world: int, steps: int, log: Path, timeout: str,
     if f["kind"] == "error":
         return f"{rank} failed {when}: {f['line']}{others} (its traceback: {log})"
     if f["signal"]:
-        hint = (f" (NCCL aborts a rank whose collective ran past {timeout}: its output above names the collective)"
-                if f["signal"] == "SIGABRT" else "")
+        hint = (
+            f" (NCCL aborts a rank whose collective ran past {timeout}: its output above names the collective)"
+            if f["signal"] == "SIGABRT"
+            else ""
+        )
         return f"{rank} was killed by {f['signal']} {when}{others}{hint}"
     return f"{rank} exited with code {f['exitcode']} {when}{others} (its output is above; torchrun's log: {log})"
 
@@ -235,9 +266,18 @@ def mark_failed(run: Any, out_dir: Path, reason: str, wall: float, overrides: li
     if summary is None:
         history = read_rows(out_dir / "history.jsonl") if (out_dir / "history.jsonl").is_file() else []
         last = last_checkpoint(out_dir)
-        summary = summarise(run, history, None, None, wall, checkpoint=str(last) if last else None,
-                            keep_ratio_effective=effective_keep_ratio(run), checkpoint_dir=str(out_dir / "checkpoints"),
-                            tensorboard_dir=str(out_dir / "tb"), overrides=list(overrides))
+        summary = summarise(
+            run,
+            history,
+            None,
+            None,
+            wall,
+            checkpoint=str(last) if last else None,
+            keep_ratio_effective=effective_keep_ratio(run),
+            checkpoint_dir=str(out_dir / "checkpoints"),
+            tensorboard_dir=str(out_dir / "tb"),
+            overrides=list(overrides),
+        )
     summary.status, summary.error, summary.signal = "failed", reason, None
     try:
         summary.write(out_dir)
@@ -268,8 +308,9 @@ def report_end(run: Any, out_dir: Path, code: int, wall: float, overrides: list[
         if root["kind"] in ("reported", "interrupted"):  # the rank printed its own line, the resume command in it
             return exit_status(root)
         steps = len(read_rows(out_dir / "history.jsonl")) if (out_dir / "history.jsonl").is_file() else 0
-        reason = describe(root, run.trainer.ranks, steps, log,
-                          timeout_setting(run.trainer.rank_timeout_minutes), completed)
+        reason = describe(
+            root, run.trainer.ranks, steps, log, timeout_setting(run.trainer.rank_timeout_minutes), completed
+        )
         status = exit_status(root)
     if completed:  # a rank ended badly once every record was written: the run stands
         print(f"{reason} (outputs: {out_dir})", file=sys.stderr)

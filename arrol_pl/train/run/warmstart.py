@@ -53,10 +53,15 @@ def sampled_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_tok
     model.eval()
     with torch.no_grad():
         out = model.generate(
-            **enc, do_sample=True, temperature=1.0, top_k=0, max_new_tokens=max_new_tokens,
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+            **enc,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
         )
-    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     return sum(extract_boxed(t) == p.answer for t, p in zip(texts, problems)) / len(problems)
 
 
@@ -79,8 +84,15 @@ def _sft_batch(tokenizer, pairs: Sequence[tuple[str, str]]) -> tuple[torch.Tenso
     return ids, mask, lab
 
 
-def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]], problems: Sequence[Problem],
-               cfg: ModelConfig, max_new_tokens: int, seed: int) -> dict:
+def warm_start(
+    model_dir: Path,
+    out_dir: Path,
+    pairs: Sequence[tuple[str, str]],
+    problems: Sequence[Problem],
+    cfg: ModelConfig,
+    max_new_tokens: int,
+    seed: int,
+) -> dict:
     """Supervised training of ``model_dir`` on ``(prompt, completion)`` ``pairs``, its pass rate checked on
     ``problems``; saves to ``out_dir``; returns its report."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -90,7 +102,7 @@ def warm_start(model_dir: Path, out_dir: Path, pairs: Sequence[tuple[str, str]],
     ws = cfg.warm_start
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
-    probe = list(problems[: 64])
+    probe = list(problems[:64])
     lo, hi = ws.target_pass_rate
     history = []
     rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed)
@@ -131,15 +143,19 @@ def task_texts(data: DataConfig) -> tuple[list[str], list[tuple[str, str]], list
         return tokenizer_corpus(task), sft_examples(train), train, asdict(task)
     train = load_train(data).problems
     pairs = [(p.prompt, "\n" + p.solution) for p in train if p.solution]
-    corpus = [prompt + completion for prompt, completion in pairs] or [f"{p.prompt}\n\\boxed{{{p.answer}}}" for p in train]
+    corpus = [prompt + completion for prompt, completion in pairs] or [
+        f"{p.prompt}\n\\boxed{{{p.answer}}}" for p in train
+    ]
     corpus.append("0123456789 + - * / = . \\boxed{}")
     return corpus, pairs, [p for p in train if p.solution], hashlib.sha256(json.dumps(corpus).encode()).hexdigest()
 
 
-def fitting(tokenizer, pairs: Sequence[tuple[str, str]], problems: Sequence[Problem], max_len: int,
-            max_new_tokens: int) -> tuple[list[tuple[str, str]], list[Problem]]:
+def fitting(
+    tokenizer, pairs: Sequence[tuple[str, str]], problems: Sequence[Problem], max_len: int, max_new_tokens: int
+) -> tuple[list[tuple[str, str]], list[Problem]]:
     """The pairs whose prompt + completion + eos fit ``max_len`` tokens, and the problems whose prompt leaves
     room for ``max_new_tokens``: the tiny policy has no positions beyond ``max_len``."""
+
     def length(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False))
 
@@ -156,9 +172,16 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
     tok_dir = build_tokenizer(corpus, cache, vocab_size=cfg.tiny.vocab_size)
     t = cfg.tiny
     model_dir = build_tiny_model(
-        tok_dir, cache, hidden_size=t.hidden_size, num_layers=t.num_layers, num_heads=t.num_heads,
-        num_kv_heads=t.num_kv_heads, head_dim=t.head_dim, max_position_embeddings=t.max_position_embeddings,
-        seed=t.seed, initializer_range=0.02,
+        tok_dir,
+        cache,
+        hidden_size=t.hidden_size,
+        num_layers=t.num_layers,
+        num_heads=t.num_heads,
+        num_kv_heads=t.num_kv_heads,
+        head_dim=t.head_dim,
+        max_position_embeddings=t.max_position_embeddings,
+        seed=t.seed,
+        initializer_range=0.02,
     )
     if cfg.warm_start.steps == 0:
         return model_dir
@@ -173,8 +196,9 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
         from transformers import AutoTokenizer
 
         n_pairs, n_problems = len(pairs), len(problems)
-        pairs, problems = fitting(AutoTokenizer.from_pretrained(tok_dir), pairs, problems, t.max_position_embeddings,
-                                  max_new_tokens)
+        pairs, problems = fitting(
+            AutoTokenizer.from_pretrained(tok_dir), pairs, problems, t.max_position_embeddings, max_new_tokens
+        )
         if not pairs or not problems:
             raise ValueError(
                 f"data.name={data.name}: none of {n_pairs} worked solutions (or {n_problems} prompts plus "
@@ -183,10 +207,16 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
                 f"model (model=hf model.path=...)"
             )
         if len(pairs) < n_pairs:
-            logger.warning("warm start on %d of %d worked solutions of %s: the rest exceed %d tokens", len(pairs),
-                           n_pairs, data.name, t.max_position_embeddings)
-    logger.info("tiny policy: warm start of up to %d steps into %s (once per task and settings)", cfg.warm_start.steps,
-                final)
+            logger.warning(
+                "warm start on %d of %d worked solutions of %s: the rest exceed %d tokens",
+                len(pairs),
+                n_pairs,
+                data.name,
+                t.max_position_embeddings,
+            )
+    logger.info(
+        "tiny policy: warm start of up to %d steps into %s (once per task and settings)", cfg.warm_start.steps, final
+    )
     with cache_entry(final, marker="warm_start.json") as tmp:
         warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
     return final

@@ -47,10 +47,12 @@ def init_launcher_world(trainer) -> int:
 
     world_size = os.environ.get("WORLD_SIZE")
     if world_size is None or int(world_size) != trainer.ranks:
-        raise ConfigError(f"trainer.devices × trainer.num_nodes = {trainer.ranks} ranks, but the launcher started "
-                          f"{world_size or 'none'}: on one node run experiments/run.py (it starts torchrun), on "
-                          f"several start torchrun --nnodes {trainer.num_nodes} --nproc-per-node {trainer.devices} "
-                          "on each node")
+        raise ConfigError(
+            f"trainer.devices × trainer.num_nodes = {trainer.ranks} ranks, but the launcher started "
+            f"{world_size or 'none'}: on one node run experiments/run.py (it starts torchrun), on "
+            f"several start torchrun --nnodes {trainer.num_nodes} --nproc-per-node {trainer.devices} "
+            "on each node"
+        )
     cuda = trainer.accelerator in ("gpu", "cuda") or (trainer.accelerator == "auto" and torch.cuda.is_available())
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))

@@ -18,8 +18,18 @@ class PhaseTimer:
     the phase; a phase run several times in a step (refill's rounds, PPO mini-batches) adds up. Each phase is one
     of :attr:`PHASES`, the history's ``time/<phase>`` keys."""
 
-    PHASES = ("screen", "generation", "reward", "advantage", "old_logprob", "ref_logprob", "update", "head",
-              "optimizer", "sync")
+    PHASES = (
+        "screen",
+        "generation",
+        "reward",
+        "advantage",
+        "old_logprob",
+        "ref_logprob",
+        "update",
+        "head",
+        "optimizer",
+        "sync",
+    )
     """Every phase a step times, in the order a step runs them."""
 
     def __init__(self) -> None:

@@ -38,8 +38,12 @@ def rollout_sampling(cfg) -> dict:
     """The vLLM sampling keywords of a run's training rollouts: the algorithm's temperature, top-p and response
     length, and the prompt format's stop strings."""
     a = cfg.algo
-    return {"temperature": a.temperature, "top_p": a.top_p, "max_tokens": a.max_response_tokens,
-            **cfg.data.prompt_format().sampling()}
+    return {
+        "temperature": a.temperature,
+        "top_p": a.top_p,
+        "max_tokens": a.max_response_tokens,
+        **cfg.data.prompt_format().sampling(),
+    }
 
 
 def engine_logprobs(cfg, step: int) -> bool:
@@ -57,8 +61,9 @@ class GroupChooser:
     (None without it).
     """
 
-    def __init__(self, cfg, engine: RolloutEngine, reward, problems: Sequence = (),
-                 prompt_scorer: PromptScorer | None = None) -> None:
+    def __init__(
+        self, cfg, engine: RolloutEngine, reward, problems: Sequence = (), prompt_scorer: PromptScorer | None = None
+    ) -> None:
         self.cfg, self.engine, self.reward = cfg, engine, reward
         self.problems = list(problems)
         self.prompt_scorer = prompt_scorer
@@ -66,7 +71,9 @@ class GroupChooser:
         if cfg.algo.dynamic_sampling_refill and not self.problems:
             raise ValueError("algo.dynamic_sampling_refill needs the training problems: GroupChooser(problems=...)")
         if cfg.pruning.screen.prompt_stage and prompt_scorer is None:
-            raise ValueError("pruning.screen with a prompt stage needs its PromptScorer: GroupChooser(prompt_scorer=...)")
+            raise ValueError(
+                "pruning.screen with a prompt stage needs its PromptScorer: GroupChooser(prompt_scorer=...)"
+            )
 
     def rollout_round(self, ctx: StepContext) -> RolloutRound:
         """The round of ``ctx.step``: the engine's, scored at L_detect by ``pruning.scorer``, or the oracle's."""
@@ -74,8 +81,13 @@ class GroupChooser:
         args = (self.engine, self.reward, self.sampling, cfg.algo.group_size, cfg.engine.detect_length, ctx.timer)
         logprobs = engine_logprobs(cfg, ctx.step)
         if cfg.pruning.scorer == "oracle":
-            return OracleRound(*args, auc=cfg.pruning.oracle_auc, slots=cfg.engine.max_num_seqs,
-                               detect_first=cfg.engine.detect_first, logprobs=logprobs)
+            return OracleRound(
+                *args,
+                auc=cfg.pruning.oracle_auc,
+                slots=cfg.engine.max_num_seqs,
+                detect_first=cfg.engine.detect_first,
+                logprobs=logprobs,
+            )
         return RolloutRound(*args, scorer_for=prefix_scorers(cfg.pruning.scorer, cfg.data.name), logprobs=logprobs)
 
     def choose(self, ctx: StepContext, drawn: Sequence, h_t: PrunerParams) -> StepGroups:

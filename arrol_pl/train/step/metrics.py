@@ -52,21 +52,36 @@ class PruningUpdate(NamedTuple):
     all_survivors: AllSurvivors
 
 
-def trained(groups, pruner, learned: PruningUpdate, policy: dict[str, float], keep_ratio_target: float,
-            calibrated: bool) -> dict[str, float]:
+def trained(
+    groups, pruner, learned: PruningUpdate, policy: dict[str, float], keep_ratio_target: float, calibrated: bool
+) -> dict[str, float]:
     """A trained step's row from its groups (:class:`~.rollouts.StepGroups`), the pruner it generated with, the
     head phase's result and the update's ``policy`` statistics; ``calibrated``: the calibrator holds rows (the head's
     posteriors are defined)."""
     s = learned.all_survivors
     if s.head_scores is None:  # the head is the scorer: its scores are what the decisions read
-        quality = head_quality(s.scores, pruner.posterior(s.scores) if calibrated else None, s.labels, s.group_ids,
-                               s.survival, s.joint)
+        quality = head_quality(
+            s.scores, pruner.posterior(s.scores) if calibrated else None, s.labels, s.group_ids, s.survival, s.joint
+        )
     else:
         quality = head_quality(s.head_scores, None, s.labels, s.group_ids, s.survival, s.joint)
-    return {**step_metrics(groups.scored, groups.generation, pruner, keep_ratio_target, s.rewards, s.labels,
-                           s.group_ids, quality, learned.head_loss, policy),
-            **scorer_metrics(s.scores, s.labels, s.group_ids, s.survival, s.every_rollout, s.joint),
-            **{f"screen/prompt_head_{k}": v for k, v in learned.prompt_head.items()}, **groups.metrics}
+    return {
+        **step_metrics(
+            groups.scored,
+            groups.generation,
+            pruner,
+            keep_ratio_target,
+            s.rewards,
+            s.labels,
+            s.group_ids,
+            quality,
+            learned.head_loss,
+            policy,
+        ),
+        **scorer_metrics(s.scores, s.labels, s.group_ids, s.survival, s.every_rollout, s.joint),
+        **{f"screen/prompt_head_{k}": v for k, v in learned.prompt_head.items()},
+        **groups.metrics,
+    }
 
 
 def skipped(groups, pruner, keep_ratio_target: float) -> dict[str, float]:
@@ -74,9 +89,18 @@ def skipped(groups, pruner, keep_ratio_target: float) -> dict[str, float]:
     return {**generation_metrics(groups.generation, keep_ratio_target, pruner.active), "pruning/delta": pruner.delta}
 
 
-def step_metrics(scored, gen, pruner, keep_ratio_target: float, rewards: torch.Tensor, labels: torch.Tensor,
-                 group_ids: torch.Tensor, head: dict[str, float], head_loss: float,
-                 policy: dict[str, float]) -> dict[str, float]:
+def step_metrics(
+    scored,
+    gen,
+    pruner,
+    keep_ratio_target: float,
+    rewards: torch.Tensor,
+    labels: torch.Tensor,
+    group_ids: torch.Tensor,
+    head: dict[str, float],
+    head_loss: float,
+    policy: dict[str, float],
+) -> dict[str, float]:
     """A trained step's history row (before its times): rewards, generation and pruning, balance, the head's quality
     (``head``, from :func:`~arrol_pl.core.head_training.head_quality`) and loss, and the update's ``policy`` stats.
     ``rewards``, ``labels``, ``group_ids``: every rank's survivors, gathered."""
@@ -93,14 +117,19 @@ def step_metrics(scored, gen, pruner, keep_ratio_target: float, rewards: torch.T
         "pruning/delta": pruner.delta,
     }
     for key in ("window_auc", "window_within_auc"):  # undefined until the window holds both outcomes
-        if math.isfinite(getattr(pruner, key)):      # (NaN breaks equality)
+        if math.isfinite(getattr(pruner, key)):  # (NaN breaks equality)
             metrics[f"pruning/{key}"] = getattr(pruner, key)
     return metrics
 
 
-def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.Tensor, survival: torch.Tensor,
-                   every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-                   joint: torch.Tensor | None = None) -> dict[str, float]:
+def scorer_metrics(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    group_ids: torch.Tensor,
+    survival: torch.Tensor,
+    every_rollout: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    joint: torch.Tensor | None = None,
+) -> dict[str, float]:
     """The realised online AUC of the scores the decisions read (``pruning.scorer``'s, at L_detect), over the batch
     and within groups: ``scorer/auc`` and ``scorer/within_auc`` over every rollout before pruning (exact from
     ``every_rollout``, ``(prompt indices, scores, labels)`` of them all, else estimated from the survivors'
@@ -112,10 +141,15 @@ def scorer_metrics(scores: torch.Tensor, labels: torch.Tensor, group_ids: torch.
         every = {"scorer/auc": pooled, "scorer/within_auc": within}
     else:
         all_ids, all_scores, all_labels = every_rollout
-        every = {"scorer/auc": binary_auc(all_scores, all_labels),
-                 "scorer/within_auc": within_group_auc(all_scores, all_labels, all_ids)}
-    out = {**every, "scorer/auc_survivors": binary_auc(scores, labels),
-           "scorer/within_auc_survivors": within_group_auc(scores, labels, group_ids)}
+        every = {
+            "scorer/auc": binary_auc(all_scores, all_labels),
+            "scorer/within_auc": within_group_auc(all_scores, all_labels, all_ids),
+        }
+    out = {
+        **every,
+        "scorer/auc_survivors": binary_auc(scores, labels),
+        "scorer/within_auc_survivors": within_group_auc(scores, labels, group_ids),
+    }
     return {k: v for k, v in out.items() if not math.isnan(v)}
 
 
@@ -136,5 +170,8 @@ def generation_metrics(result, keep_ratio_target: float, pruning_active: bool) -
 
 def balance_metrics(rewards: torch.Tensor, group_ids: torch.Tensor) -> dict[str, float]:
     stats = balance_stats(rewards, group_ids)
-    return {"balance/positive_ratio": stats["positive_ratio"], "balance/rho_1_minus_rho": stats["balance"],
-            "balance/zero_advantage_fraction": stats["zero_advantage_fraction"]}
+    return {
+        "balance/positive_ratio": stats["positive_ratio"],
+        "balance/rho_1_minus_rho": stats["balance"],
+        "balance/zero_advantage_fraction": stats["zero_advantage_fraction"],
+    }

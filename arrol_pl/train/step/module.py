@@ -34,9 +34,19 @@ logger = logging.getLogger(__name__)
 
 
 class ArrolModule(L.LightningModule):
-    def __init__(self, cfg: RunConfig, policy: torch.nn.Module, engine: RolloutEngine, chooser: GroupChooser | None,
-                 pad_id: int, reference: torch.nn.Module | None = None, *, pruning: OnlinePruning | None = None,
-                 history: list[dict[str, float]] | None = None, run_info: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        policy: torch.nn.Module,
+        engine: RolloutEngine,
+        chooser: GroupChooser | None,
+        pad_id: int,
+        reference: torch.nn.Module | None = None,
+        *,
+        pruning: OnlinePruning | None = None,
+        history: list[dict[str, float]] | None = None,
+        run_info: dict[str, Any] | None = None,
+    ) -> None:
         """``chooser``: what chooses, generates and rewards each step's groups (:class:`~.groups.GroupChooser`);
         ``pruning``: the head, calibrator and replay window (a fresh one from ``cfg`` when None); ``history``: the
         rows before a resumed checkpoint's step (the run's ``history.jsonl``); ``run_info``: what evaluation and a
@@ -138,8 +148,10 @@ class ArrolModule(L.LightningModule):
         restore_engine_step_cost(self.engine, state.get("engine_step_cost"))
         if self.prompt_scorer is not None:
             if state.get("prompt_scorer") is None:
-                raise ValueError("trainer.resume: the checkpoint has no prompt-screen state, but this run screens "
-                                 "prompts (pruning.screen.stages); resume with the run's own pruning.screen")
+                raise ValueError(
+                    "trainer.resume: the checkpoint has no prompt-screen state, but this run screens "
+                    "prompts (pruning.screen.stages); resume with the run's own pruning.screen"
+                )
             self.prompt_scorer.load_state_dict(state["prompt_scorer"])
 
     def record_heldout(self, result) -> None:
@@ -169,8 +181,9 @@ class ArrolModule(L.LightningModule):
         reference = self._reference[0] if self._reference else None
         with phases.engine_asleep(ctx, self.engine, self._new_weights, self.cfg.model.trainable_layers is None):
             logps = phases.logprob_phase(ctx, self.policy, reference, survivors, train_mask)
-            stats = phases.update_phase(ctx, self.policy, survivors, advantages, train_mask, logps,
-                                        self._update_hooks(ctx))
+            stats = phases.update_phase(
+                ctx, self.policy, survivors, advantages, train_mask, logps, self._update_hooks(ctx)
+            )
             learned = phases.head_phase(ctx, self.pruning, self.prompt_scorer, groups, labels, rewards)
         self._finish_step(ctx, groups, h_t, learned, stats)
 
@@ -192,20 +205,28 @@ class ArrolModule(L.LightningModule):
 
         return UpdateHooks(ctx.ranks.scaled(self.manual_backward), optimizer_step)
 
-    def _finish_step(self, ctx: StepContext, groups: StepGroups, h_t: PrunerParams,
-                     learned: step_metrics.PruningUpdate, stats: dict) -> None:
+    def _finish_step(
+        self, ctx: StepContext, groups: StepGroups, h_t: PrunerParams, learned: step_metrics.PruningUpdate, stats: dict
+    ) -> None:
         """The step's history row, logged; every rank's metrics reduced, and sample texts every ``text_every``."""
-        metrics = step_metrics.trained(groups, h_t, learned, stats, self.cfg.pruning.keep_ratio,
-                                       len(self.calibrator) > 0)
+        metrics = step_metrics.trained(
+            groups, h_t, learned, stats, self.cfg.pruning.keep_ratio, len(self.calibrator) > 0
+        )
         if not ctx.ranks.alone:
-            metrics["ranks/pruning_state_identical"] = float(ctx.ranks.identical(
-                self.calibrator.state_dict(), self.head.state_dict(), self.pruning.replay.state_dict()))
+            metrics["ranks/pruning_state_identical"] = float(
+                ctx.ranks.identical(
+                    self.calibrator.state_dict(), self.head.state_dict(), self.pruning.replay.state_dict()
+                )
+            )
         ctx.ranks.reduce_step_metrics(metrics)
         self._record(ctx, metrics, len(groups.problems))
         t, survivors, step = self.cfg.trainer, groups.survivors, ctx.step
         if t.sample_texts and step % t.text_every == 0 and self.loggers:
-            lines = [f"**reward {groups.scored.rewards[i]:.0f}**, gold `{survivors.golds[i]}`\n\n```\n"
-                     f"{survivors.texts[i]}\n```" for i in range(min(t.sample_texts, len(survivors.texts)))]
+            lines = [
+                f"**reward {groups.scored.rewards[i]:.0f}**, gold `{survivors.golds[i]}`\n\n```\n"
+                f"{survivors.texts[i]}\n```"
+                for i in range(min(t.sample_texts, len(survivors.texts)))
+            ]
             for run_logger in self.loggers:
                 log_text(run_logger, "samples", "\n\n".join(lines), step)
 
@@ -225,8 +246,12 @@ class ArrolModule(L.LightningModule):
         self.history.append({"step": int(ctx.step), **metrics})
         self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=batch_size)
         if "reward/accuracy" in metrics:
-            self.log("acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
-        self.log("keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False)
+            self.log(
+                "acc", metrics["reward/accuracy"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False
+            )
+        self.log(
+            "keep", metrics["pruning/keep_ratio"], prog_bar=True, on_step=True, batch_size=batch_size, logger=False
+        )
 
     def _skip_step(self, ctx: StepContext, reason: str, groups: StepGroups, h_t: PrunerParams) -> None:
         """A step that trains nothing: no reward, update, head or calibrator change. The optimizer still
@@ -234,8 +259,9 @@ class ArrolModule(L.LightningModule):
         Lightning counts steps by optimizer steps, and the prompt stream's position is the step count."""
         self.skipped[reason] += 1
         if groups.survivors is None:  # this rank's rollouts were all pruned (the others skip with it, silently)
-            logger.warning(skip_warning(ctx.step, reason, len(groups.generation.rollouts), ctx.ranks,
-                                        sum(self.skipped.values())))
+            logger.warning(
+                skip_warning(ctx.step, reason, len(groups.generation.rollouts), ctx.ranks, sum(self.skipped.values()))
+            )
         opt = self.optimizers()
         opt.zero_grad(set_to_none=True)
         opt.step()

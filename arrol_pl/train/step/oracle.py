@@ -35,8 +35,9 @@ class OracleRound(RolloutRound):
             raise ValueError("the oracle prunes at L_detect: it needs engine.detect_length")
         self.auc, self.slots, self.detect_first = auc, slots, detect_first
 
-    def generate_groups(self, problems: Sequence, params: PrunerParams,
-                        screen: GroupScreen | None = None) -> StepGroups:
+    def generate_groups(
+        self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None
+    ) -> StepGroups:
         """The groups of ``problems``: every rollout generated to its end and rewarded, then pruned on its outcome's
         noisy score; the saved decode time is credited as ``time/credit``."""
         if screen is not None:
@@ -46,20 +47,42 @@ class OracleRound(RolloutRound):
         labels = torch.as_tensor(groups.scored.correct, dtype=torch.float32)
         scores = oracle_scores(labels, self.auc, torch.Generator().manual_seed(params.seed * 31 + 17))
         eligible = torch.tensor([r.eligible for r in gen.rollouts], dtype=torch.bool)
-        decision = decide_batch(params, scores, eligible, groups.survivors.group_ids,
-                                [r.sample_index for r in gen.rollouts])
+        decision = decide_batch(
+            params, scores, eligible, groups.survivors.group_ids, [r.sample_index for r in gen.rollouts]
+        )
         for i, r in enumerate(gen.rollouts):
-            r.score, r.survival, r.posterior = float(scores[i]), float(decision.survival[i]), float(decision.posterior[i])
+            r.score, r.survival, r.posterior = (
+                float(scores[i]),
+                float(decision.survival[i]),
+                float(decision.posterior[i]),
+            )
             r.pruned = not bool(decision.keep[i])
             r.joint = tuple(decision.joint[i, 1:].tolist()) if not torch.isnan(decision.joint[i, 0]) else None
-        surv = dataclasses.replace(groups.survivors, scores=scores, survival=decision.survival.clone(),
-                                   joint=decision.joint)
+        surv = dataclasses.replace(
+            groups.survivors, scores=scores, survival=decision.survival.clone(), joint=decision.joint
+        )
         kept = torch.nonzero(decision.keep, as_tuple=True)[0].tolist()
         many_rollouts = len(gen.rollouts) > self.slots
-        credit = pruning_credit([r.generated_tokens for r in gen.rollouts], [r.pruned for r in gen.rollouts],
-                                self.detect_length, self.slots, gen.step_seconds, gen.step_requests,
-                                detect_first=self.detect_first if many_rollouts and params.active else False)
-        metrics = {"time/credit": credit.seconds, "oracle/credited_tokens": float(credit.tokens),
-                   "oracle/step_fixed_seconds": credit.cost.fixed, "oracle/step_request_seconds": credit.cost.per_request}
-        return StepGroups(groups.problems, gen, surv.subset(kept), groups.scored.subset(kept), metrics,
-                          every_rollout=(surv.group_ids, scores, labels))
+        credit = pruning_credit(
+            [r.generated_tokens for r in gen.rollouts],
+            [r.pruned for r in gen.rollouts],
+            self.detect_length,
+            self.slots,
+            gen.step_seconds,
+            gen.step_requests,
+            detect_first=self.detect_first if many_rollouts and params.active else False,
+        )
+        metrics = {
+            "time/credit": credit.seconds,
+            "oracle/credited_tokens": float(credit.tokens),
+            "oracle/step_fixed_seconds": credit.cost.fixed,
+            "oracle/step_request_seconds": credit.cost.per_request,
+        }
+        return StepGroups(
+            groups.problems,
+            gen,
+            surv.subset(kept),
+            groups.scored.subset(kept),
+            metrics,
+            every_rollout=(surv.group_ids, scores, labels),
+        )

@@ -34,20 +34,25 @@ from arrol_pl.train.step.screening import PromptScorer
 from arrol_pl.train.step.survivors import Survivors
 
 
-def advantage_phase(ctx: StepContext, rewards: torch.Tensor,
-                    group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def advantage_phase(
+    ctx: StepContext, rewards: torch.Tensor, group_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Algorithm 1 line 9 (timed as ``advantage``): group advantages ``(N,)`` over survivors and ``train_mask``
     ``(N,)``, the survivors that train (all, or DAPO's dynamic-sampling filter)."""
     algo = ctx.algo
     with ctx.timer("advantage"):
         adv = compute_advantages(algo.advantage, rewards, group_ids, lone="verl" if algo.verl_parity else "zero")
-        train_mask = (dynamic_sampling_mask(rewards, group_ids) if algo.dynamic_sampling
-                      else torch.ones_like(rewards, dtype=torch.bool))
+        train_mask = (
+            dynamic_sampling_mask(rewards, group_ids)
+            if algo.dynamic_sampling
+            else torch.ones_like(rewards, dtype=torch.bool)
+        )
     return adv, train_mask
 
 
-def logprob_phase(ctx: StepContext, policy: nn.Module, reference: nn.Module | None, survivors: Survivors,
-                  train_mask: torch.Tensor) -> StepLogProbs:
+def logprob_phase(
+    ctx: StepContext, policy: nn.Module, reference: nn.Module | None, survivors: Survivors, train_mask: torch.Tensor
+) -> StepLogProbs:
     """Old log-probs of the survivors in ``train_mask`` under the current policy and, with a KL term, the
     reference's (Table 5's log-prob phase, timed as ``old_logprob`` and ``ref_logprob``), each once per step, without
     gradient, in length buckets. A sharded policy matches the other ranks (``ctx.ranks``) forward for forward."""
@@ -64,37 +69,55 @@ def logprob_phase(ctx: StepContext, policy: nn.Module, reference: nn.Module | No
             # agreed before any forward: a collective must not meet another rank's forward
             n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
             ranks.idle_passes(policy, ranks.max(n) - n, pad_id)
-            old = dict(zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id,
-                                           algo.temperature)))
+            old = dict(
+                zip(idx, score_rows(policy, prompts, responses, algo.micro_batch_tokens, pad_id, algo.temperature))
+            )
     ref = None
     if reference is not None and algo.kl_coef > 0:
         with timer("ref_logprob"):  # a sharded reference too runs as many forwards as the busiest rank
             n = micro_batch_count(prompts, responses, algo.micro_batch_tokens)
             ranks.idle_passes(reference, ranks.max(n) - n, pad_id)
-            ref = dict(zip(idx, score_rows(reference, prompts, responses, algo.micro_batch_tokens, pad_id,
-                                           algo.temperature)))
+            ref = dict(
+                zip(idx, score_rows(reference, prompts, responses, algo.micro_batch_tokens, pad_id, algo.temperature))
+            )
     weights = None
     metrics: dict[str, float] = {}
     if rollout is not None and old is not None:
         rollout = {i: rollout[i].to(old[i].device) for i in idx}
         if algo.rollout_is_cap is not None:
             weights = {i: truncated_is_weights(old[i], rollout[i], algo.rollout_is_cap) for i in idx}
-        metrics = logprob_mismatch([old[i] for i in idx], [rollout[i] for i in idx],
-                                   None if weights is None else [weights[i] for i in idx], algo.rollout_is_cap)
+        metrics = logprob_mismatch(
+            [old[i] for i in idx],
+            [rollout[i] for i in idx],
+            None if weights is None else [weights[i] for i in idx],
+            algo.rollout_is_cap,
+        )
     return StepLogProbs(old, ref, rollout, weights, metrics)
 
 
-
-def update_phase(ctx: StepContext, policy: nn.Module, survivors: Survivors, advantages: torch.Tensor,
-                 train_mask: torch.Tensor, logps: StepLogProbs, hooks: UpdateHooks) -> dict[str, float]:
+def update_phase(
+    ctx: StepContext,
+    policy: nn.Module,
+    survivors: Survivors,
+    advantages: torch.Tensor,
+    train_mask: torch.Tensor,
+    logps: StepLogProbs,
+    hooks: UpdateHooks,
+) -> dict[str, float]:
     """Algorithm 1 line 10, the policy's part (timed as ``update`` and ``optimizer``): the PPO update
     (:func:`~arrol_pl.train.policy.update.policy_update`) on the survivors in ``train_mask``; returns its statistics."""
     rows = UpdateRows(survivors.prompt_ids, survivors.response_ids, survivors.group_ids, advantages, train_mask, logps)
     return policy_update(ctx, policy, rows, hooks)
 
 
-def head_phase(ctx: StepContext, pruning: OnlinePruning, prompt_scorer: PromptScorer | None, groups: StepGroups,
-               labels: torch.Tensor, rewards: torch.Tensor) -> PruningUpdate:
+def head_phase(
+    ctx: StepContext,
+    pruning: OnlinePruning,
+    prompt_scorer: PromptScorer | None,
+    groups: StepGroups,
+    labels: torch.Tensor,
+    rewards: torch.Tensor,
+) -> PruningUpdate:
     """Algorithm 1 line 10, the head's part (timed as ``head``): the calibrator and the head learn from every
     rank's survivors (one pruning state), weighted 1/p with importance weighting, and the prompt head
     (``prompt_scorer``, None without a prompt screen) from this step's prompts."""
@@ -102,7 +125,8 @@ def head_phase(ctx: StepContext, pruning: OnlinePruning, prompt_scorer: PromptSc
     weights = 1.0 / survivors.survival if config.importance_weighting else torch.ones_like(survivors.survival)
     joint = survivors.joint if survivors.joint is not None else torch.full((len(labels), 1), float("nan"))
     group_ids, scores, labels, weights, features, rewards, survival, joint = ctx.ranks.gather_survivors(
-        survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards, survivors.survival, joint)
+        survivors.group_ids, survivors.scores, labels, weights, survivors.features, rewards, survivors.survival, joint
+    )
     every = None if groups.every_rollout is None else tuple(ctx.ranks.gather_survivors(*groups.every_rollout))
     head_scores = None
     if config.scorer != "head":  # the head the step started with (the engine's), on the same rows
@@ -113,13 +137,18 @@ def head_phase(ctx: StepContext, pruning: OnlinePruning, prompt_scorer: PromptSc
         loss = pruning.update(*groups.head_rows(features, scores, labels, weights, group_ids, survival, joint))
         prompt_rows = groups.prompt_rows(labels, weights)
         prompt = {} if prompt_rows is None else prompt_scorer.learn(*prompt_rows)
-    return PruningUpdate(loss, prompt, AllSurvivors(group_ids, scores, labels, rewards, survival, joint, head_scores,
-                                                        every))
+    return PruningUpdate(
+        loss, prompt, AllSurvivors(group_ids, scores, labels, rewards, survival, joint, head_scores, every)
+    )
 
 
 @contextmanager
-def engine_asleep(ctx: StepContext, engine, new_weights: Callable[[], tuple[Iterable, Mapping[str, torch.Tensor]]],
-                  every_weight: bool = True) -> Iterator[None]:
+def engine_asleep(
+    ctx: StepContext,
+    engine,
+    new_weights: Callable[[], tuple[Iterable, Mapping[str, torch.Tensor]]],
+    every_weight: bool = True,
+) -> Iterator[None]:
     """The engine asleep through the block (log-probs, update and head) and awake after it, holding the updated
     policy and head (Algorithm 1 l. 14; timed as ``sync``). ``new_weights() -> (policy weights, head state)`` is
     called once the block is done.

@@ -36,8 +36,10 @@ globally normalised loss); the others are means."""
 def shard_prompts(prompts: Sequence[T], rank: int, world_size: int) -> list[T]:
     """Rank ``rank``'s whole groups of the step's prompts: every ``world_size``-th one from ``rank`` on."""
     if len(prompts) % world_size:
-        raise ValueError(f"algo.prompts_per_step={len(prompts)} must be a multiple of the {world_size} ranks "
-                         "(trainer.devices × trainer.num_nodes): each rank generates whole groups")
+        raise ValueError(
+            f"algo.prompts_per_step={len(prompts)} must be a multiple of the {world_size} ranks "
+            "(trainer.devices × trainer.num_nodes): each rank generates whole groups"
+        )
     return list(prompts[rank::world_size])
 
 
@@ -80,8 +82,11 @@ class RankSync(UpdateRanks):
         policy loss statistics) become global, in place; those of the gathered survivors already are."""
         if self.alone:
             return
-        local = [k for k in metrics if k.startswith(("pruning/keep_ratio", "pruning/eligible", "tokens/", "policy/",
-                                                     "reward/frac_"))]
+        local = [
+            k
+            for k in metrics
+            if k.startswith(("pruning/keep_ratio", "pruning/eligible", "tokens/", "policy/", "reward/frac_"))
+        ]
         metrics.update(self.reduce_metrics({k: metrics[k] for k in local}, SUMMED_METRICS))
 
     def identical(self, *states) -> bool:

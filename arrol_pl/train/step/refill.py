@@ -60,9 +60,14 @@ class RefillResult:
     tokens: int
 
 
-def generate_with_refill(first_problems: Sequence, first_rollouts: Sequence, first_informative: list[int],
-                         prompts_per_step: int, max_rounds: int,
-                         next_round: Callable[[int], tuple[list, list, list[int], int]]) -> RefillResult:
+def generate_with_refill(
+    first_problems: Sequence,
+    first_rollouts: Sequence,
+    first_informative: list[int],
+    prompts_per_step: int,
+    max_rounds: int,
+    next_round: Callable[[int], tuple[list, list, list[int], int]],
+) -> RefillResult:
     """Merge rounds until ``prompts_per_step`` informative groups (or ``max_rounds`` rounds).
 
     ``next_round(r)`` generates round ``r`` and returns ``(problems, rollouts, informative prompt indices,
@@ -79,7 +84,7 @@ def generate_with_refill(first_problems: Sequence, first_rollouts: Sequence, fir
     chosen = [(r, p) for r, (_, _, inf) in enumerate(rounds) for p in inf][:prompts_per_step]
     if len(chosen) < prompts_per_step:  # short: top up with the first round's other groups
         taken = {p for r, p in chosen if r == 0}
-        chosen += [(0, p) for p in range(len(rounds[0][0])) if p not in taken][:prompts_per_step - len(chosen)]
+        chosen += [(0, p) for p in range(len(rounds[0][0])) if p not in taken][: prompts_per_step - len(chosen)]
         chosen.sort()
     problems, rollouts = [], []
     for new_index, (r, p) in enumerate(chosen):
@@ -88,8 +93,9 @@ def generate_with_refill(first_problems: Sequence, first_rollouts: Sequence, fir
     return RefillResult(problems, rollouts, len(rounds), found, sum(len(x[1]) for x in rounds), tokens)
 
 
-def refilled(first: StepGroups, rollout_round: RolloutRound, problems: Sequence, params: PrunerParams, algo,
-             seed: int, step: int) -> StepGroups:
+def refilled(
+    first: StepGroups, rollout_round: RolloutRound, problems: Sequence, params: PrunerParams, algo, seed: int, step: int
+) -> StepGroups:
     """A step's groups with refill: ``first`` is the first round's; each further round draws
     ``algo.prompts_per_step`` of the training ``problems`` (a function of ``seed``, ``step`` and the round) and
     prunes with draws of its own. Adds the ``refill/*`` metrics."""
@@ -98,21 +104,34 @@ def refilled(first: StepGroups, rollout_round: RolloutRound, problems: Sequence,
         extra = [problems[i] for i in refill_indices(len(problems), algo.prompts_per_step, seed, step, r)]
         round_params = dataclasses.replace(params, seed=(params.seed * 31 + r) % (2**31 - 1))
         more = rollout_round.generate_groups(extra, round_params)
-        found = [] if more.survivors is None else informative_groups(more.scored.rewards,
-                                                                    more.survivors.group_ids.tolist())
+        found = (
+            [] if more.survivors is None else informative_groups(more.scored.rewards, more.survivors.group_ids.tolist())
+        )
         return extra, more.generation.rollouts, found, more.generation.generated_tokens
 
-    result = generate_with_refill(first.problems, first.generation.rollouts,
-                                  informative_groups(first.scored.rewards, first.survivors.group_ids.tolist()),
-                                  algo.prompts_per_step, algo.max_num_gen_batches, next_round)
+    result = generate_with_refill(
+        first.problems,
+        first.generation.rollouts,
+        informative_groups(first.scored.rewards, first.survivors.group_ids.tolist()),
+        algo.prompts_per_step,
+        algo.max_num_gen_batches,
+        next_round,
+    )
     # a refilled step trains on groups of several rounds, and ranks refill apart, so none gathers every rollout
     groups = dataclasses.replace(first, every_rollout=None)
     if result.rounds > 1:
         gen = first.generation
         # the kept groups, scored together (a few ms)
-        groups = rollout_round.rewarded(result.problems, GenerationResult(
-            result.rollouts, gen.wall_seconds, gen.steps, gen.generated_tokens + result.tokens))
-    groups.metrics.update({"refill/rounds": float(result.rounds), "refill/informative_groups": float(result.informative),
-                           "refill/short": float(result.informative < algo.prompts_per_step),
-                           "refill/rollouts_generated": float(result.generated)})
+        groups = rollout_round.rewarded(
+            result.problems,
+            GenerationResult(result.rollouts, gen.wall_seconds, gen.steps, gen.generated_tokens + result.tokens),
+        )
+    groups.metrics.update(
+        {
+            "refill/rounds": float(result.rounds),
+            "refill/informative_groups": float(result.informative),
+            "refill/short": float(result.informative < algo.prompts_per_step),
+            "refill/rollouts_generated": float(result.generated),
+        }
+    )
     return groups

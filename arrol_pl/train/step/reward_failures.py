@@ -50,8 +50,11 @@ class RewardFailures:
     def observe(self, step: int, scored, ranks: RankSync) -> bool:
         """Count ``scored``'s (a RewardResult; None: no survivors) failed items per kind; every rank calls it at
         every step. True when every item of the step, over every rank, failed."""
-        mine = [0] * (len(FAILURE_STATUSES) + 1) if scored is None else \
-            [*(scored.counts[kind] for kind in FAILURE_STATUSES), len(scored.status)]
+        mine = (
+            [0] * (len(FAILURE_STATUSES) + 1)
+            if scored is None
+            else [*(scored.counts[kind] for kind in FAILURE_STATUSES), len(scored.status)]
+        )
         *failed, total = (int(v) for v in ranks.sum(*mine))
         self.metrics = {f"reward/failed_{kind}": float(n) for kind, n in zip(FAILURE_STATUSES, failed)}
         if total == 0:
@@ -65,13 +68,22 @@ class RewardFailures:
         kinds = ", ".join(f"{kind} {n}" for kind, n in self.streak_kinds.items() if n)
         limit = self.max_failed_steps
         if limit and len(self.streak) >= limit:
-            self.failure = (f"reward {self.function} failed on every item of {len(self.streak)} steps in a row "
-                            f"(steps {self.streak[0]}-{self.streak[-1]}: {kinds}), so the run learned nothing from "
-                            f"them (reward.max_failed_steps={limit})")
+            self.failure = (
+                f"reward {self.function} failed on every item of {len(self.streak)} steps in a row "
+                f"(steps {self.streak[0]}-{self.streak[-1]}: {kinds}), so the run learned nothing from "
+                f"them (reward.max_failed_steps={limit})"
+            )
         else:
-            logger.warning("step %d skipped (reward_failed): reward %s failed on all %d items (%s); %d of "
-                           "reward.max_failed_steps=%s in a row", step, self.function, total, kinds, len(self.streak),
-                           limit or "0 (never stop)")
+            logger.warning(
+                "step %d skipped (reward_failed): reward %s failed on all %d items (%s); %d of "
+                "reward.max_failed_steps=%s in a row",
+                step,
+                self.function,
+                total,
+                kinds,
+                len(self.streak),
+                limit or "0 (never stop)",
+            )
         return True
 
 

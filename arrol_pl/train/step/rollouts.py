@@ -43,8 +43,16 @@ class StepGroups:
     """``(prompt indices, scores, labels)``, ``(N,)`` each, of every rollout of the round, the pruned ones too, where
     their outcomes are known (the oracle's round decodes them all); None: only the survivors' are."""
 
-    def head_rows(self, features: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
-                  group_ids: torch.Tensor, survival: torch.Tensor, joint: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def head_rows(
+        self,
+        features: torch.Tensor,
+        scores: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+        group_ids: torch.Tensor,
+        survival: torch.Tensor,
+        joint: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         """The quality head's and calibrator's rows ``(features, scores, labels, weights, group ids, survival, joint)``
         (:func:`~arrol_pl.core.sampling.joint_rows`): the
         survivors', and with a detect-stage screen the audited groups it dropped, weighted 1 / audit share
@@ -78,16 +86,25 @@ class RolloutRound:
     prefix scorer of a round's problems (:func:`prefix_scorers`; None: the head); ``logprobs``: the rollouts carry
     the engine's log-prob of each sampled token (``Rollout.sampled_logprobs``; they cost generation time)."""
 
-    def __init__(self, engine: RolloutEngine, reward, sampling: dict, group_size: int, detect_length: int | None,
-                 timer: PhaseTimer, scorer_for: Callable[[Sequence], PrefixScorer | None] | None = None,
-                 logprobs: bool = True) -> None:
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        reward,
+        sampling: dict,
+        group_size: int,
+        detect_length: int | None,
+        timer: PhaseTimer,
+        scorer_for: Callable[[Sequence], PrefixScorer | None] | None = None,
+        logprobs: bool = True,
+    ) -> None:
         self.engine, self.reward, self.sampling = engine, reward, sampling
         self.group_size, self.detect_length, self.timer = group_size, detect_length, timer
         self.scorer_for = scorer_for or (lambda problems: None)
         self.logprobs_topk = 0 if logprobs else None  # 0: the sampled token's alone
 
-    def generate_groups(self, problems: Sequence, params: PrunerParams,
-                        screen: GroupScreen | None = None) -> StepGroups:
+    def generate_groups(
+        self, problems: Sequence, params: PrunerParams, screen: GroupScreen | None = None
+    ) -> StepGroups:
         """The groups of ``problems``: their rollouts generated and pruned per ``params`` (and ``screen``), the
         survivors rewarded; ``survivors`` is None when every rollout was pruned (then nothing was rewarded)."""
         gen = self.generate(problems, params, screen)
@@ -100,14 +117,25 @@ class RolloutRound:
         scorer = self.scorer_for(problems)
         extra = {} if scorer is None else {"scorer": scorer}  # an engine without prefix scorers still serves the head
         with self.timer("generation"):
-            return self.engine.generate([p.prompt for p in problems], self.group_size, self.sampling,
-                                        self.detect_length, params, logprobs_topk=self.logprobs_topk,
-                                        screen=screen, **extra)
+            return self.engine.generate(
+                [p.prompt for p in problems],
+                self.group_size,
+                self.sampling,
+                self.detect_length,
+                params,
+                logprobs_topk=self.logprobs_topk,
+                screen=screen,
+                **extra,
+            )
 
     def rewarded(self, problems: Sequence, gen: GenerationResult) -> StepGroups:
         """The survivors of ``gen`` (rollouts of ``problems``) and their rewards."""
         surv = collect_survivors(gen.rollouts, [p.answer for p in problems])
         with self.timer("reward"):
-            scored = self.reward.score(surv.texts, surv.golds, lengths=[len(r) for r in surv.response_ids],
-                                       prompts=[problems[g].prompt for g in surv.group_ids.tolist()])
+            scored = self.reward.score(
+                surv.texts,
+                surv.golds,
+                lengths=[len(r) for r in surv.response_ids],
+                prompts=[problems[g].prompt for g in surv.group_ids.tolist()],
+            )
         return StepGroups(list(problems), gen, surv, scored)

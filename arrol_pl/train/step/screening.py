@@ -55,22 +55,39 @@ class PromptScorer(OnlinePruning):
 
     def state_dict(self) -> dict:
         state = super().state_dict()
-        return {"head": self.head.state_dict(), "calibrator": state["calibrator"], "replay": state["replay"],
-                "optimizer": state["head_optimizer"], "generator": state["head_generator"]}
+        return {
+            "head": self.head.state_dict(),
+            "calibrator": state["calibrator"],
+            "replay": state["replay"],
+            "optimizer": state["head_optimizer"],
+            "generator": state["head_generator"],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.head.load_state_dict(state["head"])
-        super().load_state_dict({"calibrator": state["calibrator"], "replay": state["replay"],
-                                 "head_optimizer": state["optimizer"], "head_generator": state["generator"]})
+        super().load_state_dict(
+            {
+                "calibrator": state["calibrator"],
+                "replay": state["replay"],
+                "head_optimizer": state["optimizer"],
+                "head_generator": state["generator"],
+            }
+        )
 
 
-def screened(cfg, step: int, prompts: list, rollout_round: RolloutRound, params: PrunerParams,
-             scorer: PromptScorer | None) -> StepGroups:
+def screened(
+    cfg, step: int, prompts: list, rollout_round: RolloutRound, params: PrunerParams, scorer: PromptScorer | None
+) -> StepGroups:
     """A step's groups with the screen (``pruning.screen``): the prompt stage chooses who generates (the engine
     gives each drawn prompt's last hidden state, timed as ``screen``), one round generates with the engine's
     detect stage, and the audited groups' complete texts are scored (timed as ``reward``)."""
-    screen = ScreenStep(cfg.pruning.screen, cfg.algo.prompts_per_step, cfg.algo.group_size,
-                        active=step >= cfg.pruning.cold_start_steps, seed=screen_seed(cfg.trainer.seed, step))
+    screen = ScreenStep(
+        cfg.pruning.screen,
+        cfg.algo.prompts_per_step,
+        cfg.algo.group_size,
+        active=step >= cfg.pruning.cold_start_steps,
+        seed=screen_seed(cfg.trainer.seed, step),
+    )
     features = None
     if screen.config.prompt_stage:
         with rollout_round.timer("screen"):
@@ -82,7 +99,15 @@ def screened(cfg, step: int, prompts: list, rollout_round: RolloutRound, params:
         return groups
     groups.screen = screen
     with rollout_round.timer("reward"):
-        groups.metrics.update(screen.audit(groups.generation.rollouts, lambda texts, ks: rollout_round.reward.score(
-            texts, [prompts[k].answer for k in ks], prompts=[prompts[k].prompt for k in ks]).correct))
+        groups.metrics.update(
+            screen.audit(
+                groups.generation.rollouts,
+                lambda texts, ks: (
+                    rollout_round.reward.score(
+                        texts, [prompts[k].answer for k in ks], prompts=[prompts[k].prompt for k in ks]
+                    ).correct
+                ),
+            )
+        )
     groups.metrics.update(screen.metrics, **screen.detect_metrics(groups.generation.rollouts))
     return groups

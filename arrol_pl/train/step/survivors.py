@@ -33,11 +33,18 @@ class Survivors:
         """The survivors at ``index``, in that order."""
         index = list(index)
         pick = torch.tensor(index, dtype=torch.long)
-        return Survivors([self.prompt_ids[i] for i in index], [self.response_ids[i] for i in index],
-                         [self.texts[i] for i in index], self.group_ids[pick], self.features[pick],
-                         self.scores[pick], self.survival[pick], [self.golds[i] for i in index],
-                         None if self.rollout_log_probs is None else [self.rollout_log_probs[i] for i in index],
-                         None if self.joint is None else self.joint[pick])
+        return Survivors(
+            [self.prompt_ids[i] for i in index],
+            [self.response_ids[i] for i in index],
+            [self.texts[i] for i in index],
+            self.group_ids[pick],
+            self.features[pick],
+            self.scores[pick],
+            self.survival[pick],
+            [self.golds[i] for i in index],
+            None if self.rollout_log_probs is None else [self.rollout_log_probs[i] for i in index],
+            None if self.joint is None else self.joint[pick],
+        )
 
 
 def collect_survivors(rollouts: Sequence, golds_by_prompt: Sequence[str]) -> Survivors:
@@ -64,4 +71,3 @@ def sampled_log_probs(rollouts: Sequence) -> list[torch.Tensor] | None:
     if any(r.sampled_logprobs is None for r in rollouts):
         return None
     return [r.sampled_logprobs for r in rollouts]
-

@@ -70,9 +70,22 @@ def test_every_experiment_composes_and_validates(exp):
     for key, values in sweep.items():
         for value in str(values).split(","):
             compose_run(f"+exp={exp}", f"{key}={value}")
-    assert EXPERIMENTS == ["ablation_kappa", "bench_phases", "dapo_vs_arrol", "grpo_vs_arrol", "paper_dapo", "paper_grpo", "pruning_pays",
-                           "random_pruning", "seeds", "smollm2_balance", "smollm2_online", "smollm2_online_spread",
-                           "smollm2_screen", "smollm2_setting"]
+    assert EXPERIMENTS == [
+        "ablation_kappa",
+        "bench_phases",
+        "dapo_vs_arrol",
+        "grpo_vs_arrol",
+        "paper_dapo",
+        "paper_grpo",
+        "pruning_pays",
+        "random_pruning",
+        "seeds",
+        "smollm2_balance",
+        "smollm2_online",
+        "smollm2_online_spread",
+        "smollm2_screen",
+        "smollm2_setting",
+    ]
 
 
 def test_bench_preset_is_the_long_response_setting():
@@ -86,8 +99,13 @@ def test_bench_preset_is_the_long_response_setting():
 def test_balance_presets():
     """pruning=arrol (and the default's gate preset) balance with the anchored rule; the paper's Eq. 2 as written and
     the per-group rule are presets of their own, with the same κ."""
-    for preset, target in (("arrol", "anchored"), ("arrol_gated", "anchored"), ("arrol_eq2", "global"),
-                           ("arrol_group", "group"), ("arrol_spread", "spread")):
+    for preset, target in (
+        ("arrol", "anchored"),
+        ("arrol_gated", "anchored"),
+        ("arrol_eq2", "global"),
+        ("arrol_group", "group"),
+        ("arrol_spread", "spread"),
+    ):
         run = compose_run(f"pruning={preset}")
         assert run.pruning.policy == "arrol" and run.pruning.balance_target == target, preset
         assert run.pruning.keep_ratio == compose_run().pruning.keep_ratio
@@ -100,50 +118,57 @@ def test_algo_presets():
     for run in (dapo, compose_run()):
         assert run.algo.clip_ratio_c == 3.0 and run.algo.rollout_is_cap is None
         assert run.algo.num_mini_batches == 1 and run.algo.ppo_epochs == 1
-    run = compose_run("algo.prompts_per_step=16", "algo.ppo_mini_batch_size=4", "algo.clip_ratio_c=null",
-                      "algo.kl_estimator=low_var_kl")
+    run = compose_run(
+        "algo.prompts_per_step=16",
+        "algo.ppo_mini_batch_size=4",
+        "algo.clip_ratio_c=null",
+        "algo.kl_estimator=low_var_kl",
+    )
     assert run.algo.num_mini_batches == 4 and run.algo.clip_ratio_c is None
 
 
-@pytest.mark.parametrize("override,key", [
-    ("pruning.keep_ratio=0", "pruning.keep_ratio"),
-    ("pruning.keep_ratio=1.2", "pruning.keep_ratio"),
-    ("pruning.target_positive_ratio=1.5", "pruning.target_positive_ratio"),
-    ("pruning.p_min=0.9", "pruning.keep_ratio"),  # κ must lie in [p_min, p_max]
-    ("engine.detect_length=48", "engine.detect_length"),
-    ("engine.detect_length=100", "engine.detect_length"),
-    ("+pruning.kappa=0.5", "pruning.kappa"),
-    ("pruning.policy=greedy", "pruning.policy"),
-    ("algo.advantage=gae", "algo.advantage"),
-    ("algo.group_size=1", "algo.group_size"),
-    ("algo.loss_agg_mode=sum", "algo.loss_agg_mode"),
-    ("algo.ppo_mini_batch_size=5", "algo.ppo_mini_batch_size"),  # does not divide prompts_per_step=16
-    ("algo.ppo_mini_batch_size=0", "algo.ppo_mini_batch_size"),
-    ("algo.ppo_epochs=0", "algo.ppo_epochs"),
-    ("algo.clip_ratio_c=1.0", "algo.clip_ratio_c"),
-    ("algo.rollout_is_cap=0", "algo.rollout_is_cap"),
-    ("algo.kl_estimator=k4", "algo.kl_estimator"),
-    ("trainer.precision=16-mixed algo.ppo_epochs=2", "trainer.precision"),
-    ("trainer.strategy=deepspeed", "trainer.strategy"),
-    ("trainer.eval_every=-1", "trainer.eval_every"),
-    ("engine.max_num_seqs=0", "engine.max_num_seqs"),
-    ("engine.block_size=0", "engine.block_size"),
-    ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
-    ("model.pretrained=gpt5", "model.pretrained"),
-    ("model.trainable_layers=0", "model.trainable_layers"),
-    ("model.reference_dtype=int8", "model.reference_dtype='int8'; choose one of"),
-    ("pruning.gate_auc=0.3", "pruning.gate_auc"),
-    ("head.steps=0", "head.steps must be >= 1"),
-    ("head.replay=0", "head.replay must be >= 1"),
-    ("trainer.eval_samples=0", "trainer.eval_samples"),
-    ("data.prompt_template=no-placeholder", "data.prompt_template"),
-    ("data.stop=['']", "data.stop"),
-    ("reward.function=no_such_module_here:score", "reward.function=no_such_module_here:score: cannot import"),
-    ("reward.function=exact_match", "reward.function=exact_match: 'exact_match' is not an import path"),
-    ("reward.workers=-1", "reward.workers"),
-    ("reward.timeout=0", "reward.timeout"),
-    ("+trainer.reward_workers=2", "trainer.reward_workers: no such key"),  # moved to reward.workers
-])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("pruning.keep_ratio=0", "pruning.keep_ratio"),
+        ("pruning.keep_ratio=1.2", "pruning.keep_ratio"),
+        ("pruning.target_positive_ratio=1.5", "pruning.target_positive_ratio"),
+        ("pruning.p_min=0.9", "pruning.keep_ratio"),  # κ must lie in [p_min, p_max]
+        ("engine.detect_length=48", "engine.detect_length"),
+        ("engine.detect_length=100", "engine.detect_length"),
+        ("+pruning.kappa=0.5", "pruning.kappa"),
+        ("pruning.policy=greedy", "pruning.policy"),
+        ("algo.advantage=gae", "algo.advantage"),
+        ("algo.group_size=1", "algo.group_size"),
+        ("algo.loss_agg_mode=sum", "algo.loss_agg_mode"),
+        ("algo.ppo_mini_batch_size=5", "algo.ppo_mini_batch_size"),  # does not divide prompts_per_step=16
+        ("algo.ppo_mini_batch_size=0", "algo.ppo_mini_batch_size"),
+        ("algo.ppo_epochs=0", "algo.ppo_epochs"),
+        ("algo.clip_ratio_c=1.0", "algo.clip_ratio_c"),
+        ("algo.rollout_is_cap=0", "algo.rollout_is_cap"),
+        ("algo.kl_estimator=k4", "algo.kl_estimator"),
+        ("trainer.precision=16-mixed algo.ppo_epochs=2", "trainer.precision"),
+        ("trainer.strategy=deepspeed", "trainer.strategy"),
+        ("trainer.eval_every=-1", "trainer.eval_every"),
+        ("engine.max_num_seqs=0", "engine.max_num_seqs"),
+        ("engine.block_size=0", "engine.block_size"),
+        ("model=hf", "model.path"),  # the hf preset has no default path: never fall back to the tiny policy
+        ("model.pretrained=gpt5", "model.pretrained"),
+        ("model.trainable_layers=0", "model.trainable_layers"),
+        ("model.reference_dtype=int8", "model.reference_dtype='int8'; choose one of"),
+        ("pruning.gate_auc=0.3", "pruning.gate_auc"),
+        ("head.steps=0", "head.steps must be >= 1"),
+        ("head.replay=0", "head.replay must be >= 1"),
+        ("trainer.eval_samples=0", "trainer.eval_samples"),
+        ("data.prompt_template=no-placeholder", "data.prompt_template"),
+        ("data.stop=['']", "data.stop"),
+        ("reward.function=no_such_module_here:score", "reward.function=no_such_module_here:score: cannot import"),
+        ("reward.function=exact_match", "reward.function=exact_match: 'exact_match' is not an import path"),
+        ("reward.workers=-1", "reward.workers"),
+        ("reward.timeout=0", "reward.timeout"),
+        ("+trainer.reward_workers=2", "trainer.reward_workers: no such key"),  # moved to reward.workers
+    ],
+)
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         compose_run(*override.split())
@@ -210,13 +235,18 @@ def test_the_heads_input_is_named_when_bad():
         compose_run("head.input=hidden")
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["trainer.devices=2"], "trainer.strategy='auto' with trainer.devices × trainer.num_nodes = 2 ranks"),
-    (["trainer.devices=2", "trainer.strategy=ddp"], "several ranks train with trainer.strategy=fsdp"),
-    (["trainer.devices=3", "trainer.strategy=fsdp", "algo.prompts_per_step=16", "pruning=arrol"],
-     "algo.prompts_per_step=16 must be a multiple of the 3 ranks"),
-    (["trainer.num_nodes=0"], "trainer.num_nodes must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["trainer.devices=2"], "trainer.strategy='auto' with trainer.devices × trainer.num_nodes = 2 ranks"),
+        (["trainer.devices=2", "trainer.strategy=ddp"], "several ranks train with trainer.strategy=fsdp"),
+        (
+            ["trainer.devices=3", "trainer.strategy=fsdp", "algo.prompts_per_step=16", "pruning=arrol"],
+            "algo.prompts_per_step=16 must be a multiple of the 3 ranks",
+        ),
+        (["trainer.num_nodes=0"], "trainer.num_nodes must be >= 1"),
+    ],
+)
 def test_several_ranks_are_checked_before_any_model_loads(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         compose_run(*overrides)
@@ -239,12 +269,19 @@ def test_several_ranks_need_their_launcher(monkeypatch):
 
 def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
     base = compose_run("+exp=smollm2_online")
-    arms = {"grpo": ("grpo", "none", "none"), "dapo": ("dapo", "none", "none"), "arrol": ("grpo", "arrol", "none"),
-            "arrol_screen_prompt": ("grpo", "arrol", "prompt")}
+    arms = {
+        "grpo": ("grpo", "none", "none"),
+        "dapo": ("dapo", "none", "none"),
+        "arrol": ("grpo", "arrol", "none"),
+        "arrol_screen_prompt": ("grpo", "arrol", "prompt"),
+    }
     pilots = {"arrol_screen": ("grpo", "arrol", "detect"), "grpo_screen": ("grpo", "none", "prompt")}
     for arm, (algo, policy, stages) in {**arms, **pilots}.items():
         # in either order: a sweep's job lists its swept overrides (the seed, the arm) before the preset
-        for overrides in (("+exp=smollm2_screen", f"arm={arm}"), ("trainer.seed=1", f"arm={arm}", "+exp=smollm2_screen")):
+        for overrides in (
+            ("+exp=smollm2_screen", f"arm={arm}"),
+            ("trainer.seed=1", f"arm={arm}", "+exp=smollm2_screen"),
+        ):
             run = compose_run(*overrides)
             assert (run.algo.name, run.pruning.policy, run.pruning.screen.stages) == (algo, policy, stages), overrides
         assert run.trainer == dataclasses.replace(base.trainer, seed=run.trainer.seed) and run.engine == base.engine
@@ -262,10 +299,15 @@ def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
 
 def test_the_pruning_pays_arms_differ_only_in_what_they_name():
     base = compose_run("+exp=pruning_pays")
-    arms = {"grpo": (8, "none", "head", None), "grpo_g4": (4, "none", "head", None),
-            "random": (8, "random", "head", None), "arrol": (8, "arrol", "head", None),
-            "arrol_confidence": (8, "arrol", "confidence", None), "arrol_checker": (8, "arrol", "checker", None),
-            "oracle": (8, "arrol", "oracle", 1.0)}
+    arms = {
+        "grpo": (8, "none", "head", None),
+        "grpo_g4": (4, "none", "head", None),
+        "random": (8, "random", "head", None),
+        "arrol": (8, "arrol", "head", None),
+        "arrol_confidence": (8, "arrol", "confidence", None),
+        "arrol_checker": (8, "arrol", "checker", None),
+        "oracle": (8, "arrol", "oracle", 1.0),
+    }
     for arm, expected in arms.items():
         for overrides in (("+exp=pruning_pays", f"arm={arm}"), ("trainer.seed=2", f"arm={arm}", "+exp=pruning_pays")):
             run = compose_run(*overrides)
@@ -281,12 +323,15 @@ def test_the_pruning_pays_arms_differ_only_in_what_they_name():
         compose_run("+arm=oracle")
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["pruning.screen.stages=both"], "pruning.screen.stages='both'"),
-    (["pruning.screen.audit=2"], "pruning.screen.audit must be in [0, 1]"),
-    (["algo=dapo", "pruning.screen.stages=prompt"], "are two ways of choosing the step's groups"),
-    (["algo.dynamic_sampling_refill=true"], "but algo.dynamic_sampling=false"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["pruning.screen.stages=both"], "pruning.screen.stages='both'"),
+        (["pruning.screen.audit=2"], "pruning.screen.audit must be in [0, 1]"),
+        (["algo=dapo", "pruning.screen.stages=prompt"], "are two ways of choosing the step's groups"),
+        (["algo.dynamic_sampling_refill=true"], "but algo.dynamic_sampling=false"),
+    ],
+)
 def test_screen_and_refill_errors_name_the_key(overrides, message):
     with pytest.raises(ConfigError) as err:
         compose_run(*overrides)
@@ -351,8 +396,10 @@ def test_the_default_experiment_is_the_typed_defaults_and_the_gate():
 
 @pytest.mark.subprocess
 def test_the_loader_imports_without_torch():
-    code = ("import sys, arrol_pl.train.config.loader\n"
-            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning', 'vllm'))))")
+    code = (
+        "import sys, arrol_pl.train.config.loader\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning', 'vllm'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"the loader pulled in heavy modules: {out.stdout}"
 
@@ -366,7 +413,15 @@ def test_the_scripts_shared_defaults_are_the_run_configs():
     run = RunConfig()
     evaluation = EvalConfig(checkpoint="x")
     assert (evaluation.temperature, evaluation.top_p, evaluation.max_tokens, evaluation.limit) == (
-        run.algo.temperature, run.algo.top_p, run.algo.max_response_tokens, run.data.num_heldout)
+        run.algo.temperature,
+        run.algo.top_p,
+        run.algo.max_response_tokens,
+        run.data.num_heldout,
+    )
     probe = ProbeConfig(policy="x")
     assert (probe.samples, probe.temperature, probe.max_tokens, probe.cache_dir) == (
-        run.algo.group_size, run.algo.temperature, run.algo.max_response_tokens, run.model.cache_dir)
+        run.algo.group_size,
+        run.algo.temperature,
+        run.algo.max_response_tokens,
+        run.model.cache_dir,
+    )

@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from arrol_pl.train.config.reference import (MARKER, PRESETS_END, PRESETS_START, SKIP_GROUPS, first_sentence, guide,
-                                             keys, page, preset_changes)
+from arrol_pl.train.config.reference import (
+    MARKER,
+    PRESETS_END,
+    PRESETS_START,
+    SKIP_GROUPS,
+    first_sentence,
+    guide,
+    keys,
+    page,
+    preset_changes,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "configuration.md"
@@ -19,13 +28,16 @@ GUIDE = ROOT / "docs" / "guide.md"
 def test_the_page_is_current():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("write_config_reference",
-                                                  ROOT / "experiments" / "write_config_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "write_config_reference", ROOT / "experiments" / "write_config_reference.py"
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     existing = PAGE.read_text()
     assert MARKER in existing
-    assert page(existing, ROOT / "conf", script.SCRIPTS) == existing, "run: python experiments/write_config_reference.py"
+    assert page(existing, ROOT / "conf", script.SCRIPTS) == existing, (
+        "run: python experiments/write_config_reference.py"
+    )
     assert script.main(["--check"]) == 0  # the script checks the guide's preset tables as well
     # the other scripts' own keys, their shared sections once
     assert "| `samples` | `int` | `8` | Rollouts per problem. |" in existing and "| `data.*` |" in existing
@@ -36,14 +48,20 @@ def test_every_key_is_listed_with_its_meaning_and_the_presets_that_set_it():
     from arrol_pl.train.config.run import RunConfig
 
     rows = {key: (kind, default, meaning) for key, kind, default, meaning in keys(RunConfig)}
-    assert rows["pruning.keep_ratio"] == ("float", 0.5, "κ: target fraction of rollouts that survive L_detect (paper 0.5).")
+    assert rows["pruning.keep_ratio"] == (
+        "float",
+        0.5,
+        "κ: target fraction of rollouts that survive L_detect (paper 0.5).",
+    )
     assert rows["pruning.screen.stages"][1] == "none" and all(meaning for _, _, meaning in rows.values())
     changes = preset_changes(ROOT / "conf")
     assert "pruning=arrol_gated (default)" in changes["pruning.gate_auc"]
     assert "pruning=arrol_screen_prompt" in changes["pruning.screen.stages"]
     assert "+exp=seeds" in changes["trainer.eval_every"] and "algo=dapo" in changes["algo.clip_high"]
     text = PAGE.read_text()
-    assert "| `pruning.keep_ratio` | `float` | `0.5` |" in text and "| `data.options.max_operands` | `int` | `4` |" in text
+    assert (
+        "| `pruning.keep_ratio` | `float` | `0.5` |" in text and "| `data.options.max_operands` | `int` | `4` |" in text
+    )
 
 
 def test_a_key_without_a_docstring_is_refused():
@@ -63,10 +81,16 @@ def test_a_key_without_a_docstring_is_refused():
 
 
 def test_the_first_sentence_keeps_abbreviations_whole():
-    assert first_sentence("Split (None: the adapter's, e.g. ``train``). More.") == "Split (None: the adapter's, e.g. ``train``)."
+    assert (
+        first_sentence("Split (None: the adapter's, e.g. ``train``). More.")
+        == "Split (None: the adapter's, e.g. ``train``)."
+    )
     assert first_sentence("One sentence only") == "One sentence only"
     # a full stop inside brackets ends nothing; a sentence may start with a key in lower case
-    assert first_sentence("The run (§5.1, App. A.4; Table 1) on 8 GPUs. More.") == "The run (§5.1, App. A.4; Table 1) on 8 GPUs."
+    assert (
+        first_sentence("The run (§5.1, App. A.4; Table 1) on 8 GPUs. More.")
+        == "The run (§5.1, App. A.4; Table 1) on 8 GPUs."
+    )
     assert first_sentence("Fetched on first use. model.path=DIR reads a copy.") == "Fetched on first use."
     assert first_sentence("Set data.x=... when it has one. More.") == "Set data.x=... when it has one."
 

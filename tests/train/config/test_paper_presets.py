@@ -16,8 +16,12 @@ from arrol_pl.train.config.run import load_run_config
 
 ROOT = Path(__file__).resolve().parents[3]
 CONF = str(ROOT / "conf")
-MODELS = {"qwen3_1_7b": "Qwen/Qwen3-1.7B-Base", "qwen3_4b": "Qwen/Qwen3-4B-Base", "qwen3_8b": "Qwen/Qwen3-8B-Base",
-          "llama3_2_1b": "meta-llama/Llama-3.2-1B-Instruct"}
+MODELS = {
+    "qwen3_1_7b": "Qwen/Qwen3-1.7B-Base",
+    "qwen3_4b": "Qwen/Qwen3-4B-Base",
+    "qwen3_8b": "Qwen/Qwen3-8B-Base",
+    "llama3_2_1b": "meta-llama/Llama-3.2-1B-Instruct",
+}
 
 
 def compose_run(*overrides: str):
@@ -31,7 +35,13 @@ def assert_the_papers_values(run) -> None:
     assert run.algo.group_size == 16 and run.algo.lr == 1e-6 and run.algo.max_response_tokens == 8192
     assert run.algo.clip_low == 0.2
     p = run.pruning
-    assert (p.policy, p.keep_ratio, p.target_positive_ratio, p.balance_strength, p.num_bins) == ("arrol", .5, .5, .5, 128)
+    assert (p.policy, p.keep_ratio, p.target_positive_ratio, p.balance_strength, p.num_bins) == (
+        "arrol",
+        0.5,
+        0.5,
+        0.5,
+        128,
+    )
     assert p.cold_start_steps == 20 and p.balance_target == "anchored" and p.screen.stages == "none"
     assert run.engine.detect_length == 512
     # how it runs: bf16, FSDP2 over one node's 8 GPUs, sleep mode, activation checkpointing
@@ -107,7 +117,11 @@ def test_the_evaluation_presets_are_the_papers_tables(head_export):
     assert (cfg.k, cfg.max_tokens, cfg.limit, cfg.engine.dtype) == (16, 8192, None, "bfloat16")
     assert cfg.datasets["math500"].path == "/data/math500.jsonl" and cfg.datasets["aime25"].path is None
     tts = compose_eval("evaluate_paper_tts", f"checkpoint={head_export}")
-    assert list(tts.datasets) == ["amc23", "aime24", "aime25"] and (tts.k, tts.max_tokens, tts.limit) == (32, 8192, None)
+    assert list(tts.datasets) == ["amc23", "aime24", "aime25"] and (tts.k, tts.max_tokens, tts.limit) == (
+        32,
+        8192,
+        None,
+    )
     with initialize_config_dir(config_dir=CONF, version_base=None):  # evaluate.yaml's run directory and chdir
         hydra = compose("evaluate_paper", overrides=[f"checkpoint={head_export}"], return_hydra_config=True).hydra
     assert hydra.run.dir.startswith("outputs/eval/") and hydra.job.chdir is False
@@ -122,8 +136,9 @@ def test_the_slurm_script_launches_a_run_that_composes():
     text = (ROOT / "scripts" / "slurm" / "paper_grpo.sbatch").read_text()
     defaults = dict(re.findall(r"^(\w+)=\$\{\1:-([^}]*)\}", text, re.M))
     block = re.search(r"^OVERRIDES=\(\n(.*?)^\)", text, re.M | re.S).group(1)
-    overrides = [re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), "x"), line.strip())
-                 for line in block.splitlines()]
+    overrides = [
+        re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), "x"), line.strip()) for line in block.splitlines()
+    ]
     run = compose_run(*[o for o in overrides if not o.startswith("hydra.")])
     assert run.name == "paper-grpo" and run.trainer.ranks == 32 and run.algo.prompts_per_step % 32 == 0
     assert "#SBATCH --nodes=4" in text and "--nnodes 4 --nproc-per-node 8" in text

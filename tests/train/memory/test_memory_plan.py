@@ -44,38 +44,67 @@ def test_weights_and_adamw_state_are_what_pytorch_allocates_for_smollm2():
         config = json.loads((SMOLLM2[0].parent / "config.json").read_text())
         policy = AutoModelForCausalLM.from_pretrained(SMOLLM2[0].parent, dtype=torch.float32)
     else:
-        config = {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
-                  "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152,
-                  "tie_word_embeddings": True}
+        config = {
+            "model_type": "llama",
+            "hidden_size": 576,
+            "intermediate_size": 1536,
+            "num_hidden_layers": 30,
+            "num_attention_heads": 9,
+            "num_key_value_heads": 3,
+            "head_dim": 64,
+            "vocab_size": 49152,
+            "tie_word_embeddings": True,
+        }
         policy = AutoModelForCausalLM.from_config(LlamaConfig(**config), dtype=torch.float32)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-5)
     policy(input_ids=torch.tensor([[1, 2, 3, 4]]), labels=torch.tensor([[1, 2, 3, 4]])).loss.backward()
     optimizer.step()
     weights = sum(p.numel() * p.element_size() for p in policy.parameters())
-    moments = sum(s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    moments = sum(
+        s[k].numel() * s[k].element_size() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq")
+    )
     plan = plan_memory(ModelShape.from_config(config), compose_run("trainer.precision=32-true"), 80 * GIB)
     assert item(plan, "policy weights") == weights
     assert item(plan, "AdamW moments") == moments == 2 * weights
     assert item(plan, "gradients") == sum(p.grad.numel() * p.grad.element_size() for p in policy.parameters())
 
 
-@pytest.mark.parametrize("cls,extra", [
-    (Qwen3Config, {}), (Qwen3Config, {"tie_word_embeddings": True}), (LlamaConfig, {"attention_bias": True}),
-    (Qwen2Config, {}),  # q/k/v biases, not named in its config
-])
+@pytest.mark.parametrize(
+    "cls,extra",
+    [
+        (Qwen3Config, {}),
+        (Qwen3Config, {"tie_word_embeddings": True}),
+        (LlamaConfig, {"attention_bias": True}),
+        (Qwen2Config, {}),  # q/k/v biases, not named in its config
+    ],
+)
 def test_parameter_counts_follow_the_architecture(cls, extra):
-    config = cls(vocab_size=300, hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, **extra)
+    config = cls(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        **extra,
+    )
     model = AutoModelForCausalLM.from_config(config)
     shape = ModelShape.from_config(config.to_dict())
     assert shape.params == sum(p.numel() for p in model.parameters())
     assert shape.block_params == sum(p.numel() for p in model.model.layers[0].parameters())
 
 
-@pytest.mark.parametrize("name,billions,kv_kib", [
-    ("qwen3-1.7b", 1.72, 112), ("qwen3-4b", 4.02, 144), ("qwen3-8b", 8.19, 144),
-    ("llama-3.2-1b", 1.24, 32), ("llama-3.2-3b", 3.21, 112),
-])
+@pytest.mark.parametrize(
+    "name,billions,kv_kib",
+    [
+        ("qwen3-1.7b", 1.72, 112),
+        ("qwen3-4b", 4.02, 144),
+        ("qwen3-8b", 8.19, 144),
+        ("llama-3.2-1b", 1.24, 32),
+        ("llama-3.2-3b", 3.21, 112),
+    ],
+)
 def test_the_paper_models_have_their_published_sizes(name, billions, kv_kib):
     """Parameter counts as the model cards give them (Qwen3: 1.7B, 4.0B, 8.2B; Llama 3.2: 1.23B, 3.21B) and the
     KV cache per token in bf16: 2 × layers × kv heads × head_dim × 2 bytes."""
@@ -108,8 +137,15 @@ def saved_bytes(config, tokens: int, precision: str, checkpointing: bool) -> int
 
 
 def small(cls, layers: int):
-    return cls(vocab_size=256, hidden_size=128, intermediate_size=384, num_hidden_layers=layers, num_attention_heads=4,
-               num_key_value_heads=2, head_dim=32)
+    return cls(
+        vocab_size=256,
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+    )
 
 
 @pytest.mark.parametrize("cls", [Qwen3Config, LlamaConfig])
@@ -122,8 +158,9 @@ def test_activation_bytes_per_token_and_layer_match_what_autograd_keeps(cls, pre
     shape = ModelShape.from_config(small(cls, 1).to_dict())
 
     def per_layer(tokens: int, checkpointing: bool = False) -> int:
-        return (saved_bytes(small(cls, 2), tokens, precision, checkpointing)
-                - saved_bytes(small(cls, 1), tokens, precision, checkpointing))
+        return saved_bytes(small(cls, 2), tokens, precision, checkpointing) - saved_bytes(
+            small(cls, 1), tokens, precision, checkpointing
+        )
 
     short, long = per_layer(64), per_layer(128)
     slope = (long - short) / 64
@@ -134,9 +171,15 @@ def test_activation_bytes_per_token_and_layer_match_what_autograd_keeps(cls, pre
 
 
 # ---------------------------------------------------------------- the paper's runs, and the refusal
-@pytest.mark.parametrize("model,fixture_name", [
-    ("qwen3_1_7b", "qwen3-1.7b"), ("qwen3_4b", "qwen3-4b"), ("llama3_2_1b", "llama-3.2-1b"), ("qwen3_8b", "qwen3-8b"),
-])
+@pytest.mark.parametrize(
+    "model,fixture_name",
+    [
+        ("qwen3_1_7b", "qwen3-1.7b"),
+        ("qwen3_4b", "qwen3-4b"),
+        ("llama3_2_1b", "llama-3.2-1b"),
+        ("qwen3_8b", "qwen3-8b"),
+    ],
+)
 def test_the_paper_grpo_run_on_80_gib(model, fixture_name):
     run = compose_run("+exp=paper_grpo", f"model={model}")
     plan = plan_memory(ModelShape.from_config(fixture(fixture_name)), run, 80 * GIB)
@@ -166,10 +209,12 @@ def test_the_8b_update_peaks_in_the_log_prob_step_and_fsdp2_holds_the_root_gradi
     assert next(i.bytes for i in root.items if i.label.startswith("FSDP2 root")) == 2 * 4 * shape.root_params
     assert plan.update.bytes > block.bytes > root.bytes
     assert "at a block's backward: " in plan.render() and "FSDP2 LM head gradient (unsharded)" in plan.render()
-    one = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "trainer.devices=1",
-                                         "trainer.strategy=auto"), 80 * GIB)
-    frozen_root = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "model.trainable_layers=4"),
-                              80 * GIB)
+    one = plan_memory(
+        shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "trainer.devices=1", "trainer.strategy=auto"), 80 * GIB
+    )
+    frozen_root = plan_memory(
+        shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "model.trainable_layers=4"), 80 * GIB
+    )
     for other in (one, frozen_root):
         assert len(other.other_moments) == 1
         assert not any(i.label.startswith("FSDP2 LM head") for i in other.other_moments[0].items)
@@ -180,8 +225,11 @@ def test_without_kl_the_8b_dapo_run_fits_and_one_rank_shards_nothing():
     plan = plan_memory(ModelShape.from_config(fixture("qwen3-8b")), run, 80 * GIB)
     assert plan.fits, plan.render()
     assert not any(i.label.startswith("reference") for i in plan.resident)
-    one = plan_memory(plan.shape, compose_run("+exp=paper_dapo", "model=qwen3_8b", "trainer.devices=1",
-                                              "trainer.strategy=auto"), 80 * GIB)
+    one = plan_memory(
+        plan.shape,
+        compose_run("+exp=paper_dapo", "model=qwen3_8b", "trainer.devices=1", "trainer.strategy=auto"),
+        80 * GIB,
+    )
     assert item(one, "policy weights") == 4 * plan.shape.params and not one.fits
     assert not any(i.label.startswith("FSDP2") for i in one.update.items)
 
@@ -194,16 +242,25 @@ def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, mo
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(fixture("qwen3-8b")))
     # the 8B run without activation checkpointing: its activations at 20k tokens a micro-batch do not fit
-    run = compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
-                      "model.activation_checkpointing=false")
+    run = compose_run(
+        "+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}", "model.activation_checkpointing=false"
+    )
     with pytest.raises(ConfigError, match="does not fit in GPU memory") as err:
         memory_check.check_memory(run, 80 * GIB)
     assert "model.activation_checkpointing=true" in str(err.value) and "algo.kl_coef=0" in str(err.value)
     memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}"), 80 * GIB)
     # a float32 reference is named as one way to fit
-    one = plan_memory(ModelShape.from_config(fixture("qwen3-8b")), compose_run(
-        "+exp=paper_grpo", "model=qwen3_8b", "model.reference_dtype=float32", "trainer.devices=1",
-        "trainer.strategy=auto"), 80 * GIB)
+    one = plan_memory(
+        ModelShape.from_config(fixture("qwen3-8b")),
+        compose_run(
+            "+exp=paper_grpo",
+            "model=qwen3_8b",
+            "model.reference_dtype=float32",
+            "trainer.devices=1",
+            "trainer.strategy=auto",
+        ),
+        80 * GIB,
+    )
     assert not one.fits and "model.reference_dtype=bfloat16" in one.render()
     # through preflight, as experiments/run.py calls it: with a GPU "visible", refused before the data is read
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -216,8 +273,9 @@ def test_a_gpu_run_that_cannot_fit_is_refused_before_anything_loads(tmp_path, mo
         memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b"), 80 * GIB)
     # a CPU run is never refused: its plan is informational
     monkeypatch.undo()
-    memory_check.check_memory(compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}",
-                                        "trainer.accelerator=cpu"))
+    memory_check.check_memory(
+        compose_run("+exp=paper_grpo", "model=qwen3_8b", f"model.path={model_dir}", "trainer.accelerator=cpu")
+    )
 
 
 def test_plan_cli_prints_the_plan_and_exits_by_the_verdict(capsys, tmp_path):
@@ -229,8 +287,20 @@ def test_plan_cli_prints_the_plan_and_exits_by_the_verdict(capsys, tmp_path):
     assert cli.main(["+exp=paper_grpo", "--config-json", str(FIXTURES / "qwen3-1.7b.json")]) == 0
     out = capsys.readouterr().out
     assert "Qwen/Qwen3-1.7B-Base (1.72 B parameters" in out and "verdict: fits in 80.0 GiB" in out
-    assert cli.main(["+exp=paper_grpo", "model=qwen3_8b", "model.activation_checkpointing=false", "--gpu-gib", "80",
-                     "--config-json", str(FIXTURES / "qwen3-8b.json")]) == 1
+    assert (
+        cli.main(
+            [
+                "+exp=paper_grpo",
+                "model=qwen3_8b",
+                "model.activation_checkpointing=false",
+                "--gpu-gib",
+                "80",
+                "--config-json",
+                str(FIXTURES / "qwen3-8b.json"),
+            ]
+        )
+        == 1
+    )
     assert "DOES NOT FIT" in capsys.readouterr().out
     assert cli.main(["+exp=paper_grpo", "--gpu-gib", "141", "--config-json", str(FIXTURES / "qwen3-8b.json")]) == 0
     assert cli.main(["algo.group_size=1"]) == 2
@@ -265,15 +335,29 @@ def test_the_sync_and_the_sleeping_engine_are_counted():
     assert any(i.label == "engine CUDA-graph pool" for i in plan.update.items)
     assert plan.peak == max(plan.generation.bytes, plan.update.bytes, plan.sync.bytes)
     assert "weight sync: resident +" in plan.render()
-    eager_awake = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "engine.enforce_eager=true",
-                                                 "engine.enable_sleep_mode=false", "trainer.devices=1",
-                                                 "trainer.strategy=auto"), 141 * GIB)
+    eager_awake = plan_memory(
+        shape,
+        compose_run(
+            "+exp=paper_grpo",
+            "model=qwen3_8b",
+            "engine.enforce_eager=true",
+            "engine.enable_sleep_mode=false",
+            "trainer.devices=1",
+            "trainer.strategy=auto",
+        ),
+        141 * GIB,
+    )
     assert not any("graph" in i.label for phase in eager_awake.phases for i in phase.items)
     labels = {i.label: i.bytes for i in eager_awake.sync.items}
     assert labels["engine share"] == eager_awake.engine_budget and labels["sync: the embedding, cast"] == embedding
     # a sync that alone does not fit is a problem named by its phase
-    tight = plan_memory(shape, compose_run("+exp=paper_grpo", "model=qwen3_8b", "engine.gpu_memory_utilization=0.9",
-                                           "engine.enable_sleep_mode=false"), 80 * GIB)
+    tight = plan_memory(
+        shape,
+        compose_run(
+            "+exp=paper_grpo", "model=qwen3_8b", "engine.gpu_memory_utilization=0.9", "engine.enable_sleep_mode=false"
+        ),
+        80 * GIB,
+    )
     assert any(p.startswith("weight sync needs") for p in tight.problems), tight.problems
 
 

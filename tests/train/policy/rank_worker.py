@@ -35,8 +35,17 @@ from arrol_pl.train.step.survivors import Survivors
 GROUP_SIZES = (4, 2, 3, 4, 1, 4, 3, 2)
 """Survivors per prompt of the fixed step (B = 8, G = 4, some pruned)."""
 
-ALGO = AlgoConfig(prompts_per_step=8, group_size=4, ppo_mini_batch_size=4, ppo_epochs=2, micro_batch_tokens=40,
-                  loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28, kl_coef=0.5)
+ALGO = AlgoConfig(
+    prompts_per_step=8,
+    group_size=4,
+    ppo_mini_batch_size=4,
+    ppo_epochs=2,
+    micro_batch_tokens=40,
+    loss_agg_mode="token-mean",
+    clip_low=0.2,
+    clip_high=0.28,
+    kl_coef=0.5,
+)
 """Two mini-batches, two epochs (so the later steps are off-policy and the clip acts), small length buckets
 (so ranks differ in micro-batches), a KL term to a frozen reference (sharded like the policy on several ranks),
 no gradient clipping: SGD then shows any error of the normaliser or of the reference's log-probs."""
@@ -50,8 +59,16 @@ PRUNING = PruningConfig(keep_ratio=0.5, cold_start_steps=0, num_bins=8, buffer_c
 
 def tiny_policy(seed: int = 0) -> Qwen3ForCausalLM:
     torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=128)
+    cfg = Qwen3Config(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=128,
+    )
     return Qwen3ForCausalLM(cfg)
 
 
@@ -64,8 +81,13 @@ def step_rollouts() -> tuple[Survivors, torch.Tensor]:
     surv = Survivors(
         prompt_ids=[prompts[b] for b in groups],
         response_ids=[torch.randint(1, 64, (2 + (5 * i) % 11,), generator=g).tolist() for i in range(n)],
-        texts=[""] * n, group_ids=torch.tensor(groups), features=torch.randn(n, FEATURES, generator=g),
-        scores=torch.randn(n, generator=g), survival=torch.rand(n, generator=g) * 0.5 + 0.5, golds=[""] * n)
+        texts=[""] * n,
+        group_ids=torch.tensor(groups),
+        features=torch.randn(n, FEATURES, generator=g),
+        scores=torch.randn(n, generator=g),
+        survival=torch.rand(n, generator=g) * 0.5 + 0.5,
+        golds=[""] * n,
+    )
     return surv, torch.randint(0, 2, (n,), generator=g).float()
 
 
@@ -75,9 +97,15 @@ def rank_share(surv: Survivors, rewards: torch.Tensor, rank: int, world_size: in
     rows = [i for i, b in enumerate(surv.group_ids.tolist()) if b in mine]
     local = torch.tensor([mine.index(int(surv.group_ids[i])) for i in rows])
     return Survivors(
-        prompt_ids=[surv.prompt_ids[i] for i in rows], response_ids=[surv.response_ids[i] for i in rows],
-        texts=[""] * len(rows), group_ids=local, features=surv.features[rows], scores=surv.scores[rows],
-        survival=surv.survival[rows], golds=[""] * len(rows)), rewards[rows]
+        prompt_ids=[surv.prompt_ids[i] for i in rows],
+        response_ids=[surv.response_ids[i] for i in rows],
+        texts=[""] * len(rows),
+        group_ids=local,
+        features=surv.features[rows],
+        scores=surv.scores[rows],
+        survival=surv.survival[rows],
+        golds=[""] * len(rows),
+    ), rewards[rows]
 
 
 class PerRankNormaliser(RankSync):
@@ -127,7 +155,8 @@ def pruning_state(ranks: RankSync) -> dict:
     step; returns those and the step's balance and head metrics."""
     surv, labels = rank_share(*step_rollouts(), ranks.rank, ranks.world_size)
     groups, scores, labels, weights, features = ranks.gather_survivors(
-        surv.group_ids, surv.scores, labels, 1.0 / surv.survival, surv.features)
+        surv.group_ids, surv.scores, labels, 1.0 / surv.survival, surv.features
+    )
     calibrator = PRUNING.make_calibrator()
     calibrator.update(scores, labels, weights)
     torch.manual_seed(3)
@@ -137,9 +166,16 @@ def pruning_state(ranks: RankSync) -> dict:
     replay.add(features, labels, weights)
     head_update(head, optimizer, replay, 4, 8, torch.Generator().manual_seed(5))
     params = build_pruner_params(PRUNING, calibrator, 1)
-    return {"calibrator": calibrator.state_dict(), "head": head.state_dict(), "delta": params.delta,
-            "groups": groups, "metrics": {**balance_metrics(labels, groups),
-                                          **head_quality(scores, params.posterior(scores), labels, groups)}}
+    return {
+        "calibrator": calibrator.state_dict(),
+        "head": head.state_dict(),
+        "delta": params.delta,
+        "groups": groups,
+        "metrics": {
+            **balance_metrics(labels, groups),
+            **head_quality(scores, params.posterior(scores), labels, groups),
+        },
+    }
 
 
 def main(out: str, backend: str) -> None:
@@ -154,8 +190,9 @@ def main(out: str, backend: str) -> None:
     weights, norms = update(RankSync(), device)
     per_rank, per_rank_norms = update(PerRankNormaliser(), device)
     if dist.get_rank() == 0:
-        torch.save({"weights": weights, "norms": norms, "per_rank_weights": per_rank, "per_rank_norms": per_rank_norms},
-                   out)
+        torch.save(
+            {"weights": weights, "norms": norms, "per_rank_weights": per_rank, "per_rank_norms": per_rank_norms}, out
+        )
     # Leave together, then skip the interpreter's teardown: once in CI a rank aborted after its work was done
     # ("terminate called without an active exception", a native thread still alive at exit), which says
     # nothing about what this check is for. The run's own exit is checked by test_distributed_run.py.

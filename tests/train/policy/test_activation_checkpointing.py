@@ -21,9 +21,18 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def tiny_policy() -> Qwen3ForCausalLM:
     torch.manual_seed(0)
-    return Qwen3ForCausalLM(Qwen3Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                        num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-                                        max_position_embeddings=128)).train()
+    return Qwen3ForCausalLM(
+        Qwen3Config(
+            vocab_size=96,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=32,
+            max_position_embeddings=128,
+        )
+    ).train()
 
 
 def rows():
@@ -107,12 +116,25 @@ def test_checkpointing_under_fsdp2_gives_the_one_process_gradients(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "OMP_NUM_THREADS": "1",
+    }
     out = tmp_path / "rank0.pt"
-    procs = [subprocess.Popen([sys.executable, str(tmp_path / "rank.py"), str(out), str(Path(__file__).parent)],
-                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "rank.py"), str(out), str(Path(__file__).parent)],
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
     try:
         logs = [p.communicate(timeout=300)[0] for p in procs]
     finally:

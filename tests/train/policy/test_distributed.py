@@ -45,8 +45,14 @@ PORT_TAKEN = "EADDRINUSE"
 process opened a socket in between): the group is started again on another port."""
 
 
-def launch(args: list[str], world_size: int, timeout: float, env: dict[str, str] | None = None,
-           check: bool = True, attempts: int = 3) -> list[tuple[int, str]]:
+def launch(
+    args: list[str],
+    world_size: int,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    attempts: int = 3,
+) -> list[tuple[int, str]]:
     """Run ``python args…`` as ``world_size`` ranks of one process group on this machine; returns each rank's exit
     status and output. A group that outlives ``timeout`` seconds (a collective waiting for a rank) fails the test,
     all ranks killed; with ``check``, so does a rank that fails. A group whose port was taken before rank 0 could
@@ -60,18 +66,31 @@ def launch(args: list[str], world_size: int, timeout: float, env: dict[str, str]
     return results
 
 
-def launch_once(args: list[str], world_size: int, timeout: float,
-                env: dict[str, str] | None) -> list[tuple[int, str]]:
+def launch_once(args: list[str], world_size: int, timeout: float, env: dict[str, str] | None) -> list[tuple[int, str]]:
     """One start of :func:`launch`'s group on a free port. Rank 0 failing ends the group at once: the other ranks
     would wait for its store until ``timeout``."""
     port = str(free_port())
-    base = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world_size),
-            "OMP_NUM_THREADS": "1", **(env or {})}
+    base = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": port,
+        "WORLD_SIZE": str(world_size),
+        "OMP_NUM_THREADS": "1",
+        **(env or {}),
+    }
     with tempfile.TemporaryDirectory() as logs:
         files = [open(Path(logs) / f"rank{r}.log", "w+") for r in range(world_size)]
-        procs = [subprocess.Popen([sys.executable, *args], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
-                                  stdout=f, stderr=subprocess.STDOUT, text=True) for r, f in enumerate(files)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, *args],
+                env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for r, f in enumerate(files)
+        ]
         deadline = time.monotonic() + timeout
         while any(p.poll() is None for p in procs) and procs[0].poll() in (None, 0):
             if time.monotonic() > deadline:
@@ -79,7 +98,9 @@ def launch_once(args: list[str], world_size: int, timeout: float,
                     p.kill()
                     p.wait()
                 tails = "\n".join(f"rank {r}:\n{read(f)[-2000:]}" for r, f in enumerate(files))
-                pytest.fail(f"{world_size} ranks of {args[0]} did not finish in {timeout} s (a collective hung)\n{tails}")
+                pytest.fail(
+                    f"{world_size} ranks of {args[0]} did not finish in {timeout} s (a collective hung)\n{tails}"
+                )
             time.sleep(0.05)
         for p in procs:  # rank 0 failed: the others cannot go on without it
             if p.poll() is None:
@@ -121,7 +142,9 @@ def check_ranks(tmp_path: Path, backend: str, env: dict[str, str] | None = None)
     launch([str(HERE / "rank_worker.py"), str(out), backend], 2, timeout=90, env=env)
     check_pruning_state(out, worker)
     two = torch.load(out, weights_only=True)
-    one, one_norms = worker.update(RankSync(0, 1), torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu"))
+    one, one_norms = worker.update(
+        RankSync(0, 1), torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    )
     start = {k: v.detach() for k, v in worker.tiny_policy().state_dict().items()}
 
     assert len(one_norms) == len(two["norms"]) == 4  # 2 mini-batches × 2 epochs on every rank
@@ -137,8 +160,10 @@ def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_gloo(tmp
     check_ranks(tmp_path, "gloo")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-                    reason="NCCL needs two CUDA devices (one process per GPU)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+    reason="NCCL needs two CUDA devices (one process per GPU)",
+)
 def test_two_ranks_share_one_pruning_state_and_make_the_one_rank_update_nccl(tmp_path):
     check_ranks(tmp_path, "nccl")
 
@@ -161,6 +186,11 @@ print("left")
 @pytest.mark.subprocess
 def test_leave_world_destroys_the_group_once_and_is_a_no_op_without_one(tmp_path):
     # In its own process: this one may hold the shared engine's world, which must outlive the test.
-    out = subprocess.run([sys.executable, "-c", LEAVE_WORLD, str(tmp_path / "store")], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    out = subprocess.run(
+        [sys.executable, "-c", LEAVE_WORLD, str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert out.returncode == 0 and out.stdout.strip() == "left", out.stderr[-3000:]

@@ -19,8 +19,16 @@ def test_length_buckets_respect_budget_and_cover_everything():
 @pytest.fixture(scope="module")
 def tiny_lm():
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=128)
+    cfg = Qwen3Config(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=128,
+    )
     return Qwen3ForCausalLM(cfg).eval()
 
 
@@ -44,6 +52,6 @@ def test_batched_log_probs_match_one_by_one(tiny_lm):
             for row, i in enumerate(mb.indices):
                 ref = reference_log_probs(tiny_lm, prompts[i], responses[i], temperature=0.7)
                 assert lp[row, : len(ref)].tolist() == pytest.approx(ref, abs=1e-4)
-                assert torch.all(lp[row, len(ref):] == 0)
+                assert torch.all(lp[row, len(ref) :] == 0)
                 seen.append(i)
     assert sorted(seen) == [0, 1, 2, 3]

@@ -28,9 +28,19 @@ REPO = Path(__file__).parents[3]
 
 def tiny(tied: bool, seed: int = 0) -> Qwen3ForCausalLM:
     torch.manual_seed(seed)
-    return Qwen3ForCausalLM(Qwen3Config(
-        vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=32, max_position_embeddings=128, tie_word_embeddings=tied))
+    return Qwen3ForCausalLM(
+        Qwen3Config(
+            vocab_size=64,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=32,
+            max_position_embeddings=128,
+            tie_word_embeddings=tied,
+        )
+    )
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -176,10 +186,15 @@ def test_a_bfloat16_engine_computes_the_same_whichever_side_casts(tiny_model_dir
     from arrol_pl.models import build_tiny_model
 
     root = Path(tiny_model_dirs["policy"]).parent
-    start, updated = (build_tiny_model(tiny_model_dirs["tokenizer"], root, max_position_embeddings=128,
-                                       tie_word_embeddings=True, seed=seed) for seed in (0, 1))
+    start, updated = (
+        build_tiny_model(
+            tiny_model_dirs["tokenizer"], root, max_position_embeddings=128, tie_word_embeddings=True, seed=seed
+        )
+        for seed in (0, 1)
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
     # In its own process: this one may hold the shared engine, and vLLM starts one engine at a time.
-    out = subprocess.run([sys.executable, "-c", ENGINE, str(start), str(updated)], capture_output=True, text=True,
-                         timeout=600, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", ENGINE, str(start), str(updated)], capture_output=True, text=True, timeout=600, env=env
+    )
     assert out.returncode == 0 and "same weights" in out.stdout, out.stderr[-4000:]

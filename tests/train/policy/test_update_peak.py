@@ -16,21 +16,32 @@ from arrol_pl.train.policy.update_peak import PeakTracker, measure_update_peak, 
 
 
 def small(model_type: str, vocab: int) -> dict:
-    return {"model_type": model_type, "vocab_size": vocab, "hidden_size": 256, "intermediate_size": 768,
-            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-            "tie_word_embeddings": False}
+    return {
+        "model_type": model_type,
+        "vocab_size": vocab,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "tie_word_embeddings": False,
+    }
 
 
 TOKENS = 512  # a micro-batch: two rows of 256 tokens, 8 of them prompt
 CHUNK = 2**21  # 128 tokens of a 16k vocabulary: four chunks a micro-batch, as a real run has many
 
 
-@pytest.mark.parametrize("model_type,vocab,precision,checkpointing,peak_at", [
-    ("qwen3", 16384, "bf16-mixed", True, "the log-prob step's backward"),  # the paper's runs' setting
-    ("qwen3", 16384, "bf16-mixed", False, "the log-prob step's backward"),
-    ("llama", 16384, "32-true", False, "the log-prob step's backward"),
-    ("qwen3", 512, "bf16-mixed", True, "a block's backward"),  # a small vocabulary: the blocks decide
-])
+@pytest.mark.parametrize(
+    "model_type,vocab,precision,checkpointing,peak_at",
+    [
+        ("qwen3", 16384, "bf16-mixed", True, "the log-prob step's backward"),  # the paper's runs' setting
+        ("qwen3", 16384, "bf16-mixed", False, "the log-prob step's backward"),
+        ("llama", 16384, "32-true", False, "the log-prob step's backward"),
+        ("qwen3", 512, "bf16-mixed", True, "a block's backward"),  # a small vocabulary: the blocks decide
+    ],
+)
 def test_the_update_peaks_where_and_as_high_as_planned(model_type, vocab, precision, checkpointing, peak_at):
     """Within 5 % of the plan's gradients, activations and log-prob step for the same micro-batch (1-2 % here), at
     the moment the plan names. The plan before the chunked log-prob step charged ``(s + 8)·V`` bytes per logit
@@ -66,7 +77,8 @@ def dense_log_probs(model, batch, temperature):
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).logits
     b, r_max = batch.response_mask.shape
     positions = (batch.prompt_lengths.unsqueeze(1) - 1 + torch.arange(r_max).unsqueeze(0)).clamp(
-        max=logits.shape[1] - 2)
+        max=logits.shape[1] - 2
+    )
     rows = torch.arange(b).unsqueeze(1)
     picked = logits[rows, positions].float() / temperature
     targets = batch.input_ids[rows, positions + 1]
@@ -77,17 +89,28 @@ def dense_log_probs(model, batch, temperature):
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
 def test_chunked_log_probs_and_their_gradients_equal_the_dense_ones(precision):
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(Qwen3Config(
-        vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=32, max_position_embeddings=128)).train()
+    model = AutoModelForCausalLM.from_config(
+        Qwen3Config(
+            vocab_size=96,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=32,
+            max_position_embeddings=128,
+        )
+    ).train()
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(1, 96, (n,), generator=g).tolist() for n in (5, 2, 9)]
     responses = [torch.randint(1, 96, (n,), generator=g).tolist() for n in (6, 11, 0)]
     (batch,) = make_micro_batches(prompts, responses, 1000, pad_id=0)
     weights = torch.randn(batch.response_mask.shape, generator=g)
     results = []
-    for log_probs in (lambda: dense_log_probs(model, batch, 0.7),
-                      lambda: response_log_probs(model, batch, 0.7, chunk_elements=4 * 96)):  # 4 tokens a chunk
+    for log_probs in (
+        lambda: dense_log_probs(model, batch, 0.7),
+        lambda: response_log_probs(model, batch, 0.7, chunk_elements=4 * 96),
+    ):  # 4 tokens a chunk
         model.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed", cache_enabled=False):
             lp = log_probs()

@@ -54,7 +54,8 @@ def summary(status: str = "completed", error: str | None = None) -> RunSummary:
 
 
 def test_a_history_the_disk_cannot_take_marks_the_summary_failed_and_a_summary_it_cannot_take_is_returned(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     rows = [{"step": 0.0}, {"step": 1.0}]
     good = tmp_path / "checkpoints" / "last.ckpt"
     (tmp_path / "history.jsonl").mkdir()  # the history cannot be replaced: it is a directory
@@ -82,10 +83,22 @@ def test_a_history_the_disk_cannot_take_marks_the_summary_failed_and_a_summary_i
 
 
 def command(tmp_path: Path, file: str, nth: int, *overrides: str) -> list[str]:
-    return [sys.executable, str(HERE / "full_disk.py"), file, str(nth), "model.warm_start.steps=0",
-            f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=0", "algo.prompts_per_step=2",
-            "algo.group_size=2", "algo.max_response_tokens=16", "engine.detect_length=4",
-            "trainer.checkpoint_every=2", f"hydra.run.dir={tmp_path / 'run'}", *overrides]
+    return [
+        sys.executable,
+        str(HERE / "full_disk.py"),
+        file,
+        str(nth),
+        "model.warm_start.steps=0",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "data.num_heldout=0",
+        "algo.prompts_per_step=2",
+        "algo.group_size=2",
+        "algo.max_response_tokens=16",
+        "engine.detect_length=4",
+        "trainer.checkpoint_every=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        *overrides,
+    ]
 
 
 @pytest.mark.slow
@@ -93,9 +106,16 @@ def test_a_history_row_the_disk_cannot_take_stops_the_run_in_one_line_of_its_own
     """The third row's append fails (step 2's, after the step-2 checkpoint): exit 1, the summary marked failed with
     the same words, and the line starts below the progress bar (stdout and stderr read as a terminal shows them)."""
     run = tmp_path / "run"
-    out = subprocess.run(command(tmp_path, "history.jsonl", 3, "trainer.max_steps=6"), cwd=tmp_path, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600, check=False,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = subprocess.run(
+        command(tmp_path, "history.jsonl", 3, "trainer.max_steps=6"),
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=600,
+        check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert out.returncode == 1, out.stdout[-4000:]
     last = run / "checkpoints" / "last.ckpt"
     failed = f"writing history {run / 'history.jsonl'} failed ({FULL}); the last good checkpoint is {last}"
@@ -114,9 +134,14 @@ def test_signals_during_a_checkpoint_write_the_disk_cannot_take_still_end_the_ru
     written just before is the last good checkpoint, the earlier ``last.ckpt`` stays whole, the summary is written
     (interrupted, naming the failed write), exit 143."""
     run, hold = tmp_path / "run", tmp_path / "hold"
-    proc = subprocess.Popen(command(tmp_path, "last.ckpt", 2, "trainer.max_steps=20"), cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "FULL_DISK_HOLD": str(hold)})
+    proc = subprocess.Popen(
+        command(tmp_path, "last.ckpt", 2, "trainer.max_steps=20"),
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FULL_DISK_HOLD": str(hold)},
+    )
     deadline = time.monotonic() + 600
     while not hold.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]

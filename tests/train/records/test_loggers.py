@@ -102,8 +102,9 @@ def test_wandb_offline_takes_project_entity_tags_and_the_config(tmp_path: Path, 
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    [logger] = make_loggers("wandb", tmp_path, "a-run", wandb=WandbConfig(project="arrol-test", entity="team",
-                                                                           tags=["grpo", "tiny"]))
+    [logger] = make_loggers(
+        "wandb", tmp_path, "a-run", wandb=WandbConfig(project="arrol-test", entity="team", tags=["grpo", "tiny"])
+    )
     log_hyperparams([logger], a_config())
     run = logger.experiment
     assert run.project == "arrol-test" and run.entity == "team" and set(run.tags) == {"grpo", "tiny"}

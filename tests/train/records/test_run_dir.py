@@ -20,9 +20,23 @@ import pytest
 from arrol_pl.train.records.summary import RunSummary
 from arrol_pl.train.run.callbacks import HistoryFile, RunCheckpoints
 from arrol_pl.train.run.finish import RunInterrupted
-from arrol_pl.train.records.rundir import (CLAIM_FILE, OWNER_ENV, check_output_dir, claim_holder, claim_output_dir,
-                                   history_before, latest_run, read_rows, remove_if_only_hydra, resolve_resume,
-                                   resume_command, resumed_run_dir, run_files, step_checkpoints, write_rows)
+from arrol_pl.train.records.rundir import (
+    CLAIM_FILE,
+    OWNER_ENV,
+    check_output_dir,
+    claim_holder,
+    claim_output_dir,
+    history_before,
+    latest_run,
+    read_rows,
+    remove_if_only_hydra,
+    resolve_resume,
+    resume_command,
+    resumed_run_dir,
+    run_files,
+    step_checkpoints,
+    write_rows,
+)
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.run import load_run_config
 
@@ -32,8 +46,11 @@ def rows(n: int, start: int = 0) -> list[dict]:
 
 
 def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def a_run(directory: Path, steps: tuple[int, ...] = (2, 4)) -> Path:
@@ -68,9 +85,12 @@ def test_a_directory_holding_a_run_is_refused_and_left_as_it_was(tmp_path):
     # its own newest checkpoint does; an older one would drop the later checkpoint's steps
     check_output_dir(run, str(last), {"global_step": 4})
     check_output_dir(run, str(run / "checkpoints" / "step00004.ckpt"), {"global_step": 4})
-    with pytest.raises(ConfigError, match=r"trainer.resume=.*step00002.ckpt: .* holds this run's later checkpoint "
-                                          r"step00004.ckpt; continue the run with trainer.resume=.*run, or "
-                                          r"branch from step 2 into a new directory"):
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.resume=.*step00002.ckpt: .* holds this run's later checkpoint "
+        r"step00004.ckpt; continue the run with trainer.resume=.*run, or "
+        r"branch from step 2 into a new directory",
+    ):
         check_output_dir(run, str(run / "checkpoints" / "step00002.ckpt"), {"global_step": 2})
     assert snapshot(run) == before
 
@@ -106,7 +126,10 @@ def test_a_refused_run_leaves_only_the_directories_that_were_there(tmp_path):
     (run / ".hydra").mkdir(parents=True)
     remove_if_only_hydra(run, existed=tmp_path / "outputs" / "multirun")  # it was there before: kept, empty
     assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("*"))] == [
-        "outputs", "outputs/keep.txt", "outputs/multirun"]
+        "outputs",
+        "outputs/keep.txt",
+        "outputs/multirun",
+    ]
     (run / "history.jsonl").parent.mkdir(parents=True)
     (run / "history.jsonl").write_text("")
     remove_if_only_hydra(run, existed=tmp_path)  # a run's file: nothing goes
@@ -166,8 +189,11 @@ def test_resume_by_run_finds_the_checkpoint_and_the_directory_it_continues(tmp_p
     empty = runs / "2026-01-01_13-00-00_arrol-grpo"
     checkpoint, where, note = resolve_resume(str(empty), "x", fresh, pinned=False)
     assert (checkpoint, where) == (None, empty) and "no checkpoints/last.ckpt there; starting a fresh run in it" in note
-    with pytest.raises(ConfigError, match=r"trainer.resume=.* continues that run in its own directory, and "
-                                          r"trainer.output_dir=.* names another: drop one"):
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.resume=.* continues that run in its own directory, and "
+        r"trainer.output_dir=.* names another: drop one",
+    ):
         resolve_resume(str(new), "x", fresh, pinned=True)
     # a .ckpt path resumes into the directory given, as it always has; no resume: nothing found
     ckpt = str(old / "checkpoints" / "step00002.ckpt")
@@ -210,7 +236,8 @@ def test_a_run_that_finds_nothing_to_resume_starts_fresh_and_says_so(tmp_path, c
     assert fresh.trainer.resume is None and where == tmp_path / "runs" / "new"
     [line] = [r.getMessage() for r in caplog.records]
     assert line.startswith("trainer.resume=auto: no run named arrol-grpo under") and line.endswith(
-        f"starting a fresh run in {tmp_path / 'runs' / 'new'}")
+        f"starting a fresh run in {tmp_path / 'runs' / 'new'}"
+    )
     found = a_run(tmp_path / "runs" / "arrol-grpo")
     resumed, where = continued_run(run, tmp_path / "runs" / "new")
     assert resumed.trainer.resume == str(found / "checkpoints" / "last.ckpt") and where == found
@@ -219,8 +246,10 @@ def test_a_run_that_finds_nothing_to_resume_starts_fresh_and_says_so(tmp_path, c
 def test_a_resume_that_does_not_exist_is_refused_in_one_line_before_hydra_starts(tmp_path, command_main):
     out = command_main(tmp_path, "train", f"trainer.resume={tmp_path / 'no-such-run'}")
     assert out.returncode == 2
-    assert out.stderr.strip() == (f"config error: trainer.resume='{tmp_path / 'no-such-run'}': no such file or "
-                                  "directory (a run's, a .ckpt, or auto)")
+    assert out.stderr.strip() == (
+        f"config error: trainer.resume='{tmp_path / 'no-such-run'}': no such file or "
+        "directory (a run's, a .ckpt, or auto)"
+    )
     assert list(tmp_path.iterdir()) == [], "a refused resume left a directory behind"
 
 
@@ -259,8 +288,10 @@ def test_each_step_is_on_disk_when_it_ends_and_old_checkpoints_go(tmp_path):
 
 def test_keep_zero_writes_last_alone_and_none_keeps_every_one(tmp_path):
     module = SimpleNamespace(history=[], ranks=None)
-    for keep, expected in ((0, ["last.ckpt"]), (None, ["last.ckpt", "step00001.ckpt", "step00002.ckpt",
-                                                         "step00003.ckpt"])):
+    for keep, expected in (
+        (0, ["last.ckpt"]),
+        (None, ["last.ckpt", "step00001.ckpt", "step00002.ckpt", "step00003.ckpt"]),
+    ):
         directory = tmp_path / str(keep)
         trainer = Trainer(global_step=0, max_steps=3, should_stop=False, is_global_zero=True)
         checkpoints = RunCheckpoints(directory, checkpoint_every=1, keep=keep)
@@ -273,10 +304,12 @@ def test_keep_zero_writes_last_alone_and_none_keeps_every_one(tmp_path):
 def test_keep_checkpoints_is_checked():
     assert load_run_config({}).trainer.keep_checkpoints == 3
     assert load_run_config({"trainer": {"keep_checkpoints": None}}).trainer.keep_checkpoints is None
-    with pytest.raises(ConfigError, match=r"trainer.keep_checkpoints must be >= 0 \(0: last.ckpt alone; null: keep "
-                                          r"every one\), got -1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.keep_checkpoints must be >= 0 \(0: last.ckpt alone; null: keep "
+        r"every one\), got -1",
+    ):
         load_run_config({"trainer": {"keep_checkpoints": -1}})
-
 
 
 def test_a_crash_writes_a_failed_summary_and_propagates(tmp_path, monkeypatch):
@@ -319,8 +352,10 @@ def test_a_cache_the_disk_cannot_take_refuses_the_run_and_leaves_no_run_files(tm
     run = load_run_config({"model": {"cache_dir": str(cache)}, "data": {"num_heldout": 8}})
     with pytest.raises(ConfigError) as err:
         experiment.run_experiment(run, tmp_path / "run")
-    assert str(err.value) == (f"the model cache {cache} cannot be written (No space left on device): set "
-                              "model.cache_dir or $ARROL_CACHE to a writable directory with free space")
+    assert str(err.value) == (
+        f"the model cache {cache} cannot be written (No space left on device): set "
+        "model.cache_dir or $ARROL_CACHE to a writable directory with free space"
+    )
     assert not (tmp_path / "run").exists() and list(cache.iterdir()) == []
 
 
@@ -329,8 +364,12 @@ def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
 
     from arrol_pl.train.records.rundir import save_hydra_record
 
-    save_hydra_record(tmp_path, OmegaConf.create({"name": "x", "trainer": {"seed": 1}}),
-                      OmegaConf.create({"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}), ["trainer.seed=1"])
+    save_hydra_record(
+        tmp_path,
+        OmegaConf.create({"name": "x", "trainer": {"seed": 1}}),
+        OmegaConf.create({"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}),
+        ["trainer.seed=1"],
+    )
     assert OmegaConf.load(tmp_path / ".hydra" / "config.yaml") == {"name": "x", "trainer": {"seed": 1}}
     hydra = OmegaConf.to_container(OmegaConf.load(tmp_path / ".hydra" / "hydra.yaml"), resolve=False)
     assert hydra == {"hydra": {"run": {"dir": "outputs/runs/${now:%Y}_${name}"}}}  # interpolations kept, as Hydra's
@@ -339,10 +378,17 @@ def test_the_hydra_record_is_written_as_hydra_writes_it(tmp_path):
 
 def hold_claim(directory: Path) -> subprocess.Popen:
     """Another process holding the claim on ``directory`` until its stdin closes."""
-    code = ("import sys; from pathlib import Path; from arrol_pl.train.records.rundir import claim_output_dir\n"
-            "with claim_output_dir(Path(sys.argv[1])):\n    print('held', flush=True); sys.stdin.read()")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env={k: v for k, v in os.environ.items() if k not in ("RANK", OWNER_ENV)})
+    code = (
+        "import sys; from pathlib import Path; from arrol_pl.train.records.rundir import claim_output_dir\n"
+        "with claim_output_dir(Path(sys.argv[1])):\n    print('held', flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(directory)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", OWNER_ENV)},
+    )
     assert proc.stdout.readline() == "held\n"
     return proc
 
@@ -359,8 +405,11 @@ def test_a_directory_another_live_run_claimed_is_refused_until_it_ends(tmp_path,
     with pytest.raises(ConfigError) as refused, claim_output_dir(run):
         pytest.fail("the claimed directory was accepted")
     message = str(refused.value)
-    assert f"output directory {run} is in use by another run (process {other.pid} on {socket.gethostname()})" \
-        in message and "pass a new directory" in message and str(run / CLAIM_FILE) in message
+    assert (
+        f"output directory {run} is in use by another run (process {other.pid} on {socket.gethostname()})" in message
+        and "pass a new directory" in message
+        and str(run / CLAIM_FILE) in message
+    )
     other.communicate("")  # the first run ends: its claim goes with it
     assert other.returncode == 0 and not (run / CLAIM_FILE).exists()
     with claim_output_dir(run):
@@ -381,8 +430,10 @@ def test_a_claim_left_by_a_killed_run_is_taken_over(tmp_path, monkeypatch):
     assert not (run / CLAIM_FILE).exists() and run_files(run), "the run's files stay"
     # a claim from another host cannot be checked: refused, naming the file to delete
     (run / CLAIM_FILE).write_text(json.dumps({"pid": gone.pid, "host": "elsewhere"}))
-    with pytest.raises(ConfigError, match=f"process {gone.pid} on elsewhere.*delete {run / CLAIM_FILE}"), \
-            claim_output_dir(run):
+    with (
+        pytest.raises(ConfigError, match=f"process {gone.pid} on elsewhere.*delete {run / CLAIM_FILE}"),
+        claim_output_dir(run),
+    ):
         pass
 
 

@@ -19,10 +19,27 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
-UNWANTED = ("litlogger", "💡", "LeafSpec", "reduce_op", "Triton", "Loading safetensors checkpoint shards",
-            "Loading weights", "Writing model shards", "GPU available", "TPU available", "`Trainer.fit` stopped",
-            "NUMA binding", "Automatic Mixed Precision", "fontManager", "Tensor Cores", "LOCAL_RANK", "Restoring states",
-            "Training:", "Epoch 0:")
+UNWANTED = (
+    "litlogger",
+    "💡",
+    "LeafSpec",
+    "reduce_op",
+    "Triton",
+    "Loading safetensors checkpoint shards",
+    "Loading weights",
+    "Writing model shards",
+    "GPU available",
+    "TPU available",
+    "`Trainer.fit` stopped",
+    "NUMA binding",
+    "Automatic Mixed Precision",
+    "fontManager",
+    "Tensor Cores",
+    "LOCAL_RANK",
+    "Restoring states",
+    "Training:",
+    "Epoch 0:",
+)
 BAR_LINE = re.compile(r"^(?P<desc>[^:\[]+): (?P<n>\d+)/(?P<total>\d+) \[")
 """A progress bar's plain line: ``steps: 2/2 [00:09<00:00, 4.59s/it, acc=0.219, keep=1.000]``."""
 MAX_LINES = 20
@@ -33,13 +50,29 @@ LEVEL_PREFIX = re.compile(r"^(INFO|WARNING|ERROR): ")
 @pytest.fixture(scope="module")
 def one_step(tmp_path_factory, policy_cache):
     tmp = tmp_path_factory.mktemp("console")
-    (tmp / "sums.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Add {i} and {i + 3}.",
-                                                        "answer": str(2 * i + 3)}) + "\n" for i in range(20)))
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "trainer.max_steps=2", "model.warm_start.steps=0",
-           "data=jsonl", "data.path=sums.jsonl", "data.heldout_path=sums.jsonl", "algo.max_response_tokens=16",
-           "engine.detect_length=4", f"model.cache_dir={policy_cache}", "data.num_heldout=4",
-           "algo.prompts_per_step=4", "algo.group_size=4", "trainer.logger=[tensorboard,csv]",
-           f"hydra.run.dir={tmp / 'run'}"]
+    (tmp / "sums.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": f"Add {i} and {i + 3}.", "answer": str(2 * i + 3)}) + "\n"
+            for i in range(20)
+        )
+    )
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "trainer.max_steps=2",
+        "model.warm_start.steps=0",
+        "data=jsonl",
+        "data.path=sums.jsonl",
+        "data.heldout_path=sums.jsonl",
+        "algo.max_response_tokens=16",
+        "engine.detect_length=4",
+        f"model.cache_dir={policy_cache}",
+        "data.num_heldout=4",
+        "algo.prompts_per_step=4",
+        "algo.group_size=4",
+        "trainer.logger=[tensorboard,csv]",
+        f"hydra.run.dir={tmp / 'run'}",
+    ]
     out = subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=600)
     # decoded here: text mode would turn the bars' carriage returns into line ends
     out.stdout, out.stderr = out.stdout.decode(), out.stderr.decode()
@@ -114,8 +147,9 @@ def test_the_export_holds_the_head_on_the_hubs_terms_and_a_card(one_step):
     head = CalibratedHead.from_pretrained(export / "quality_head")
     trained = one_step[0] / "checkpoints" / "last.ckpt"
     state = torch.load(trained, map_location="cpu", weights_only=True)["state_dict"]
-    same = QualityHead.from_state_dict({k[len("head."):]: v for k, v in state.items() if k.startswith("head.")},
-                                       head.head.input_kind)
+    same = QualityHead.from_state_dict(
+        {k[len("head.") :]: v for k, v in state.items() if k.startswith("head.")}, head.head.input_kind
+    )
     features = torch.randn(3, head.head.input_dim)
     assert torch.equal(head(features), same(features))  # the head the run trained, as its last checkpoint holds it
     assert len(head.calibrator) > 0 and not list(export.glob("*.pt"))

@@ -23,8 +23,14 @@ from test_run_smoke import ROOT, run_script
 
 pytestmark = pytest.mark.slow
 
-RANKS = ("trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp", "pruning=arrol",
-         "trainer.eval_every=2", "trainer.eval_chunk=3")
+RANKS = (
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "trainer.strategy=fsdp",
+    "pruning=arrol",
+    "trainer.eval_every=2",
+    "trainer.eval_chunk=3",
+)
 """The 8 held-out problems in 3 chunks: 2 on rank 0, 1 on rank 1."""
 
 TIMEOUT = 1200
@@ -71,8 +77,14 @@ def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path):
     for name, tensor in exported.items():
         assert ckpt["state_dict"][f"policy.{name}"].shape == tensor.shape, name
 
-    out = run_script(tmp_path, *RANKS, "trainer.max_steps=3", f"trainer.resume={ckpt_path}",
-                     f"hydra.run.dir={tmp_path / 'resumed'}", timeout=TIMEOUT)
+    out = run_script(
+        tmp_path,
+        *RANKS,
+        "trainer.max_steps=3",
+        f"trainer.resume={ckpt_path}",
+        f"hydra.run.dir={tmp_path / 'resumed'}",
+        timeout=TIMEOUT,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     resumed = history(tmp_path / "resumed")
     assert [deterministic(r) for r in resumed] == [deterministic(r) for r in rows]
@@ -123,11 +135,23 @@ def end_launcher(proc: subprocess.Popen) -> None:
 
 def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_command(tmp_path):
     run_dir = tmp_path / "killed"
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
-           f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
-           "algo.group_size=4", "pruning.cold_start_steps=1", "trainer.checkpoint_every=1", "trainer.max_steps=100",
-           "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=fsdp", "trainer.eval_every=0",
-           f"hydra.run.dir={run_dir}"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "model.warm_start.steps=0",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "data.num_heldout=8",
+        "algo.prompts_per_step=4",
+        "algo.group_size=4",
+        "pruning.cold_start_steps=1",
+        "trainer.checkpoint_every=1",
+        "trainer.max_steps=100",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.strategy=fsdp",
+        "trainer.eval_every=0",
+        f"hydra.run.dir={run_dir}",
+    ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, killed = time.monotonic() + TIMEOUT, None
     try:
@@ -147,8 +171,9 @@ def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_
     lines = (out + err).replace("\r", "\n").splitlines()
     said = [line for line in lines if re.search(r"Traceback|Error|SIGKILL|SIGTERM|exitcode|rank \d|resume", line)]
     assert len(said) == 2 and err.rstrip().splitlines()[-2:] == said, said
-    assert re.fullmatch(r"stopped: rank 1 of 2 was killed by SIGKILL after step \d+; the other rank stopped with it",
-                        said[0]), said[0]
+    assert re.fullmatch(
+        r"stopped: rank 1 of 2 was killed by SIGKILL after step \d+; the other rank stopped with it", said[0]
+    ), said[0]
     last = run_dir / "checkpoints" / "last.ckpt"
     assert said[1] == f"the last checkpoint is {last}: resume with trainer.resume={run_dir}"
 
@@ -172,14 +197,30 @@ def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_pa
     torchrun once, which stops both ranks on it: each finishes its step and rank 0 saves, says so in one line and
     the launcher exits 130 once they have, with no rank left running."""
     run_dir = tmp_path / "interrupted"
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
-           f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=8", "algo.prompts_per_step=4",
-           "algo.group_size=4", "trainer.checkpoint_every=1", "trainer.max_steps=100", "trainer.accelerator=cpu",
-           "trainer.devices=2", "trainer.strategy=fsdp", "trainer.eval_every=0", f"hydra.run.dir={run_dir}"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "model.warm_start.steps=0",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "data.num_heldout=8",
+        "algo.prompts_per_step=4",
+        "algo.group_size=4",
+        "trainer.checkpoint_every=1",
+        "trainer.max_steps=100",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.strategy=fsdp",
+        "trainer.eval_every=0",
+        f"hydra.run.dir={run_dir}",
+    ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, ranks = time.monotonic() + TIMEOUT, []
     try:
-        while proc.poll() is None and time.monotonic() < deadline and not (run_dir / "checkpoints" / "last.ckpt").is_file():
+        while (
+            proc.poll() is None
+            and time.monotonic() < deadline
+            and not (run_dir / "checkpoints" / "last.ckpt").is_file()
+        ):
             time.sleep(0.2)
         ranks = [rank_process(proc.pid, r) for r in (0, 1)]
         os.kill(proc.pid, signal.SIGINT)
@@ -190,7 +231,9 @@ def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_pa
     assert proc.returncode == 128 + signal.SIGINT, err[-4000:]
     assert not [pid for pid in ranks if Path(f"/proc/{pid}").exists()], "a rank outlived the launcher"
     said = [line for line in err.splitlines() if line.startswith("interrupted:")]
-    assert said == [f"interrupted: SIGINT: stopped after {len(history(run_dir))} steps; resume with "
-                     f"trainer.resume={run_dir} (outputs: {run_dir})"], err[-2000:]
+    assert said == [
+        f"interrupted: SIGINT: stopped after {len(history(run_dir))} steps; resume with "
+        f"trainer.resume={run_dir} (outputs: {run_dir})"
+    ], err[-2000:]
     assert "Traceback" not in err and out.count("SIGINT received") == 1
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"

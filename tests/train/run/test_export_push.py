@@ -49,8 +49,13 @@ def trained(tiny_model_dirs) -> tuple[SimpleNamespace, object]:
     from arrol_pl.core.quality_head import QualityHead
 
     policy = AutoModelForCausalLM.from_pretrained(tiny_model_dirs["policy"])
-    module = SimpleNamespace(ranks=SimpleNamespace(alone=True, rank=0), policy=policy, head=QualityHead(128, 8),
-                             calibrator=BinnedCalibrator(), history=[{}] * 3)
+    module = SimpleNamespace(
+        ranks=SimpleNamespace(alone=True, rank=0),
+        policy=policy,
+        head=QualityHead(128, 8),
+        calibrator=BinnedCalibrator(),
+        history=[{}] * 3,
+    )
     return module, AutoTokenizer.from_pretrained(tiny_model_dirs["policy"])
 
 
@@ -121,8 +126,11 @@ def test_a_partial_export_is_refused_before_anything_is_pushed(export, tmp_path)
     (partial / "quality_head" / "model.safetensors").unlink()
     (partial / "README.md").unlink()
     hub = RecordingHub()
-    with pytest.raises(ValueError, match=r"is not a whole export: it lacks README.md \(the run's card\), "
-                                         r"quality_head/model.safetensors \(the quality head's weights\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"is not a whole export: it lacks README.md \(the run's card\), "
+        r"quality_head/model.safetensors \(the quality head's weights\)",
+    ):
         push_export(partial, "someone/arrol-policy", api=hub)
     assert hub.calls == []
 

@@ -35,20 +35,36 @@ STEPS = 6
 
 
 def command(cache: Path, run_dir: Path, *overrides: str) -> list[str]:
-    return [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=1000",
-            f"model.cache_dir={cache}", "data.num_heldout=8", "algo.prompts_per_step=4", "algo.group_size=4",
-            "pruning.cold_start_steps=1", "trainer.checkpoint_every=2", f"trainer.max_steps={STEPS}",
-            f"hydra.run.dir={run_dir}", *overrides]
+    return [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "model.warm_start.steps=1000",
+        f"model.cache_dir={cache}",
+        "data.num_heldout=8",
+        "algo.prompts_per_step=4",
+        "algo.group_size=4",
+        "pruning.cold_start_steps=1",
+        "trainer.checkpoint_every=2",
+        f"trainer.max_steps={STEPS}",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
 
 
 def run(cache: Path, run_dir: Path, *overrides: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(command(cache, run_dir, *overrides), cwd=run_dir.parent, capture_output=True, text=True,
-                          timeout=600, **kw)
+    return subprocess.run(
+        command(cache, run_dir, *overrides), cwd=run_dir.parent, capture_output=True, text=True, timeout=600, **kw
+    )
 
 
 def start(cache: Path, run_dir: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen(command(cache, run_dir, *overrides), cwd=run_dir.parent, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command(cache, run_dir, *overrides),
+        cwd=run_dir.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
@@ -125,7 +141,7 @@ def test_kill_9_leaves_every_finished_step_on_disk(reference, killed):
         assert load(ckpt)["global_step"] >= 2, ckpt
     rows = history(killed)  # each step's row was written as it ended, not at the end of the run
     assert len(rows) >= 3 and len(rows) >= load(killed / "checkpoints" / "last.ckpt")["global_step"]
-    assert without_times(rows) == without_times(history(reference))[:len(rows)]
+    assert without_times(rows) == without_times(history(reference))[: len(rows)]
 
 
 def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed, policy_cache):
@@ -133,8 +149,9 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
     TensorBoard continues in tb/ without a step twice, and two step checkpoints are kept beside one last.ckpt."""
     run_dir = reference.parent / "resumed-in-place"
     shutil.copytree(killed, run_dir)  # the killed directory itself stays as the kill left it
-    assert_resumes_exactly(reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, run_dir,
-                           "trainer.keep_checkpoints=2")
+    assert_resumes_exactly(
+        reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, run_dir, "trainer.keep_checkpoints=2"
+    )
     assert not (run_dir / CLAIM_FILE).exists(), "the resume took over the killed run's claim and let it go"
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if not p.name.startswith("."))  # kill -9 may
     assert names == ["last.ckpt", "step00004.ckpt", "step00006.ckpt"], names  # leave a .tmp; step 2's went
@@ -152,8 +169,9 @@ def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed,
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):
     """Another run into the reference's directory: exit 2, one line naming both ways on, the run's files untouched,
     its Hydra record (.hydra/) included (Hydra appends to the log before the run starts)."""
-    files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in reference.rglob("*")
-             if p.is_file() and p.suffix != ".log"}
+    files = {
+        p: (p.read_bytes(), p.stat().st_mtime_ns) for p in reference.rglob("*") if p.is_file() and p.suffix != ".log"
+    }
     assert {"config.yaml", "hydra.yaml", "overrides.yaml"} <= {p.name for p in (reference / ".hydra").iterdir()}
     cache = tmp_path / "cache"
     out = run(cache, reference)
@@ -235,8 +253,9 @@ def test_signal_saves_checkpoint_history_and_summary(request, reference, policy_
     assert summary["config"]["pruning"]["policy"] == "random"
     assert all(row["pruning/keep_ratio"] < 1.0 for row in history(run_dir)[1:])  # pruned after the cold start
     resume = f"trainer.resume={run_dir}"  # the run's directory: the same resume the README and the guide give
-    assert f"interrupted: {signum.name}: stopped after {steps} steps; resume with {resume} (outputs: {run_dir})" \
-        in stderr
+    assert (
+        f"interrupted: {signum.name}: stopped after {steps} steps; resume with {resume} (outputs: {run_dir})" in stderr
+    )
     assert "Traceback" not in stderr
     # Exact resume is checked from the kill -9 run's checkpoint
     # (test_kill_9_then_resume_in_its_own_directory_is_identical); a signal's checkpoint is written by the same
@@ -245,8 +264,9 @@ def test_signal_saves_checkpoint_history_and_summary(request, reference, policy_
 
 
 @pytest.mark.subprocess
-def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(sigterm_stopped, tmp_path,
-                                                                                policy_cache):
+def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(
+    sigterm_stopped, tmp_path, policy_cache
+):
     """The run SIGTERM stopped (a copy), followed as it printed from a new command (``trainer.resume=<its
     directory>``), that resume killed with SIGKILL once it wrote a checkpoint of its own, then ``trainer.resume=auto``:
     both continue in the run's own directory, never in the one Hydra would make for the new command (which is not
@@ -281,8 +301,9 @@ def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(
     out = run(policy_cache, by_auto, "pruning=random", "trainer.resume=auto")
     assert out.returncode == 0, out.stderr[-4000:]
     assert not by_auto.exists(), "auto started a new run"
-    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in older.rglob("*") if p.is_file()} == untouched, \
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in older.rglob("*") if p.is_file()} == untouched, (
         "auto continued another run"
+    )
 
     assert [r["step"] for r in history(target)] == list(map(float, range(STEPS)))
     summary = json.loads((target / "summary.json").read_text())
@@ -328,12 +349,17 @@ def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache
 
 # Through the real entry point: a value that needs the data read, and a file that needs opening. Plain value
 # checks (trainer.checkpoint_every=-1, a missing trainer.resume, ...) are tested in-process in test_resume_parts.
-@pytest.mark.parametrize("override,message", [
-    ("trainer.resume=truncated.ckpt", "trainer.resume='truncated.ckpt' cannot be read, truncated"),
-    ("algo.prompts_per_step=3000", "algo.prompts_per_step=3000 is larger than the training set (2048 problems)"),
-    ("reward.function=no_such_module_here:score", "reward.function=no_such_module_here:score: cannot import "
-                                                   "no_such_module_here (ModuleNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("trainer.resume=truncated.ckpt", "trainer.resume='truncated.ckpt' cannot be read, truncated"),
+        ("algo.prompts_per_step=3000", "algo.prompts_per_step=3000 is larger than the training set (2048 problems)"),
+        (
+            "reward.function=no_such_module_here:score",
+            "reward.function=no_such_module_here:score: cannot import no_such_module_here (ModuleNotFoundError",
+        ),
+    ],
+)
 def test_bad_config_fails_in_one_line_before_any_model_loads(tmp_path, override, message):
     cache, run_dir = tmp_path / "cache", tmp_path / "run"
     (tmp_path / "truncated.ckpt").write_bytes(b"PK\x03\x04" + bytes(1000))  # a zip's first bytes, cut short
@@ -348,9 +374,19 @@ def test_bad_config_fails_in_one_line_before_any_model_loads(tmp_path, override,
 def test_steps_that_lose_every_rollout_are_skipped_and_counted(tmp_path, policy_cache):
     """κ = 0.05 with G = 2 and no floor: some steps prune every rollout; they are skipped, not fatal."""
     run_dir = tmp_path / "run"
-    out = run(policy_cache, run_dir, "pruning=arrol", "pruning.keep_ratio=0.05", "pruning.p_min=0.0", "algo.group_size=2",
-              "pruning.min_keep_per_group=0", "pruning.cold_start_steps=0", "engine.detect_length=2",
-              "trainer.max_steps=4", "data.num_heldout=2")
+    out = run(
+        policy_cache,
+        run_dir,
+        "pruning=arrol",
+        "pruning.keep_ratio=0.05",
+        "pruning.p_min=0.0",
+        "algo.group_size=2",
+        "pruning.min_keep_per_group=0",
+        "pruning.cold_start_steps=0",
+        "engine.detect_length=2",
+        "trainer.max_steps=4",
+        "data.num_heldout=2",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = history(run_dir)
@@ -367,7 +403,17 @@ def test_steps_that_lose_every_rollout_are_skipped_and_counted(tmp_path, policy_
 def test_evaluate_names_what_a_checkpoint_lacks(tmp_path):
     ckpt = tmp_path / "moved.ckpt"
     torch.save({"state_dict": {}, "arrol": {"policy_dir": str(tmp_path / "gone")}}, ckpt)
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}",
-                          f"hydra.run.dir={tmp_path / 'eval'}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "evaluate.py"),
+            f"checkpoint={ckpt}",
+            f"hydra.run.dir={tmp_path / 'eval'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0
     assert f"was trained from policy directory '{tmp_path / 'gone'}', which has no config.json" in out.stderr

@@ -63,8 +63,9 @@ def test_two_ranks_split_the_heldout_evaluation_into_the_one_rank_result(tmp_pat
     """Two ranks of engines, without training: their chunks of the held-out set gather into exactly what one rank
     computes (test_distributed_run.py checks the split inside a training run, not this equality)."""
     out = tmp_path / "heldout"
-    launch(["-c", RANK, str(tiny_model_dirs["policy"]), str(out), str(tiny_model_dirs["max_model_len"])], 2,
-           timeout=600)
+    launch(
+        ["-c", RANK, str(tiny_model_dirs["policy"]), str(out), str(tiny_model_dirs["max_model_len"])], 2, timeout=600
+    )
     ranks = [torch.load(f"{out}.rank{r}", weights_only=False) for r in range(2)]
     split = ranks[0]["split"]
     assert ranks[1]["split"] == split  # every rank holds the whole result
@@ -89,8 +90,12 @@ class DeviceSampler:
         assert not features  # the held-out evaluation reads no hidden row: the tap only counts
 
         draws = torch.randint(0, 10, (len(prompts) * n,), device="cuda").tolist()
-        return SimpleNamespace(rollouts=[SimpleNamespace(text="x" * d, response_token_ids=[0] * d, prompt_index=i // n)
-                                         for i, d in enumerate(draws)])
+        return SimpleNamespace(
+            rollouts=[
+                SimpleNamespace(text="x" * d, response_token_ids=[0] * d, prompt_index=i // n)
+                for i, d in enumerate(draws)
+            ]
+        )
 
 
 class EvenLength:
@@ -125,8 +130,11 @@ class Recorder:
         from types import SimpleNamespace
 
         self.calls.append(kwargs)
-        return SimpleNamespace(rollouts=[SimpleNamespace(text="", response_token_ids=[], prompt_index=i // n)
-                                         for i in range(len(prompts) * n)])
+        return SimpleNamespace(
+            rollouts=[
+                SimpleNamespace(text="", response_token_ids=[], prompt_index=i // n) for i in range(len(prompts) * n)
+            ]
+        )
 
 
 def test_the_evaluation_asks_the_engine_for_no_hidden_row_and_no_head_score():
@@ -145,7 +153,16 @@ def test_each_evaluation_labels_its_progress_bars():
     from arrol_pl.train.run.heldout import evaluate_heldout
 
     engine = Recorder()
-    evaluate_heldout(engine, EvenLength(), [Problem(f"p{i}", f"q{i}", "1") for i in range(3)], 2, 1.0, 8,
-                     progress="held-out after training")
-    assert [call["progress"] for call in engine.calls] == ["held-out after training greedy",
-                                                          "held-out after training avg@2"]
+    evaluate_heldout(
+        engine,
+        EvenLength(),
+        [Problem(f"p{i}", f"q{i}", "1") for i in range(3)],
+        2,
+        1.0,
+        8,
+        progress="held-out after training",
+    )
+    assert [call["progress"] for call in engine.calls] == [
+        "held-out after training greedy",
+        "held-out after training avg@2",
+    ]

@@ -17,13 +17,28 @@ pytestmark = pytest.mark.slow
 def test_dapo_with_mini_batches_and_epochs_clips_and_logs(tmp_path):
     """The only run with PPO mini-batches and several epochs over a step's rollouts (the other runs make one update
     per step), where the ratio leaves 1 and the clip acts."""
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "algo=dapo", "pruning=arrol", "model.warm_start.steps=0",
-           f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=0", "algo.prompts_per_step=2",
-           "algo.group_size=4", "algo.ppo_mini_batch_size=1", "algo.ppo_epochs=2", "algo.max_response_tokens=16",
-           "engine.detect_length=4", "algo.temperature=0.7", "algo.dynamic_sampling=false",
-           "algo.dynamic_sampling_refill=false",
-           "pruning.cold_start_steps=1", "trainer.max_steps=2", "trainer.checkpoint_every=2",
-           f"hydra.run.dir={tmp_path / 'run'}"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        "algo=dapo",
+        "pruning=arrol",
+        "model.warm_start.steps=0",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "data.num_heldout=0",
+        "algo.prompts_per_step=2",
+        "algo.group_size=4",
+        "algo.ppo_mini_batch_size=1",
+        "algo.ppo_epochs=2",
+        "algo.max_response_tokens=16",
+        "engine.detect_length=4",
+        "algo.temperature=0.7",
+        "algo.dynamic_sampling=false",
+        "algo.dynamic_sampling_refill=false",
+        "pruning.cold_start_steps=1",
+        "trainer.max_steps=2",
+        "trainer.checkpoint_every=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     run = tmp_path / "run"
@@ -38,8 +53,18 @@ def test_dapo_with_mini_batches_and_epochs_clips_and_logs(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tags = set(EventAccumulator(str(run / "tb")).Reload().Tags()["scalars"])
-    for tag in ("policy/clip_fraction_low", "policy/clip_fraction_high", "policy/dual_clip_fraction",
-                "policy/approx_kl", "policy/ratio_min", "policy/ratio_mean", "policy/ratio_max", "policy/grad_norm",
-                "policy/optimizer_steps", "policy/engine_logprob_diff_mean", "policy/engine_logprob_diff_max",
-                "time/old_logprob"):
+    for tag in (
+        "policy/clip_fraction_low",
+        "policy/clip_fraction_high",
+        "policy/dual_clip_fraction",
+        "policy/approx_kl",
+        "policy/ratio_min",
+        "policy/ratio_mean",
+        "policy/ratio_max",
+        "policy/grad_norm",
+        "policy/optimizer_steps",
+        "policy/engine_logprob_diff_mean",
+        "policy/engine_logprob_diff_max",
+        "time/old_logprob",
+    ):
         assert tag in tags, tag

@@ -35,17 +35,24 @@ def collective_error(message: str, name: str = "all_gather_object") -> RuntimeEr
     raise AssertionError("not raised")
 
 
-GLOO_LOST = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:11156: "
-             "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
-             "application.")
+GLOO_LOST = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:11156: "
+    "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
+    "application."
+)
 GLOO_TIMEOUT = "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 6000ms for recv"
 
 
 @pytest.fixture
 def a_rank(tmp_path, monkeypatch):
     """This process as rank 1 of 2 under arrol train's torchrun: its error file, no group closing yet."""
-    for key, value in {"TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json"), "WORLD_SIZE": "2", "RANK": "1",
-                       OWNER_ENV: "1", rank_errors.CLOSING_ENV: str(tmp_path / "closing")}.items():
+    for key, value in {
+        "TORCHELASTIC_ERROR_FILE": str(tmp_path / "error.json"),
+        "WORLD_SIZE": "2",
+        "RANK": "1",
+        OWNER_ENV: "1",
+        rank_errors.CLOSING_ENV: str(tmp_path / "closing"),
+    }.items():
         monkeypatch.setenv(key, value)
     return tmp_path
 
@@ -54,11 +61,16 @@ def test_a_collective_that_lost_its_peer_is_told_from_a_timeout_and_from_a_bug(a
     lost, timeout = collective_error(GLOO_LOST), collective_error(GLOO_TIMEOUT, "barrier")
     assert rank_errors.collective_of(lost) == "all_gather_object" and rank_errors.collective_of(ValueError("x")) is None
     assert rank_errors.first_line(lost) == "Read error [127.0.0.1]:11156: Connection reset by peer."
-    assert [rank_errors.failure_kind(e) for e in (lost, timeout, ValueError("Broken pipe"), RankTimeout("r"))] == \
-        ["lost", "timeout", "error", "timeout"]
+    assert [rank_errors.failure_kind(e) for e in (lost, timeout, ValueError("Broken pipe"), RankTimeout("r"))] == [
+        "lost",
+        "timeout",
+        "error",
+        "timeout",
+    ]
     assert rank_errors.failure_line(timeout, "timeout") == (
         "rank 1: barrier waited longer than trainer.rank_timeout_minutes for the other ranks; raise it if their work "
-        "takes longer (Timed out waiting 6000ms for recv)")
+        "takes longer (Timed out waiting 6000ms for recv)"
+    )
     (a_rank / "closing").write_text("{}")  # once torchrun closes the group, whatever the rank raises follows it
     assert rank_errors.failure_kind(ValueError("boom")) == "lost"
 
@@ -87,17 +99,29 @@ def test_one_process_records_nothing(tmp_path, monkeypatch):
 
 def failure(rank, exitcode, kind=None, timestamp=100, line=""):
     signal_name = signal.Signals(-exitcode).name if exitcode < 0 else None
-    return {"rank": rank, "local_rank": rank, "pid": 1000 + rank, "exitcode": exitcode, "signal": signal_name,
-            "timestamp": timestamp, "kind": kind, "line": line, "traceback": ""}
+    return {
+        "rank": rank,
+        "local_rank": rank,
+        "pid": 1000 + rank,
+        "exitcode": exitcode,
+        "signal": signal_name,
+        "timestamp": timestamp,
+        "kind": kind,
+        "line": line,
+        "traceback": "",
+    }
 
 
-@pytest.mark.parametrize("failures, root", [
-    ([failure(0, 1, "lost"), failure(1, -9)], 1),  # the survivor saw its peer gone
-    ([failure(0, -15), failure(1, -9)], 1),  # torchrun's SIGTERM ended the survivor
-    ([failure(0, -9, timestamp=131), failure(1, 1, "error", timestamp=100)], 1),  # torchrun's SIGKILL 30 s on
-    ([failure(0, 1, "lost"), failure(1, 1, "timeout", line="rank 1 waited")], 1),
-    ([failure(0, 130, "interrupted"), failure(1, 130, "interrupted")], 0),  # Ctrl-C: each rank said it
-])
+@pytest.mark.parametrize(
+    "failures, root",
+    [
+        ([failure(0, 1, "lost"), failure(1, -9)], 1),  # the survivor saw its peer gone
+        ([failure(0, -15), failure(1, -9)], 1),  # torchrun's SIGTERM ended the survivor
+        ([failure(0, -9, timestamp=131), failure(1, 1, "error", timestamp=100)], 1),  # torchrun's SIGKILL 30 s on
+        ([failure(0, 1, "lost"), failure(1, 1, "timeout", line="rank 1 waited")], 1),
+        ([failure(0, 130, "interrupted"), failure(1, 130, "interrupted")], 0),  # Ctrl-C: each rank said it
+    ],
+)
 def test_the_root_cause_is_the_first_failure_that_followed_no_other(failures, root):
     assert ranks.root_cause(failures)["rank"] == root
 
@@ -126,8 +150,10 @@ def test_a_killed_rank_is_two_lines_and_a_summary_marked_failed_from_the_history
     run = run_dir_with(tmp_path, [failure(0, 1, "lost"), failure(1, -9)])
     assert ranks.report_end(two_ranks(), run, 1, 12.5, ["trainer.devices=2"]) == 128 + signal.SIGKILL
     lines = capsys.readouterr().err.splitlines()
-    assert lines == ["stopped: rank 1 of 2 was killed by SIGKILL after step 2; the other rank stopped with it",
-                     f"the last checkpoint is {run / 'checkpoints' / 'last.ckpt'}: resume with trainer.resume={run}"]
+    assert lines == [
+        "stopped: rank 1 of 2 was killed by SIGKILL after step 2; the other rank stopped with it",
+        f"the last checkpoint is {run / 'checkpoints' / 'last.ckpt'}: resume with trainer.resume={run}",
+    ]
     summary = json.loads((run / "summary.json").read_text())  # no rank wrote one: from history.jsonl
     assert summary["status"] == "failed" and summary["error"] == lines[0].removeprefix("stopped: ")
     assert summary["steps"] == 2 and summary["checkpoint"] == str(run / "checkpoints" / "last.ckpt")
@@ -135,15 +161,24 @@ def test_a_killed_rank_is_two_lines_and_a_summary_marked_failed_from_the_history
 
 
 def test_a_rank_timeout_names_the_setting_and_a_summary_a_rank_wrote_is_marked_failed(tmp_path, capsys):
-    line = ("rank 1 waited longer than trainer.rank_timeout_minutes=0.1 for rank 0 to prepare the policy (in barrier)"
-            "; raise it if that work takes longer")
+    line = (
+        "rank 1 waited longer than trainer.rank_timeout_minutes=0.1 for rank 0 to prepare the policy (in barrier)"
+        "; raise it if that work takes longer"
+    )
     written = {"status": "interrupted", "signal": "SIGTERM", "error": "Connection closed by peer", "steps": 0}
-    run = run_dir_with(tmp_path, [failure(0, 1, "lost"), failure(1, 1, "timeout", line=line)], steps=0,
-                       checkpoint=False, summary=written)
+    run = run_dir_with(
+        tmp_path,
+        [failure(0, 1, "lost"), failure(1, 1, "timeout", line=line)],
+        steps=0,
+        checkpoint=False,
+        summary=written,
+    )
     assert ranks.report_end(two_ranks(), run, 1, 1.0, []) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"stopped: {line}, before its first step; its traceback: {run / ranks.RANKS_LOG}",
-                     f"no checkpoint was written: nothing to resume (outputs: {run})"]
+    assert lines == [
+        f"stopped: {line}, before its first step; its traceback: {run / ranks.RANKS_LOG}",
+        f"no checkpoint was written: nothing to resume (outputs: {run})",
+    ]
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["status"], summary["signal"], summary["steps"]) == ("failed", None, 0)
     assert "trainer.rank_timeout_minutes=0.1" in summary["error"]
@@ -156,7 +191,8 @@ def test_a_rank_that_said_its_own_line_and_a_completed_run_are_left_as_they_are(
     done = run_dir_with(tmp_path / "done", [failure(1, -11)], summary={"status": "completed", "steps": 2})
     assert ranks.report_end(two_ranks(), done, 1, 1.0, []) == 128 + signal.SIGSEGV
     assert capsys.readouterr().err.splitlines() == [
-        f"rank 1 of 2 was killed by SIGSEGV after step 2, once the run had completed (outputs: {done})"]
+        f"rank 1 of 2 was killed by SIGSEGV after step 2, once the run had completed (outputs: {done})"
+    ]
     assert json.loads((done / "summary.json").read_text())["status"] == "completed"
 
 

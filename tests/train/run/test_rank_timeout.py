@@ -52,8 +52,10 @@ def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
     assert "RankTimeout" in rank1 and "trainer.rank_timeout_minutes" in rank1, rank1[-3000:]
     # one line: the collective that waited, for what, and the override with its value
     line = next(line for line in rank1.splitlines() if "RankTimeout: " in line).split("RankTimeout: ", 1)[1]
-    assert line.startswith("rank 1 waited longer than trainer.rank_timeout_minutes=0.1 for rank 0 to prepare the "
-                           "policy (in barrier at train/run/world.py:"), line
+    assert line.startswith(
+        "rank 1 waited longer than trainer.rank_timeout_minutes=0.1 for rank 0 to prepare the "
+        "policy (in barrier at train/run/world.py:"
+    ), line
     assert re.search(r"; raise it if that work takes longer \(Timed out waiting 6000ms [^()\[\]]*\)$", line), line
     assert "rank 1 done" not in rank0
 
@@ -61,13 +63,11 @@ def test_a_wait_beyond_the_timeout_fails_naming_the_setting():
 def test_lightning_strategy_gets_the_timeout_too():
     from arrol_pl.train.run.build import lightning_strategy
 
-    strategy = lightning_strategy(TrainerConfig(devices=2, strategy="fsdp", accelerator="cpu",
-                                                rank_timeout_minutes=90))
+    strategy = lightning_strategy(TrainerConfig(devices=2, strategy="fsdp", accelerator="cpu", rank_timeout_minutes=90))
     assert strategy._timeout == datetime.timedelta(minutes=90)
 
 
-@pytest.mark.parametrize("key, value", [("rank_timeout_minutes", 0), ("rank_timeout_minutes", -1.0),
-                                        ("eval_chunk", 0)])
+@pytest.mark.parametrize("key, value", [("rank_timeout_minutes", 0), ("rank_timeout_minutes", -1.0), ("eval_chunk", 0)])
 def test_the_keys_are_validated_by_name(key, value):
     with pytest.raises(ConfigError, match=f"trainer.{key}"):
         TrainerConfig(**{key: value})

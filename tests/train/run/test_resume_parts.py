@@ -75,7 +75,7 @@ def test_stream_resumed_at_any_step_yields_the_uninterrupted_batches():
     for k in (0, 1, 3, 5, 11):
         assert list(PromptStream(10, 3, total=12, seed=7, start=k)) == full[k:]
     for p in range(4):  # each pass (3 batches of 10 problems, remainder dropped) repeats no problem
-        seen = [i for b in full[3 * p:3 * p + 3] for i in b]
+        seen = [i for b in full[3 * p : 3 * p + 3] for i in b]
         assert len(set(seen)) == 9
     assert full[:3] != full[3:6], "each pass is a new permutation"
     assert list(PromptStream(10, 3, total=12, seed=8)) != full
@@ -87,7 +87,9 @@ def test_stream_position_round_trips_and_other_data_is_refused():
     state = {**dm.state_dict(), "position": 5}
     resumed = PromptDataModule(problems, 3, seed=7, max_steps=12)
     resumed.load_state_dict(state)
-    assert [list(b) for b in resumed.train_dataloader()] == [[problems[i] for i in b] for b in PromptStream(10, 3, 12, 7, 5)]
+    assert [list(b) for b in resumed.train_dataloader()] == [
+        [problems[i] for i in b] for b in PromptStream(10, 3, 12, 7, 5)
+    ]
     with pytest.raises(ConfigError, match="algo.prompts_per_step = 3, this run has 4"):
         check_stream(state, stream_identity(problems, 4, 7))
     changed = problems[:9] + [SimpleNamespace(id="p9", prompt="9?", answer="10")]
@@ -112,14 +114,20 @@ def test_before_the_too_long_prompts_are_skipped_a_stream_saved_with_fewer_probl
         check_stream(saved, stream_identity(problems, 3, 8), rows_to_skip=True)
 
 
-@pytest.mark.parametrize("overrides,kappa,warning", [
-    ({}, 0.5, None),
-    ({"algo": {"group_size": 2}}, 1.0, "pruning is disabled (effective κ = 1)"),
-    ({"algo": {"group_size": 8}, "pruning": {"keep_ratio": 0.1}}, 0.25, "effective κ = 0.250"),
-    ({"algo": {"group_size": 2}, "pruning": {"keep_ratio": 0.05, "min_keep_per_group": 0}}, 0.05,
-     "a step whose rollouts are all pruned is skipped"),
-    ({"pruning": {"policy": "none"}}, 1.0, None),
-])
+@pytest.mark.parametrize(
+    "overrides,kappa,warning",
+    [
+        ({}, 0.5, None),
+        ({"algo": {"group_size": 2}}, 1.0, "pruning is disabled (effective κ = 1)"),
+        ({"algo": {"group_size": 8}, "pruning": {"keep_ratio": 0.1}}, 0.25, "effective κ = 0.250"),
+        (
+            {"algo": {"group_size": 2}, "pruning": {"keep_ratio": 0.05, "min_keep_per_group": 0}},
+            0.05,
+            "a step whose rollouts are all pruned is skipped",
+        ),
+        ({"pruning": {"policy": "none"}}, 1.0, None),
+    ],
+)
 def test_effective_keep_ratio_is_said_at_start(caplog, overrides, kappa, warning):
     run = load_run_config(overrides)
     assert effective_keep_ratio(run) == pytest.approx(kappa)
@@ -131,14 +139,17 @@ def test_effective_keep_ratio_is_said_at_start(caplog, overrides, kappa, warning
         assert warning in caplog.text
 
 
-@pytest.mark.parametrize("overrides,message", [
-    ({"trainer": {"checkpoint_every": -1}}, "trainer.checkpoint_every must be >= 1, got -1"),
-    ({"trainer": {"resume": "/nonexistent/last.ckpt"}}, "trainer.resume='/nonexistent/last.ckpt': no such file"),
-    ({"trainer": {"precision": "8-bit"}}, "trainer.precision='8-bit'"),
-    ({"engine": {"dtype": "int4"}}, "engine.dtype='int4'"),
-    ({"trainer": {"max_minutes": -1}}, "trainer.max_minutes must be > 0 (or null: no budget), got -1"),
-    ({"algo": {"old_logprobs": "cached"}}, "algo.old_logprobs='cached'"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"trainer": {"checkpoint_every": -1}}, "trainer.checkpoint_every must be >= 1, got -1"),
+        ({"trainer": {"resume": "/nonexistent/last.ckpt"}}, "trainer.resume='/nonexistent/last.ckpt': no such file"),
+        ({"trainer": {"precision": "8-bit"}}, "trainer.precision='8-bit'"),
+        ({"engine": {"dtype": "int4"}}, "engine.dtype='int4'"),
+        ({"trainer": {"max_minutes": -1}}, "trainer.max_minutes must be > 0 (or null: no budget), got -1"),
+        ({"algo": {"old_logprobs": "cached"}}, "algo.old_logprobs='cached'"),
+    ],
+)
 def test_trainer_and_engine_keys_are_checked(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_run_config(overrides)
@@ -148,8 +159,12 @@ def test_time_budget_stops_after_the_step_that_reaches_it_and_checkpoints_it(tmp
     from arrol_pl.train.run.callbacks import RunCheckpoints
 
     saved = []
-    trainer = SimpleNamespace(global_step=0, max_steps=300, should_stop=False,
-                              save_checkpoint=lambda path, weights_only: saved.append(path.name))
+    trainer = SimpleNamespace(
+        global_step=0,
+        max_steps=300,
+        should_stop=False,
+        save_checkpoint=lambda path, weights_only: saved.append(path.name),
+    )
     module = SimpleNamespace(history=[], ranks=None)
     stop = RunCheckpoints(tmp_path, checkpoint_every=100, max_train_seconds=30.0)
     for step, wall in enumerate([9.0, 19.0, 29.9, 30.2], start=1):

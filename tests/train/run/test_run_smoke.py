@@ -17,15 +17,26 @@ pytestmark = pytest.mark.slow
 
 
 def script_overrides(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None) -> list[str]:
-    return [f"model.warm_start.steps={1000 if warm else 0}", f"model.cache_dir={cache or tmp / 'cache'}",
-            "data.num_heldout=8", "algo.prompts_per_step=4", "algo.group_size=4", "pruning.cold_start_steps=1",
-            "trainer.checkpoint_every=2", *overrides]
+    return [
+        f"model.warm_start.steps={1000 if warm else 0}",
+        f"model.cache_dir={cache or tmp / 'cache'}",
+        "data.num_heldout=8",
+        "algo.prompts_per_step=4",
+        "algo.group_size=4",
+        "pruning.cold_start_steps=1",
+        "trainer.checkpoint_every=2",
+        *overrides,
+    ]
 
 
-def run_script(tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None,
-               timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), *script_overrides(tmp, *overrides, warm=warm,
-                                                                                  cache=cache)]
+def run_script(
+    tmp: Path, *overrides: str, warm: bool = False, cache: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        str(ROOT / "experiments" / "run.py"),
+        *script_overrides(tmp, *overrides, warm=warm, cache=cache),
+    ]
     return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
 
 
@@ -43,8 +54,9 @@ def first_run(tmp_path_factory, policy_cache):
     evaluation). Warm-started, so the policy writes real answers for the evaluation test."""
     tmp = tmp_path_factory.mktemp("smoke")
     sweep = tmp / "sweep"
-    out = run_script(tmp, "+exp=grpo_vs_arrol", "trainer.max_steps=3", f"hydra.sweep.dir={sweep}", warm=True,
-                     cache=policy_cache)
+    out = run_script(
+        tmp, "+exp=grpo_vs_arrol", "trainer.max_steps=3", f"hydra.sweep.dir={sweep}", warm=True, cache=policy_cache
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     return SimpleNamespace(tmp=tmp, out=out, cache=policy_cache, sweep=sweep, run=sweep / "1")  # jobs: none, arrol
 
@@ -56,8 +68,14 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
     assert {"step00002.ckpt", "last.ckpt"} <= ckpts
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 3
-    for key in ("heldout_accuracy_before", "heldout_accuracy_after", "keep_ratio_mean", "seconds_per_step",
-                "wall_seconds", "fit_seconds"):
+    for key in (
+        "heldout_accuracy_before",
+        "heldout_accuracy_after",
+        "keep_ratio_mean",
+        "seconds_per_step",
+        "wall_seconds",
+        "fit_seconds",
+    ):
         assert isinstance(summary[key], float) and math.isfinite(summary[key]), key
     assert summary["seconds_per_phase"]["generation"] > 0 and summary["seconds_per_phase"]["advantage"] > 0
     assert summary["config"]["pruning"]["policy"] == "arrol"
@@ -71,16 +89,24 @@ def test_run_writes_events_checkpoints_and_summary(first_run):
 
     events = EventAccumulator(str(run / "tb")).Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("reward/accuracy", "pruning/keep_ratio", "time/generation", "time/step", "balance/rho_1_minus_rho",
-                "time/advantage", "time/sync"):  # every phase times itself, the advantages and the sync included
+    for tag in (
+        "reward/accuracy",
+        "pruning/keep_ratio",
+        "time/generation",
+        "time/step",
+        "balance/rho_1_minus_rho",
+        "time/advantage",
+        "time/sync",
+    ):  # every phase times itself, the advantages and the sync included
         assert tag in tags, tag
     walls = [e.wall_time for e in events.Scalars("reward/accuracy")]
     assert len(walls) == 3 and walls == sorted(walls)
     assert [e.step for e in events.Scalars("heldout/accuracy")] == [2]  # the final evaluation, on the last step
 
 
-def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_of_an_unfinished_run(tmp_path,
-                                                                                                   policy_cache):
+def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_of_an_unfinished_run(
+    tmp_path, policy_cache
+):
     """One run, three things no other test runs end to end:
 
     - ``trainer.precision=bf16-true`` (the policy held in bf16, as on CPUs with AVX512-BF16) with a bf16 engine:
@@ -89,9 +115,17 @@ def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_o
       them with the replay window's moments, and the export keeps its input kind;
     - evaluation from a training checkpoint alone, as a killed run leaves it (no export, no summary): the head is
       rebuilt with its input kind from the checkpoint."""
-    out = run_script(tmp_path, "trainer.max_steps=3", "pruning=arrol", "head.input=last+stats",
-                     "trainer.precision=bf16-true", "engine.dtype=bfloat16", f"hydra.run.dir={tmp_path / 'run'}",
-                     warm=True, cache=policy_cache)
+    out = run_script(
+        tmp_path,
+        "trainer.max_steps=3",
+        "pruning=arrol",
+        "head.input=last+stats",
+        "trainer.precision=bf16-true",
+        "engine.dtype=bfloat16",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        warm=True,
+        cache=policy_cache,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert len(history) == 3 and all(math.isfinite(row["head/loss"]) for row in history)
@@ -111,8 +145,19 @@ def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_o
     (tmp_path / "run" / "summary.json").unlink()
     eval_dir = tmp_path / "eval"
     out = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={tmp_path / 'run/checkpoints/last.ckpt'}",
-         "k=2", "limit=4", f"hydra.run.dir={eval_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "evaluate.py"),
+            f"checkpoint={tmp_path / 'run/checkpoints/last.ckpt'}",
+            "k=2",
+            "limit=4",
+            f"hydra.run.dir={eval_dir}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     # the results once (results.md, not again as logged dicts), and none of vLLM's notes on Triton
     assert "Triton" not in out.stdout + out.stderr and "arithmetic: {" not in out.stdout
@@ -137,8 +182,16 @@ def test_resume_restores_calibrator_and_step(first_run):
     first_rows = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert restored.total_seen == sum(h["policy/trained_rollouts"] for h in first_rows[:2])
 
-    out = run_script(tmp, "trainer.max_steps=3", "pruning=arrol", "trainer.eval_every=50",  # the ARRoL job's config
-                     f"trainer.resume={ckpt_path}", f"hydra.run.dir={tmp / 'resumed'}", warm=True, cache=cache)
+    out = run_script(
+        tmp,
+        "trainer.max_steps=3",
+        "pruning=arrol",
+        "trainer.eval_every=50",  # the ARRoL job's config
+        f"trainer.resume={ckpt_path}",
+        f"hydra.run.dir={tmp / 'resumed'}",
+        warm=True,
+        cache=cache,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     first = json.loads((run / "summary.json").read_text())
     resumed = json.loads((tmp / "resumed" / "summary.json").read_text())
@@ -158,8 +211,9 @@ def test_resume_restores_calibrator_and_step(first_run):
 
 
 def test_bad_config_fails_before_any_model_loads(tmp_path, command_main):
-    out = refused_before_hydra_starts(command_main, tmp_path, "pruning.keep_ratio=2",
-                                      f"hydra.run.dir={tmp_path / 'bad'}")
+    out = refused_before_hydra_starts(
+        command_main, tmp_path, "pruning.keep_ratio=2", f"hydra.run.dir={tmp_path / 'bad'}"
+    )
     assert out.returncode != 0
     assert "pruning.keep_ratio" in out.stderr
     assert not (tmp_path / "cache").exists()  # nothing was built
@@ -191,22 +245,38 @@ def test_evaluate_writes_consistent_tables(first_run):
     sums[2] = {"id": "long", "prompt": "Compute " + " + ".join(str(i % 10) for i in range(2000)) + ".", "answer": "0"}
     (tmp / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sums))
     out = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={ckpt}", "k=4", "limit=12",
-         "+datasets.arithmetic.split=heldout", f"+datasets.jsonl.path={tmp / 'sums.jsonl'}", f"hydra.run.dir={out_dir}"],
-        cwd=tmp, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "evaluate.py"),
+            f"checkpoint={ckpt}",
+            "k=4",
+            "limit=12",
+            "+datasets.arithmetic.split=heldout",
+            f"+datasets.jsonl.path={tmp / 'sums.jsonl'}",
+            f"hydra.run.dir={out_dir}",
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     written = json.loads((out_dir / "metrics.json").read_text())
     metrics = written["metrics"]["arithmetic"]
     records = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records if r["dataset"] == "jsonl"] == ["s0", "s1", "s3", "s4"]
     assert written["metrics"]["jsonl"]["problems"] == 4 and written["data_rows"]["jsonl"]["skipped"] == {"too_long": 1}
-    assert "jsonl: skipped 1 of 5 rows whose prompt the engine cannot take (too_long 1; prompt + max_tokens=" \
-           in out.stdout + out.stderr
+    assert (
+        "jsonl: skipped 1 of 5 rows whose prompt the engine cannot take (too_long 1; prompt + max_tokens="
+        in out.stdout + out.stderr
+    )
     records = [r for r in records if r["dataset"] == "arithmetic"]
     assert len(records) == metrics["problems"] == 12 and metrics["k"] == 4
     # the export records the run's prompt format and evaluation used it (the tiny task's: chat template, no stop)
-    assert written["prompt_formats"] == {"arithmetic": {"template": None, "chat": True, "stop": []},
-                                         "jsonl": {"template": None, "chat": True, "stop": []}}
+    assert written["prompt_formats"] == {
+        "arithmetic": {"template": None, "chat": True, "stop": []},
+        "jsonl": {"template": None, "chat": True, "stop": []},
+    }
 
     from arrol_pl.core.metrics import pass_at_k, voted_answer_correct
     from arrol_pl.core.voting import arrol_vote, majority_vote
@@ -227,11 +297,14 @@ def test_evaluate_writes_consistent_tables(first_run):
     assert f"| majority vote (maj@k) | {100 * maj:.2f} |" in table
 
 
-@pytest.mark.parametrize("override,message", [
-    ("checkpoint=/nonexistent/export", "checkpoint='/nonexistent/export' does not exist"),
-    ("k=0", "k must be >= 1"),
-    ("+datasets.nope.split=test", "datasets.nope: unknown dataset"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("checkpoint=/nonexistent/export", "checkpoint='/nonexistent/export' does not exist"),
+        ("k=0", "k must be >= 1"),
+        ("+datasets.nope.split=test", "datasets.nope: unknown dataset"),
+    ],
+)
 def test_evaluate_bad_input_is_named(tmp_path, command_main, override, message):
     """Refused before Hydra starts the job, so evaluate's ``main`` runs in this process on the user's arguments."""
     export = tmp_path / "export"
@@ -250,8 +323,18 @@ def test_evaluate_refuses_a_bad_prompt_template_inside_its_job(tmp_path):
     export = tmp_path / "export"
     (export / "quality_head").mkdir(parents=True)
     (export / "quality_head" / "config.json").write_text("{}")
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "evaluate.py"), f"checkpoint={export}",
-                          "+datasets.arithmetic.prompt_template=no-placeholder", f"hydra.run.dir={tmp_path / 'eval'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "evaluate.py"),
+            f"checkpoint={export}",
+            "+datasets.arithmetic.prompt_template=no-placeholder",
+            f"hydra.run.dir={tmp_path / 'eval'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert "datasets.arithmetic: prompt_template must hold exactly one" in out.stderr

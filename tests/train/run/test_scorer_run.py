@@ -19,8 +19,16 @@ pytestmark = pytest.mark.slow
 
 def test_the_checker_prunes_in_the_engine_and_its_scores_feed_the_calibrator(tmp_path, policy_cache):
     """The only run with a scorer other than the head at L_detect (the task's prefix checker), in the engine."""
-    out = run_script(tmp_path, "trainer.max_steps=2", "pruning=arrol", "pruning.scorer=checker", "data.num_heldout=0",
-                     f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)
+    out = run_script(
+        tmp_path,
+        "trainer.max_steps=2",
+        "pruning=arrol",
+        "pruning.scorer=checker",
+        "data.num_heldout=0",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        warm=True,
+        cache=policy_cache,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     history = history_of(tmp_path / "run")
     assert [h["pruning/active"] for h in history] == [0.0, 1.0]
@@ -33,9 +41,20 @@ def test_the_checker_prunes_in_the_engine_and_its_scores_feed_the_calibrator(tmp
 def test_the_oracle_trains_on_its_survivors_and_credits_the_decode_time(tmp_path, policy_cache):
     """The only run of the oracle arm: rollouts decode to the end, are pruned by their outcome, and the decode time
     pruning would have saved is credited apart from the measured clock."""
-    out = run_script(tmp_path, "trainer.max_steps=2", "pruning=arrol", "pruning.scorer=oracle",
-                     "pruning.oracle_auc=1.0", "study=test", "data.num_heldout=0", "algo.max_response_tokens=48",
-                     "engine.detect_length=6", f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)
+    out = run_script(
+        tmp_path,
+        "trainer.max_steps=2",
+        "pruning=arrol",
+        "pruning.scorer=oracle",
+        "pruning.oracle_auc=1.0",
+        "study=test",
+        "data.num_heldout=0",
+        "algo.max_response_tokens=48",
+        "engine.detect_length=6",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        warm=True,
+        cache=policy_cache,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     history = history_of(tmp_path / "run")
     credited = 0.0
@@ -52,11 +71,17 @@ def test_the_oracle_trains_on_its_survivors_and_credits_the_decode_time(tmp_path
         assert h["oracle/credited_tokens"] > 0 and h["time/credit"] >= 0
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (("pruning.scorer=oracle", "pruning.oracle_auc=0.9"), "it is a study arm only"),
-    (("pruning.scorer=checker", "data=gsm8k", "model=hf", "model.path=none"), "needs a task that checks a response prefix"),
-    (("pruning.scorer=oracle",), "scorer=oracle needs oracle_auc"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (("pruning.scorer=oracle", "pruning.oracle_auc=0.9"), "it is a study arm only"),
+        (
+            ("pruning.scorer=checker", "data=gsm8k", "model=hf", "model.path=none"),
+            "needs a task that checks a response prefix",
+        ),
+        (("pruning.scorer=oracle",), "scorer=oracle needs oracle_auc"),
+    ],
+)
 def test_a_scorer_that_cannot_work_fails_before_any_model_loads(tmp_path, command_main, overrides, message):
     out = refused_before_hydra_starts(command_main, tmp_path, *overrides, f"hydra.run.dir={tmp_path / 'run'}")
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]

@@ -24,8 +24,17 @@ def history_of(run: Path) -> list[dict]:
 def test_dapo_refill_generates_until_b_informative_groups(tmp_path, policy_cache):
     """The only run of DAPO's dynamic sampling through the real entry point: refill batches are generated until B
     informative groups are found or ``algo.max_num_gen_batches`` is spent."""
-    out = run_script(tmp_path, "trainer.max_steps=3", "algo=dapo", "pruning=none", "data.num_heldout=0",
-                     "algo.max_num_gen_batches=3", f"hydra.run.dir={tmp_path / 'run'}", warm=True, cache=policy_cache)
+    out = run_script(
+        tmp_path,
+        "trainer.max_steps=3",
+        "algo=dapo",
+        "pruning=none",
+        "data.num_heldout=0",
+        "algo.max_num_gen_batches=3",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        warm=True,
+        cache=policy_cache,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     history = history_of(tmp_path / "run")
     for h in history:
@@ -37,14 +46,21 @@ def test_dapo_refill_generates_until_b_informative_groups(tmp_path, policy_cache
 
 
 def test_screen_and_refill_together_fail_before_any_model_loads(tmp_path, command_main):
-    out = refused_before_hydra_starts(command_main, tmp_path, "algo=dapo", "pruning.screen.stages=detect",
-                                      f"hydra.run.dir={tmp_path / 'run'}")
+    out = refused_before_hydra_starts(
+        command_main, tmp_path, "algo=dapo", "pruning.screen.stages=detect", f"hydra.run.dir={tmp_path / 'run'}"
+    )
     assert out.returncode == 2 and "are two ways of choosing the step's groups" in out.stderr
     assert not (tmp_path / "cache").exists()
 
 
-SCREEN = ("pruning.screen.stages=prompt+detect", "pruning.screen.audit=0.5", "pruning.screen.oversample=0.5",
-          "pruning.screen.prompt_oversample=1.0", "trainer.max_steps=4", "data.num_heldout=0")
+SCREEN = (
+    "pruning.screen.stages=prompt+detect",
+    "pruning.screen.audit=0.5",
+    "pruning.screen.oversample=0.5",
+    "pruning.screen.prompt_oversample=1.0",
+    "trainer.max_steps=4",
+    "data.num_heldout=0",
+)
 
 
 def test_a_screened_run_trains_b_groups_audits_and_resumes_exactly(tmp_path, policy_cache):
@@ -74,8 +90,14 @@ def test_a_screened_run_trains_b_groups_audits_and_resumes_exactly(tmp_path, pol
     assert set(summary["screen"]) == {"prompt", "detect", "cost_share"} and 0 < summary["screen"]["cost_share"] < 1
     assert summary["screen"]["detect"]["audited"] == audit_totals(history, "detect").audited
 
-    resumed = run_script(tmp_path, *SCREEN, f"trainer.resume={tmp_path / 'ref' / 'checkpoints' / 'step00002.ckpt'}",
-                         f"hydra.run.dir={tmp_path / 'resumed'}", warm=True, cache=policy_cache)
+    resumed = run_script(
+        tmp_path,
+        *SCREEN,
+        f"trainer.resume={tmp_path / 'ref' / 'checkpoints' / 'step00002.ckpt'}",
+        f"hydra.run.dir={tmp_path / 'resumed'}",
+        warm=True,
+        cache=policy_cache,
+    )
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
     assert strip(history_of(tmp_path / "resumed")) == strip(history)

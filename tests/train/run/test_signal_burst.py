@@ -72,10 +72,25 @@ def test_a_burst_of_signals_still_writes_the_summary_and_releases_the_claim(tmp_
     saves it, is test_faults.py's SIGTERM run (test_signal_saves_checkpoint_history_and_summary)."""
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "experiments" / "run.py"), "model.warm_start.steps=0",
-         f"model.cache_dir={tmp_path / 'cache'}", "data.num_heldout=0", "algo.prompts_per_step=2", "algo.group_size=2",
-         "algo.max_response_tokens=16", "engine.detect_length=4", "trainer.max_steps=200", "trainer.checkpoint_every=2",
-         f"hydra.run.dir={run_dir}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "run.py"),
+            "model.warm_start.steps=0",
+            f"model.cache_dir={tmp_path / 'cache'}",
+            "data.num_heldout=0",
+            "algo.prompts_per_step=2",
+            "algo.group_size=2",
+            "algo.max_response_tokens=16",
+            "engine.detect_length=4",
+            "trainer.max_steps=200",
+            "trainer.checkpoint_every=2",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 600
     while not (run_dir / "checkpoints" / "step00002.ckpt").exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]

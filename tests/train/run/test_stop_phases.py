@@ -31,11 +31,21 @@ class Run:
     def __init__(self, tmp: Path, cache: Path, *overrides: str) -> None:
         self.dir = tmp / "run"
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "experiments" / "run.py"), f"model.cache_dir={cache}",
-             "algo.prompts_per_step=4", "algo.group_size=4", "pruning.cold_start_steps=1", f"hydra.run.dir={self.dir}",
-             *overrides],
-            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env={**os.environ, "ARROL_PROGRESS_SECONDS": "0"})  # off a terminal, each bar's update a line
+            [
+                sys.executable,
+                str(ROOT / "experiments" / "run.py"),
+                f"model.cache_dir={cache}",
+                "algo.prompts_per_step=4",
+                "algo.group_size=4",
+                "pruning.cold_start_steps=1",
+                f"hydra.run.dir={self.dir}",
+                *overrides,
+            ],
+            cwd=tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ARROL_PROGRESS_SECONDS": "0"},
+        )  # off a terminal, each bar's update a line
         self.text = ""
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -72,13 +82,21 @@ def temporaries(cache: Path) -> list[str]:
 
 def test_sigint_in_the_warm_start_stops_it_and_keeps_nothing(tmp_path):
     cache = tmp_path / "cache"
-    run = Run(tmp_path, cache, "model.warm_start.steps=1000", "model.warm_start.check_every=1",
-              "data.num_heldout=0", "trainer.max_steps=2")
+    run = Run(
+        tmp_path,
+        cache,
+        "model.warm_start.steps=1000",
+        "model.warm_start.check_every=1",
+        "data.num_heldout=0",
+        "trainer.max_steps=2",
+    )
     run.wait_for("warm start step 2:")  # the warm start is under way, its temporary directory in the cache
     assert [n for n in temporaries(cache) if n.startswith(".warm-")]
     line = run.interrupt()
-    assert line.startswith("interrupted: SIGINT: stopped in the warm start after 0 steps; no checkpoint to resume "
-                           f"from (outputs: {run.dir})"), line
+    assert line.startswith(
+        "interrupted: SIGINT: stopped in the warm start after 0 steps; no checkpoint to resume "
+        f"from (outputs: {run.dir})"
+    ), line
     assert temporaries(cache) == [] and not list(cache.glob("warm-*")), "a half-built warm start stayed"
     assert not (run.dir / "checkpoints").exists()
     summary = json.loads((run.dir / "summary.json").read_text())
@@ -89,15 +107,23 @@ def test_sigint_in_the_first_heldout_evaluation_stops_it(tmp_path, policy_cache)
     run = Run(tmp_path, policy_cache, "model.warm_start.steps=0", "data.num_heldout=64", "trainer.max_steps=2")
     run.wait_for("held-out before training avg@4: ")  # a line of its progress bar (its greedy part ran)
     line = run.interrupt()
-    assert line.startswith("interrupted: SIGINT: stopped in the held-out evaluation after 0 steps; no checkpoint to "
-                           "resume from"), line
+    assert line.startswith(
+        "interrupted: SIGINT: stopped in the held-out evaluation after 0 steps; no checkpoint to resume from"
+    ), line
     assert not (run.dir / "checkpoints").exists() and not (run.dir / "export").exists()
     assert json.loads((run.dir / "summary.json").read_text())["heldout_accuracy_before"] is None
 
 
 def test_sigint_in_an_evaluation_during_training_keeps_the_steps_checkpoint(tmp_path, policy_cache):
-    run = Run(tmp_path, policy_cache, "model.warm_start.steps=0", "data.num_heldout=64", "trainer.max_steps=6",
-              "trainer.eval_every=2", "trainer.checkpoint_every=1")
+    run = Run(
+        tmp_path,
+        policy_cache,
+        "model.warm_start.steps=0",
+        "data.num_heldout=64",
+        "trainer.max_steps=6",
+        "trainer.eval_every=2",
+        "trainer.checkpoint_every=1",
+    )
     ckpt = run.dir / "checkpoints" / "step00001.ckpt"
     deadline = time.monotonic() + 600
     while not ckpt.exists():
@@ -106,8 +132,9 @@ def test_sigint_in_an_evaluation_during_training_keeps_the_steps_checkpoint(tmp_
     run.wait_for("held-out during training avg@4: ", after=len(run.text))  # step 2's evaluation, under way
     line = run.interrupt()
     last = run.dir / "checkpoints" / "last.ckpt"
-    assert line.startswith(f"interrupted: SIGINT: stopped in the held-out evaluation after 2 steps; resume with "
-                           f"trainer.resume={run.dir} "), line
+    assert line.startswith(
+        f"interrupted: SIGINT: stopped in the held-out evaluation after 2 steps; resume with trainer.resume={run.dir} "
+    ), line
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == 2
     assert (run.dir / "checkpoints" / "step00002.ckpt").exists() and not (run.dir / "export").exists()
     rows = [json.loads(x) for x in (run.dir / "history.jsonl").read_text().splitlines()]
@@ -146,14 +173,35 @@ def test_sigterm_in_the_export_lets_it_finish_and_the_run_completed(tmp_path, po
     (tmp_path / "signalled_export.py").write_text(SIGNALLED_EXPORT)
     run_dir = tmp_path / "run"
     out = subprocess.run(
-        [sys.executable, "signalled_export.py", f"model.cache_dir={policy_cache}", "model.warm_start.steps=0",
-         "data.num_heldout=0", "algo.prompts_per_step=2", "algo.group_size=2", "algo.max_response_tokens=16",
-         "engine.detect_length=4", "pruning.cold_start_steps=1", "trainer.max_steps=1",
-         f"trainer.output_dir={run_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "signalled_export.py",
+            f"model.cache_dir={policy_cache}",
+            "model.warm_start.steps=0",
+            "data.num_heldout=0",
+            "algo.prompts_per_step=2",
+            "algo.group_size=2",
+            "algo.max_response_tokens=16",
+            "engine.detect_length=4",
+            "pruning.cold_start_steps=1",
+            "trainer.max_steps=1",
+            f"trainer.output_dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 128 + signal.SIGTERM, out.stderr[-3000:]
     assert "SIGTERM received: finishing the export, then exiting" in out.stdout + out.stderr
-    assert (f"SIGTERM received once the run was trained: its export finished, the run completed (outputs: {run_dir})"
-            in out.stderr) and "interrupted:" not in out.stderr and "Traceback" not in out.stderr
+    assert (
+        (
+            f"SIGTERM received once the run was trained: its export finished, the run completed (outputs: {run_dir})"
+            in out.stderr
+        )
+        and "interrupted:" not in out.stderr
+        and "Traceback" not in out.stderr
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["signal"], summary["steps"]) == ("completed", "SIGTERM", 1)
     assert summary["export_dir"] == str(run_dir / "export")
@@ -163,4 +211,3 @@ def test_sigterm_in_the_export_lets_it_finish_and_the_run_completed(tmp_path, po
     assert not list(run_dir.glob(".export*")), "no partial copy left"
     assert (run_dir / ".hydra" / "config.yaml").is_file() and list(run_dir.glob("*.log"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "signalled_export.py"], "nothing under outputs/"
-

@@ -39,8 +39,16 @@ def test_the_timer_times_only_the_steps_phases():
 # ---------------------------------------------------------------- log-prob phase and PPO mini-batches
 def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:
     torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=128)
+    cfg = Qwen3Config(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=128,
+    )
     return Qwen3ForCausalLM(cfg)
 
 
@@ -52,8 +60,14 @@ def make_survivors(group_sizes, seed=0, rollout_log_probs=None) -> Survivors:
     return Survivors(
         prompt_ids=[prompts[b] for b in groups],
         response_ids=[torch.randint(1, 64, (2 + (5 * i) % 9,), generator=g).tolist() for i in range(n)],
-        texts=[""] * n, group_ids=torch.tensor(groups), features=torch.zeros(n, 1), scores=torch.zeros(n),
-        survival=torch.ones(n), golds=[""] * n, rollout_log_probs=rollout_log_probs)
+        texts=[""] * n,
+        group_ids=torch.tensor(groups),
+        features=torch.zeros(n, 1),
+        scores=torch.zeros(n),
+        survival=torch.ones(n),
+        golds=[""] * n,
+        rollout_log_probs=rollout_log_probs,
+    )
 
 
 def grads_of(model):
@@ -75,8 +89,9 @@ def test_mini_batches_keep_groups_together_and_split_evenly():
 def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
     """The old update (old log-probs = the update's own, detached) and the new one (old log-probs from the
     log-prob phase) give the same gradient."""
-    algo = AlgoConfig(prompts_per_step=3, micro_batch_tokens=48, loss_agg_mode="seq-mean-token-mean",
-                      old_logprobs=old_logprobs)
+    algo = AlgoConfig(
+        prompts_per_step=3, micro_batch_tokens=48, loss_agg_mode="seq-mean-token-mean", old_logprobs=old_logprobs
+    )
     surv = make_survivors([3, 2, 3])
     adv = torch.tensor([1.0, -0.5, 0.2, 0.7, -1.0, 0.3, -0.3, 1.5])
     rows = torch.ones(8, dtype=torch.bool)
@@ -86,8 +101,15 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
     total = sum(mb.num_tokens for mb in batches)
     for mb in batches:
         lp = response_log_probs(model, mb)
-        ppo_clip_loss(lp, lp.detach(), adv[mb.indices], mb.response_mask, loss_agg_mode=algo.loss_agg_mode,
-                      total_tokens=total, total_seqs=8).loss.backward()
+        ppo_clip_loss(
+            lp,
+            lp.detach(),
+            adv[mb.indices],
+            mb.response_mask,
+            loss_agg_mode=algo.loss_agg_mode,
+            total_tokens=total,
+            total_seqs=8,
+        ).loss.backward()
     expected = grads_of(model)
     model.zero_grad()
 
@@ -100,8 +122,9 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
 
     timer = PhaseTimer()
     logps = logprob_phase(StepContext(0, algo, timer), model, None, surv, rows)
-    stats = update_phase(StepContext(0, algo, timer), model, surv, adv, rows, logps,
-                         UpdateHooks(lambda loss: loss.backward(), step))
+    stats = update_phase(
+        StepContext(0, algo, timer), model, surv, adv, rows, logps, UpdateHooks(lambda loss: loss.backward(), step)
+    )
     assert [c[0] for c in captured] == [True]
     for got, want in zip(captured[0][1], expected):
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
@@ -114,8 +137,15 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
 
 
 def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_moves():
-    algo = AlgoConfig(prompts_per_step=4, ppo_mini_batch_size=2, ppo_epochs=2, clip_low=0.2, clip_high=0.28,
-                      loss_agg_mode="token-mean", micro_batch_tokens=64)
+    algo = AlgoConfig(
+        prompts_per_step=4,
+        ppo_mini_batch_size=2,
+        ppo_epochs=2,
+        clip_low=0.2,
+        clip_high=0.28,
+        loss_agg_mode="token-mean",
+        micro_batch_tokens=64,
+    )
     surv = make_survivors([3, 1, 2, 3])
     adv = torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0, -2.0, 1.0, -1.0, 0.5])
     rows = torch.ones(9, dtype=torch.bool)
@@ -130,8 +160,9 @@ def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_m
         return 1.0
 
     logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
-    stats = update_phase(StepContext(0, algo), model, surv, adv, rows, logps,
-                         UpdateHooks(lambda loss: loss.backward(), step))
+    stats = update_phase(
+        StepContext(0, algo), model, surv, adv, rows, logps, UpdateHooks(lambda loss: loss.backward(), step)
+    )
     assert algo.num_mini_batches == 2
     assert stats["mini_batches"] == 2 and stats["optimizer_steps"] == 4 and lasts == [False, False, False, True]
     assert stats["trained_rollouts"] == 9
@@ -147,24 +178,34 @@ def test_no_training_row_still_steps_once_for_the_trainer():
     model = tiny_lm()
     calls = []
     logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
-    stats = update_phase(StepContext(0, algo), model, surv, torch.zeros(4), rows, logps,
-                         UpdateHooks(lambda loss: loss.backward(), lambda last: calls.append(last) or 0.0))
+    stats = update_phase(
+        StepContext(0, algo),
+        model,
+        surv,
+        torch.zeros(4),
+        rows,
+        logps,
+        UpdateHooks(lambda loss: loss.backward(), lambda last: calls.append(last) or 0.0),
+    )
     assert calls == [True] and stats["optimizer_steps"] == 0 and stats["trained_rollouts"] == 0
 
 
 def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
-    assert logprob_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-3.0])],
-                            [torch.tensor([-1.5, -2.0]), torch.tensor([-2.9])]) == pytest.approx(
-        {"engine_logprob_diff_mean": 0.6 / 3, "engine_logprob_diff_max": 0.5})
+    assert logprob_mismatch(
+        [torch.tensor([-1.0, -2.0]), torch.tensor([-3.0])], [torch.tensor([-1.5, -2.0]), torch.tensor([-2.9])]
+    ) == pytest.approx({"engine_logprob_diff_mean": 0.6 / 3, "engine_logprob_diff_max": 0.5})
     algo = AlgoConfig(prompts_per_step=2, rollout_is_cap=1.5, old_logprobs="recompute")
     surv = make_survivors([2, 2])
     model = tiny_lm()
     rows = torch.tensor([True, True, False, True])
-    exact = logprob_phase(StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv,
-                          rows).old
+    exact = logprob_phase(
+        StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv, rows
+    ).old
     # the "engine" sampled row 0 with half the trainer's probability everywhere: w = 2 → capped at 1.5
-    surv.rollout_log_probs = [exact[i] - (math.log(2) if i == 0 else 0.0) if i in exact else torch.zeros(len(r))
-                              for i, r in enumerate(surv.response_ids)]
+    surv.rollout_log_probs = [
+        exact[i] - (math.log(2) if i == 0 else 0.0) if i in exact else torch.zeros(len(r))
+        for i, r in enumerate(surv.response_ids)
+    ]
     logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
     assert torch.allclose(logps.is_weights[0], torch.full_like(logps.is_weights[0], 1.5))
     assert torch.allclose(logps.is_weights[1], torch.ones_like(logps.is_weights[1]), atol=1e-5)
@@ -184,10 +225,13 @@ def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
     surv = make_survivors([2, 3])
     model = tiny_lm()
     rows = torch.tensor([True, True, False, True, True])
-    exact = logprob_phase(StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv,
-                          rows).old
-    surv.rollout_log_probs = [exact[i] - (math.log(3) if i == 1 else 0.1) if i in exact else torch.zeros(len(r))
-                              for i, r in enumerate(surv.response_ids)]
+    exact = logprob_phase(
+        StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv, rows
+    ).old
+    surv.rollout_log_probs = [
+        exact[i] - (math.log(3) if i == 1 else 0.1) if i in exact else torch.zeros(len(r))
+        for i, r in enumerate(surv.response_ids)
+    ]
     adv = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.5])
     results = {}
     for mode in ("recompute", "auto"):
@@ -204,8 +248,9 @@ def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
     for key in ("loss", "engine_logprob_diff_mean", "engine_logprob_diff_max", "is_weight_mean", "is_capped_fraction"):
         assert got[key] == pytest.approx(want[key], abs=1e-6), key
     assert got["engine_logprob_diff_max"] == pytest.approx(math.log(3), abs=1e-5)  # row 1: capped at w = 2
-    assert got["is_capped_fraction"] == pytest.approx(len(surv.response_ids[1]) / sum(
-        len(surv.response_ids[i]) for i in (0, 1, 3, 4)))
+    assert got["is_capped_fraction"] == pytest.approx(
+        len(surv.response_ids[1]) / sum(len(surv.response_ids[i]) for i in (0, 1, 3, 4))
+    )
     for g, w in zip(got_grads, want_grads):
         torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-5)
 

@@ -30,7 +30,9 @@ def test_refill_indices_are_distinct_and_a_function_of_the_step_and_round():
     a = refill_indices(100, 8, seed=0, step=5, round_=1)
     assert len(set(a)) == 8 and all(0 <= i < 100 for i in a)
     assert a == refill_indices(100, 8, seed=0, step=5, round_=1)
-    assert a != refill_indices(100, 8, seed=0, step=5, round_=2) and a != refill_indices(100, 8, seed=0, step=6, round_=1)
+    assert a != refill_indices(100, 8, seed=0, step=5, round_=2) and a != refill_indices(
+        100, 8, seed=0, step=6, round_=1
+    )
 
 
 def test_refill_keeps_the_first_b_informative_groups_across_rounds():
@@ -63,10 +65,13 @@ def test_a_step_still_short_after_the_last_batch_tops_up_with_the_first_rounds_g
     assert out.problems == ["a0", "a1", "a3", "b2"], "informative ones plus the first round's others, B in all"
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"dynamic_sampling_refill": True}, "but algo.dynamic_sampling=false: set both true"),
-    ({"dynamic_sampling": True, "max_num_gen_batches": 0}, "algo.max_num_gen_batches must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"dynamic_sampling_refill": True}, "but algo.dynamic_sampling=false: set both true"),
+        ({"dynamic_sampling": True, "max_num_gen_batches": 0}, "algo.max_num_gen_batches must be >= 1"),
+    ],
+)
 def test_refill_config_errors_name_the_key(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         AlgoConfig(**kwargs)

@@ -27,25 +27,38 @@ def test_a_streak_of_steps_whose_every_item_failed_stops_the_run_and_a_scored_it
     watch = RewardFailures("mymod:fn", max_failed_steps=2)
     with caplog.at_level(logging.WARNING):
         assert watch.observe(0, scored("error", "error", "timeout"), ONE_RANK)
-    assert watch.metrics == {"reward/failed_gold_error": 0.0, "reward/failed_timeout": 1.0,
-                             "reward/failed_deadline": 0.0, "reward/failed_error": 2.0}
-    assert "step 0 skipped (reward_failed): reward mymod:fn failed on all 3 items (timeout 1, error 2); 1 of " \
-           "reward.max_failed_steps=2 in a row" in caplog.text and watch.failure is None
+    assert watch.metrics == {
+        "reward/failed_gold_error": 0.0,
+        "reward/failed_timeout": 1.0,
+        "reward/failed_deadline": 0.0,
+        "reward/failed_error": 2.0,
+    }
+    assert (
+        "step 0 skipped (reward_failed): reward mymod:fn failed on all 3 items (timeout 1, error 2); 1 of "
+        "reward.max_failed_steps=2 in a row"
+        in caplog.text
+        and watch.failure is None
+    )
     assert not watch.observe(1, scored("error", "ok"), ONE_RANK)  # one item scored: the streak ends
     assert not watch.observe(2, None, ONE_RANK)  # no survivors: neither
     assert watch.metrics["reward/failed_error"] == 0.0
     assert watch.observe(3, scored("error", "error"), ONE_RANK) and watch.failure is None
     assert not watch.observe(4, None, ONE_RANK) and watch.failure is None  # a step without survivors keeps it
     assert watch.observe(5, scored("error", "deadline"), ONE_RANK)
-    assert watch.failure == ("reward mymod:fn failed on every item of 2 steps in a row (steps 3-5: deadline 1, "
-                             "error 3), so the run learned nothing from them (reward.max_failed_steps=2)")
+    assert watch.failure == (
+        "reward mymod:fn failed on every item of 2 steps in a row (steps 3-5: deadline 1, "
+        "error 3), so the run learned nothing from them (reward.max_failed_steps=2)"
+    )
     never = RewardFailures("math_verify", max_failed_steps=0)
     assert all(never.observe(step, scored("gold_error"), ONE_RANK) for step in range(10)) and never.failure is None
 
 
 def test_the_summary_counts_failed_items_per_kind_over_the_history():
-    history = [{"reward/failed_error": 2.0, "reward/failed_timeout": 0.0}, {"reward/accuracy": 1.0},
-               {"reward/failed_error": 3.0, "reward/failed_timeout": 1.0}]
+    history = [
+        {"reward/failed_error": 2.0, "reward/failed_timeout": 0.0},
+        {"reward/accuracy": 1.0},
+        {"reward/failed_error": 3.0, "reward/failed_timeout": 1.0},
+    ]
     assert reward_failures(history) == {"timeout": 1, "error": 5}
     assert reward_failures([]) == {}
 
@@ -59,27 +72,46 @@ def test_max_failed_steps_takes_a_whole_number(value):
         RunRewardConfig(max_failed_steps=value)
 
 
-NAN_REWARD = '''
+NAN_REWARD = """
 def nan(prompt, completion, answer):
     return float("nan")
-'''
+"""
 
 
 @pytest.mark.slow
 def test_a_reward_that_is_nan_on_every_item_stops_the_run_in_one_line_with_a_checkpoint(tmp_path):
     (tmp_path / "nan_reward.py").write_text(NAN_REWARD)
     out = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "run.py"), "reward.function=nan_reward:nan", "reward.workers=0",
-         "reward.max_failed_steps=2", "model.warm_start.steps=0", f"model.cache_dir={tmp_path / 'cache'}",
-         "data.num_heldout=0", "algo.prompts_per_step=2", "algo.group_size=2", "algo.max_response_tokens=8",
-         "engine.detect_length=4", "trainer.max_steps=5", "trainer.checkpoint_every=10",
-         f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "run.py"),
+            "reward.function=nan_reward:nan",
+            "reward.workers=0",
+            "reward.max_failed_steps=2",
+            "model.warm_start.steps=0",
+            f"model.cache_dir={tmp_path / 'cache'}",
+            "data.num_heldout=0",
+            "algo.prompts_per_step=2",
+            "algo.group_size=2",
+            "algo.max_response_tokens=8",
+            "engine.detect_length=4",
+            "trainer.max_steps=5",
+            "trainer.checkpoint_every=10",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 1, out.stderr[-4000:]
     run = tmp_path / "run"
     stopped = [line for line in out.stderr.splitlines() if line.startswith("stopped: ")]
-    assert stopped == [f"stopped: reward nan_reward:nan failed on every item of 2 steps in a row (steps 0-1: error 8), "
-                       f"so the run learned nothing from them (reward.max_failed_steps=2); resume with "
-                       f"trainer.resume={run}"], out.stderr[-3000:]
+    assert stopped == [
+        f"stopped: reward nan_reward:nan failed on every item of 2 steps in a row (steps 0-1: error 8), "
+        f"so the run learned nothing from them (reward.max_failed_steps=2); resume with "
+        f"trainer.resume={run}"
+    ], out.stderr[-3000:]
     assert "Traceback" not in out.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"].startswith("reward nan_reward:nan failed on every item")

@@ -35,8 +35,13 @@ def scorer_that_prefers(features_to_q: dict[int, float], hidden: int = 4) -> Pro
 
 
 def test_the_prompt_stage_passes_the_prompts_nearest_an_even_split_and_shadows_audited_drops():
-    step = ScreenStep(ScreenConfig(stages="prompt", prompt_oversample=1.0, audit=1.0), prompts_per_step=2,
-                      group_size=4, active=True, seed=3)
+    step = ScreenStep(
+        ScreenConfig(stages="prompt", prompt_oversample=1.0, audit=1.0),
+        prompts_per_step=2,
+        group_size=4,
+        active=True,
+        seed=3,
+    )
     q = {0: 0.02, 1: 0.5, 2: 0.97, 3: 0.4}
     step.plan_prompts(4, scorer_that_prefers(q), torch.eye(4))
     assert step.order[:2] == [1, 3] and sorted(step.order[2:]) == [0, 2], "kept first, then the audited drops"
@@ -63,14 +68,22 @@ def test_without_a_prompt_stage_every_drawn_prompt_generates():
 
 def rollouts_of(groups: list[tuple[bool, bool]], size: int) -> list[FakeRollout]:
     """``groups``: (audited, screened) per generation-order group."""
-    return [FakeRollout(a, s, f"g{k}" if a else None, torch.full((2,), float(k)), float(k), prompt_index=k)
-            for k, (a, s) in enumerate(groups) for _ in range(size)]
+    return [
+        FakeRollout(a, s, f"g{k}" if a else None, torch.full((2,), float(k)), float(k), prompt_index=k)
+        for k, (a, s) in enumerate(groups)
+        for _ in range(size)
+    ]
 
 
 def test_the_audit_counts_each_stage_and_the_heads_get_the_dropped_groups_rows():
     size = 2
-    step = ScreenStep(ScreenConfig(stages="prompt+detect", oversample=1.0, prompt_oversample=0.5, audit=0.5),
-                      prompts_per_step=2, group_size=size, active=True, seed=0)
+    step = ScreenStep(
+        ScreenConfig(stages="prompt+detect", oversample=1.0, prompt_oversample=0.5, audit=0.5),
+        prompts_per_step=2,
+        group_size=size,
+        active=True,
+        seed=0,
+    )
     # 6 drawn, 4 passed (generation order 0-3), 2 kept by the detect stage; one shadow group (order 4).
     step.drawn, step.passed, step.order = 6, 4, [0, 1, 2, 3, 4]
     step.prompt_audited = torch.tensor([True, False, True, False, True, False])
@@ -80,16 +93,31 @@ def test_the_audit_counts_each_stage_and_the_heads_get_the_dropped_groups_rows()
     correct = {"g0": [1.0, 0.0], "g1": [0.0, 0.0], "g2": [1.0, 1.0], "g4": [0.0, 0.0]}
     metrics = step.audit(rollouts, lambda texts, ks: [correct[t][i % size] for i, t in enumerate(texts)])
     # prompt stage: audited prompts 0, 2 (passed) and 4 (shadow, dropped): zero advantage for 2 and 4
-    assert [metrics[f"screen/prompt_audit_{k}"] for k in ("audited", "audited_zero", "screened", "screened_zero")] \
-        == [3, 2, 1, 1]
+    assert [metrics[f"screen/prompt_audit_{k}"] for k in ("audited", "audited_zero", "screened", "screened_zero")] == [
+        3,
+        2,
+        1,
+        1,
+    ]
     assert metrics["screen/prompt_audit_dropped_share_sum"] == pytest.approx(3 * (1 - 4 / 6))
     # detect stage: audited groups 1 and 2, both dropped, both zero advantage
-    assert [metrics[f"screen/detect_audit_{k}"] for k in ("audited", "audited_zero", "screened", "screened_zero")] \
-        == [2, 2, 2, 2]
+    assert [metrics[f"screen/detect_audit_{k}"] for k in ("audited", "audited_zero", "screened", "screened_zero")] == [
+        2,
+        2,
+        2,
+        2,
+    ]
     assert audit_totals([metrics, metrics], "detect").audited == 4
 
-    rows = (torch.zeros(3, 2), torch.zeros(3), torch.ones(3), torch.ones(3), torch.tensor([0, 0, 3]),
-            torch.full((3,), 0.5), torch.full((3, 1 + 2), 0.25))
+    rows = (
+        torch.zeros(3, 2),
+        torch.zeros(3),
+        torch.ones(3),
+        torch.ones(3),
+        torch.tensor([0, 0, 3]),
+        torch.full((3,), 0.5),
+        torch.full((3, 1 + 2), 0.25),
+    )
     feats, scores, labels, weights, group_ids, survival, joint = step.with_dropped_audit(rows, rollouts)
     assert feats.shape == (3 + 4, 2) and scores[3:].tolist() == [1.0, 1.0, 2.0, 2.0]
     assert labels[3:].tolist() == [0.0, 0.0, 1.0, 1.0] and weights[3:].tolist() == [2.0] * 4  # 1 / audit share

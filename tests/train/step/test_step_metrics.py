@@ -7,8 +7,11 @@ import torch
 from arrol_pl.train.step.metrics import scorer_metrics
 
 # one group of five, three right (scores 3, 1, 1.5) and two wrong (0, 2): 4 of its 6 pairs ordered right
-EVERY = (torch.zeros(5, dtype=torch.long), torch.tensor([3.0, 1.0, 0.0, 2.0, 1.5]),
-         torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0]))
+EVERY = (
+    torch.zeros(5, dtype=torch.long),
+    torch.tensor([3.0, 1.0, 0.0, 2.0, 1.5]),
+    torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0]),
+)
 
 
 def test_the_survivors_pairs_weighted_by_their_chance_to_survive_estimate_every_rollouts_auc():
