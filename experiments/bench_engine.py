@@ -14,16 +14,20 @@ its first generation, models faster). With ``--detect-first both`` each κ < 1 r
 default would run, with the model's figures and the measured ratio; the ``steps`` column counts engine steps.
 Configurations are interleaved over ``--repeats`` rounds after one warm-up round; medians are reported.
 Targets: the project's GRPO generation (κ = 1) within 5 % of ``bare`` (``grpo_vs_bare``); reading and scoring the
-hidden rows costs ≤ 3 % at κ = 1 (``hook_overhead_k1``, against ``stock``); at κ = 0.5 the wall ratio to κ = 1 is within 10 % of the generated-token
-ratio (freed capacity is reused), and ``k05_vs_bare_scaled`` compares it with bare's time scaled by the tokens it
-generated. ``--logprobs 0`` asks every row for the sampled token's log-prob (a training step with
-``algo.rollout_is_cap``, or a ``trainer.logprob_check_every`` step); by default none is asked, as on the other steps.
+hidden rows costs ≤ 3 % at κ = 1 (``hook_overhead_k1``, against ``stock``); at κ = 0.5 the wall ratio to κ = 1 is
+within 10 % of the generated-token ratio (freed capacity is reused), and ``k05_vs_bare_scaled`` compares it with
+bare's time scaled by the tokens it generated. ``--logprobs 0`` asks every row for the sampled token's log-prob (a
+training step with ``algo.rollout_is_cap``, or a ``trainer.logprob_check_every`` step); by default none is asked, as
+on the other steps.
 Last, the engine's step cost fitted on the rows' own steps (``fixed + per_request × requests advanced``,
 :mod:`arrol_pl.core.decode_cost`): the fixed part's share of each row's wall time, and each row's wall ratio to κ = 1
 beside its token ratio and the model's ratio, which accounts for what the token ratio leaves out.
 
     python experiments/bench_engine.py --prompts 8 --group-size 8 --max-tokens 192 --repeats 3
-    python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 --detect-first both
+    python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 \
+        --detect-first both
+    python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 \
+        --kappas 1 0.5 0.25 --block-size 32     # then 128: KV blocks of 32 tokens against vLLM's CPU default
 
 Prints a table and, last, one JSON line.
 """
@@ -253,7 +257,8 @@ def main(argv: list[str] | None = None) -> dict:
             if name != "kappa=1":
                 r = rows[name]
                 print(
-                    f"{name}: wall ratio to κ = 1 {r['wall_ratio_to_k1']:.3f}, token ratio {r['token_ratio_to_k1']:.3f}, "
+                    f"{name}: wall ratio to κ = 1 {r['wall_ratio_to_k1']:.3f}, token ratio "
+                    f"{r['token_ratio_to_k1']:.3f}, "
                     f"the step-cost model's ratio {r['modelled_wall_s'] / k1:.3f}"
                 )
     for k in args.kappas:

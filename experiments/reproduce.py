@@ -9,7 +9,8 @@ Parts, in order; each is the public script a user would run, as a subprocess wit
 
 - ``phases``    experiments/bench_phases.py: Table 5, GRPO vs ARRoL κ = 0.5 / 0.25, same prompts and weights;
 - ``kappa``     experiments/run.py +exp=ablation_kappa: Table 6 and the runs behind Fig. 4;
-- ``balance``   experiments/run.py +exp=random_pruning, without the κ = 0.5 default-rule job ``kappa`` already ran: Table 4;
+- ``balance``   experiments/run.py +exp=random_pruning, without the κ = 0.5 default-rule job ``kappa`` already ran:
+  Table 4;
 - ``head``      experiments/head_quality.py on the κ = 0.5 run's policy: Fig. 2(b–d);
 - ``voting``    experiments/evaluate.py k = 32 on the κ = 0.5 run's export: Table 3;
 - ``wallclock`` experiments/plot_wallclock.py on the κ = 1 and κ = 0.5 runs: Fig. 4;

@@ -21,8 +21,8 @@ SCRIPTS = (
         "`arrol evaluate` = `experiments/evaluate.py` (`EvalConfig`, `conf/evaluate.yaml`)",
         EvalConfig,
         {
-            "engine": "the run's `engine` section (its `gpu_memory_utilization` defaults to 0.8 here: no training shares "
-            "the GPU)"
+            "engine": "the run's `engine` section (its `gpu_memory_utilization` defaults to 0.8 here: no training "
+            "shares the GPU)"
         },
     ),
     (
@@ -31,8 +31,8 @@ SCRIPTS = (
         {
             "data": "the run's `data` section, chosen the same way (`data=arithmetic_fewshot`); the probe reads the "
             "first `data.num_heldout` held-out problems (256 by default)",
-            "head": "the run's `head` section: the probe heads' width and training (`head.steps` 300, `head.replay` null "
-            "by default)",
+            "head": "the run's `head` section: the probe heads' width and training (`head.steps` 300, `head.replay` "
+            "null by default)",
         },
     ),
 )

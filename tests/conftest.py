@@ -200,8 +200,9 @@ def pytest_collection_finish(session):
 @pytest.fixture(autouse=True)
 def _no_process_in_the_quick_tier(request, monkeypatch):
     """In the quick tier a test that starts a process fails, naming the marker it needs: the tier stays one that
-    answers within an edit."""
-    if request.config.getoption("--quick"):
+    answers within an edit. The lint (``@pytest.mark.lint``) runs ruff, a native binary that answers in under a
+    second, and stays in the tier."""
+    if request.config.getoption("--quick") and request.node.get_closest_marker("lint") is None:
 
         def refuse(*args, **kwargs):
             command = args[1] if len(args) > 1 else kwargs.get("args")

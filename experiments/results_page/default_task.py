@@ -363,7 +363,8 @@ def section_kappa(runs: list[RunSummary]) -> tuple[list[str], list[Claim]]:
     claims = [
         Claim(
             "kappa",
-            f"Table 6: speedup grows as κ falls ({', '.join(f'κ={k:g} {v:.2f}×' for k, v in sorted(speedups.items()))})",
+            "Table 6: speedup grows as κ falls "
+            f"({', '.join(f'κ={k:g} {v:.2f}×' for k, v in sorted(speedups.items()))})",
             paper=verdict(monotone),
             here=f"{speedups[low]:.2f}× at κ = {low:g} (default task)",
             detail=f". This task's responses average {mean_len:.0f} tokens against L_detect = "

@@ -151,8 +151,8 @@ def equal_time_section(
         f"`experiments/run.py +exp={preset}`: both arms train for {budget} min of training wall time "
         f"(held-out evaluations excluded) {setting}; "
         f"B = {arrol.config['algo']['prompts_per_step']} × G = {arrol.config['algo']['group_size']}, "
-        f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} tokens, "
-        f"head input `{arrol.config.get('head', {}).get('input', 'last')}`. "
+        f"L_detect = {arrol.config['engine']['detect_length']} of {arrol.config['algo']['max_response_tokens']} "
+        f"tokens, head input `{arrol.config.get('head', {}).get('input', 'last')}`. "
         f"Held-out: {arrol.heldout_problems} problems × {arrol.heldout_samples} samples (± the evaluation's standard "
         "error over problems). A sweep runs its jobs one after another; anything else on the machine slows the arms "
         "unevenly and biases an equal-time comparison, so this part runs alone.",

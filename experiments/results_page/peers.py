@@ -68,8 +68,7 @@ def task_part(root: Path, task: str, title: str, extra: list[str]) -> list[str]:
         "",
         f"`{data['command']}`: B = {s['prompts_per_step']} × G = {s['group_size']}, responses up to "
         f"{s['max_response_tokens']} tokens, lr {s['lr']:g}{slots}; {s['rounds']} rounds of {s['steps']} "
-        "measured steps "
-        f"per arm after {s['warmup']} unmeasured, in alternating order. Versions: "
+        f"measured steps per arm after {s['warmup']} unmeasured, in alternating order. Versions: "
         + ", ".join(f"{k} {v}" for k, v in data["versions"].items())
         + ".",
         "",

@@ -162,7 +162,8 @@ def section_pretrained(root: Path, figures: Path, page_dir: Path) -> tuple[list[
         f"Command: `{data['command']}`. {data['rollouts']} rollouts ({st['problems']} held-out problems × "
         f"{st['samples']}, T = {st['temperature']}, raw two-shot prompts, one-line answers): accuracy "
         f"{data['accuracy']:.3f}, mixed groups {fmt(data.get('mixed_group_fraction'))}, mean length "
-        f"{data['mean_response_length']:.1f} of {st['max_tokens']} tokens; generation {data['generation_seconds']:.0f} s, "
+        f"{data['mean_response_length']:.1f} of {st['max_tokens']} tokens; generation "
+        f"{data['generation_seconds']:.0f} s, "
         f"features {data['feature_seconds']:.0f} s. Probe features equal the engine's to "
         f"{parity(data)}. The same probe as section 3, on a policy "
         "whose hidden state can carry the signal that the tiny policy's lacks.",

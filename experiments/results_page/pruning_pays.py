@@ -239,8 +239,8 @@ def section_pruning_pays(root: Path, figures: Path, page_dir: Path) -> tuple[lis
 def oracle_ladders(
     arms: Sequence[Arm], diffs: dict[str, PairedDifference]
 ) -> dict[str, list[tuple[float, PairedDifference]]]:
-    """Per survival rule (the default rule's first), its oracle arms as ``(AUC within groups, difference to GRPO G = 8)``, from
-    the lowest AUC up."""
+    """Per survival rule (the default rule's first), its oracle arms as ``(AUC within groups, difference to GRPO
+    G = 8)``, from the lowest AUC up."""
     ladders: dict[str, list[tuple[float, PairedDifference]]] = {}
     for a in sorted(
         (a for a in arms if a.oracle_auc is not None and a.label in diffs and a.auc() is not None),

@@ -65,9 +65,9 @@ def section_screen(root: Path) -> tuple[list[str], list[Claim]]:
         heading,
         "",
         "Spend the step on groups that can teach (`pruning.screen` and `algo.dynamic_sampling_refill`; "
-        'docs/algorithm.md, "Choosing the groups"): oversample the prompts and keep the B groups least likely to come out '
-        "all-correct or all-wrong, from the hidden state of each prompt's last token (`prompt`) or from the quality "
-        "head at L_detect (`detect`, aborted inside the engine); or, as DAPO, generate further batches until B "
+        'docs/algorithm.md, "Choosing the groups"): oversample the prompts and keep the B groups least likely to come '
+        "out all-correct or all-wrong, from the hidden state of each prompt's last token (`prompt`) or from the "
+        "quality head at L_detect (`detect`, aborted inside the engine); or, as DAPO, generate further batches until B "
         "groups with a learning signal are in hand. A random share of the screened groups runs to completion "
         "whatever is decided: the audit. The ARRoL + screening arm screens at the prompt: in the pilot arms (ARRoL "
         "with the detect-stage screen, GRPO with the prompt-stage screen; their sections follow when their runs "

@@ -134,8 +134,8 @@ class Arm:
 
 
 def study_arms(runs: Sequence[RunSummary]) -> list[Arm]:
-    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladders (the default rule's
-    first, then each other survival rule's) from the highest AUC down."""
+    """The sweep's runs by arm (module docstring), GRPO G = 8 first, then :data:`ORDER`, the oracle ladders (the
+    default rule's first, then each other survival rule's) from the highest AUC down."""
     shared = set.intersection(*(set(r.overrides) for r in runs)) if len(runs) > 1 else set()
     by_label: dict[str, dict[int, RunSummary]] = {}
     for run in runs:

@@ -138,7 +138,8 @@ def test_a_missing_shape_file_is_one_line_and_exit_2(tmp_path):
 @pytest.mark.subprocess
 def test_the_torch_only_part_measures_the_update_against_the_plan(tmp_path):
     """What a GPU image without vLLM runs (``--torch-only``): one update micro-batch, its measured peak beside the
-    plan's bytes (here on CPU, float32, where tests/train/policy/test_update_peak.py holds the two within a few percent)."""
+    plan's bytes (here on CPU, float32, where tests/train/policy/test_update_peak.py holds the two within a few
+    percent)."""
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
     done = subprocess.run(

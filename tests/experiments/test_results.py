@@ -268,7 +268,8 @@ def test_online_pretrained_section_compares_at_equal_time_with_its_uncertainty(r
 def test_online_pretrained_section_pairs_the_arms_by_seed(results_dir: Path, tmp_path: Path):
     missing = build_page(results_dir, tmp_path / "page.md").split("## 8.")[1].split("## 9.")[0]
     assert "Not run" in missing and "--only online page" in missing
-    # seed 0 ahead by 0.10 (eval SE hypot(0.03, 0.03) = 0.042), seed 1 ahead by 0.02; seed 2 has no GRPO arm and is left out
+    # seed 0 ahead by 0.10 (eval SE hypot(0.03, 0.03) = 0.042), seed 1 ahead by 0.02; seed 2 has no GRPO arm and is
+    # left out
     for seed, (grpo, arrol) in enumerate([(0.30, 0.40), (0.30, 0.32)]):
         write_online(results_dir, "none", 40, grpo, 0.03, seed=seed)
         write_online(results_dir, "arrol", 60, arrol, 0.03, seed=seed)
