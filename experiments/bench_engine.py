@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     from arrol_pl.core.pruning import PrunerParams
     from arrol_pl.engine import ArrolEngine, EngineConfig
     from arrol_pl.engine.bare import generate_bare
+    from arrol_pl.engine.generation import prompt_token_ids
     from arrol_pl.models import build_tiny_model, build_tokenizer
 
     model = args.model
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> dict:
             summary[f"detect_first_speedup_k{k:g}"] = round(one["wall_s"] / first["wall_s"], 4)
             plans = engine.scheduling  # what engine.detect_first null would run, by the engine's own choice
             plans.detect_first(
-                [len(ids) for ids in engine._prompt_ids(prompts)],
+                [len(ids) for ids in prompt_token_ids(engine.tokenizer, prompts, engine.max_model_len)],
                 args.group_size,
                 PrunerParams(policy="arrol", keep_ratio=k),
                 detect,

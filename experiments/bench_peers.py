@@ -97,7 +97,7 @@ def trl_backends(mode: str) -> tuple[list[str], list[str]]:
     except importlib.metadata.PackageNotFoundError:
         return [], ["TRL: not installed (pip install trl); only the project's arms ran"]
     backends, notes = ["transformers"], []
-    from arrol_pl.engine.adapter import installed_vllm
+    from arrol_pl.engine.adapter.startup import installed_vllm
 
     dist, vllm_version = installed_vllm()
     low, high = trl_vllm_range()
@@ -257,7 +257,7 @@ def library_versions() -> dict[str, str]:
     import torch
     import transformers
 
-    from arrol_pl.engine.adapter import installed_vllm
+    from arrol_pl.engine.adapter.startup import installed_vllm
 
     dist, vllm_version = installed_vllm()
     versions = {"torch": torch.__version__, "transformers": transformers.__version__, dist: vllm_version}

@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, run in runs.items():
         if args.case not in ("all", CASE_NAMES[name]):
             continue
-        if own_process:  # vLLM's sleep-mode allocator serves one engine per CUDA process (adapter.claim_sleep_mode)
+        # vLLM's sleep-mode allocator serves one engine per CUDA process (adapter.startup.claim_sleep_mode)
+        if own_process:
             case = subprocess.run([sys.executable, __file__, *argv, "--case", CASE_NAMES[name], "--out", str(out)])
             if case.returncode != 0:
                 failures.append(f"{name}: its process exited {case.returncode} (its lines above)")

@@ -256,7 +256,8 @@ class Strict:
 def engine_settings(join_launcher_world: bool = False) -> dict[str, Any]:
     """What :class:`~arrol_pl.engine.engine.ArrolEngine` sets that the runner selection can read: no speculative
     decoding, LoRA, watermark, sparse attention or micro-batching; tensor and pipeline parallelism 1; with several
-    training ranks the ``external_launcher`` executor (:func:`arrol_pl.engine.adapter.launcher_world_args`)."""
+    training ranks the ``external_launcher`` executor
+    (:func:`arrol_pl.engine.adapter.startup.launcher_world_args`)."""
     return {
         "distributed_executor_backend": "external_launcher" if join_launcher_world else None,
         "pipeline_parallel_size": 1,

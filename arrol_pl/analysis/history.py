@@ -235,7 +235,7 @@ def machine_info() -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        from arrol_pl.engine.adapter import installed_vllm
+        from arrol_pl.engine.adapter.startup import installed_vllm
 
         info["vllm"] = installed_vllm()[1]
     except ImportError:

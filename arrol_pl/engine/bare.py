@@ -1,5 +1,6 @@
-"""vLLM as shipped, the benchmarks' reference for :meth:`ArrolEngine.generate <arrol_pl.engine.engine.ArrolEngine.generate>`:
-the same requests through the stock ``LLMEngine`` loop, nothing of the project's in between."""
+"""vLLM as shipped, the benchmarks' reference for
+:meth:`ArrolEngine.generate <arrol_pl.engine.engine.ArrolEngine.generate>`: the same requests through the stock
+``LLMEngine`` loop, nothing of the project's in between."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from arrol_pl.engine import adapter
+from arrol_pl.engine.generation import prompt_token_ids
 
 if TYPE_CHECKING:
     from arrol_pl.engine.engine import ArrolEngine
@@ -27,7 +29,7 @@ def generate_bare(
     base = adapter.sampling_params(sampling)
     if engine._generating or adapter.has_unfinished_requests(engine.llm):
         raise RuntimeError("generate_bare called while another generation is in flight")
-    prompt_ids = engine._prompt_ids(prompts)
+    prompt_ids = prompt_token_ids(engine.tokenizer, prompts, engine.max_model_len)
     start = time.perf_counter()
     engine._generating = True
     engine.tap.uninstall()

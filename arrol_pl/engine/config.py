@@ -13,7 +13,8 @@ PLATFORM_DEFAULTS: dict[str, dict[str, object]] = {
     "cpu": {"dtype": "float32", "enforce_eager": True},
     "cuda": {"dtype": "bfloat16", "enforce_eager": False},
 }
-"""What a null ``engine.dtype`` / ``engine.enforce_eager`` becomes on each platform (:meth:`EngineConfig.for_platform`)."""
+"""What a null ``engine.dtype`` / ``engine.enforce_eager`` becomes on each platform
+(:meth:`EngineConfig.for_platform`)."""
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
 

@@ -23,30 +23,17 @@ Decisions:
 - **Decisions per group** (:class:`~.tracking.GenerationTracker`, no vLLM in it). Scores are buffered per
   prompt until all ``G`` rollouts of the group have reached ``L_detect`` or finished (with lockstep
   decoding, the same step), then :func:`decide_group` draws keep/prune with a generator seeded by
-  ``(h_t.seed, prompt_index)``, so decisions do not depend on the scheduling order. Pruned rollouts still running are aborted at once (the scheduler reuses their KV
-  blocks next step). If a member reached ``L_detect`` and went on to finish while its group was
-  still waiting, a prune decision still applies to it: it is reported truncated to ``L_detect`` tokens.
-- **Detect first** (``engine.detect_first``; Algorithm 1 l. 17 leaves the micro-batches to the backend). While
-  pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``), every rollout's first request
-  stops at ``L_detect``; once all are decided, the survivors go on as second requests prompted with the prompt and
-  their first ``L_detect`` tokens (with prefix caching, only the last partial block is computed again). With one
-  request per rollout, survivors keep their slots while later groups wait for theirs, so the last groups reach
-  ``L_detect`` late and their survivors set the generation's length. Features, scores and decisions are the same
-  rule either way; only which requests share an engine step changes. Sampling that depends on the text so far
-  (:func:`.adapter.continuable`) keeps one request per rollout.
-- **Which schedule, by default** (``engine.detect_first`` null): the one the engine's step cost, measured once,
-  models faster for the generation's shape (:mod:`.scheduling`).
+  ``(h_t.seed, prompt_index)``, so decisions do not depend on the scheduling order. Pruned rollouts still
+  running are aborted at once (the scheduler reuses their KV blocks next step). If a member reached ``L_detect``
+  and went on to finish while its group was still waiting, a prune decision still applies to it: it is reported
+  truncated to ``L_detect`` tokens.
+- **Detect first** (``engine.detect_first``), **the default schedule**, **how outputs are read**: :mod:`.generation`.
 - **The group screen** (beyond the paper, :mod:`arrol_pl.core.screening`): with a detect stage the tracker holds
   every decision until all groups have reached ``L_detect`` (or finished), drops whole groups by their chance
   of zero advantage, and only then prunes inside the kept ones; the dropped groups are aborted in the same
   step. Audited groups are never aborted: their pruned members run on and report their complete text.
   :meth:`ArrolEngine.prompt_features` serves the prompt stage: one sampled token per prompt, the hidden row
   that sampled it.
-- **Outputs.** Where a decision may abort a request mid-flight (pruning or a detect screen, one request per
-  rollout), outputs stream as deltas and the engine keeps each rollout's tokens, since an aborted request gets no
-  final output from vLLM. Elsewhere (nothing pruned, or detect-first, whose first requests end at ``L_detect``)
-  each output is read once, at its end, as ``vllm.LLM.generate`` does (one output per request, not per request
-  and step), and the tap, not the outputs, counts the requests each step advanced.
 - **Weight sync** streams HF-named full tensors through ``reload_weights`` and always resets the prefix
   cache afterwards (stale KV otherwise); the head is loaded from its ``state_dict``. A sync of every weight is
   checked to be one: no name the model does not take, no weight left without data (:mod:`.adapter.sync`).
@@ -69,12 +56,12 @@ from typing import Any
 import torch
 
 from arrol_pl.core.autocast import outside_autocast
-from arrol_pl.core.confidence import STATISTICS_TOPK
 from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.quality_head import QualityHead, check_head_input, head_input_dim
 from arrol_pl.core.scorers import PrefixScorer
 from arrol_pl.core.screening import GroupScreen
-from arrol_pl.engine import adapter
+from arrol_pl.engine import adapter, generation
+from arrol_pl.engine.adapter import startup
 from arrol_pl.engine.config import EngineConfig, check_logprobs_mode
 from arrol_pl.engine.console import progress as progress_bar
 from arrol_pl.engine.protocol import GenerationResult
@@ -119,20 +106,20 @@ class ArrolEngine:
             logprobs_mode: vLLM's, of returned log-probs: ``raw_logprobs`` (before temperature) or
                 ``processed_logprobs`` (the distribution actually sampled from: what a trainer compares against).
             join_launcher_world: several training ranks: join their ``torch.distributed`` world
-                (:func:`adapter.launcher_world_args`).
+                (:func:`.adapter.startup.launcher_world_args`).
         """
         config = config or EngineConfig()
         if not model:
             raise ValueError("ArrolEngine needs a model: an HF model directory")
         check_head_input(head_input, "head_input")
         check_logprobs_mode(logprobs_mode)
-        adapter.check_vllm_version()
-        adapter.check_environment()
-        self.platform = adapter.platform_kind()
+        startup.check_vllm_version()
+        startup.check_environment()
+        self.platform = startup.platform_kind()
         config = config.for_platform(self.platform)
         self.config = config
-        self._llm = adapter.start_engine(
-            **adapter.engine_args(
+        self._llm = startup.start_engine(
+            **startup.engine_args(
                 config,
                 self.platform,
                 join_launcher_world,
@@ -234,7 +221,8 @@ class ArrolEngine:
         return seconds
 
     def seed_sampling(self, seed: int) -> None:
-        """Make the next generations' sampling a function of ``seed`` (and the weights): see :func:`adapter.seed_sampling`."""
+        """Make the next generations' sampling a function of ``seed`` (and the weights): see
+        :func:`adapter.seed_sampling`."""
         adapter.seed_sampling(seed)
 
     def close(self) -> None:
@@ -280,22 +268,6 @@ class ArrolEngine:
         return True
 
     # ------------------------------------------------------------------ generation
-    def _prompt_ids(self, prompts: Sequence[str | Sequence[int]]) -> list[list[int]]:
-        if len(prompts) == 0:
-            raise ValueError("prompts is empty: pass at least one prompt (string or token-id list)")
-        out = []
-        for i, p in enumerate(prompts):
-            ids = self.tokenizer.encode(p, add_special_tokens=False) if isinstance(p, str) else [int(t) for t in p]
-            if not ids:
-                raise ValueError(f"prompt {i} is empty")
-            if len(ids) >= self.max_model_len:
-                raise ValueError(
-                    f"prompt {i} has {len(ids)} tokens, longer than the model context "
-                    f"(max_model_len={self.max_model_len} leaves no room to generate)"
-                )
-            out.append(ids)
-        return out
-
     @outside_autocast
     def generate(
         self,
@@ -329,7 +301,7 @@ class ArrolEngine:
                 groups are ranked at ``detect_length`` by their chance of zero advantage and all but ``keep``
                 are aborted before within-group pruning; audited and shadow groups run to completion.
             detect_first: while ``pruner`` is active, run every rollout to ``detect_length`` first and continue
-                only the survivors (see the module's docstring); None: when the rollouts outnumber the slots
+                only the survivors (see :mod:`.generation`); None: when the rollouts outnumber the slots
                 (``engine.max_num_seqs``), ``engine.detect_first``, or with that null, the schedule the
                 engine's measured step cost models faster (:class:`~.scheduling.Scheduling`; its ``plan``).
             scorer: what scores a rollout at ``detect_length`` in place of the head
@@ -338,42 +310,13 @@ class ArrolEngine:
         Returns:
             rollouts ordered by (prompt index, sample index).
         """
-        if group_size < 1:
-            raise ValueError(f"group_size must be >= 1, got {group_size}")
-        base = adapter.sampling_params(sampling)
-        if detect_length is not None and not 1 <= detect_length < base.max_tokens:
-            raise ValueError(
-                f"detect_length (L_detect) must satisfy 1 <= L_detect < max_tokens={base.max_tokens}, "
-                f"got {detect_length}"
-            )
-        if not features and (detect_length is not None or pruner is not None or screen is not None):
-            raise ValueError(
-                "features=False (no hidden-state tap) cannot score or prune: drop detect_length/pruner/screen"
-            )
-        if screen is not None and screen.keep is not None and detect_length is None:
-            raise ValueError("a detect-stage screen (screen.keep) needs detect_length: groups are ranked at L_detect")
-        if logprobs_topk is not None and logprobs_topk < 0:
-            raise ValueError(f"logprobs_topk must be >= 0, got {logprobs_topk}")
+        base = generation.checked_sampling(sampling, group_size, detect_length, features, pruner, screen, logprobs_topk)
         if self._generating or adapter.has_unfinished_requests(self.llm):
             raise RuntimeError("generate called while another generation is in flight")
-        prompt_ids = self._prompt_ids(prompts)
+        prompt_ids = generation.prompt_token_ids(self.tokenizer, prompts, self.max_model_len)
         target = detect_length if detect_length is not None else self.max_model_len + 1
-        sample_topk = logprobs_topk
-        if features and "stats" in self.head_input.split("+"):
-            sample_topk = max(logprobs_topk or 0, STATISTICS_TOPK)
-        if scorer is not None:
-            if not features or detect_length is None:
-                raise ValueError("a prefix scorer scores at detect_length: pass detect_length, with features=True")
-            if scorer.topk is not None:
-                sample_topk = max(sample_topk or 0, scorer.topk)
-        prunes = (
-            pruner is not None
-            and pruner.active
-            and (
-                (pruner.policy != "none" and pruner.keep_ratio < 1.0)
-                or (screen is not None and screen.keep is not None)
-            )
-        )
+        sample_topk = generation.sample_topk(logprobs_topk, self.head_input, features, scorer, detect_length)
+        prunes = generation.prunes(pruner, screen)
         self.scheduling.plan = None
         two_part = features and prunes and detect_length is not None and adapter.continuable(base)
         if two_part and detect_first is None:
@@ -381,52 +324,37 @@ class ArrolEngine:
                 [len(ids) for ids in prompt_ids], group_size, pruner, detect_length, base.max_tokens
             )
         two_part = two_part and bool(detect_first)
-        # per-step deltas only where a decision aborts requests mid-flight (module docstring, "Outputs")
+        # per-step deltas only where a decision aborts requests mid-flight (:mod:`.generation`, "Outputs")
         stream = prunes and not two_part
         tracker = GenerationTracker(
             detect_length, target, pruner, sample_topk is not None, screen, pause_at=detect_length if two_part else None
         )
         decode = functools.partial(self._decode, skip_special_tokens=base.skip_special_tokens)
         self._scorer, self._scorer_decode = scorer, decode
-        clock: tuple[list[float], list[int], list[int]] = ([], [], [])
+        clock: generation.Clock = ([], [], [])
+        score = functools.partial(self._score, target=target) if features else None
         start = time.perf_counter()
         self._generating = True
         try:
-            for b, ids in enumerate(prompt_ids):
-                engine_input = adapter.render_token_prompt(self.llm, ids)
-                for g in range(group_size):
-                    params = adapter.rollout_params(
-                        base,
-                        b * group_size + g,
-                        sample_topk,
-                        max_tokens=detect_length if two_part else None,
-                        final_only=not stream,
-                    )
-                    ext_id = tracker.request_id(b, g)
-                    internal = adapter.add_request(self.llm, ext_id, engine_input, params)
-                    tracker.add(ext_id, internal, b, g, ids)
-                    if features:
-                        self.tap.register(internal, target)
+            generation.add_rollouts(
+                self.llm,
+                tracker,
+                base,
+                prompt_ids,
+                group_size,
+                sample_topk,
+                max_tokens=detect_length if two_part else None,
+                final_only=not stream,
+                tap=self.tap if features else None,
+                target=target,
+            )
             with progress_bar(total=len(tracker.tracks), desc=progress, unit="rollout", disable=not progress) as bar:
-                self._run(tracker, features, target, bar, clock)
+                generation.run_steps(self.llm, self.tap, tracker, bool(self.config.enforce_eager), score, bar, clock)
                 if two_part:  # the survivors (and audited rollouts) go on from their first part's tokens
-                    for tr in tracker.paused():
-                        params = adapter.rollout_params(
-                            base,
-                            tr.prompt_index * group_size + tr.sample_index,
-                            sample_topk,
-                            max_tokens=base.max_tokens - len(tr.tokens),
-                            part=1,
-                            final_only=not stream,
-                        )
-                        request_id = tracker.request_id(tr.prompt_index, tr.sample_index, continued=True)
-                        tokens = tr.prompt_ids + tr.tokens
-                        internal = adapter.add_request(
-                            self.llm, request_id, adapter.render_token_prompt(self.llm, tokens), params
-                        )
-                        tr.text = [decode(tr.tokens)]  # the first part's whole text (its last delta may hold back)
-                        tracker.resume(tr, request_id, internal)
-                    self._run(tracker, features, target, bar, clock)
+                    generation.continue_paused(self.llm, tracker, base, group_size, sample_topk, not stream, decode)
+                    generation.run_steps(
+                        self.llm, self.tap, tracker, bool(self.config.enforce_eager), score, bar, clock
+                    )
         except BaseException:  # every request this call added, also one a signal cut short inside add_request
             adapter.abort_external(self.llm, tracker.requested)
             raise
@@ -443,30 +371,6 @@ class ArrolEngine:
         return GenerationResult(
             rollouts, wall, tracker.steps, sum(r.generated_tokens for r in rollouts), *clock[:2], detect_first=two_part
         )
-
-    def _run(
-        self,
-        tracker: GenerationTracker,
-        features: bool,
-        target: int,
-        bar,
-        clock: tuple[list[float], list[int], list[int]],
-    ) -> None:
-        """Step the engine until no request is left: score what resolved each step, abort what was pruned. Each
-        step's seconds (with the tracking, scoring and aborts that follow it), the requests it advanced and the
-        tokens it computed go to ``clock``."""
-        while adapter.has_unfinished_requests(self.llm):
-            started = time.perf_counter()
-            self.tap.scheduled = 0
-            deltas = adapter.step(self.llm, eager=bool(self.config.enforce_eager))
-            resolved = tracker.consume(deltas)
-            if resolved and features:
-                self._score(resolved, target)
-                adapter.abort_internal(self.llm, tracker.decide(tr.prompt_index for tr in resolved))
-            bar.update(tracker.finished - bar.n)
-            clock[0].append(time.perf_counter() - started)  # the step and its bookkeeping
-            clock[1].append(self.tap.scheduled)
-            clock[2].append(self.tap.tokens)
 
     def _decode(self, tokens: Sequence[int], skip_special_tokens: bool) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Touch:
-    """One name the adapter relies on: ``target`` is ``module:qualname`` (``vllm.v1.engine.llm_engine:LLMEngine.sleep``).
+    """One name the adapter relies on: ``target`` is ``module:qualname``
+    (``vllm.v1.engine.llm_engine:LLMEngine.sleep``).
 
     ``params``: parameter names a callable must accept (passed by keyword, or relied on by position); ``attrs``:
     attributes its instances carry (set in a method, a field, a property or an enum member); ``source``: code its
@@ -60,8 +61,8 @@ TAP_RUNNER_ATTRS: tuple[str, ...] = ("execute_model", "execute_model_state", "in
 when the engine starts, and ``make check-vllm-gpu`` fails when the runner the wheel selects lacks one."""
 
 VLLM_API: tuple[Touch, ...] = (
-    # building the engine (adapter.start_engine, adapter.engine_args)
-    Touch("vllm:EngineArgs", why="start_engine: from vllm import EngineArgs"),
+    # building the engine (adapter.startup: start_engine, engine_args)
+    Touch("vllm:EngineArgs", why="startup.start_engine: from vllm import EngineArgs"),
     Touch(
         "vllm.engine.arg_utils:EngineArgs",
         attrs=(
@@ -84,9 +85,9 @@ VLLM_API: tuple[Touch, ...] = (
             "distributed_executor_backend",
             "tensor_parallel_size",
         ),
-        why="engine_args (ArrolEngine's EngineArgs keywords), launcher_world_args",
+        why="startup.engine_args (ArrolEngine's EngineArgs keywords), startup.launcher_world_args",
     ),
-    Touch(f"{ENGINE}.from_engine_args", params=("engine_args",), why="start_engine"),
+    Touch(f"{ENGINE}.from_engine_args", params=("engine_args",), why="startup.start_engine"),
     Touch(
         ENGINE,
         attrs=("model_executor", "engine_core", "model_config", "renderer", "vllm_config"),
@@ -249,7 +250,7 @@ VLLM_API: tuple[Touch, ...] = (
     Touch("vllm.v1.core.kv_cache_manager:KVCacheManager", attrs=("block_pool",), why="the contract test's abort check"),
     Touch("vllm.v1.core.block_pool:BlockPool.get_num_free_blocks", why="the contract test's abort check"),
     Touch("vllm.utils.torch_utils:set_random_seed", params=("seed",), why="seed_sampling"),
-    # sleep mode on CUDA: one engine per process (adapter.claim_sleep_mode)
+    # sleep mode on CUDA: one engine per process (adapter.startup.claim_sleep_mode)
     Touch(
         "vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context",
         source=(
@@ -257,17 +258,17 @@ VLLM_API: tuple[Touch, ...] = (
             "allocator.get_current_usage() == 0",
             "CuMem allocator can only be used for one instance per process.",
         ),
-        why="claim_sleep_mode: the weights' pool is refused while the process-wide allocator holds anything",
+        why="startup.claim_sleep_mode: the weights' pool is refused while the process-wide allocator holds anything",
     ),
     Touch(
         "vllm.device_allocator.cumem:CuMemAllocator.get_instance",
         source=("CuMemAllocator.instance = CuMemAllocator()",),
-        why="claim_sleep_mode: one allocator per process",
+        why="startup.claim_sleep_mode: one allocator per process",
     ),
     Touch(
         "vllm.device_allocator.cumem:CuMemAllocator.use_memory_pool",
         source=("self.allocator_and_pools.setdefault(tag, []).append(data)",),
-        why="claim_sleep_mode: it keeps every pool it made, and a freed tensor's memory cached in one",
+        why="startup.claim_sleep_mode: it keeps every pool it made, and a freed tensor's memory cached in one",
     ),
     # configuration and platform
     Touch(
@@ -279,16 +280,16 @@ VLLM_API: tuple[Touch, ...] = (
     Touch(
         "vllm.config:ParallelConfig",
         attrs=("distributed_executor_backend", "tensor_parallel_size", "world_size"),
-        why="launcher_world_args (the contract test builds one)",
+        why="startup.launcher_world_args (the contract test builds one)",
     ),
     Touch(
         "vllm.v1.executor.uniproc_executor:ExecutorWithExternalLauncher._distributed_args",
-        why="launcher_world_args: the executor that joins the launcher's world",
+        why="startup.launcher_world_args: the executor that joins the launcher's world",
     ),
-    Touch("vllm.platforms:current_platform", why="platform_kind"),
-    Touch("vllm.platforms.interface:Platform", attrs=("device_name",), why="platform_kind"),
-    Touch("vllm.platforms.interface:Platform.is_cpu", why="platform_kind"),
-    Touch("vllm.platforms.interface:Platform.is_cuda", why="platform_kind"),
+    Touch("vllm.platforms:current_platform", why="startup.platform_kind"),
+    Touch("vllm.platforms.interface:Platform", attrs=("device_name",), why="startup.platform_kind"),
+    Touch("vllm.platforms.interface:Platform.is_cpu", why="startup.platform_kind"),
+    Touch("vllm.platforms.interface:Platform.is_cuda", why="startup.platform_kind"),
 )
 
 

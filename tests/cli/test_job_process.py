@@ -48,13 +48,13 @@ def test_every_hydra_command_is_named_and_those_that_start_an_engine_say_so():
     ],
 )
 def test_on_cuda_the_jobs_that_start_an_engine_run_alone(monkeypatch, env, wheel, engine, alone):
-    from arrol_pl.engine import adapter
+    from arrol_pl.engine.adapter import startup
 
     if env is None:
         monkeypatch.delenv(job_process.ENV, raising=False)
     else:
         monkeypatch.setenv(job_process.ENV, env)
-    monkeypatch.setattr(adapter, "installed_vllm", lambda: (wheel, "0.33.0"))
+    monkeypatch.setattr(startup, "installed_vllm", lambda: (wheel, "0.33.0"))
     job = dict(jobs())["train" if engine else "simulate"]
     assert job_process.alone(job) is alone
 

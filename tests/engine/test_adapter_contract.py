@@ -2,7 +2,7 @@
 
 Peers were broken silently by vLLM upgrades (abort became a no-op after a request-id change;
 ``model_executor`` disappeared). Every assumption listed in the adapter's docstring is checked here
-on the real engine; run this file first when widening ``adapter.SUPPORTED_VLLM``. The names, parameters and
+on the real engine; run this file first when widening ``adapter.startup.SUPPORTED_VLLM``. The names, parameters and
 attributes it relies on are listed once, in ``arrol_pl.engine.vllm_api.VLLM_API``, which
 ``scripts/check_vllm_wheel.py`` also checks in the pinned GPU wheel's sources.
 """
@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from arrol_pl.engine import adapter
+from arrol_pl.engine.adapter import startup
 from arrol_pl.engine.vllm_api import ENGINE, RUNNER, touch
 
 pytestmark = pytest.mark.engine
@@ -30,9 +31,9 @@ def _sampling(**kw):
 def test_version_is_pinned():
     import vllm
 
-    dist, version = adapter.check_vllm_version()
+    dist, version = startup.check_vllm_version()
     assert version == vllm.__version__
-    assert version in adapter.SUPPORTED_VLLM[dist]
+    assert version in startup.SUPPORTED_VLLM[dist]
 
 
 def test_runner_attribute_paths(engine):
@@ -168,8 +169,8 @@ def test_shutdown_entry_point(engine):
     # adapter.shutdown relies on the in-process core client's shutdown (EngineCore.shutdown tears down
     # the model, KV cache and distributed groups). Calling it here would break the session engine, so the
     # contract checks the entry point; tests/engine/test_engine_close.py closes an engine, finds nothing of it left
-    # and starts a second in the same process, as tests/train/run/test_run_smoke.py::test_multirun_sweep_writes_one_table
-    # does between a sweep's jobs.
+    # and starts a second in the same process, as
+    # tests/train/run/test_run_smoke.py::test_multirun_sweep_writes_one_table does between a sweep's jobs.
     from vllm.v1.engine.core_client import InprocClient
 
     core = engine.llm.engine_core
@@ -200,7 +201,7 @@ def test_launcher_world_args(monkeypatch):
     launcher = {"RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     for key, value in launcher.items():
         monkeypatch.setenv(key, value)
-    args = adapter.launcher_world_args()
+    args = startup.launcher_world_args()
     from vllm.config import ParallelConfig
     from vllm.v1.executor.uniproc_executor import ExecutorWithExternalLauncher
 
@@ -210,7 +211,7 @@ def test_launcher_world_args(monkeypatch):
     assert ExecutorWithExternalLauncher._distributed_args(None) == ("env://", 1, 1)
     monkeypatch.delenv("MASTER_PORT")
     with pytest.raises(RuntimeError, match="MASTER_PORT"):
-        adapter.launcher_world_args()
+        startup.launcher_world_args()
 
 
 def test_sleep_and_wake_api(engine):

@@ -1,7 +1,7 @@
 """Engines that follow each other in one process (a Hydra sweep's jobs on CPU): ``ArrolEngine.close`` releases every
 vLLM object the engine started, and the next engine starts and generates. In a process of its own
 (``close_worker.py``): the other engine tests share one engine per session. On CUDA with sleep mode one process
-holds one engine (``adapter.claim_sleep_mode``), and a sweep runs each job in a process of its own
+holds one engine (``adapter.startup.claim_sleep_mode``), and a sweep runs each job in a process of its own
 (``tests/cli/test_job_process.py``)."""
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ def test_a_second_sleep_mode_engine_on_cuda_is_refused_in_one_line(monkeypatch):
     """vLLM's sleep mode serves one engine per process on CUDA (its allocator keeps what a closed engine held, and
     the GPU worker asserts it holds nothing): the second is refused before vLLM starts, naming what to do. Elsewhere,
     or without sleep mode, engines follow each other."""
-    from arrol_pl.engine import adapter
+    from arrol_pl.engine.adapter import startup
 
-    monkeypatch.setattr(adapter, "SLEEP_MODE_ENGINES", [])
-    adapter.claim_sleep_mode("cpu", {"model": "a", "enable_sleep_mode": True})
-    adapter.claim_sleep_mode("cuda", {"model": "a", "enable_sleep_mode": False})
-    assert adapter.SLEEP_MODE_ENGINES == []
-    adapter.claim_sleep_mode("cuda", {"model": "first", "enable_sleep_mode": True})
+    monkeypatch.setattr(startup, "SLEEP_MODE_ENGINES", [])
+    startup.claim_sleep_mode("cpu", {"model": "a", "enable_sleep_mode": True})
+    startup.claim_sleep_mode("cuda", {"model": "a", "enable_sleep_mode": False})
+    assert startup.SLEEP_MODE_ENGINES == []
+    startup.claim_sleep_mode("cuda", {"model": "first", "enable_sleep_mode": True})
     with pytest.raises(RuntimeError) as refused:
-        adapter.claim_sleep_mode("cuda", {"model": "second", "enable_sleep_mode": True})
+        startup.claim_sleep_mode("cuda", {"model": "second", "enable_sleep_mode": True})
     assert str(refused.value).startswith(
         "an engine with sleep mode (engine.enable_sleep_mode=true) already ran in this process (first); on CUDA"
     )

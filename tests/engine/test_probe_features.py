@@ -1,4 +1,5 @@
-"""The offline probe reads the feature the engine prunes on (arrol_pl/analysis/head_probe/features.py vs arrol_pl/engine).
+"""The offline probe reads the feature the engine prunes on (arrol_pl/analysis/head_probe/features.py vs
+arrol_pl/engine).
 
 One batched transformers forward (right-padded micro-batches) gives every detection length; at each L it
 must equal the engine's ``Rollout.feature`` for rollouts that ran past L and for those that ended before.

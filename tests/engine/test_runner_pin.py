@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from arrol_pl.engine import adapter
+from arrol_pl.engine.adapter import startup
 from arrol_pl.engine.vllm_api import REQUIRED_ENV, TAP_RUNNER_ATTRS
 
 
@@ -38,13 +39,13 @@ def test_importing_the_engine_package_asks_for_the_v1_runner():
     assert REQUIRED_ENV["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     for key, value in REQUIRED_ENV.items():
         assert os.environ[key] == value  # set by `import arrol_pl.engine` (tests/engine/conftest.py)
-    adapter.check_environment()
+    startup.check_environment()
 
 
 def test_an_explicit_v2_runner_environment_is_refused_before_the_engine_starts(monkeypatch):
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
     with pytest.raises(RuntimeError, match=r"needs VLLM_USE_V2_MODEL_RUNNER=0 .*found VLLM_USE_V2_MODEL_RUNNER='1'"):
-        adapter.check_environment()
+        startup.check_environment()
 
 
 def test_the_tap_refuses_a_runner_shaped_like_model_runner_v2_in_one_line():

@@ -162,9 +162,9 @@ def test_the_pinned_gpu_wheel_selects_the_runner_the_tap_reads():
 def test_the_pinned_gpu_wheel_holds_the_code_the_engine_relies_on():
     """What the engine relies on inside vLLM's functions, read in the pinned GPU wheel: the GPU worker refuses a
     second sleep-mode engine's weights while the process-wide allocator holds anything, the allocator is one per
-    process and keeps its pools (so one sleep-mode engine per process, adapter.claim_sleep_mode), and a reload calls
-    the load_weights of the model the runner's get_model returns, which returns the names it loaded (the full sync's
-    check)."""
+    process and keeps its pools (so one sleep-mode engine per process, adapter.startup.claim_sleep_mode), and a
+    reload calls the load_weights of the model the runner's get_model returns, which returns the names it loaded
+    (the full sync's check)."""
     sources = checker.Sources(checker.wheel_sources(checker.pinned_version()))
     relied = [t for t in VLLM_API if t.source]
     assert {t.target.split(":")[1] for t in relied} >= {

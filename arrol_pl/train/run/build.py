@@ -123,7 +123,7 @@ def build_engine(run: RunConfig, policy_dir: Path, tokenizer, problems: list):
             join_launcher_world=run.trainer.ranks > 1,
         )
     except Exception as exc:  # a compiled start (CUDA's default) needs a host compiler and Python's headers
-        from arrol_pl.engine.adapter import compile_failure
+        from arrol_pl.engine.adapter.startup import compile_failure
 
         failed = None if e.enforce_eager else compile_failure(exc)
         if failed is None:

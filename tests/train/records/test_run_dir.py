@@ -463,7 +463,7 @@ def test_a_compiled_engine_start_that_fails_in_inductor_names_enforce_eager(monk
     import dataclasses
 
     import arrol_pl.engine
-    from arrol_pl.engine.adapter import compile_failure
+    from arrol_pl.engine.adapter.startup import compile_failure
     from arrol_pl.train.config.run import RunConfig
     from arrol_pl.train.run.build import build_engine
 
