@@ -28,7 +28,7 @@ from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.engine.config import EngineConfig
 from arrol_pl.models.head import HEAD_FOLDER, has_head
 from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.config.run import AlgoConfig, DataConfig
+from arrol_pl.train.config.sections import AlgoConfig, DataConfig
 
 SCHEMA = "eval_schema"
 """The name ``conf/evaluate.yaml`` selects first in its defaults list."""

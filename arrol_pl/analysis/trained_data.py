@@ -28,7 +28,7 @@ from arrol_pl.tasks import registry
 from arrol_pl.tasks.problem import ProblemSet
 from arrol_pl.tasks.prompts import DATA_RECORD
 from arrol_pl.train.config.loader import ConfigError, load_typed
-from arrol_pl.train.config.run import DataConfig
+from arrol_pl.train.config.sections import DataConfig
 
 ALL = 10**9
 """A held-out size that keeps every problem of the source (``limit`` null)."""

@@ -22,7 +22,7 @@ from arrol_pl.cli import hydra_app
 from arrol_pl.core.pruning import BALANCE_TARGETS, PruningConfig
 from arrol_pl.core.simulation import run_pruning_simulation
 from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 
 
 @dataclasses.dataclass

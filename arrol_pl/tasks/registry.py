@@ -196,8 +196,8 @@ def check_sources(data) -> None:
 
 
 def load_data(data) -> tuple[ProblemSet, ProblemSet]:
-    """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.run.DataConfig`); held-out prompts
-    that are also training prompts are counted in a warning (:func:`~arrol_pl.tasks.rows.report_overlap`)."""
+    """``(train, heldout)`` of a run's data config (:class:`arrol_pl.train.config.sections.DataConfig`); held-out
+    prompts that are also training prompts are counted in a warning (:func:`~arrol_pl.tasks.rows.report_overlap`)."""
     train, heldout = load_train(data), load_heldout(data)
     report_overlap(train, heldout)
     return train, heldout

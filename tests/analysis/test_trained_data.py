@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from arrol_pl.analysis.trained_data import trained_data
 from arrol_pl.tasks.prompts import DATA_RECORD
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import DataConfig
+from arrol_pl.train.config.sections import DataConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -47,7 +47,7 @@ def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:
                 "algo.clip_lo: no such key (did you mean algo.clip_low?); algo takes name, advantage, "
                 "clip_low, clip_high",
                 "group_size",
-                "(AlgoConfig in arrol_pl/train/config/run.py)",
+                "(AlgoConfig in arrol_pl/train/config/sections.py)",
             ],
         ),
         # a value of the wrong type: the override and the type the key takes

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from arrol_pl.analysis.head_probe.config import ProbeConfig, load_probe_config
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import DataConfig
+from arrol_pl.train.config.sections import DataConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")

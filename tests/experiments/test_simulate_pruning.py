@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 
 from arrol_pl.cli import simulate as script
 from arrol_pl.train.config.loader import ConfigError, load_typed
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "simulate_pruning.py"

@@ -47,7 +47,7 @@ def test_the_default_cache_is_arrol_cache_then_xdg_then_home(monkeypatch, tmp_pa
 
 def test_a_tiny_policy_goes_to_the_user_cache_unless_model_cache_dir_is_set(monkeypatch, tmp_path):
     from arrol_pl.train.config.model import ModelConfig, WarmStartConfig
-    from arrol_pl.train.config.run import DataConfig
+    from arrol_pl.train.config.sections import DataConfig
     from arrol_pl.train.run.warmstart import prepare_tiny_policy
 
     monkeypatch.setenv("ARROL_CACHE", str(tmp_path / "user"))

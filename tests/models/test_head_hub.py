@@ -64,7 +64,7 @@ def test_the_push_target_is_checked_before_the_run(monkeypatch):
     from huggingface_hub import constants
 
     from arrol_pl.train.config.loader import ConfigError
-    from arrol_pl.train.config.run import TrainerConfig
+    from arrol_pl.train.config.sections import TrainerConfig
 
     assert TrainerConfig().push_to_hub is None
     with pytest.raises(ConfigError, match="trainer.push_to_hub=not a repo!: not a hub repository id"):
@@ -81,7 +81,8 @@ def test_the_runs_card(tmp_path: Path, monkeypatch):
 
     from huggingface_hub import constants
 
-    from arrol_pl.train.config.run import RunConfig, TrainerConfig
+    from arrol_pl.train.config.run import RunConfig
+    from arrol_pl.train.config.sections import TrainerConfig
     from arrol_pl.train.run.finish import write_run_card
 
     before = SimpleNamespace(accuracy=0.25, greedy_accuracy=0.5, samples=4, problems=128)

@@ -24,7 +24,7 @@ def test_smollm2_converts_once_and_answers_a_few_shot_sum():
 
     from arrol_pl.tasks.problem import Problem
     from arrol_pl.tasks.prompts import PromptFormat, render_problems
-    from arrol_pl.train.config.run import DataConfig
+    from arrol_pl.train.config.sections import DataConfig
 
     path = prepare_smollm2(CACHE)
     assert prepare_smollm2(CACHE) == path  # cached: the second call converts nothing

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arrol_pl.train.config.model import ModelConfig, TinyModelConfig, WarmStartConfig
-from arrol_pl.train.config.run import DataConfig
+from arrol_pl.train.config.sections import DataConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "datasets"

@@ -5,9 +5,9 @@ Decisions:
 - **Defaults taken, not copied.** G, the sampling, the loss aggregation and the learning rate are the trainer's
   (``algo.*``), κ is :class:`~arrol_pl.core.pruning.PruningConfig`'s, L_detect the engine's, the head's recipe and
   the calibration share the head probe's (:mod:`arrol_pl.analysis.head_probe.fit`): each default has one home.
-- **Sections reused.** ``data`` is the trainer's :class:`~arrol_pl.train.config.run.DataConfig` (its training problems
-  give the head's and the gradients' prompts, its first ``data.num_heldout`` held-out problems the margin's), ``head``
-  the trainer's :class:`~arrol_pl.core.head_training.HeadConfig`, ``reward`` the evaluation's.
+- **Sections reused.** ``data`` is the trainer's :class:`~arrol_pl.train.config.sections.DataConfig` (its training
+  problems give the head's and the gradients' prompts, its first ``data.num_heldout`` held-out problems the
+  margin's), ``head`` the trainer's :class:`~arrol_pl.core.head_training.HeadConfig`, ``reward`` the evaluation's.
 - **Checked before any model loads** (:func:`load_grad_probe_config`): a bad value is one line naming its key,
   exit 2; so are a policy that is neither ``tiny``, ``smollm2`` nor a model directory, and a κG that is not a
   whole number of rollouts.
@@ -31,7 +31,7 @@ from arrol_pl.engine.config import EngineConfig
 from arrol_pl.tasks.user_function import MATH_VERIFY
 from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
 from arrol_pl.train.config.model import ModelConfig
-from arrol_pl.train.config.run import AlgoConfig, DataConfig
+from arrol_pl.train.config.sections import AlgoConfig, DataConfig
 
 SCHEMA = "grad_probe_schema"
 """The name ``conf/grad_probe.yaml`` selects first in its defaults list."""

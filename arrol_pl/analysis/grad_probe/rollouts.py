@@ -59,7 +59,7 @@ def policy_directory(config: GradProbeConfig) -> Path:
         return prepare_smollm2(config.cache_dir)
     if config.policy == "tiny":
         from arrol_pl.train.config.model import ModelConfig
-        from arrol_pl.train.config.run import TrainerConfig
+        from arrol_pl.train.config.sections import TrainerConfig
         from arrol_pl.train.run.warmstart import prepare_tiny_policy
 
         return prepare_tiny_policy(

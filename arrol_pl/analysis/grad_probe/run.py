@@ -55,7 +55,7 @@ from arrol_pl.analysis.grad_probe.tables import difference_table, fresh_controls
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 
 BASELINES = ("random", *CONTROLS)
 """The subsets every other is compared with, paired by batch, at the other's κ: random pruning (survival κ), the

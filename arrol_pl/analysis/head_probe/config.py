@@ -2,7 +2,7 @@
 ``probe_schema``: the one home of the probe's defaults; ``conf/probe.yaml`` states only what it changes.
 
 Decisions:
-- **Sections reused, not copied.** ``data`` is the trainer's own :class:`~arrol_pl.train.config.run.DataConfig`
+- **Sections reused, not copied.** ``data`` is the trainer's own :class:`~arrol_pl.train.config.sections.DataConfig`
   (the same ``data=`` presets: task options, prompt format, stop strings; the probe reads its held-out problems,
   ``data.num_heldout`` of them) and ``head`` the trainer's :class:`~arrol_pl.core.head_training.HeadConfig` (the
   probe head's width and training recipe; its ``input`` is unused: ``features`` names what is probed).
@@ -32,7 +32,7 @@ from arrol_pl.analysis.trained_reward import AsTrainedRewardConfig
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.train.config.loader import ConfigError, load_typed, register_schema
 from arrol_pl.train.config.model import ModelConfig
-from arrol_pl.train.config.run import AlgoConfig, DataConfig
+from arrol_pl.train.config.sections import AlgoConfig, DataConfig
 
 SCHEMA = "probe_schema"
 """The name ``conf/probe.yaml`` selects first in its defaults list."""

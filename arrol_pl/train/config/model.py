@@ -1,7 +1,7 @@
 """The policy section of a run's configuration (``model.*``): which policy trains, the tiny local one's architecture
-and supervised warm start, which of its layers train, its frozen reference. :class:`~arrol_pl.train.config.run.RunConfig`
-holds it as ``model``, as it holds the pruning, head and engine sections from their own modules; each check names
-its ``model.`` key.
+and supervised warm start, which of its layers train, its frozen reference.
+:class:`~arrol_pl.train.config.run.RunConfig` holds it as ``model``, as it holds the pruning, head and engine sections
+from their own modules; each check names its ``model.`` key.
 """
 
 from __future__ import annotations

@@ -223,9 +223,9 @@ def reference(conf: Path) -> str:
         "## Reference",
         "",
         "Every key of `RunConfig`, its type and default, what it means (the first sentence of its docstring; the "
-        "dataclass says more) and the presets that set it; a preset marked (default) is one `conf/config.yaml` selects, so "
-        "`make run` runs its value. `data.options.*` depends on the dataset adapter (`data.name`): the built-in "
-        "task's and `jsonl`'s are listed.",
+        "dataclass says more) and the presets that set it; a preset marked (default) is one `conf/config.yaml` "
+        "selects, so `make run` runs its value. `data.options.*` depends on the dataset adapter (`data.name`): the "
+        "built-in task's and `jsonl`'s are listed.",
         "",
     ]
     for section, items in sections.items():

@@ -1,8 +1,9 @@
 """GPU memory per rank of a training run, from the policy's ``config.json`` alone: no weights, no torch, no GPU.
 
-``experiments/plan.py`` prints it; ``experiments/run.py`` refuses a GPU run that cannot fit, before any model
-loads (:func:`arrol_pl.train.run.prelaunch.preflight`). Every figure is arithmetic on the model's shape and the
-run's settings, and each assumption is stated where it is made:
+:func:`plan_memory` adds up the components counted in :mod:`arrol_pl.train.memory.components`, phase by phase,
+into a :class:`MemoryPlan`, the report. ``experiments/plan.py`` prints it; ``experiments/run.py`` refuses a GPU run
+that cannot fit, before any model loads (:func:`arrol_pl.train.run.prelaunch.preflight`). Every figure is
+arithmetic on the model's shape and the run's settings, and each assumption is stated where it is made:
 
 - **Policy, gradients, AdamW**. The trainer loads the policy in float32 and Lightning's
   ``bf16-mixed`` / ``16-mixed`` keep it so (autocast computes in 16 bits; float32 master weights, float32 gradients
@@ -14,9 +15,10 @@ run's settings, and each assumption is stated where it is made:
   before the update and without gradient, gathers one block at a time and is no peak of its own.
 - **FSDP2's gathered weights.** In the update a rank holds, besides its shards, the unsharded weights of the block
   running and of the one prefetched, and the root's (embeddings, final norm, LM head) for the whole step.
-- **Activations** (:func:`~arrol_pl.train.memory.shape.layer_activation_bytes`): what autograd keeps of one Llama / Qwen3 decoder block per
-  token, counted tensor by tensor under autocast (float32 residual stream, 16-bit matmuls, fused SDPA keeping
-  Q, the K/V repeated to every query head, its output and a log-sum-exp, no T × T matrix):
+- **Activations** (:func:`~arrol_pl.train.memory.shape.layer_activation_bytes`): what autograd keeps of one
+  Llama / Qwen3 decoder block per token, counted tensor by tensor under autocast (float32 residual stream, 16-bit
+  matmuls, fused SDPA keeping Q, the K/V repeated to every query head, its output and a log-sum-exp, no T × T
+  matrix):
   ``2 norms × 2·r·h + (cast of the two norm outputs) 2·s·h + attention 5·s·q + (Qwen3's q/k norms)
   (4 + s)(q + k) + SwiGLU 4·s·I`` bytes, ``r`` the residual dtype's bytes, ``s`` the compute dtype's, ``h`` the
   width, ``q`` = heads × head_dim, ``k`` = kv heads × head_dim, ``I`` the MLP width. The method is Korthikanti et
@@ -27,18 +29,19 @@ run's settings, and each assumption is stated where it is made:
   per decoder block) a block keeps only its input (``r·h`` per token) and one block is recomputed at a time.
   A micro-batch holds ``max(algo.micro_batch_tokens, longest sequence)`` tokens (a longer sequence gets a
   micro-batch of its own).
-- **The update's peak** is the largest of three moments of a micro-batch's backward (:func:`update_moments`),
-  each on top of the resident memory, the gradients (accumulated over the mini-batch's micro-batches, so they
-  exist in all but the first) and FSDP2's gathered weights; ``tests/train/policy/test_update_peak.py`` measures the
-  real update on CPU (float32 and bf16 autocast) within a few percent of it (:mod:`arrol_pl.train.policy.update_peak`):
+- **The update's peak** is the largest of three moments of a micro-batch's backward
+  (:func:`~arrol_pl.train.memory.components.update_moments`), each on top of the resident memory, the gradients
+  (accumulated over the mini-batch's micro-batches, so they exist in all but the first) and FSDP2's gathered
+  weights; ``tests/train/policy/test_update_peak.py`` measures the real update on CPU (float32 and bf16 autocast)
+  within a few percent of it (:mod:`arrol_pl.train.policy.update_peak`):
 
   - *The log-prob step's backward* (:func:`arrol_pl.train.policy.logprobs.response_log_probs`): the activations kept
     for the backward, the final norm's saved tensors and the LM head's input (``(2r + s)·h`` per token; under
     autocast also the LM head's 16-bit weight copy), the logits in the compute dtype and their gradient, as
     large (``2·s·V`` per token: the logits at every position of the micro-batch, the worst case of a one-token
-    prompt), and one float32 chunk of :data:`LOGPROB_CHUNK_ELEMENTS` logits with the 16-bit copy it is made
-    from. The step's float32 log-softmax never covers the whole micro-batch: before it did, and its backward
-    held three float32 copies of the logits at once (``12·V`` bytes per token).
+    prompt), and one float32 chunk of :data:`~arrol_pl.train.memory.components.LOGPROB_CHUNK_ELEMENTS` logits
+    with the 16-bit copy it is made from. The step's float32 log-softmax never covers the whole micro-batch: before
+    it did, and its backward held three float32 copies of the logits at once (``12·V`` bytes per token).
   - *A decoder block's backward*: with checkpointing, the block inputs plus one block recomputed; its backward
     adds the gradients of the block's output and of the SwiGLU's two products (``r·h + 2·s·I`` per token).
     With several ranks the LM head's unsharded gradient is held too (``4·V·h`` bytes in float32): FSDP2 reduce-
@@ -76,7 +79,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from arrol_pl.train.memory.shape import DTYPE_BYTES, ModelShape, Precision, layer_activation_bytes, precision_bytes
+from arrol_pl.train.memory.components import Item, Phase, dtype_name, sync_items, update_moments, update_steady
+from arrol_pl.train.memory.shape import DTYPE_BYTES, ModelShape, layer_activation_bytes, precision_bytes
 
 GIB = 1024**3
 
@@ -91,151 +95,6 @@ GRAPH_POOL_BYTES = GIB
 """The engine's CUDA-graph pool, kept while the engine sleeps: an assumption (vLLM reports its capture, typically
 0.2-1.5 GiB for 1-32 B models at its default capture sizes)."""
 
-LOGPROB_CHUNK_ELEMENTS = 2**25
-"""Logits (tokens × vocabulary) the log-prob step turns to float32 at once: 128 MiB, 220 tokens of Qwen3's
-vocabulary. ``arrol_pl/train/policy/logprobs.py`` takes it from here, so that the plan needs no torch."""
-
-
-def update_moments(
-    shape: ModelShape,
-    precision: str,
-    tokens: int,
-    checkpointing: bool,
-    ranks: int = 1,
-    trainable_layers: int | None = None,
-    chunk_elements: int = LOGPROB_CHUNK_ELEMENTS,
-) -> tuple["Phase", ...]:
-    """What one micro-batch of ``tokens`` adds, beyond the resident memory, the gradients and FSDP2's gathered
-    weights, at each moment of its update where the peak can fall (module docstring): the log-prob step's
-    backward, a decoder block's backward and, with several ranks, the root's reduce-scatter."""
-    p = precision_bytes(precision)
-    h, v = shape.hidden_size, shape.vocab_size
-    per_layer = layer_activation_bytes(shape, p.residual, p.compute)
-    casts = shape.block_params * p.compute if p.autocast else 0
-    every_block = tokens * per_layer * shape.num_layers + casts * shape.num_layers
-    inputs = tokens * p.residual * h * shape.num_layers
-    copies = " + 16-bit weight copies" if casts else ""
-    if checkpointing:
-        kept = Item(
-            "activations: block inputs",
-            inputs,
-            f"{tokens} tokens × {shape.num_layers} layers × {p.residual * h / 1024:.0f} KiB, checkpointed per block",
-        )
-        blocks = Item(
-            "activations: inputs + one block",
-            inputs + tokens * per_layer + casts,
-            f"block inputs + one block recomputed ({tokens} tokens × {per_layer / 1024:.0f} KiB{copies})",
-        )
-    else:
-        kept = blocks = Item(
-            "activations",
-            every_block,
-            f"{tokens} tokens × {shape.num_layers} layers × {per_layer / 1024:.0f} KiB{copies}",
-        )
-    chunk_tokens = min(max(1, chunk_elements // v), tokens)
-    chunk_bytes = 4 + (p.compute if p.compute != 4 else 0)  # float32, and the indexed logits it is made from
-    head = [
-        kept,
-        Item(
-            "final norm, LM head input" + (" and weights (16-bit)" if p.autocast else ""),
-            tokens * (2 * p.residual + p.compute) * h + (v * h * p.compute if p.autocast else 0),
-            f"{tokens} tokens × {(2 * p.residual + p.compute) * h / 1024:.0f} KiB"
-            + (" + the LM head cast for its matmul" if p.autocast else ""),
-        ),
-        Item(
-            "logits and their gradient", 2 * tokens * v * p.compute, f"{tokens} tokens × vocab {v} × 2 × {p.compute} B"
-        ),
-        Item(
-            "log-softmax chunk (float32)",
-            chunk_tokens * v * chunk_bytes,
-            f"{chunk_tokens} tokens × vocab {v} × {chunk_bytes} B at a time",
-        ),
-    ]
-    block_grads = p.residual * h + 2 * p.compute * shape.intermediate_size
-    backward = [
-        blocks,
-        Item(
-            "a block's backward",
-            tokens * block_grads,
-            f"{tokens} tokens × {block_grads / 1024:.0f} KiB: the gradients of its output and of "
-            "the SwiGLU's two products",
-        ),
-    ]
-    if ranks > 1 and trainable_layers is None:
-        backward.append(
-            Item(
-                "FSDP2 LM head gradient (unsharded)",
-                v * h * p.param,
-                "the root reduce-scatters its gradients once its whole backward is done",
-            )
-        )
-    out = [Phase("the log-prob step's backward", tuple(head)), Phase("a block's backward", tuple(backward))]
-    if ranks > 1 and trainable_layers is None:
-        out.append(
-            Phase(
-                "the root's reduce-scatter",
-                (
-                    Item(
-                        "FSDP2 root gradients (unsharded) + copy",
-                        2 * shape.root_params * p.param,
-                        "embeddings and LM head: their gradients and the reduce-scatter input",
-                    ),
-                ),
-            )
-        )
-    return tuple(out)
-
-
-def planned_update_bytes(
-    shape: ModelShape,
-    tokens: int,
-    precision: str,
-    checkpointing: bool = False,
-    ranks: int = 1,
-    trainable_layers: int | None = None,
-    chunk_elements: int = LOGPROB_CHUNK_ELEMENTS,
-) -> int:
-    """The plan's peak of one rank's update above its resident memory (weights, AdamW moments, the reference, the
-    runtime): the gradients, FSDP2's gathered weights and the largest of :func:`update_moments`, for micro-batches
-    of ``tokens``. :func:`arrol_pl.train.policy.update_peak.measure_update_peak` measures the same."""
-    steady = _update_steady(shape, precision_bytes(precision), shape.trainable_params(trainable_layers), ranks)
-    moments = update_moments(shape, precision, tokens, checkpointing, ranks, trainable_layers, chunk_elements)
-    return sum(i.bytes for i in steady) + max(m.bytes for m in moments)
-
-
-def _update_steady(shape: ModelShape, p: Precision, trainable: int, ranks: int) -> list[Item]:
-    """What the update holds besides the resident memory at each of its moments."""
-    shard = f"/ {ranks} ranks (FSDP2)" if ranks > 1 else "one rank: not sharded"
-    out = [Item(f"gradients ({_dtype(p.param)})", trainable * p.param // ranks, shard)]
-    if ranks > 1:
-        out.append(
-            Item(
-                "FSDP2 gathered weights",
-                (2 * shape.block_params + shape.root_params) * p.param,
-                "two blocks (running, prefetched) + embeddings and LM head",
-            )
-        )
-    return out
-
-
-@dataclass(frozen=True)
-class Item:
-    """One line of the plan: ``label``, bytes, and how it was counted."""
-
-    label: str
-    bytes: int
-    how: str = ""
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    items: tuple[Item, ...]
-
-    @property
-    def bytes(self) -> int:
-        return sum(i.bytes for i in self.items)
-
 
 @dataclass(frozen=True)
 class MemoryPlan:
@@ -248,7 +107,7 @@ class MemoryPlan:
     resident: tuple[Item, ...]
     generation: Phase
     update: Phase
-    """The update at its peak: the largest of its moments (:func:`update_moments`)."""
+    """The update at its peak: the largest of its moments (:func:`~arrol_pl.train.memory.components.update_moments`)."""
     sync: Phase
     """The weight sync after the update: the engine's weights (and its KV cache when it does not sleep), the graph
     pool, and the largest tensor twice (the sync's cast copy and vLLM's reload of its layer)."""
@@ -375,9 +234,9 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     shard = f"/ {ranks} ranks (FSDP2)" if ranks > 1 else "one rank: not sharded"
 
     resident = [
-        Item(f"policy weights ({_dtype(p.param)})", shape.params * p.param // ranks, shard),
+        Item(f"policy weights ({dtype_name(p.param)})", shape.params * p.param // ranks, shard),
         Item(
-            f"AdamW moments (2 × {_dtype(p.param)})",
+            f"AdamW moments (2 × {dtype_name(p.param)})",
             2 * trainable * p.param // ranks,
             shard + ("" if m.trainable_layers is None else f", top {m.trainable_layers} blocks trained"),
         ),
@@ -421,7 +280,7 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
         "weight sync",
         (
             *resident,
-            *_sync_items(shape, engine_dtype, e_bytes, ranks, e.enable_sleep_mode, share, engine_weights, graphs),
+            *sync_items(shape, engine_dtype, e_bytes, ranks, e.enable_sleep_mode, share, engine_weights, graphs),
         ),
     )
 
@@ -432,7 +291,7 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
         True: tokens * p.residual * shape.hidden_size * shape.num_layers + tokens * per_layer + casts,
     }
     ac = bool(getattr(m, "activation_checkpointing", False))
-    steady = [*resident, *_update_steady(shape, p, trainable, ranks)]
+    steady = [*resident, *update_steady(shape, p, trainable, ranks)]
     if not e.enable_sleep_mode:
         steady.append(Item("engine share (awake)", engine_budget, "engine.enable_sleep_mode=false"))
     else:
@@ -447,7 +306,7 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
     bf16 = {
         "bf16-mixed": "bf16 autocast over float32 master weights, gradients and AdamW state",
         "16-mixed": "fp16 autocast over float32 master weights, gradients and AdamW state",
-    }.get(t.precision, f"weights, gradients and AdamW state in {_dtype(p.param)}")
+    }.get(t.precision, f"weights, gradients and AdamW state in {dtype_name(p.param)}")
     header = (
         f"Memory plan per rank: {shape.name} ({shape.params / 1e9:.2f} B parameters, {shape.num_layers} layers, "
         f"hidden {shape.hidden_size}, vocab {shape.vocab_size}) on {ranks} rank{'s' if ranks > 1 else ''} "
@@ -489,52 +348,3 @@ def plan_memory(shape: ModelShape, run: Any, gpu_bytes: int, prompt_tokens: int 
         ac,
         tuple(notes),
     )
-
-
-def _sync_items(
-    shape: ModelShape,
-    engine_dtype: str,
-    e_bytes: int,
-    ranks: int,
-    sleeps: bool,
-    share: Item,
-    engine_weights: int,
-    graphs: list[Item],
-) -> list[Item]:
-    """What the weight sync holds beyond the resident memory (module docstring): the engine as it is during the
-    sync, and the largest tensor as the sync's cast copy and as vLLM's reload of its layer."""
-    largest = shape.vocab_size * shape.hidden_size * e_bytes
-    engine = (
-        [
-            Item(
-                "engine weights (woken before the sync)",
-                engine_weights,
-                f"{engine_dtype}; the KV cache comes back after the sync",
-            ),
-            *graphs,
-        ]
-        if sleeps
-        else [share]
-    )
-    cast = (
-        Item(
-            "sync: the embedding, cast and gathered",
-            largest + largest // ranks,
-            f"V × h in {engine_dtype}, and this rank's cast shard before the gather",
-        )
-        if ranks > 1
-        else Item("sync: the embedding, cast", largest, f"V × h in {engine_dtype}")
-    )
-    return [
-        *engine,
-        cast,
-        Item(
-            "sync: vLLM's reload of that layer",
-            largest,
-            "the layer built anew beside its kernel tensors, then copied back",
-        ),
-    ]
-
-
-def _dtype(n: int) -> str:
-    return {2: "16-bit", 4: "float32", 8: "float64"}[n]

@@ -10,7 +10,7 @@ Decisions:
   only from the first position that scores a response token on (``logits_to_keep``), and the float32
   log-softmax runs over :data:`CHUNK_ELEMENTS` logits at a time, forward and backward (:class:`TokenLogProbs`):
   the step keeps the logits in the compute dtype and, in the backward, their gradient in the same dtype, instead
-  of float32 copies of the whole micro-batch's logits (``arrol_pl/train/memory/plan.py`` counts both).
+  of float32 copies of the whole micro-batch's logits (``arrol_pl/train/memory/components.py`` counts both).
 - Log-probs that outlive a micro-batch (old and reference log-probs, computed once per step and reused
   by every PPO mini-batch and epoch) are kept per row, ``(R_i,)``, so each mini-batch can pack its rows
   into its own buckets.
@@ -24,7 +24,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from arrol_pl.train.memory.plan import LOGPROB_CHUNK_ELEMENTS as CHUNK_ELEMENTS
+from arrol_pl.train.memory.components import LOGPROB_CHUNK_ELEMENTS as CHUNK_ELEMENTS
 
 
 @dataclass(frozen=True)

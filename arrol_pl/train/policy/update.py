@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from arrol_pl.core.losses import PolicyLossOutput, batch_counts, ppo_clip_loss, truncated_is_weights
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 from arrol_pl.train.policy.collectives import UpdateRanks
 from arrol_pl.train.policy.logprobs import MicroBatch, gather_rows, make_micro_batches, response_log_probs
 

@@ -1,5 +1,5 @@
 """The policy update's real memory peak for given shapes (:func:`measure_update_peak`), and the memory plan's for
-the same ones (:func:`planned_update_peak`, :func:`arrol_pl.train.memory.plan.planned_update_bytes` on a
+the same ones (:func:`planned_update_peak`, :func:`arrol_pl.train.memory.components.planned_update_bytes` on a
 ``config.json``).
 
 :func:`measure_update_peak` builds a causal LM from a ``config.json`` dict (random float32 weights, as the trainer
@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
 from arrol_pl.core.losses import ppo_clip_loss
-from arrol_pl.train.memory.plan import LOGPROB_CHUNK_ELEMENTS, planned_update_bytes
+from arrol_pl.train.memory.components import LOGPROB_CHUNK_ELEMENTS, planned_update_bytes
 from arrol_pl.train.memory.shape import ModelShape
 from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 

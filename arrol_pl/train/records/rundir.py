@@ -15,9 +15,10 @@ Decisions:
   run) is taken over, so its resume is not blocked. One run claims once: its launcher when it starts the ranks
   itself (:data:`OWNER_ENV` tells its ranks whose claim it is), else rank 0.
 - **Resuming a run continues its directory.** ``trainer.resume=<run directory>`` continues that run in that
-  directory from its newest checkpoint (``checkpoints/last.ckpt``); ``trainer.resume=auto`` continues the run's own directory if it holds
-  a checkpoint, else the most recent run of the same name (:func:`latest_run`); a ``.ckpt`` path resumes into the
-  run's directory as given. No checkpoint found: the run starts fresh, and says so (:func:`resolve_resume`).
+  directory from its newest checkpoint (``checkpoints/last.ckpt``); ``trainer.resume=auto`` continues the run's own
+  directory if it holds a checkpoint, else the most recent run of the same name (:func:`latest_run`); a ``.ckpt``
+  path resumes into the run's directory as given. No checkpoint found: the run starts fresh, and says so
+  (:func:`resolve_resume`).
 - **One resume command.** Every line that tells the user how to go on (a signal's, a failure's, a refused
   directory's) names the run directory, which continues the run in place; a ``.ckpt`` path, which starts a new run
   from that checkpoint, only where the run directory would not resume from it (:func:`resume_command`).

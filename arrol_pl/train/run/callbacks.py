@@ -34,7 +34,8 @@ Decisions:
   flushes it when the step ends, before that step's checkpoint is written: a crash loses at most the step
   in flight, and every checkpoint's steps are on disk. At train start it rewrites the file to the rows the
   module starts from (a resume: the steps before the checkpoint's), so rows stay unique and in order.
-  Whole-file writes go to a temporary file renamed over the target (:func:`~arrol_pl.train.records.rundir.write_rows`). Rank 0 writes.
+  Whole-file writes go to a temporary file renamed over the target
+  (:func:`~arrol_pl.train.records.rundir.write_rows`). Rank 0 writes.
 - **The final evaluation inside the fit.** :class:`FinalEvaluation` evaluates on the held-out problems in
   ``on_train_end``, while the TensorBoard writer is open: Lightning closes it after that hook, and a value
   logged later would start a second event file.

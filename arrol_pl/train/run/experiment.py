@@ -21,13 +21,13 @@ Decisions:
 - **The history lives in the run directory.** Each step's row is appended to ``history.jsonl`` as the step
   ends (:class:`~arrol_pl.train.run.callbacks.HistoryFile`), not stored in checkpoints. A resumed run starts from
   the rows before its checkpoint's step, read from the ``history.jsonl`` of the run that wrote the checkpoint
-  (:func:`~arrol_pl.train.records.rundir.history_before`): rows of steps finished after that checkpoint are dropped, so a
-  resume into its own directory repeats them once. TensorBoard continues in ``tb/``: the resumed session's event
-  file starts with a purge at the checkpoint's step, so TensorBoard hides the earlier session's events from that
-  step on (no step twice).
+  (:func:`~arrol_pl.train.records.rundir.history_before`): rows of steps finished after that checkpoint are
+  dropped, so a resume into its own directory repeats them once. TensorBoard continues in ``tb/``: the resumed
+  session's event file starts with a purge at the checkpoint's step, so TensorBoard hides the earlier session's
+  events from that step on (no step twice).
 - **A resume by run writes where that run did.** ``trainer.resume=auto`` or a run directory is resolved into the
-  checkpoint and the directory it continues (:func:`~arrol_pl.train.records.rundir.resolve_resume`, :func:`continued_run`)
-  before anything else; finding no checkpoint, the run starts fresh and says so in one line.
+  checkpoint and the directory it continues (:func:`~arrol_pl.train.records.rundir.resolve_resume`,
+  :func:`continued_run`) before anything else; finding no checkpoint, the run starts fresh and says so in one line.
 """
 
 from __future__ import annotations

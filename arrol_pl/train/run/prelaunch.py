@@ -9,8 +9,8 @@ resume, a GPU run's memory plan and the output directory by :func:`preflight`; s
 :class:`~arrol_pl.train.config.loader.ConfigError` naming what is wrong.
 
 Decisions:
-- **One run per directory.** A directory that holds a run's files (:func:`~arrol_pl.train.records.rundir.run_files`) takes
-  only that run's continuation, ``trainer.resume=<dir>`` (or its newest checkpoint); anything else is refused by
+- **One run per directory.** A directory that holds a run's files (:func:`~arrol_pl.train.records.rundir.run_files`)
+  takes only that run's continuation, ``trainer.resume=<dir>`` (or its newest checkpoint); anything else is refused by
   :func:`~arrol_pl.train.records.rundir.check_output_dir` before anything is read or written there. Resuming from one of
   the directory's older step checkpoints is refused too: the steps after it would be dropped with the later
   checkpoints that hold them; a branch from there goes to a new directory.
@@ -164,8 +164,8 @@ def report_pruning_floor(run: RunConfig) -> None:
 
 def preflight(run: RunConfig, out_dir: Path | None = None) -> tuple[list, list, dict | None]:
     """Checks that need the data or the file system, before the output directory or any model exists: a GPU
-    run's memory plan (:func:`~arrol_pl.train.memory.check.check_memory`), the checkpoint to resume, the output directory (``out_dir``, checked
-    by :func:`check_output_dir`; None: not checked) and the data.
+    run's memory plan (:func:`~arrol_pl.train.memory.check.check_memory`), the checkpoint to resume, the output
+    directory (``out_dir``, checked by :func:`check_output_dir`; None: not checked) and the data.
 
     Returns the training and held-out problems and the checkpoint to resume (memory-mapped, read with
     ``weights_only=True``) or None.

@@ -36,7 +36,7 @@ from arrol_pl.tasks.extraction import extract_boxed
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.registry import is_generated, load_train
 from arrol_pl.train.config.model import ModelConfig
-from arrol_pl.train.config.run import DataConfig
+from arrol_pl.train.config.sections import DataConfig
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ def init_launcher_world(trainer) -> int:
     data-parallel dimension (data-parallel size = world size), so its collectives wait as long; its
     tensor-parallel groups hold one rank each and never wait. Returns this rank.
 
-    ``trainer``: the run's :class:`~arrol_pl.train.config.run.TrainerConfig`.
+    ``trainer``: the run's :class:`~arrol_pl.train.config.sections.TrainerConfig`.
     """
     import os
 

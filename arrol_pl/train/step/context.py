@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 
 

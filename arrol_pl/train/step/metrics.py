@@ -10,7 +10,9 @@ closed gate: every p is 1), and the scorer's exact in the oracle's round, which 
 survivors' own, ``scorer/auc_survivors`` and ``scorer/within_auc_survivors``, read the order of what the rule chose
 to keep: the default rule keeps each group's two ends, and its survivors read above the scorer's AUC.
 
-What the head phase (Algorithm 1 l. 10, the head's part) hands the row is a :class:`PruningUpdate`.
+What the head phase (Algorithm 1 l. 10, the head's part) hands the row is a :class:`PruningUpdate`. Of the times,
+the oracle's credited clock is :func:`credit_wall`'s. Besides the row, a step reports its sample texts
+(:func:`sample_texts`) and, when a rank's rollouts were all pruned, a warning (:func:`skip_warning`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 
 from arrol_pl.core.head_training import head_quality
 from arrol_pl.core.metrics import balance_stats, binary_auc, survivor_aucs, within_group_auc
+from arrol_pl.train.step.rank_sync import RankSync
 
 
 class AllSurvivors(NamedTuple):
@@ -87,6 +90,30 @@ def trained(
 def skipped(groups, pruner, keep_ratio_target: float) -> dict[str, float]:
     """The row of a step that trained nothing (every rollout of a rank pruned): its generation and δ."""
     return {**generation_metrics(groups.generation, keep_ratio_target, pruner.active), "pruning/delta": pruner.delta}
+
+
+def credit_wall(metrics: dict[str, float], history: list[dict[str, float]]) -> None:
+    """Adds ``time/wall_credited`` to a row that has ``time/credit``: the oracle's modelled saving, this step's and
+    every earlier row's in ``history``, apart from the measured clock (``time/wall``)."""
+    if "time/credit" in metrics:
+        credited = metrics["time/credit"] + sum(row.get("time/credit", 0.0) for row in history)
+        metrics["time/wall_credited"] = metrics["time/wall"] - credited
+
+
+def skip_warning(step: int, reason: str, rollouts: int, ranks: RankSync, skipped: int) -> str:
+    """The warning of the rank whose ``rollouts`` were all pruned at ``step``; with several ranks it names the rank."""
+    whose = f"all {rollouts} rollouts" + ("" if ranks.alone else f" of rank {ranks.rank}")
+    return f"step {step} skipped ({reason}): {whose} were pruned; {skipped} steps skipped so far"
+
+
+def sample_texts(groups, count: int) -> str:
+    """The step's text sample (markdown): the first ``count`` survivors' completions, each with its reward and gold."""
+    survivors = groups.survivors
+    lines = [
+        f"**reward {groups.scored.rewards[i]:.0f}**, gold `{survivors.golds[i]}`\n\n```\n{survivors.texts[i]}\n```"
+        for i in range(min(count, len(survivors.texts)))
+    ]
+    return "\n\n".join(lines)
 
 
 def step_metrics(

@@ -19,8 +19,7 @@ from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.engine.protocol import RolloutEngine, engine_step_cost, restore_engine_step_cost
 from arrol_pl.train.config.run import RunConfig
 from arrol_pl.train.policy import weights as policy_weights
-from arrol_pl.train.policy.sharding import full_value, shard_from_rank0
-from arrol_pl.train.policy.update import UpdateHooks
+from arrol_pl.train.policy.sharding import shard_from_rank0
 from arrol_pl.train.records.loggers import log_text
 from arrol_pl.train.step import metrics as step_metrics
 from arrol_pl.train.step import phases
@@ -181,29 +180,14 @@ class ArrolModule(L.LightningModule):
         reference = self._reference[0] if self._reference else None
         with phases.engine_asleep(ctx, self.engine, self._new_weights, self.cfg.model.trainable_layers is None):
             logps = phases.logprob_phase(ctx, self.policy, reference, survivors, train_mask)
-            stats = phases.update_phase(
-                ctx, self.policy, survivors, advantages, train_mask, logps, self._update_hooks(ctx)
-            )
+            hooks = phases.update_hooks(ctx, self.policy, self.optimizers(), self.manual_backward)
+            stats = phases.update_phase(ctx, self.policy, survivors, advantages, train_mask, logps, hooks)
             learned = phases.head_phase(ctx, self.pruning, self.prompt_scorer, groups, labels, rewards)
         self._finish_step(ctx, groups, h_t, learned, stats)
 
     def _new_weights(self):
         """The policy's weights in the engine's dtype and the head's state: what a sync sends the engine."""
         return policy_weights.engine_weights(self.policy, self.engine.dtype), self.head.state_dict()
-
-    def _update_hooks(self, ctx: StepContext) -> UpdateHooks:
-        """The update's backward (scaled over ranks) and ``optimizer_step(last) -> grad norm``: the last PPO mini-batch
-        steps Lightning's optimizer, the earlier ones the wrapped one, so global_step counts training steps."""
-        opt, clip = self.optimizers(), self.cfg.algo.grad_clip or float("inf")
-        opt.zero_grad()
-
-        def optimizer_step(last: bool) -> float:
-            norm = full_value(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), clip))
-            (opt.step if last else opt.optimizer.step)()
-            opt.zero_grad()
-            return float(norm)
-
-        return UpdateHooks(ctx.ranks.scaled(self.manual_backward), optimizer_step)
 
     def _finish_step(
         self, ctx: StepContext, groups: StepGroups, h_t: PrunerParams, learned: step_metrics.PruningUpdate, stats: dict
@@ -220,15 +204,11 @@ class ArrolModule(L.LightningModule):
             )
         ctx.ranks.reduce_step_metrics(metrics)
         self._record(ctx, metrics, len(groups.problems))
-        t, survivors, step = self.cfg.trainer, groups.survivors, ctx.step
+        t, step = self.cfg.trainer, ctx.step
         if t.sample_texts and step % t.text_every == 0 and self.loggers:
-            lines = [
-                f"**reward {groups.scored.rewards[i]:.0f}**, gold `{survivors.golds[i]}`\n\n```\n"
-                f"{survivors.texts[i]}\n```"
-                for i in range(min(t.sample_texts, len(survivors.texts)))
-            ]
+            text = step_metrics.sample_texts(groups, t.sample_texts)
             for run_logger in self.loggers:
-                log_text(run_logger, "samples", "\n\n".join(lines), step)
+                log_text(run_logger, "samples", text, step)
 
     def _record(self, ctx: StepContext, metrics: dict[str, float], batch_size: int) -> None:
         now = time.perf_counter()
@@ -240,9 +220,7 @@ class ArrolModule(L.LightningModule):
             "time/step": now - ctx.started,
             "time/wall": self._wall_offset + now - (self._fit_started or ctx.started) - self.paused_seconds,
         }
-        if "time/credit" in metrics:  # the oracle's modelled saving, apart from the measured clock
-            credited = metrics["time/credit"] + sum(row.get("time/credit", 0.0) for row in self.history)
-            metrics["time/wall_credited"] = metrics["time/wall"] - credited
+        step_metrics.credit_wall(metrics, self.history)
         self.history.append({"step": int(ctx.step), **metrics})
         self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=batch_size)
         if "reward/accuracy" in metrics:
@@ -259,18 +237,11 @@ class ArrolModule(L.LightningModule):
         Lightning counts steps by optimizer steps, and the prompt stream's position is the step count."""
         self.skipped[reason] += 1
         if groups.survivors is None:  # this rank's rollouts were all pruned (the others skip with it, silently)
-            logger.warning(
-                skip_warning(ctx.step, reason, len(groups.generation.rollouts), ctx.ranks, sum(self.skipped.values()))
-            )
+            rollouts, skipped = len(groups.generation.rollouts), sum(self.skipped.values())
+            logger.warning(step_metrics.skip_warning(ctx.step, reason, rollouts, ctx.ranks, skipped))
         opt = self.optimizers()
         opt.zero_grad(set_to_none=True)
         opt.step()
         metrics = step_metrics.skipped(groups, h_t, self.cfg.pruning.keep_ratio)
         ctx.ranks.reduce_step_metrics(metrics)
         self._record(ctx, metrics, len(groups.problems))
-
-
-def skip_warning(step: int, reason: str, rollouts: int, ranks: RankSync, skipped: int) -> str:
-    """The warning of the rank whose ``rollouts`` were all pruned at ``step``; with several ranks it names the rank."""
-    whose = f"all {rollouts} rollouts" + ("" if ranks.alone else f" of rank {ranks.rank}")
-    return f"step {step} skipped ({reason}): {whose} were pruned; {skipped} steps skipped so far"

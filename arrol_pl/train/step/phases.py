@@ -26,6 +26,7 @@ from arrol_pl.core.advantages import compute_advantages, dynamic_sampling_mask
 from arrol_pl.core.losses import truncated_is_weights
 from arrol_pl.core.online import OnlinePruning
 from arrol_pl.train.policy.logprobs import micro_batch_count, score_rows
+from arrol_pl.train.policy.sharding import full_value
 from arrol_pl.train.policy.update import StepLogProbs, UpdateHooks, UpdateRows, logprob_mismatch, policy_update
 from arrol_pl.train.step.context import StepContext
 from arrol_pl.train.step.metrics import AllSurvivors, PruningUpdate
@@ -108,6 +109,22 @@ def update_phase(
     (:func:`~arrol_pl.train.policy.update.policy_update`) on the survivors in ``train_mask``; returns its statistics."""
     rows = UpdateRows(survivors.prompt_ids, survivors.response_ids, survivors.group_ids, advantages, train_mask, logps)
     return policy_update(ctx, policy, rows, hooks)
+
+
+def update_hooks(ctx: StepContext, policy: nn.Module, optimizer, backward: Callable) -> UpdateHooks:
+    """The update's backward (``backward``, scaled over ranks) and ``optimizer_step(last) -> grad norm`` on Lightning's
+    ``optimizer``, the gradients clipped to ``algo.grad_clip``: the last PPO mini-batch steps Lightning's optimizer,
+    the earlier ones the wrapped one, so global_step counts training steps."""
+    opt, clip = optimizer, ctx.algo.grad_clip or float("inf")
+    opt.zero_grad()
+
+    def optimizer_step(last: bool) -> float:
+        norm = full_value(torch.nn.utils.clip_grad_norm_(policy.parameters(), clip))
+        (opt.step if last else opt.optimizer.step)()
+        opt.zero_grad()
+        return float(norm)
+
+    return UpdateHooks(ctx.ranks.scaled(backward), optimizer_step)
 
 
 def head_phase(

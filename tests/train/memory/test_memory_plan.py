@@ -314,7 +314,10 @@ def test_the_plan_needs_no_torch():
     import subprocess
     import sys
 
-    code = "import sys, arrol_pl.train.memory.plan; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'vllm'}))"
+    code = (
+        "import sys, arrol_pl.train.memory.plan; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'vllm'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 

@@ -23,7 +23,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params
 from arrol_pl.core.quality_head import QualityHead
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 from arrol_pl.train.policy.sharding import full_value, full_weights, shard_policy
 from arrol_pl.train.policy.update import UpdateHooks
 from arrol_pl.train.step.metrics import balance_metrics

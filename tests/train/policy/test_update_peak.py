@@ -1,7 +1,7 @@
-"""The policy update's real memory peak against the plan's (arrol_pl/train/memory/plan.py): the trainer's log-prob
-step, the PPO loss and the backward over two micro-batches of small transformers models on CPU, in float32 and
-under bf16 autocast, measured by the storages PyTorch allocates (arrol_pl/train/policy/update_peak.py); and the chunked
-log-prob step against the dense log-softmax it replaced, values and gradients."""
+"""The policy update's real memory peak against the plan's (arrol_pl/train/memory/components.py): the trainer's
+log-prob step, the PPO loss and the backward over two micro-batches of small transformers models on CPU, in float32
+and under bf16 autocast, measured by the storages PyTorch allocates (arrol_pl/train/policy/update_peak.py); and the
+chunked log-prob step against the dense log-softmax it replaced, values and gradients."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from arrol_pl.train.memory.plan import update_moments
+from arrol_pl.train.memory.components import update_moments
 from arrol_pl.train.memory.shape import ModelShape
 from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.policy.update_peak import PeakTracker, measure_update_peak, planned_update_peak

@@ -9,7 +9,7 @@ import pytest
 
 from arrol_pl.train.config.loader import ConfigError
 from arrol_pl.train.config.loggers import LOGGERS
-from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.config.sections import TrainerConfig
 from arrol_pl.train.records.loggers import make_logger
 
 

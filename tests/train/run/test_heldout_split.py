@@ -27,7 +27,7 @@ import torch
 
 from arrol_pl.engine import ArrolEngine, EngineConfig
 from arrol_pl.tasks.problem import Problem
-from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.config.sections import TrainerConfig
 from arrol_pl.train.run.world import init_launcher_world, leave_world
 from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 from arrol_pl.train.run.heldout import evaluate_heldout

@@ -16,7 +16,7 @@ import pytest
 from test_distributed import launch
 
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.config.sections import TrainerConfig
 
 TIMEOUT_MINUTES = 0.1
 """6 s: beyond the start-up skew of two processes on a loaded machine, short enough for a test."""
@@ -25,7 +25,7 @@ RANK = """
 import sys
 import time
 
-from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.config.sections import TrainerConfig
 from arrol_pl.train.run.world import init_launcher_world, rank_zero_first
 
 seconds, minutes = float(sys.argv[1]), float(sys.argv[2])

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import TrainerConfig
+from arrol_pl.train.config.sections import TrainerConfig
 from arrol_pl.train.step.groups import engine_logprobs
 from arrol_pl.train.step.rollouts import RolloutRound
 

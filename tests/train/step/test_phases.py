@@ -8,7 +8,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.engine.protocol import sampled_token_log_probs
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 from arrol_pl.train.policy.update import UpdateHooks, logprob_mismatch, ppo_mini_batches
 from arrol_pl.train.step.context import PhaseTimer, StepContext

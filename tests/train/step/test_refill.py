@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from arrol_pl.train.config.loader import ConfigError
-from arrol_pl.train.config.run import AlgoConfig
+from arrol_pl.train.config.sections import AlgoConfig
 from arrol_pl.train.step.refill import generate_with_refill, informative_groups, refill_indices
 
 

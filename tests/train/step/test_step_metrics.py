@@ -1,10 +1,12 @@
 """A step's scorer AUCs (:func:`arrol_pl.train.step.metrics.scorer_metrics`): over every rollout before pruning,
-exact where every outcome is known and estimated from the survivors where not, with the survivors' own beside them."""
+exact where every outcome is known and estimated from the survivors where not, with the survivors' own beside them;
+and the warning of a step skipped because a rank's rollouts were all pruned (``skip_warning``)."""
 
 import pytest
 import torch
 
-from arrol_pl.train.step.metrics import scorer_metrics
+from arrol_pl.train.step.metrics import scorer_metrics, skip_warning
+from arrol_pl.train.step.rank_sync import ONE_RANK, RankSync
 
 # one group of five, three right (scores 3, 1, 1.5) and two wrong (0, 2): 4 of its 6 pairs ordered right
 EVERY = (
@@ -33,3 +35,10 @@ def test_with_nothing_pruned_the_estimate_is_every_rollouts_auc():
     assert m["scorer/within_auc"] == m["scorer/within_auc_survivors"] == pytest.approx(4 / 6)
     # one outcome among the survivors: no AUC of theirs, left out of the row
     assert scorer_metrics(scores[:2], labels[:2], group_ids[:2], torch.ones(2)) == {}
+
+
+def test_the_skip_warning_names_the_rank_whose_rollouts_were_all_pruned():
+    alone = skip_warning(3, "no_survivors", 8, ONE_RANK, 1)
+    assert alone == "step 3 skipped (no_survivors): all 8 rollouts were pruned; 1 steps skipped so far"
+    second = skip_warning(5, "no_survivors", 4, RankSync(1, 2), 2)
+    assert second == "step 5 skipped (no_survivors): all 4 rollouts of rank 1 were pruned; 2 steps skipped so far"
