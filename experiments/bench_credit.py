@@ -86,7 +86,8 @@ def measure(engine, prompts, args, kappa: float, slots: int, sampling: dict, rou
     import torch
 
     from arrol_pl.core.decode_cost import pruning_credit
-    from arrol_pl.core.pruning import PrunerParams, decide_batch
+    from arrol_pl.core.decisions import decide_batch
+    from arrol_pl.core.pruning import PrunerParams
 
     pruner = PrunerParams(policy="random", keep_ratio=kappa, min_keep_per_group=2, seed=round_seed)
     many = len(prompts) * args.group_size > slots

@@ -157,7 +157,8 @@ def write_report(out_dir: Path, per_dataset: dict[str, list[dict]], meta: dict) 
             ]
         )
     lines = [
-        f"Evaluation of `{meta.get('checkpoint')}`, k = {meta.get('k')} samples per problem, T = {meta.get('temperature')}.",
+        f"Evaluation of `{meta.get('checkpoint')}`, k = {meta.get('k')} samples per problem, "
+        f"T = {meta.get('temperature')}.",
         *([f"Scored: {meta['data']}."] if meta.get("data") else []),
         "",
         *table_lines(["metric", *names, "avg"], rows),

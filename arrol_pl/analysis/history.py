@@ -188,7 +188,10 @@ def phase_verdict_text(v: dict[str, Any], arm_name: str) -> str:
     if v["met"]:
         return head + ": met."
     if v["limit"] < v["goal"]:
-        return f"{head}: short; its work shrinks only {v['limit']:.2f}× (the pruned arm trains on that many times fewer tokens)."
+        return (
+            f"{head}: short; its work shrinks only {v['limit']:.2f}× "
+            "(the pruned arm trains on that many times fewer tokens)."
+        )
     return (
         f"{head}: short; its work shrinks {v['limit']:.2f}×, but about {v['fixed_seconds']:.3f} s of its "
         f"{v['seconds']:.3f} s/step does not scale with tokens (optimizer steps, per-batch overhead)."

@@ -85,8 +85,8 @@ def checkpoint_policy_dir(path: Path) -> Path:
     if not (base / "config.json").is_file():
         raise FileNotFoundError(
             f"checkpoint={str(path)!r} was trained from policy directory {str(base)!r}, which has no config.json: it "
-            "holds the model config and tokenizer the weights need (the tiny policy is rebuilt there by experiments/run.py "
-            "with the run's model.* settings), or pass the run's export/ directory"
+            "holds the model config and tokenizer the weights need (the tiny policy is rebuilt there by "
+            "experiments/run.py with the run's model.* settings), or pass the run's export/ directory"
         )
     return base
 

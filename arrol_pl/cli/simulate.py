@@ -135,8 +135,9 @@ def task(raw: DictConfig) -> None:
     print(header + "\n" + "-" * len(header))
     for name, row in summary.items():
         print(
-            f"{name:<15} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} {row['kept_zero_advantage_fraction']:>9.3f} "
-            f"{row['kept_positive_ratio']:>7.3f} {row['posterior_mae']:>7.3f}"
+            f"{name:<15} {row['keep_ratio']:>6.3f} {row['kept_balance']:>11.4f} "
+            f"{row['kept_zero_advantage_fraction']:>9.3f} {row['kept_positive_ratio']:>7.3f} "
+            f"{row['posterior_mae']:>7.3f}"
         )
     result = {"mode": "selfcheck", "wall_seconds": wall, "policies": summary, "config": dataclasses.asdict(cfg)}
     (out_dir / "summary.json").write_text(json.dumps(result, indent=2))

@@ -21,7 +21,7 @@ Decisions:
   its survival probability p, apart from its weight (which importance weighting may leave at 1), and a pair of one
   group counts 1/π_ij, the chance both survived the draw (1/(p_i p_j) for independent draws; a fixed-size draw's
   own, :mod:`~arrol_pl.core.sampling`). Those pairs' sums are taken when their rows arrive and kept on the pair's
-  earlier row (:func:`~arrol_pl.core.metrics.pair_auc_sums`), so the window forgets a pair with its first row;
+  earlier row (:func:`~arrol_pl.core.survivor_auc.pair_auc_sums`), so the window forgets a pair with its first row;
   pairs of different groups count 1/(p_i p_j) (drawn apart). The survivors' own AUC reads the order of what a rule
   chose to keep: the default rule keeps each group's two ends, and at a true AUC of 0.70 its survivors read 0.74.
   A row of p = 0 is in the window only by the floor's revival, and counts for no pair.
@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from arrol_pl.core.metrics import inverse_survival, pair_auc_sums, pooled_auc
+from arrol_pl.core.survivor_auc import inverse_survival, pair_auc_sums, pooled_auc
 
 _GROUP_SPAN = 2**32
 """Group keys are ``update call × _GROUP_SPAN + group``; rows given no group get keys of their own from

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from arrol_pl.core.autocast import no_autocast
-from arrol_pl.core.metrics import expected_calibration_error, spearman, survivor_aucs
+from arrol_pl.core.metrics import expected_calibration_error, spearman
+from arrol_pl.core.survivor_auc import survivor_aucs
 from arrol_pl.core.quality_head import QualityHead, check_head_input
 
 
@@ -137,7 +138,7 @@ def head_quality(
     ``within_auc`` over pairs of one group (what rules comparing a group's rollouts need). NaN where undefined.
     With ``survival (N,)``, the rows' survival probabilities p, both AUCs estimate those of every rollout before
     pruning, a pair counting 1/π_ij, the chance both survived (``joint``, the draw's pair chances; None: independent
-    draws, 1/(p_i p_j); :func:`~arrol_pl.core.metrics.survivor_aucs`); the other figures stay the survivors'."""
+    draws, 1/(p_i p_j); :func:`~arrol_pl.core.survivor_auc.survivor_aucs`); the other figures stay the survivors'."""
     labels = labels.float()
     nan = float("nan")
     survival = torch.ones(labels.shape, dtype=torch.float64) if survival is None else survival

@@ -89,7 +89,8 @@ class QualityHead(nn.Module):
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), weight=weights)
 
     def save(self, path: Path | str) -> None:
-        """Weights, sizes and input kind in one file (``quality_head.pt`` of an exported run), readable by :meth:`load`."""
+        """Weights, sizes and input kind in one file (``quality_head.pt`` of an exported run), readable by
+        :meth:`load`."""
         torch.save(
             {
                 "state_dict": self.state_dict(),

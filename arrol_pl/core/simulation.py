@@ -18,14 +18,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from .metrics import balance_stats
-from .pruning import (
-    PRUNING_POLICIES,
-    PruningConfig,
-    build_pruner_params,
-    decide_batch,
-    floor_among_eligible,
-    sample_keep,
-)
+from .decisions import decide_batch, floor_among_eligible, sample_keep
+from .pruning import PRUNING_POLICIES, PruningConfig, build_pruner_params
 from .scorers import oracle_scores
 
 

@@ -2,7 +2,7 @@
 
 :class:`GenerationTracker` consumes the engine's streamed deltas (:class:`RequestDelta`, one per request
 and engine step), says which rollouts reached their detection target in that step, draws the keep/prune
-decisions of complete groups with :func:`~arrol_pl.core.pruning.decide_group` (paper Eq. 1–2, Algorithm 1
+decisions of complete groups with :func:`~arrol_pl.core.decisions.decide_group` (paper Eq. 1–2, Algorithm 1
 l. 20–26) and builds the final :class:`~arrol_pl.engine.protocol.Rollout` records. The engine does the
 rest: it feeds the deltas, scores the resolved rollouts and aborts what the tracker pruned.
 """
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from arrol_pl.core.pruning import PrunerParams, decide_groups
+from arrol_pl.core.decisions import decide_groups
+from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.sampling import joint_by_sample_index
 from arrol_pl.core.screening import GroupScreen, select_groups, zero_advantage_probability
 from arrol_pl.engine.protocol import FINISH_REASONS, Rollout, sampled_token_log_probs

@@ -29,7 +29,8 @@ def is_hub_id(path: str) -> bool:
 def _unavailable(repo_id: str, what: str, exc: Exception) -> FileNotFoundError:
     return FileNotFoundError(
         f"model.path={repo_id!r}: {what} is not in the Hugging Face cache and could not be downloaded "
-        f"({type(exc).__name__}); download it with `hf download {repo_id} --local-dir /models/{repo_id.split('/')[-1]}` "
+        f"({type(exc).__name__}); download it with "
+        f"`hf download {repo_id} --local-dir /models/{repo_id.split('/')[-1]}` "
         "and pass model.path=<that directory>, or allow hub access (HF_HUB_OFFLINE=0)"
     )
 

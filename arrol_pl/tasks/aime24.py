@@ -1,6 +1,7 @@
 """AIME'24 (30 problems of AIME 2024 I and II): ``HuggingFaceH4/aime_2024``, split ``train``.
 
-Fields: ``id``, ``problem``, ``solution``, ``answer`` (a string, 0-999), ``url``, ``year``. The capitalised fields of ``Maxwell-Jia/AIME_2024`` (``ID``, ``Problem``, ``Answer``) load too.
+Fields: ``id``, ``problem``, ``solution``, ``answer`` (a string, 0-999), ``url``, ``year``. The capitalised fields of
+``Maxwell-Jia/AIME_2024`` (``ID``, ``Problem``, ``Answer``) load too.
 """
 
 from __future__ import annotations

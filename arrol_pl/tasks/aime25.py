@@ -1,6 +1,7 @@
 """AIME'25 (30 problems of AIME 2025 I and II): ``math-ai/aime25``, split ``test``.
 
-Fields: ``problem``, ``answer`` (a string, 0-999), ``id``. ``yentinglin/aime_2025`` (split ``train``; also ``url``, ``year``) has the same fields.
+Fields: ``problem``, ``answer`` (a string, 0-999), ``id``. ``yentinglin/aime_2025`` (split ``train``; also ``url``,
+``year``) has the same fields.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from arrol_pl.analysis.formatting import fmt, table_lines
 from arrol_pl.analysis.runs import comparable, paired_difference, pairs_by_seed, pick_config, sweep_runs
 from arrol_pl.analysis.significance import INTERVAL
-from arrol_pl.core.screening import AuditCounts
+from arrol_pl.core.screen_audit import AuditCounts
 from arrol_pl.train.records.summary import RunSummary
 
 from .common import Claim

@@ -16,7 +16,7 @@ from arrol_pl.analysis.grad_probe.config import load_grad_probe_config
 from arrol_pl.analysis.grad_probe.gradients import after_step, prompt_log_probs, subset_gradient
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig
-from arrol_pl.analysis.grad_probe.run import choose_subsets
+from arrol_pl.analysis.grad_probe.choice import choose_subsets
 from arrol_pl.analysis.grad_probe.subsets import (
     Parts,
     balance,

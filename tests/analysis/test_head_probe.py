@@ -1,4 +1,5 @@
-"""The offline quality-head probe (arrol_pl/analysis/head_probe/): positions, eligibility, the split, the probe itself."""
+"""The offline quality-head probe (arrol_pl/analysis/head_probe/): positions, eligibility, the split, the probe
+itself."""
 
 import json
 import math

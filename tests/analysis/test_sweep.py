@@ -1,4 +1,5 @@
-"""The sweep aggregation over seeds (arrol_pl/analysis/sweep.py): per-arm mean ± sd, standard error, paired differences."""
+"""The sweep aggregation over seeds (arrol_pl/analysis/sweep.py): per-arm mean ± sd, standard error, paired
+differences."""
 
 import math
 

@@ -4,8 +4,9 @@ stderr naming the key or preset and what is allowed, exit 2, before any model lo
 ``--help`` lists the presets and every key with its meaning.
 
 The refusals found before Hydra starts a job are checked by calling the command's ``main`` in this process, on the
-arguments a user types (``command_main`` in tests/conftest.py); the ones found inside a job (after Hydra made its directory, or in a sweep's first job)
-and the scripts themselves (their ``--help`` and ``--hydra-help``) go through the real entry points as processes."""
+arguments a user types (``command_main`` in tests/conftest.py); the ones found inside a job (after Hydra made its
+directory, or in a sweep's first job) and the scripts themselves (their ``--help`` and ``--hydra-help``) go through the
+real entry points as processes."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ import dataclasses
 import pytest
 import torch
 
-from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET, PrunerParams, PruningConfig, decide_group
+from arrol_pl.core.decisions import decide_group
+from arrol_pl.core.pruning import DEFAULT_BALANCE_TARGET, PrunerParams, PruningConfig
 from arrol_pl.core.simulation import balance_cell
 from arrol_pl.core.survival import anchored_survival, soft_anchored_survival, survival_probabilities
 

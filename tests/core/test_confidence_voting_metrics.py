@@ -20,13 +20,12 @@ from arrol_pl.core.metrics import (
     mean_sd_se,
     pass_at_k,
     spearman,
-    inverse_survival,
     vote_accuracy,
-    weighted_within_group_auc,
     within_block_slope,
     within_group_auc,
 )
 from arrol_pl.core.quality_head import QualityHead
+from arrol_pl.core.survivor_auc import inverse_survival, weighted_within_group_auc
 from arrol_pl.core.voting import arrol_vote, majority_vote, rank_weights, weighted_vote
 
 

@@ -3,19 +3,12 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.metrics import balance_stats, survivor_aucs, within_group_auc
-from arrol_pl.core.pruning import (
-    PRUNING_POLICIES,
-    PrunerParams,
-    PruningConfig,
-    build_pruner_params,
-    decide_batch,
-    decide_group,
-    floor_among_eligible,
-    draw_keep,
-)
+from arrol_pl.core.decisions import decide_batch, decide_group, draw_keep, floor_among_eligible
+from arrol_pl.core.metrics import balance_stats, within_group_auc
+from arrol_pl.core.pruning import PRUNING_POLICIES, PrunerParams, PruningConfig, build_pruner_params
 from arrol_pl.core.simulation import run_pruning_simulation, sample_groups, sample_oracle_groups
 from arrol_pl.core.survival import best_single_prune, spread_survival
+from arrol_pl.core.survivor_auc import survivor_aucs
 
 
 def identity_table(num_bins: int = 128) -> tuple[float, ...]:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from arrol_pl.core.calibration import BinnedCalibrator
-from arrol_pl.core.metrics import survivor_aucs, weighted_within_group_auc
-from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch, draw_keep
+from arrol_pl.core.decisions import decide_batch, draw_keep
+from arrol_pl.core.pruning import PruningConfig, build_pruner_params
 from arrol_pl.core.sampling import (
     conditional_poisson_weights,
     fixed_size_draw,
@@ -19,6 +19,7 @@ from arrol_pl.core.sampling import (
     joint_rows,
 )
 from arrol_pl.core.simulation import sample_oracle_groups
+from arrol_pl.core.survivor_auc import survivor_aucs, weighted_within_group_auc
 
 PROBABILITIES = [
     [0.85, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.85],  # the soft anchored rule at κ = 0.25, groups of 8
@@ -113,7 +114,8 @@ def test_joint_rows_follow_sample_indices_and_give_each_pair_its_chance():
 def test_a_batch_decision_carries_each_groups_pair_chances_by_sample_index():
     """:func:`decide_batch` gives each rollout its group's π row (no (N, N) matrix): the same chances
     :func:`decide_group` gives the group alone, in the columns of the members' sample indices."""
-    from arrol_pl.core.pruning import PrunerParams, decide_group
+    from arrol_pl.core.decisions import decide_group
+    from arrol_pl.core.pruning import PrunerParams
 
     params = PrunerParams(policy="arrol", keep_ratio=0.5, bin_posteriors=tuple(0.1 + 0.1 * i for i in range(8)), seed=9)
     scores = torch.randn(24, generator=torch.Generator().manual_seed(0))
@@ -153,7 +155,7 @@ def test_pair_sums_weighted_by_the_draws_chances_average_to_every_rollouts_over_
     """Over every set the draw can keep, weighted by its chance, the survivors' pair sums (:func:`pair_auc_sums`
     with the draw's joint rows) average to those of the whole group, pair for pair (Horvitz–Thompson); weighting a
     pair 1/(p_i p_j), as for independent draws, does not."""
-    from arrol_pl.core.metrics import pair_auc_sums
+    from arrol_pl.core.survivor_auc import pair_auc_sums
 
     p = torch.tensor(p, dtype=torch.float64)
     n = p.numel()

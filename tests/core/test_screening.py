@@ -4,16 +4,8 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.screening import (
-    AuditCounts,
-    GroupScreen,
-    ScreenConfig,
-    audit_mask,
-    oversampled,
-    select_groups,
-    zero_advantage_probability,
-    zero_variance,
-)
+from arrol_pl.core.screen_audit import AuditCounts, audit_mask, zero_variance
+from arrol_pl.core.screening import GroupScreen, ScreenConfig, oversampled, select_groups, zero_advantage_probability
 
 
 def test_zero_advantage_probability_matches_enumeration():

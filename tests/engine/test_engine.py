@@ -154,7 +154,7 @@ def test_fixed_seed_reproduces_decisions_and_tokens(engine):
 
 def test_decisions_are_a_function_of_seed_prompt_and_scores(engine):
     """Replaying decide_batch offline on the returned scores gives the engine's decisions (Algorithm 1 l. 20-22)."""
-    from arrol_pl.core.pruning import decide_batch
+    from arrol_pl.core.decisions import decide_batch
 
     params = PrunerParams(
         policy="arrol",

@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from arrol_pl.core.pruning import PrunerParams, decide_group
+from arrol_pl.core.decisions import decide_group
+from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.engine.tracking import GenerationTracker, RequestDelta
 

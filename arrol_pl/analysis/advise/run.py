@@ -25,9 +25,10 @@ from arrol_pl.analysis.advise.config import AdviseConfig
 from arrol_pl.analysis.advise.lengths import auc_by_length
 from arrol_pl.analysis.advise.savings import savings
 from arrol_pl.analysis.advise.verdict import candidates, decide, tables, verdict_line
+from arrol_pl.analysis.grad_probe.choice import choose
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig, training_problems
 from arrol_pl.analysis.grad_probe.rollouts import Rollouts, sample_rollouts
-from arrol_pl.analysis.grad_probe.run import GradProbeJob, _finite, choose, load_policy, probe_rollouts
+from arrol_pl.analysis.grad_probe.run import GradProbeJob, _finite, load_policy, probe_rollouts
 from arrol_pl.analysis.grad_probe.subsets import kappa_key
 
 
@@ -165,7 +166,8 @@ def advice_text(advice: dict[str, Any]) -> str:
             *(f"- {reason}" for reason in v["why"]),
             "",
             f"Measured on `{advice['command']}`: G = {s['group_size']}, run κ = {s['keep_ratio']:g}, rule {s['rule']}, "
-            f"L_detect = {s['detect_length']} of {s['max_response_tokens']} tokens (mean length {s['mean_length']:.1f}); "
+            f"L_detect = {s['detect_length']} of {s['max_response_tokens']} tokens "
+            f"(mean length {s['mean_length']:.1f}); "
             f"head fit on {s['head_prompts']} prompts; gradient probe over {s['batches']} batches × "
             f"{s['prompts_per_batch']} prompts against R = {s['reference_rollouts']} reference rollouts each; "
             f"{advice['seconds']['total'] / 60:.1f} min.",

@@ -4,7 +4,7 @@ head or an oracle, a fresh κG) is compared with a reference gradient over many 
 margin between right and wrong answers that one step of it moves is measured, paired by batch.
 
 :mod:`.config` is the typed configuration, :mod:`.subsets` chooses the rollouts (the project's own decision code),
-:mod:`.gradients` takes the gradients and the steps, :mod:`.measures` the pure measures and statistics,
-:mod:`.tables` renders them and :mod:`.run` is the whole probe of ``arrol grad-probe``
-(:func:`~.run.run_grad_probe`).
+:mod:`.choice` chooses every subset once over all the batches' groups, :mod:`.gradients` takes the gradients and the
+steps, :mod:`.measures` the pure measures and statistics, :mod:`.tables` renders them and :mod:`.run` is the whole
+probe of ``arrol grad-probe`` (:func:`~.run.run_grad_probe`).
 """

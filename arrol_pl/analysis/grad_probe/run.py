@@ -1,5 +1,6 @@
 """The whole gradient probe of ``arrol grad-probe``: rollouts and scorers (:mod:`.rollouts`), the subsets chosen on
-every batch's groups, every subset's gradient and measures per batch; then ``grad_probe.json`` and the printed tables.
+every batch's groups (:mod:`.choice`), every subset's gradient and measures per batch; then ``grad_probe.json`` and
+the printed tables.
 
 Decisions:
 - **Three sets of prompts, disjoint.** Training problems drawn with the seed: the first ``head_prompts`` (G
@@ -27,32 +28,13 @@ from typing import Any
 
 import torch
 
+from arrol_pl.analysis.grad_probe.choice import Choices, Chosen, choose
 from arrol_pl.analysis.grad_probe.config import GradProbeConfig
 from arrol_pl.analysis.grad_probe.gradients import after_step, mean_log_probs, subset_gradient
 from arrol_pl.analysis.grad_probe.measures import cosine, likelihood_margin, paired_difference, summary
-from arrol_pl.analysis.grad_probe.rollouts import (
-    Rollouts,
-    fit_scorers,
-    policy_directory,
-    sample_rollouts,
-    scorer_quality,
-)
-from arrol_pl.analysis.grad_probe.subsets import (
-    CONTROLS,
-    Parts,
-    balance,
-    cost_matched_size,
-    decoded_tokens,
-    first_of,
-    fresh_counts,
-    is_control,
-    kappa_key,
-    pruner_params,
-    subset_rows,
-    survivors,
-)
+from arrol_pl.analysis.grad_probe.rollouts import Rollouts, policy_directory, sample_rollouts, scorer_quality
+from arrol_pl.analysis.grad_probe.subsets import CONTROLS, Parts, balance, decoded_tokens, is_control, subset_rows
 from arrol_pl.analysis.grad_probe.tables import difference_table, fresh_controls, subset_table
-from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.tasks.problem import Problem
 from arrol_pl.tasks.prompts import PromptFormat
 from arrol_pl.train.config.sections import AlgoConfig
@@ -85,59 +67,6 @@ class GradProbeJob:
 def baseline_of(key: str, kind: str) -> str:
     """The subset of ``kind`` (:data:`BASELINES`) that ``key`` is compared with: the one at its own κ."""
     return kind + (key[key.index("@") :] if "@" in key else "")
-
-
-@dataclass
-class Chosen:
-    """Every subset over all the batches' prompts: the part of each prompt's rollouts it chooses from (group,
-    fresh, reference) and its ``(P, n)`` keep mask over that part; and the cost-matched sizes G' by κ."""
-
-    subsets: dict[str, tuple[slice, torch.Tensor]]
-    cost_matched: dict[float, float]
-
-
-def choose_subsets(
-    config: GradProbeConfig,
-    parts: Parts,
-    scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]],
-    eligible: torch.Tensor,
-    lengths: torch.Tensor,
-    rules: list[str],
-) -> Chosen:
-    """Random pruning and every rule reading every scorer on the groups, the two controls, all G and the
-    reference, at every κ. ``eligible, lengths: (P, G)`` of the groups; G' is measured on the default rule's
-    decisions reading the head (``rules[0]``)."""
-    prompts = eligible.shape[0]
-    indices = list(range(prompts))
-
-    def whole(part: slice) -> tuple[slice, torch.Tensor]:
-        return part, torch.ones(prompts, part.stop - part.start, dtype=torch.bool)
-
-    subsets = {"all": whole(parts.group)}
-    cost_matched = {}
-    head_calibrator, head_scores = scorers["head"]
-    for kappa in config.keep_ratios:
-
-        def key(name: str) -> str:
-            return kappa_key(name, kappa, config.keep_ratio)
-
-        subsets[key("random")] = (
-            parts.group,
-            survivors(pruner_params("random", head_calibrator, kappa, config.seed), head_scores, eligible, indices),
-        )
-        for rule in rules:
-            for name, (calibrator, scores) in scorers.items():
-                params = pruner_params("arrol", calibrator, kappa, config.seed, balance_target=rule)
-                subsets[key(f"{rule}/{name}")] = parts.group, survivors(params, scores, eligible, indices)
-        default = subsets[key(f"{rules[0]}/head")][1]
-        cost_matched[kappa] = cost_matched_size(lengths, default, eligible, config.detect_length)
-        source = parts.controls
-        size = source.stop - source.start
-        count = torch.full((prompts,), config.count_matched_size(kappa))
-        subsets[key("fresh_count")] = source, first_of(count, size)
-        subsets[key("fresh_cost")] = source, first_of(fresh_counts(prompts, cost_matched[kappa], config.seed), size)
-    subsets["reference"] = whole(parts.reference)
-    return Chosen(subsets, cost_matched)
 
 
 class HeldoutMargin:
@@ -250,45 +179,6 @@ def run_grad_probe(job: GradProbeJob) -> dict[str, Any]:
     (job.out / "grad_probe.json").write_text(json.dumps(result, indent=1, allow_nan=False))
     print_probe(result, job.out)
     return result
-
-
-@dataclass
-class Choices:
-    """The probe's rollouts of the batches, shaped ``(P, samples)``, and what was chosen on them."""
-
-    parts: Parts
-    lengths: torch.Tensor
-    correct: torch.Tensor
-    eligible: torch.Tensor
-    scorers: dict[str, tuple[BinnedCalibrator, torch.Tensor]]
-    rules: list[str]
-    chosen: Chosen
-    mean_length: float
-    """The group rollouts' mean length: what ``cost`` counts rollouts in."""
-    seconds: float
-
-
-def choose(cfg: GradProbeConfig, parts: Parts, fitting: Rollouts, probe: Rollouts) -> Choices:
-    """Fit the scorers on ``fitting`` and choose every subset of the batches' rollouts ``probe``."""
-    start = time.perf_counter()
-    shape = (len(probe.response_ids) // parts.samples, parts.samples)
-    features, correct = probe.features.view(*shape, -1), probe.correct.view(shape)
-    lengths = torch.tensor([len(r) for r in probe.response_ids]).view(shape)
-    eligible = probe.eligible.view(shape)
-    scorers = fit_scorers(cfg, fitting, features[:, parts.group], correct[:, parts.group])
-    rules = cfg.compared_rules
-    chosen = choose_subsets(cfg, parts, scorers, eligible[:, parts.group], lengths[:, parts.group], rules)
-    return Choices(
-        parts,
-        lengths,
-        correct,
-        eligible,
-        scorers,
-        rules,
-        chosen,
-        float(lengths[:, parts.group].double().mean()),
-        time.perf_counter() - start,
-    )
 
 
 def load_policy(policy: Path):

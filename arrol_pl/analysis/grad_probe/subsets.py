@@ -18,7 +18,7 @@ Decisions:
   rules' survivors is common random numbers: each paired difference keeps its mean and loses the variance of two
   independent draws, and a prompt samples G + R rollouts, not 2G + R. ``controls=fresh`` gives the controls G
   rollouts of their own (:attr:`Parts.fresh`), as a check.
-- **Training's decisions.** A rule's survivors are :func:`~arrol_pl.core.pruning.decide_group`'s on h_t made by
+- **Training's decisions.** A rule's survivors are :func:`~arrol_pl.core.decisions.decide_group`'s on h_t made by
   :func:`~arrol_pl.core.pruning.build_pruner_params` from the scorer's calibrator (δ solved over its window, as the
   trainer solves it before a step), with the floor of 2 survivors and rollouts that finished before L_detect kept.
   Random pruning is the same call with ``policy=random`` (survival κ).
@@ -38,7 +38,8 @@ import torch
 
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import balance_stats
-from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params, decide_groups
+from arrol_pl.core.decisions import decide_groups
+from arrol_pl.core.pruning import PrunerParams, PruningConfig, build_pruner_params
 
 CONTROLS = ("fresh_count", "fresh_cost")
 """The subsets without pruning: the count-matched κG and the cost-matched G' (keys as recorded)."""

@@ -175,7 +175,8 @@ def prefix_stats(
 def deepconf_at(
     logprobs: Sequence[Sequence[dict[int, float]] | None], detect_length: int, settings: DeepConfSettings
 ) -> torch.Tensor:
-    """``(N,)`` float64 DeepConf trace confidence over each rollout's first ``detect_length`` tokens (NaN without log-probs)."""
+    """``(N,)`` float64 DeepConf trace confidence over each rollout's first ``detect_length`` tokens (NaN without
+    log-probs)."""
     return torch.tensor(
         [trace_scores(None if lp is None else list(lp[:detect_length]), settings) for lp in logprobs],
         dtype=torch.float64,

@@ -83,12 +83,14 @@ def evaluate_length(
         labels: ``(N,)`` final correctness in {0, 1}.
         confidences: ``(N,)`` DeepConf trace confidence over the first L tokens.
         eligible: ``(N,)`` bool, rollouts scored at L (:func:`eligible_at`).
-        test, calibration: ``(N,)`` bool problem-level parts (:func:`~arrol_pl.analysis.head_probe.fit.split_by_problem`); the rest fit the head.
+        test, calibration: ``(N,)`` bool problem-level parts
+            (:func:`~arrol_pl.analysis.head_probe.fit.split_by_problem`); the rest fit the head.
 
         groups: ``(N,)`` problem ids: adds the within-group AUCs and the pruning replay (:func:`replay_balance`)
             of the test groups.
         standardize: the head z-scores each feature with the head-fit rows' moments (features of mixed
-            scales, such as :func:`~arrol_pl.analysis.head_probe.features.prefix_stats`, as the online ``stats`` head does; hidden states go in raw).
+            scales, such as :func:`~arrol_pl.analysis.head_probe.features.prefix_stats`, as the online ``stats``
+            head does; hidden states go in raw).
 
     A part left without eligible rollouts (L too long for the rollouts) gives NaN metrics and the counts.
     """

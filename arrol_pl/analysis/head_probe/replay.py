@@ -11,7 +11,8 @@ import torch
 from arrol_pl.analysis.head_probe.fit import ProbeSettings, head_scores, train_probe
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import mean_sd_se, voted_answer_correct
-from arrol_pl.core.pruning import PruningConfig, build_pruner_params, decide_batch
+from arrol_pl.core.decisions import decide_batch
+from arrol_pl.core.pruning import PruningConfig, build_pruner_params
 from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 
 
@@ -24,7 +25,8 @@ BALANCE_ARMS = {
     "none": {"policy": "none"},
 }
 """Pruning rules :func:`replay_balance` compares (Table 4): ARRoL with its default anchored rule, with the paper's
-Eq. 2 as written, with the per-group target and with the rank-only ``spread`` rule, random pruning at the same κ, and no pruning."""
+Eq. 2 as written, with the per-group target and with the rank-only ``spread`` rule, random pruning at the same κ, and
+no pruning."""
 
 
 def replay_balance(
@@ -109,7 +111,8 @@ def replay_votes(
     ``labels, eligible (at L_detect), groups (problem ids 0..P-1), confidences (full-trace DeepConf): (N,)``;
     ``classes[p]``: the answer classes of problem ``p``'s k rollouts in row order (None: no answer); ``test``,
     ``calibration``: problem-level parts as in :func:`~arrol_pl.analysis.head_probe.lengths.evaluate_length` (the
-    calibration part also fits the heads: votes need no calibrator). Per rule of :data:`VOTE_RULES`: ``accuracy`` (voted answer correct) and
+    calibration part also fits the heads: votes need no calibrator). Per rule of :data:`VOTE_RULES`: ``accuracy``
+    (voted answer correct) and
     its standard error over test problems, paired differences ``vs_majority`` / ``vs_deepconf`` with theirs;
     ``avg`` and ``pass`` give the mean sample accuracy and the oracle (any sample correct) of the same problems.
     """

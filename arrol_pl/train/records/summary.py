@@ -78,7 +78,7 @@ class RunSummary:
     zero_advantage_fraction: float | None = None
     screen: dict[str, Any] = field(default_factory=dict)
     """The group screen's audit per stage (``prompt``, ``detect``) over its active steps: the counts of
-    :class:`~arrol_pl.core.screening.AuditCounts` and its precisions (``screen``, ``random``, ``oracle``,
+    :class:`~arrol_pl.core.screen_audit.AuditCounts` and its precisions (``screen``, ``random``, ``oracle``,
     ``progress``); ``cost_share``, the screen's mean share of the step after the cold start. Empty without the
     screen."""
     refill: dict[str, float] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 
-from arrol_pl.core.screening import audit_totals
+from arrol_pl.core.screen_audit import audit_totals
 from arrol_pl.models.head import HEAD_FOLDER, save_head
 from arrol_pl.tasks.prompts import DATA_RECORD
 from arrol_pl.train.config.run import RunConfig

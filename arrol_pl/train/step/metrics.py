@@ -5,7 +5,7 @@ the ranks by the module.
 
 The AUCs of the scores (``scorer/auc``, ``scorer/within_auc``, ``head/auc``, ``head/within_auc``) are those of every
 rollout of the step before pruning, estimated from the survivors, a pair counting 1/(p_i p_j)
-(:func:`~arrol_pl.core.metrics.weighted_within_group_auc`): exact where the step pruned nothing (the cold start, a
+(:func:`~arrol_pl.core.survivor_auc.weighted_within_group_auc`): exact where the step pruned nothing (the cold start, a
 closed gate: every p is 1), and the scorer's exact in the oracle's round, which decodes every rollout. The
 survivors' own, ``scorer/auc_survivors`` and ``scorer/within_auc_survivors``, read the order of what the rule chose
 to keep: the default rule keeps each group's two ends, and its survivors read above the scorer's AUC.
@@ -23,7 +23,8 @@ from typing import NamedTuple
 import torch
 
 from arrol_pl.core.head_training import head_quality
-from arrol_pl.core.metrics import balance_stats, binary_auc, survivor_aucs, within_group_auc
+from arrol_pl.core.metrics import balance_stats, binary_auc, within_group_auc
+from arrol_pl.core.survivor_auc import survivor_aucs
 from arrol_pl.train.step.rank_sync import RankSync
 
 

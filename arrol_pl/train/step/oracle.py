@@ -18,7 +18,8 @@ from typing import Sequence
 import torch
 
 from arrol_pl.core.decode_cost import pruning_credit
-from arrol_pl.core.pruning import PrunerParams, decide_batch
+from arrol_pl.core.decisions import decide_batch
+from arrol_pl.core.pruning import PrunerParams
 from arrol_pl.core.scorers import oracle_scores
 from arrol_pl.core.screening import GroupScreen
 from arrol_pl.train.step.rollouts import RolloutRound, StepGroups

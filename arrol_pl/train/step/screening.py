@@ -8,8 +8,8 @@ One step with ``pruning.screen`` on, for the ``drawn`` prompts of the step:
    lowest P0 go on (``ScreenStep.plan_prompts``).
 2. **Detect stage** (``detect``): the engine ranks the groups at L_detect and aborts all but B
    (:class:`~arrol_pl.core.screening.GroupScreen`).
-3. **Audit**: the audited groups' complete texts are scored, and each stage's :class:`AuditCounts` recorded
-   (``ScreenStep.audit``).
+3. **Audit**: the audited groups' complete texts are scored, and each stage's
+   :class:`~arrol_pl.core.screen_audit.AuditCounts` recorded (``ScreenStep.audit``).
 4. **Learning**: the prompt head learns from the survivors (weighted 1/p, as the quality head) and from the
    shadow groups' complete rollouts, weighted 1/audit share: those stand for every prompt the stage dropped.
 """

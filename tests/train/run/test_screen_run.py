@@ -11,8 +11,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from test_run_smoke import refused_before_hydra_starts, run_script  # noqa: E402
 
-from arrol_pl.core.screening import AuditCounts  # noqa: E402
-from arrol_pl.core.screening import audit_totals  # noqa: E402
+from arrol_pl.core.screen_audit import AuditCounts  # noqa: E402
+from arrol_pl.core.screen_audit import audit_totals  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

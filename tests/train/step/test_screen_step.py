@@ -10,7 +10,8 @@ import torch
 
 from arrol_pl.core.head_training import HeadConfig
 from arrol_pl.core.pruning import PruningConfig
-from arrol_pl.core.screening import ScreenConfig, ScreenStep, audit_totals
+from arrol_pl.core.screen_audit import audit_totals
+from arrol_pl.core.screening import ScreenConfig, ScreenStep
 from arrol_pl.train.step.screening import PromptScorer
 
 
