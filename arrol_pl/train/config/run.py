@@ -126,11 +126,6 @@ dataclasses of its sections are the one home of every default (a preset states o
 can be overridden without a ``+``. A wrong type is refused while Hydra composes; a key no dataclass has, even added
 with ``+``, by :func:`load_run_config`."""
 
-OPTION_SCHEMAS = ("arithmetic", "jsonl")
-"""Adapters whose ``data.options`` dataclass (their ``OPTIONS``) is registered with Hydra as
-``data_options/<adapter>``: a data preset selects it (``defaults: [/data_options/arithmetic@options]``) so the
-options' defaults stay in the adapter and each of them can be overridden without a ``+``."""
-
 
 def prompts_drawn_per_step(run: RunConfig) -> int:
     """Prompts the stream gives each step: B, or more when the group screen oversamples."""
@@ -143,5 +138,3 @@ def load_run_config(cfg: DictConfig | dict) -> RunConfig:
 
 
 register_schema(SCHEMA, RunConfig)
-for _name in OPTION_SCHEMAS:
-    register_schema(_name, registry.adapter_options(_name), group="data_options")

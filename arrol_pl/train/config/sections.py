@@ -16,7 +16,7 @@ from arrol_pl.core.advantages import ADVANTAGE_ESTIMATORS
 from arrol_pl.core.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from arrol_pl.tasks import registry
 from arrol_pl.tasks.prompts import PromptFormat
-from arrol_pl.train.config.loader import ConfigError
+from arrol_pl.train.config.loader import ConfigError, register_schema
 from arrol_pl.train.config.loggers import WandbConfig, check_logger
 
 
@@ -348,3 +348,13 @@ class TrainerConfig:
                 check_push_target(self.push_to_hub)
             except ValueError as exc:
                 raise ConfigError(f"trainer.push_to_hub={self.push_to_hub}: {exc}") from None
+
+
+OPTION_SCHEMAS = ("arithmetic", "jsonl")
+"""Adapters whose ``data.options`` dataclass (their ``OPTIONS``) is registered with Hydra as
+``data_options/<adapter>``, beside the data section, so every script that reads a ``data`` preset has them: a preset
+selects one (``defaults: [/data_options/arithmetic@options]``), so the options' defaults stay in the adapter and
+each of them can be overridden without a ``+``."""
+
+for _name in OPTION_SCHEMAS:
+    register_schema(_name, registry.adapter_options(_name), group="data_options")
