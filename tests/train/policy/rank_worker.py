@@ -18,7 +18,7 @@ import os
 import sys
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from tiny_qwen3 import tiny_qwen3
 
 from arrol_pl.core.head_training import FeatureReplay, head_quality, head_update
 from arrol_pl.core.pruning import PruningConfig, build_pruner_params
@@ -55,21 +55,6 @@ LR = 0.2
 FEATURES = 16
 """Width of the detect-time features of the pruning-state check."""
 PRUNING = PruningConfig(keep_ratio=0.5, cold_start_steps=0, num_bins=8, buffer_capacity=64)
-
-
-def tiny_policy(seed: int = 0) -> Qwen3ForCausalLM:
-    torch.manual_seed(seed)
-    cfg = Qwen3Config(
-        vocab_size=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        max_position_embeddings=128,
-    )
-    return Qwen3ForCausalLM(cfg)
 
 
 def step_rollouts() -> tuple[Survivors, torch.Tensor]:
@@ -122,8 +107,8 @@ def update(ranks: RankSync, device: torch.device) -> tuple[dict[str, torch.Tenso
     """One training step's update on this rank's share (``RankSync(0, 1)``: the whole step on one process,
     unsharded); returns the full weights and the gradient norms."""
     rank, world_size = ranks.rank, ranks.world_size
-    policy = tiny_policy().to(device)
-    reference = tiny_policy(seed=1).to(device).eval().requires_grad_(False)
+    policy = tiny_qwen3().to(device)
+    reference = tiny_qwen3(seed=1).to(device).eval().requires_grad_(False)
     if not ranks.alone:
         from torch.distributed.device_mesh import init_device_mesh
 

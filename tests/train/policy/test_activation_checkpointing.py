@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from tiny_qwen3 import tiny_qwen3
+from transformers import Qwen3ForCausalLM
 
 from arrol_pl.train.policy.logprobs import make_micro_batches, response_log_probs
 
@@ -20,19 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def tiny_policy() -> Qwen3ForCausalLM:
-    torch.manual_seed(0)
-    return Qwen3ForCausalLM(
-        Qwen3Config(
-            vocab_size=96,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=3,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=32,
-            max_position_embeddings=128,
-        )
-    ).train()
+    return tiny_qwen3(vocab_size=96, num_hidden_layers=3).train()
 
 
 def rows():

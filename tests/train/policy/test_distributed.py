@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_qwen3 import tiny_qwen3
 
 from arrol_pl.train.step.rank_sync import RankSync
 
@@ -145,7 +146,7 @@ def check_ranks(tmp_path: Path, backend: str, env: dict[str, str] | None = None)
     one, one_norms = worker.update(
         RankSync(0, 1), torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     )
-    start = {k: v.detach() for k, v in worker.tiny_policy().state_dict().items()}
+    start = {k: v.detach() for k, v in tiny_qwen3().state_dict().items()}
 
     assert len(one_norms) == len(two["norms"]) == 4  # 2 mini-batches × 2 epochs on every rank
     assert max_diff(one, start) > 1e-2  # the update moved the weights well beyond the tolerance

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from tiny_qwen3 import tiny_qwen3
 
 from arrol_pl.train.policy.logprobs import length_buckets, make_micro_batches, response_log_probs
 
@@ -18,18 +18,7 @@ def test_length_buckets_respect_budget_and_cover_everything():
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-    torch.manual_seed(0)
-    cfg = Qwen3Config(
-        vocab_size=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        max_position_embeddings=128,
-    )
-    return Qwen3ForCausalLM(cfg).eval()
+    return tiny_qwen3().eval()
 
 
 def reference_log_probs(model, prompt, response, temperature=1.0):

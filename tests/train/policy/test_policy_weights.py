@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 from test_distributed import launch
-from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from tiny_qwen3 import tiny_qwen3
+from transformers import AutoModelForCausalLM, Qwen3ForCausalLM
 
 from arrol_pl.train.policy.weights import engine_weights, freeze_lower_layers, policy_weights
 
@@ -27,20 +28,7 @@ REPO = Path(__file__).parents[3]
 
 
 def tiny(tied: bool, seed: int = 0) -> Qwen3ForCausalLM:
-    torch.manual_seed(seed)
-    return Qwen3ForCausalLM(
-        Qwen3Config(
-            vocab_size=64,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=32,
-            max_position_embeddings=128,
-            tie_word_embeddings=tied,
-        )
-    )
+    return tiny_qwen3(seed, tie_word_embeddings=tied)
 
 
 @pytest.mark.parametrize("tied", [True, False])

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from tiny_qwen3 import tiny_qwen3
 
 from arrol_pl.core.losses import ppo_clip_loss
 from arrol_pl.engine.protocol import sampled_token_log_probs
@@ -37,21 +37,6 @@ def test_the_timer_times_only_the_steps_phases():
 
 
 # ---------------------------------------------------------------- log-prob phase and PPO mini-batches
-def tiny_lm(seed: int = 0) -> Qwen3ForCausalLM:
-    torch.manual_seed(seed)
-    cfg = Qwen3Config(
-        vocab_size=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        max_position_embeddings=128,
-    )
-    return Qwen3ForCausalLM(cfg)
-
-
 def make_survivors(group_sizes, seed=0, rollout_log_probs=None) -> Survivors:
     g = torch.Generator().manual_seed(seed)
     groups = [b for b, n in enumerate(group_sizes) for _ in range(n)]
@@ -95,7 +80,7 @@ def test_one_mini_batch_one_epoch_equals_the_on_policy_update(old_logprobs):
     surv = make_survivors([3, 2, 3])
     adv = torch.tensor([1.0, -0.5, 0.2, 0.7, -1.0, 0.3, -0.3, 1.5])
     rows = torch.ones(8, dtype=torch.bool)
-    model = tiny_lm()
+    model = tiny_qwen3()
     batches = make_micro_batches(surv.prompt_ids, surv.response_ids, algo.micro_batch_tokens, 0)
     assert len(batches) > 1
     total = sum(mb.num_tokens for mb in batches)
@@ -149,7 +134,7 @@ def test_mini_batches_and_epochs_count_steps_and_the_clip_acts_once_the_policy_m
     surv = make_survivors([3, 1, 2, 3])
     adv = torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0, -2.0, 1.0, -1.0, 0.5])
     rows = torch.ones(9, dtype=torch.bool)
-    model = tiny_lm()
+    model = tiny_qwen3()
     opt = torch.optim.SGD(model.parameters(), lr=5.0)
     lasts = []
 
@@ -175,7 +160,7 @@ def test_no_training_row_still_steps_once_for_the_trainer():
     algo = AlgoConfig(prompts_per_step=2)
     surv = make_survivors([2, 2])
     rows = torch.zeros(4, dtype=torch.bool)
-    model = tiny_lm()
+    model = tiny_qwen3()
     calls = []
     logps = logprob_phase(StepContext(0, algo), model, None, surv, rows)
     stats = update_phase(
@@ -196,7 +181,7 @@ def test_engine_mismatch_and_truncated_is_in_the_log_prob_phase():
     ) == pytest.approx({"engine_logprob_diff_mean": 0.6 / 3, "engine_logprob_diff_max": 0.5})
     algo = AlgoConfig(prompts_per_step=2, rollout_is_cap=1.5, old_logprobs="recompute")
     surv = make_survivors([2, 2])
-    model = tiny_lm()
+    model = tiny_qwen3()
     rows = torch.tensor([True, True, False, True])
     exact = logprob_phase(
         StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv, rows
@@ -223,7 +208,7 @@ def test_reused_old_log_probs_give_the_recomputed_update_weights_and_metrics():
     """algo.old_logprobs=auto (one optimizer step) takes π_old from the update's forward: the same gradients,
     importance weights and engine-vs-trainer metrics as the separate no-grad forward, without it."""
     surv = make_survivors([2, 3])
-    model = tiny_lm()
+    model = tiny_qwen3()
     rows = torch.tensor([True, True, False, True, True])
     exact = logprob_phase(
         StepContext(0, AlgoConfig(prompts_per_step=2, old_logprobs="recompute")), model, None, surv, rows
