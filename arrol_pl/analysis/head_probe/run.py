@@ -189,10 +189,10 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
             torch.equal(eligible_at(response_lengths, engine_detect), torch.tensor([r.eligible for r in rollouts]))
         ),
     }
-    by_kind = {}
-    for kind in cfg.features:
-        by_kind[kind] = probe_lengths(
-            {length: engine_input(kind, length) for length in cfg.lengths},
+
+    def probe(inputs: dict[int, torch.Tensor], standardize: bool = False) -> list[LengthResult]:
+        return probe_lengths(
+            inputs,
             labels,
             response_lengths,
             problem_ids,
@@ -201,19 +201,14 @@ def run_probe(cfg: ProbeJob) -> dict[str, Any]:
             cfg.settings,
             deepconf,
             fractions=cfg.fractions,
-            standardize="stats" in kind,
+            standardize=standardize,
         )
-    results = by_kind.get("last") or probe_lengths(
-        features["last"],
-        labels,
-        response_lengths,
-        problem_ids,
-        logprobs,
-        cfg.lengths,
-        cfg.settings,
-        deepconf,
-        fractions=cfg.fractions,
-    )
+
+    by_kind = {
+        kind: probe({length: engine_input(kind, length) for length in cfg.lengths}, "stats" in kind)
+        for kind in cfg.features
+    }
+    results = by_kind.get("last") or probe(features["last"])
     votes = None
     if cfg.votes:
         full_conf = torch.tensor([trace_scores(r.logprobs, deepconf) for r in rollouts])
