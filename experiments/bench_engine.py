@@ -27,7 +27,7 @@ beside its token ratio and the model's ratio, which accounts for what the token 
     python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 \
         --detect-first both
     python experiments/bench_engine.py --prompts 16 --group-size 8 --max-tokens 128 --max-num-seqs 32 \
-        --kappas 1 0.5 0.25 --block-size 32     # then 128: KV blocks of 32 tokens against vLLM's CPU default
+        --kappas 1 0.5 0.25 --block-size 128    # vLLM's own CPU blocks against the project's default, 32
 
 Prints a table and, last, one JSON line.
 """
@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--block-size", type=int, default=None, help="KV block tokens (default: the platform's)")
+    p.add_argument("--block-size", type=int, default=None, help="KV block tokens (default: the platform's, 32 on CPU)")
     p.add_argument("--model", default=None, help="an existing model dir instead of building a tiny Qwen3")
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "arrol_pl_models"))
     p.add_argument("--seed", type=int, default=0)
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(
         f"B={args.prompts} G={args.group_size} max_tokens={args.max_tokens} L_detect={detect} "
         f"model={model} dtype={args.dtype} repeats={args.repeats} threads={os.environ['OMP_NUM_THREADS']} "
-        f"logprobs={args.logprobs}"
+        f"logprobs={args.logprobs} block_size={engine.config.block_size}"
     )
     header = (
         f"{'config':<15}{'tokens':>8}{'steps':>7}{'wall s':>9}{'tok/s':>9}{'keep':>7}{'wall/bare':>10}"
@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> dict:
             dtype=args.dtype,
             repeats=args.repeats,
             max_num_seqs=args.max_num_seqs,
+            block_size=engine.config.block_size,
             detect_first=args.detect_first,
             logprobs=args.logprobs,
         ),

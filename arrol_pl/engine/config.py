@@ -10,11 +10,11 @@ from dataclasses import dataclass
 ENGINE_DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 PLATFORM_DEFAULTS: dict[str, dict[str, object]] = {
-    "cpu": {"dtype": "float32", "enforce_eager": True},
+    "cpu": {"dtype": "float32", "enforce_eager": True, "block_size": 32},
     "cuda": {"dtype": "bfloat16", "enforce_eager": False},
 }
-"""What a null ``engine.dtype`` / ``engine.enforce_eager`` becomes on each platform
-(:meth:`EngineConfig.for_platform`)."""
+"""What a null ``engine.dtype`` / ``engine.enforce_eager`` / ``engine.block_size`` becomes on each platform
+(:meth:`EngineConfig.for_platform`; a null block size on CUDA stays vLLM's, 16)."""
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
 
@@ -44,10 +44,12 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     """Share prompt KV across the G rollouts of a group (and a continued rollout's prefix, with ``detect_first``)."""
     block_size: int | None = None
-    """Tokens per KV block (vLLM's ``block_size``); null: the platform's (16 on CUDA, 128 on CPU; on CPU a multiple
-    of 32). Prefix caching shares whole blocks only, so with ``detect_first`` a continued survivor computes again
-    its prompt and first L_detect tokens past the last whole block: on CPU, 32 makes pruned generation's
-    detect-first pay and decoding itself a few per cent slower (docs/studies.md#the-engine-benchmark)."""
+    """Tokens per KV block (vLLM's ``block_size``); null: the platform's (:data:`PLATFORM_DEFAULTS`: 32 on CPU, the
+    smallest its attention takes (multiples of 32); vLLM's 16 on CUDA). Prefix caching shares whole blocks only: a
+    group's G rollouts share their prompt's whole blocks, and with ``detect_first`` a continued survivor computes
+    again only its prompt and first L_detect tokens past the last whole block. vLLM's own CPU default, 128, computes
+    a short prompt again whole and made detect-first lose on CPU; decoding itself took as long at 32 as at 128
+    (docs/studies.md#the-engine-benchmark)."""
     detect_first: bool | None = None
     """While pruning is active and the rollouts outnumber the slots (B×G > ``max_num_seqs``): every rollout first
     runs to L_detect alone, and only the survivors are then continued, so rollouts that will be decided never wait

@@ -4,8 +4,9 @@ models faster for the generation's shape.
 Decisions:
 - **Both schedules decode the same tokens.** Detect-first does it in fewer engine steps (or as many) and computes each
   survivor's prompt and first L_detect tokens again past the blocks prefix caching holds. It pays where a step's
-  fixed cost dominates (a GPU's memory-bound decode, 16-token KV blocks, small models) and loses where compute does
-  (vLLM on CPU, whose 128-token blocks make a short prompt computed again whole).
+  fixed cost dominates (a GPU's memory-bound decode, small models) and the blocks are small (16 tokens on CUDA, 32 on
+  CPU by default), and loses where computing those prefixes again costs more than the steps save (compute-bound
+  decoding with large blocks: vLLM's CPU default of 128 computes a short prompt again whole).
 - **The step cost is measured once**, on the engine's first generation of :data:`CALIBRATION_STEPS` steps or more
   (seconds against the tokens each step computed, :func:`~arrol_pl.core.decode_cost.fit_step_cost`), and then kept:
   a run never changes its mind about a shape, and its checkpoint keeps the fit, so a resume schedules as the run it

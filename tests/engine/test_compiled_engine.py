@@ -23,7 +23,7 @@ def test_compiled_engine_features_match_transformers(run_worker):
     assert result["alive_after_close"] == [], "close() leaves nothing of a compiled engine (eager: test_engine_close)"
 
 
-def test_the_platform_decides_a_null_dtype_and_eager_mode():
+def test_the_platform_decides_a_null_dtype_eager_mode_and_block_size():
     from arrol_pl.engine.config import EngineConfig
 
     config = EngineConfig()
@@ -33,5 +33,8 @@ def test_the_platform_decides_a_null_dtype_and_eager_mode():
     pinned = EngineConfig(dtype="float16", enforce_eager=True).for_platform("cuda")
     assert (pinned.dtype, pinned.enforce_eager) == ("float16", True)
     assert EngineConfig(block_size=16).for_platform("cuda").block_size == 16
+    # CPU: the smallest block its attention takes, so prefix caching holds most of a continued survivor's prefix
+    assert (config.for_platform("cpu").block_size, config.for_platform("cuda").block_size) == (32, None)
+    assert EngineConfig(block_size=128).for_platform("cpu").block_size == 128
     with pytest.raises(ValueError, match="engine.block_size=16"):  # before any model loads
         EngineConfig(block_size=16).for_platform("cpu")

@@ -142,6 +142,7 @@ def test_the_default_runs_the_schedule_its_measured_step_cost_models_faster(engi
     sampling = dict(max_tokens=24, temperature=0.0)
     engine.generate(PROMPTS[:2], 2, sampling)
     plans = engine.scheduling
+    assert plans.block == 32, "vLLM's KV blocks: the CPU default (engine.block_size null), read back from vLLM"
     assert plans.step_cost is not None and plans.step_cost.fixed >= 0 and plans.step_cost.per_request >= 0
     setting, slots, fitted = plans.setting, plans.slots, plans.step_cost
     try:
