@@ -265,6 +265,11 @@ def no_pruning(
     return torch.ones(posteriors.shape, dtype=torch.float32)
 
 
+def step_seed(seed: int, step: int) -> int:
+    """The decisions' seed of step ``step`` of a run seeded ``seed`` (:attr:`PrunerParams.seed`)."""
+    return (seed * 7_919 + step) % (2**31 - 1)
+
+
 def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, step: int) -> PrunerParams:
     """Algorithm 1 line 5: compute h_t from the calibrator before generation.
 
@@ -292,7 +297,7 @@ def build_pruner_params(config: PruningConfig, calibrator: BinnedCalibrator, ste
             weights=weights,
         ).delta
     shared = {f.name: getattr(config, f.name) for f in fields(SurvivalSettings)}
-    shared["seed"] = (config.seed * 7_919 + step) % (2**31 - 1)
+    shared["seed"] = step_seed(config.seed, step)
     return PrunerParams(
         **shared,
         bin_posteriors=tuple(float(x) for x in table),

@@ -188,6 +188,7 @@ def _positive_share(part_keep, correct):
     return (sub * keep).sum(1) / keep.sum(1)
 
 
+@pytest.mark.slow  # thousands of simulated probe batches (about 6 s): outside the quick tier
 def test_a_shared_control_measures_what_a_fresh_one_does_with_less_noise_in_the_difference():
     """Rollouts sampled alike are exchangeable: the first G' of a group are distributed as G' of the control's
     own, so its mean measure is the fresh control's; paired with the rule on the same draws, the per-prompt

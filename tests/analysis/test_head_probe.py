@@ -26,7 +26,7 @@ from arrol_pl.analysis.head_probe.fit import (
     split_by_problem,
 )
 from arrol_pl.analysis.head_probe.lengths import evaluate_length, probe_lengths
-from arrol_pl.analysis.head_probe.replay import replay_balance, replay_votes
+from arrol_pl.analysis.head_probe.replay import BALANCE_ARMS, replay_balance, replay_votes
 from arrol_pl.models.head import save_head
 from arrol_pl.analysis.head_probe.tables import balance_table, inputs_table, markdown_table, votes_table
 from arrol_pl.core.calibration import BinnedCalibrator
@@ -285,6 +285,31 @@ def test_replay_balance_steers_groups_with_an_informative_head():
     flat = replay_balance(torch.zeros_like(scores), labels, eligible, groups, calibrator, keep_ratio=0.5, draws=8)
     for arm in ("arrol_anchored", "arrol_group", "arrol_spread"):
         assert flat[arm]["zero_adv"] == pytest.approx(flat["random"]["zero_adv"], abs=0.1)
+
+
+def test_replay_balance_decides_each_draw_as_the_engine_s_batch_rule():
+    """All draws are decided in one call; each draw's keep is what decide_batch gives h_t of step 0 of a run seeded
+    seed + d (with rollouts finished before L always kept, and groups of several sizes)."""
+    from arrol_pl.core.decisions import decide_batch
+    from arrol_pl.core.pruning import PruningConfig, build_pruner_params
+
+    g = torch.Generator().manual_seed(1)
+    groups = torch.cat([torch.arange(6).repeat_interleave(8), torch.tensor([6, 6, 6, 7, 7, 7, 7])])
+    labels = (torch.rand(groups.numel(), generator=g) < 0.4).float()
+    scores = labels + torch.randn(groups.numel(), generator=g)
+    eligible = torch.rand(groups.numel(), generator=g) > 0.15
+    calibrator = fit_calibrator(scores, labels, num_bins=8)
+    out = replay_balance(scores, labels, eligible, groups, calibrator, keep_ratio=0.5, draws=5, seed=3)
+    for arm in ("arrol_anchored", "random"):
+        kept, shared = [], []
+        for d in range(5):
+            config = PruningConfig(keep_ratio=0.5, cold_start_steps=0, seed=3 + d, **BALANCE_ARMS[arm])
+            keep = decide_batch(build_pruner_params(config, calibrator, 0), scores, eligible, groups).keep
+            kept.append(torch.stack([keep[groups == k].double().mean() for k in range(8)]))
+            rewards = [labels[(groups == k) & keep] for k in range(8)]
+            shared.append(torch.tensor([float(r.numel() < 2 or bool((r == r[0]).all())) for r in rewards]))
+        assert out[arm]["keep"] == pytest.approx(float(torch.stack(kept).mean()), abs=1e-12)
+        assert out[arm]["zero_adv"] == pytest.approx(float(torch.stack(shared).double().mean()), abs=1e-12)
 
 
 def test_evaluate_length_reports_within_group_auc_and_the_replay():

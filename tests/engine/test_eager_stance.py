@@ -2,12 +2,13 @@
 under the stance a compiled function traces nothing and returns what the eager one does; without it, it compiles."""
 
 import torch
-from torch._dynamo.utils import counters
 
 from arrol_pl.engine.adapter import eager_stance
 
 
 def test_the_eager_stance_skips_compilation_and_keeps_the_result():
+    from torch._dynamo.utils import counters  # a second of imports: here, not in every worker's collection
+
     torch._dynamo.reset()
 
     @torch.compile(dynamic=True, backend="eager")

@@ -32,6 +32,7 @@ def slow_pool(**overrides) -> MathReward:
     return reward
 
 
+@pytest.mark.slow  # waits out a batch deadline: outside the quick tier
 def test_outer_deadline_stops_a_hang_quickly(caplog):
     with slow_pool(item_timeout_s=300) as reward:
         completions = [TOWER] + [f"\\boxed{{{k}}}" for k in range(6)]
@@ -52,6 +53,7 @@ def test_outer_deadline_stops_a_hang_quickly(caplog):
         assert again.rewards.tolist() == [1.0, 1.0]
 
 
+@pytest.mark.slow  # waits out an item's hard limit: outside the quick tier
 def test_item_hard_limit_kills_and_replaces_a_hung_worker():
     with slow_pool(item_timeout_s=1.5) as reward:
         t0 = time.monotonic()

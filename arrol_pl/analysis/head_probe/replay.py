@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -11,8 +12,8 @@ import torch
 from arrol_pl.analysis.head_probe.fit import ProbeSettings, head_scores, train_probe
 from arrol_pl.core.calibration import BinnedCalibrator
 from arrol_pl.core.metrics import mean_sd_se, voted_answer_correct
-from arrol_pl.core.decisions import decide_batch
-from arrol_pl.core.pruning import PruningConfig, build_pruner_params
+from arrol_pl.core.decisions import decide_groups
+from arrol_pl.core.pruning import PruningConfig, build_pruner_params, step_seed
 from arrol_pl.core.voting import arrol_vote, majority_vote, weighted_vote
 
 
@@ -39,8 +40,9 @@ def replay_balance(
     draws: int = 32,
     seed: int = 0,
 ) -> dict[str, dict[str, float]]:
-    """Table 4 by replay: the engine's keep/prune rule (:func:`decide_batch`, h_t from ``calibrator`` as
-    :func:`build_pruner_params` makes it) on recorded groups, ``draws`` times with fresh decision seeds.
+    """Table 4 by replay: the engine's keep/prune rule (h_t from ``calibrator`` as :func:`build_pruner_params` makes
+    it) on recorded groups, ``draws`` times with fresh decision seeds, each draw deciding what
+    :func:`~arrol_pl.core.decisions.decide_batch` would.
 
     ``scores: (N,)`` head logits at L, ``labels: (N,)``, ``eligible: (N,)`` (False: finished before L, kept),
     ``groups: (N,)``. Per arm of :data:`BALANCE_ARMS`: the survivors' mean positive ratio ``rho``, ``balance``
@@ -50,26 +52,42 @@ def replay_balance(
     """
     labels = torch.as_tensor(labels, dtype=torch.float64)
     groups = torch.as_tensor(groups, dtype=torch.long)
+    scores = torch.as_tensor(scores, dtype=torch.float32).flatten()
+    eligible = torch.as_tensor(eligible, dtype=torch.bool).flatten()
     ids = torch.unique(groups)
+    column = torch.searchsorted(ids, groups)  # each row's group, 0..len(ids)-1
+    size = torch.zeros(ids.numel(), dtype=torch.float64).index_add_(0, column, torch.ones_like(labels))
     per_group: dict[str, torch.Tensor] = {}
     out: dict[str, dict[str, float]] = {}
+    members = [torch.nonzero(groups == g, as_tuple=True)[0] for g in ids.tolist()]
     for arm, settings in BALANCE_ARMS.items():
+        # h_t is the same for every draw but its seed (steps 0 of runs seeded seed, seed + 1, ...), which only seeds
+        # the groups' generators: every draw's groups are decided in one call
+        params = build_pruner_params(
+            PruningConfig(keep_ratio=keep_ratio, cold_start_steps=0, seed=seed, **settings), calibrator, 0
+        )
+        generators = [
+            dataclasses.replace(params, seed=step_seed(seed + d, 0)).group_generator(g)
+            for d in range(draws)
+            for g in ids.tolist()
+        ]
+        decisions = decide_groups(
+            params,
+            [scores[idx] for _ in range(draws) for idx in members],
+            [eligible[idx] for _ in range(draws) for idx in members],
+            generators,
+        )
+        keep = torch.zeros(draws, labels.numel())
+        for k, decision in enumerate(decisions):
+            keep[k // len(members), members[k % len(members)]] = decision.keep.to(keep.dtype)
         stats = torch.zeros(draws, ids.numel(), 4, dtype=torch.float64)
         for d in range(draws):
-            config = PruningConfig(keep_ratio=keep_ratio, cold_start_steps=0, seed=seed + d, **settings)
-            keep = decide_batch(build_pruner_params(config, calibrator, 0), scores, eligible, groups).keep
-            for j, g in enumerate(ids.tolist()):
-                member = groups == g
-                r = labels[member & keep]
-                rho = float(r.mean())
-                stats[d, j] = torch.tensor(
-                    [
-                        rho,
-                        rho * (1 - rho),
-                        float(r.numel() < 2 or bool((r == r[0]).all())),
-                        float(keep[member].double().mean()),
-                    ]
-                )
+            kept = torch.zeros_like(size).index_add_(0, column, keep[d].double())
+            right = torch.zeros_like(size).index_add_(0, column, labels * keep[d])
+            rho = right / kept  # NaN where a group kept nothing
+            stats[d, :, 0], stats[d, :, 1] = rho, rho * (1 - rho)
+            stats[d, :, 2] = ((kept < 2) | (right == 0) | (right == kept)).double()  # survivors share one reward
+            stats[d, :, 3] = kept / size
         per_group[arm] = stats.mean(0)
         se = per_group[arm].std(0) / math.sqrt(max(ids.numel(), 1))
         out[arm] = {

@@ -128,6 +128,7 @@ def start_engine(**engine_args: Any) -> Any:
     ``enforce_eager`` (:func:`~arrol_pl.engine.adapter.eager_stance`); on CPU without the C++ notice of the NUMA
     policy its worker binds memory with (:func:`~arrol_pl.engine.console.native_lines_dropped`)."""
     import contextlib
+    import gc
 
     from vllm import EngineArgs
     from vllm.v1.engine.llm_engine import LLMEngine
@@ -136,8 +137,16 @@ def start_engine(**engine_args: Any) -> Any:
 
     claim_sleep_mode(platform_kind(), engine_args)
     numa = native_lines_dropped(NUMA_NOTICE) if platform_kind() == "cpu" else contextlib.nullcontext()
-    with eager_stance(bool(engine_args.get("enforce_eager"))), numa:
-        return LLMEngine.from_engine_args(EngineArgs(**engine_args))
+    # vLLM collects the whole heap six times while it starts (loading the model, after profiling, before the freeze
+    # it ends its start with): collected once here and frozen, what the imports left is passed over each time
+    gc.collect()
+    gc.freeze()
+    try:
+        with eager_stance(bool(engine_args.get("enforce_eager"))), numa:
+            return LLMEngine.from_engine_args(EngineArgs(**engine_args))
+    except BaseException:
+        gc.unfreeze()  # as it was: the engine that failed froze nothing
+        raise
 
 
 COMPILE_FAILURES = ("InductorError", "BackendCompilerFailed", "CppCompileError", "CompilationError")

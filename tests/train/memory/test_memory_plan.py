@@ -36,6 +36,7 @@ def item(plan, label: str) -> int:
 
 
 # ---------------------------------------------------------------- weights and AdamW state, counted by PyTorch
+@pytest.mark.slow  # builds SmolLM2's weights and AdamW state (about 2 s): outside the quick tier
 def test_weights_and_adamw_state_are_what_pytorch_allocates_for_smollm2():
     """SmolLM2-135M (its converted directory in outputs/cache when there, else built from the same config): the
     plan's weight and AdamW figures for one float32 rank are the bytes of its parameters and, after one optimizer
