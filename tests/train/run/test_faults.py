@@ -1,12 +1,12 @@
 """Fault injection on the real entry point (experiments/run.py, warm-started tiny policy, real vLLM engine):
-kill -9 and resume in the run's own directory (by its checkpoint, or auto), SIGINT / SIGTERM and the resume a
-stopped run prints (by its directory), a checkpoint write that fails, configs and a
-reused run directory that must fail before any model loads, a pruning config whose steps can lose every
-rollout, a directory another live run holds, and a checkpoint that names a policy directory that is gone.
-(Evaluating an unfinished run from its checkpoint alone: test_run_smoke.py's bf16 stats-head run.)
+SIGINT / SIGTERM, the resume a stopped run prints (by its directory), that resume killed with kill -9 and resumed
+again by auto in the run's own directory, a checkpoint write that fails, configs and a reused run directory that must
+fail before any model loads, a pruning config whose steps can lose every rollout, a directory another live run
+holds, and a checkpoint that names a policy directory that is gone. (Evaluating an unfinished run from its
+checkpoint alone: test_run_smoke.py's bf16 stats-head run.)
 
-Resume is exact on CPU float32: every history line of a resumed run equals the uninterrupted run's,
-except the ``time/*`` keys (wall-clock measurements).
+Resume is exact on CPU float32: a run stopped by SIGTERM, resumed, killed and resumed again ends with every history
+line equal to the uninterrupted run's, except the ``time/*`` keys (wall-clock measurements), and with its weights.
 """
 
 from __future__ import annotations
@@ -89,81 +89,17 @@ def load(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, policy_cache):
-    """The uninterrupted run every fault is compared with."""
+    """The uninterrupted run every fault is compared with (random pruning, as the stopped and killed runs)."""
     run_dir = tmp_path_factory.mktemp("faults") / "reference"
-    out = run(policy_cache, run_dir)
+    out = run(policy_cache, run_dir, "pruning=random")
     assert out.returncode == 0, out.stderr[-4000:]
     assert len(history(run_dir)) == STEPS
     return run_dir
 
 
-def assert_resumes_exactly(reference: Path, checkpoint: Path, cache: Path, run_dir: Path, *overrides: str) -> None:
-    out = run(cache, run_dir, f"trainer.resume={checkpoint}", *overrides)
-    assert out.returncode == 0, out.stderr[-4000:]
-    ref, res = history(reference), history(run_dir)
-    assert [r["step"] for r in res] == list(map(float, range(STEPS)))
-    for a, b in zip(without_times(ref), without_times(res)):
-        assert a == b, f"step {a['step']} differs after resuming from {checkpoint.name}"
-    before, after = (json.loads((d / "summary.json").read_text()) for d in (reference, run_dir))
-    for key in ("heldout_accuracy_before", "heldout_accuracy_after", "heldout_greedy_accuracy_after"):
-        assert before[key] == after[key], key
-    # the weights the two runs end with are the same tensors
-    a, b = load(reference / "checkpoints" / "last.ckpt"), load(run_dir / "checkpoints" / "last.ckpt")
-    assert a["state_dict"].keys() == b["state_dict"].keys()
-    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
-
-
 def rows_on_disk(run_dir: Path) -> int:
     path = run_dir / "history.jsonl"
     return path.read_text().count("\n") if path.exists() else 0
-
-
-@pytest.fixture(scope="module")
-def killed(reference, policy_cache):
-    """A run killed with SIGKILL once its first checkpoint (step 2) and the step after it are on disk: its directory."""
-    run_dir = reference.parent / "killed"
-    proc = start(policy_cache, run_dir)
-    wait_for(run_dir / "checkpoints" / "last.ckpt", proc)  # written by rename: complete once it exists
-    deadline = time.monotonic() + 600
-    while rows_on_disk(run_dir) < 3:  # step 2's row, one past the checkpoint
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its third step"
-        time.sleep(0.02)
-    proc.kill()
-    proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    assert claim_holder(run_dir / CLAIM_FILE)["pid"] == proc.pid, "the run held its directory's claim"
-    return run_dir
-
-
-def test_kill_9_leaves_every_finished_step_on_disk(reference, killed):
-    assert not (killed / "summary.json").exists()
-    for ckpt in (killed / "checkpoints").glob("*.ckpt"):  # no file with a checkpoint's name is partial
-        assert load(ckpt)["global_step"] >= 2, ckpt
-    rows = history(killed)  # each step's row was written as it ended, not at the end of the run
-    assert len(rows) >= 3 and len(rows) >= load(killed / "checkpoints" / "last.ckpt")["global_step"]
-    assert without_times(rows) == without_times(history(reference))[: len(rows)]
-
-
-def test_kill_9_then_resume_in_its_own_directory_is_identical(reference, killed, policy_cache):
-    """The resume continues the killed run's directory: the rows past its checkpoint are dropped and redone once,
-    TensorBoard continues in tb/ without a step twice, and two step checkpoints are kept beside one last.ckpt."""
-    run_dir = reference.parent / "resumed-in-place"
-    shutil.copytree(killed, run_dir)  # the killed directory itself stays as the kill left it
-    assert_resumes_exactly(
-        reference, run_dir / "checkpoints" / "last.ckpt", policy_cache, run_dir, "trainer.keep_checkpoints=2"
-    )
-    assert not (run_dir / CLAIM_FILE).exists(), "the resume took over the killed run's claim and let it go"
-    names = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if not p.name.startswith("."))  # kill -9 may
-    assert names == ["last.ckpt", "step00004.ckpt", "step00006.ckpt"], names  # leave a .tmp; step 2's went
-    assert "history" not in load(run_dir / "checkpoints" / "last.ckpt")["arrol"], "checkpoints grow with the history"
-
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    files = sorted((run_dir / "tb").glob("events.out.tfevents.*"))
-    assert len(files) == 2, files  # one per session
-    events = EventAccumulator(str(run_dir / "tb")).Reload()  # the resumed session purges the killed one's later steps
-    assert [e.step for e in events.Scalars("reward/accuracy")] == list(range(STEPS))
-    assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
 
 
 def test_a_directory_holding_a_run_is_refused_before_any_model_loads(reference, tmp_path):
@@ -229,7 +165,7 @@ def test_signal_saves_checkpoint_history_and_summary(request, reference, policy_
     nothing below depends on which rollouts are pruned. SIGTERM comes as a burst: every one after the first is
     absorbed until the checkpoint, the history, the summary and the claim's release are done (the burst of SIGINTs,
     whose second abandons the step in flight: test_signal_burst.py). The SIGTERM run's printed resume is followed
-    by test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place."""
+    by test_a_stopped_run_resumed_by_its_directory_killed_then_resumed_by_auto_ends_as_the_uninterrupted_run."""
     if signum == signal.SIGTERM:
         run_dir, returncode, stderr = request.getfixturevalue("sigterm_stopped")
     else:
@@ -257,22 +193,22 @@ def test_signal_saves_checkpoint_history_and_summary(request, reference, policy_
         f"interrupted: {signum.name}: stopped after {steps} steps; resume with {resume} (outputs: {run_dir})" in stderr
     )
     assert "Traceback" not in stderr
-    # Exact resume is checked from the kill -9 run's checkpoint
-    # (test_kill_9_then_resume_in_its_own_directory_is_identical); a signal's checkpoint is written by the same
-    # RunCheckpoints path as an off-interval last step's, whose resume test_run_smoke.py's
-    # test_resume_restores_calibrator_and_step checks.
+    # Exact resume through this checkpoint, a kill -9 and two resumes:
+    # test_a_stopped_run_resumed_by_its_directory_killed_then_resumed_by_auto_ends_as_the_uninterrupted_run.
 
 
 @pytest.mark.subprocess
-def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(
-    sigterm_stopped, tmp_path, policy_cache
+def test_a_stopped_run_resumed_by_its_directory_killed_then_resumed_by_auto_ends_as_the_uninterrupted_run(
+    reference, sigterm_stopped, tmp_path, policy_cache
 ):
     """The run SIGTERM stopped (a copy), followed as it printed from a new command (``trainer.resume=<its
-    directory>``), that resume killed with SIGKILL once it wrote a checkpoint of its own, then ``trainer.resume=auto``:
-    both continue in the run's own directory, never in the one Hydra would make for the new command (which is not
-    created), and the run completes, its history ending with every step once and in order, TensorBoard too. auto
-    takes the run of the same name whose last.ckpt was written last (a copy of an earlier state with an older one is
-    passed by)."""
+    directory>``), that resume killed with SIGKILL once its checkpoint of step 4 and the step after it are on disk,
+    then ``trainer.resume=auto``: both continue in the run's own directory, never in the one Hydra would make for the
+    new command (which is not created). The kill leaves every finished step's row and only whole checkpoints; auto
+    drops the rows past the checkpoint and redoes them once, and the run ends as the uninterrupted one: every history
+    row but ``time/*``, the held-out figures and the final weights equal, two step checkpoints kept beside one
+    last.ckpt, TensorBoard without a step twice. auto takes the run of the same name whose last.ckpt was written last
+    (a copy of an earlier state with an older one is passed by)."""
     runs = tmp_path / "runs"
     runs.mkdir()
     target = runs / "2026-01-01_10-00-00_arrol-grpo"
@@ -284,21 +220,28 @@ def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(
     untouched = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in older.rglob("*") if p.is_file()}
 
     ckpts = target / "checkpoints"
-    before = {p.name for p in ckpts.glob("step*.ckpt")}
     by_dir = runs / "2026-01-01_11-00-00_arrol-grpo"
     proc = start(policy_cache, by_dir, "pruning=random", f"trainer.resume={target}")
+    wait_for(ckpts / "step00004.ckpt", proc)  # written by rename: complete once it exists
     deadline = time.monotonic() + 600
-    while not {p.name for p in ckpts.glob("step*.ckpt")} - before:  # step 4's, the stop having been at 2 or 3
-        assert proc.poll() is None, f"the resume ended before its first checkpoint: {proc.communicate()[1][-3000:]}"
-        assert time.monotonic() < deadline, "the resume wrote no checkpoint"
+    while rows_on_disk(target) < 5:  # step 4's row, one past the checkpoint
+        assert proc.poll() is None and time.monotonic() < deadline, "the resume ended before its fifth step"
         time.sleep(0.02)
     proc.kill()
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     assert not by_dir.exists(), "the resume wrote into a new directory"
+    assert claim_holder(target / CLAIM_FILE)["pid"] == proc.pid, "the resume held the run's claim"
+    assert not (target / "summary.json").exists() or json.loads((target / "summary.json").read_text())["steps"] < 5
+    for ckpt in ckpts.glob("*.ckpt"):  # no file with a checkpoint's name is partial
+        assert load(ckpt)["global_step"] >= 2, ckpt
+    rows = history(target)  # each step's row was written as it ended, not at the end of the run
+    assert len(rows) >= 5 and without_times(rows) == without_times(history(reference))[: len(rows)]
     resumed_from = load(last_checkpoint(target))["global_step"]  # what a resume by the directory continues from
+    assert resumed_from == 4
+
     by_auto = runs / "2026-01-01_12-00-00_arrol-grpo"
-    out = run(policy_cache, by_auto, "pruning=random", "trainer.resume=auto")
+    out = run(policy_cache, by_auto, "pruning=random", "trainer.resume=auto", "trainer.keep_checkpoints=2")
     assert out.returncode == 0, out.stderr[-4000:]
     assert not by_auto.exists(), "auto started a new run"
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in older.rglob("*") if p.is_file()} == untouched, (
@@ -306,21 +249,32 @@ def test_a_stopped_run_resumed_by_its_directory_then_by_auto_continues_in_place(
     )
 
     assert [r["step"] for r in history(target)] == list(map(float, range(STEPS)))
-    summary = json.loads((target / "summary.json").read_text())
+    for a, b in zip(without_times(history(reference)), without_times(history(target))):
+        assert a == b, f"step {a['step']} differs after the stop, the kill and two resumes"
+    summary, uninterrupted = (json.loads((d / "summary.json").read_text()) for d in (target, reference))
+    for key in ("heldout_accuracy_before", "heldout_accuracy_after", "heldout_greedy_accuracy_after"):
+        assert summary[key] == uninterrupted[key], key
+    a, b = load(reference / "checkpoints" / "last.ckpt"), load(ckpts / "last.ckpt")
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
     assert summary["status"] == "completed" and summary["steps"] == STEPS
-    assert summary["checkpoint"] == str(target / "checkpoints" / "last.ckpt")
-    assert load(target / "checkpoints" / "last.ckpt")["global_step"] == STEPS
-    assert not (target / CLAIM_FILE).exists()
+    assert summary["checkpoint"] == str(ckpts / "last.ckpt")
+    assert b["global_step"] == STEPS and "history" not in b["arrol"], "checkpoints grow with the history"
+    names = sorted(p.name for p in ckpts.iterdir() if not p.name.startswith("."))  # kill -9 may leave a .tmp
+    assert names == ["last.ckpt", "step00004.ckpt", "step00006.ckpt"], names
+    assert not (target / CLAIM_FILE).exists(), "auto took over the killed resume's claim and let it go"
     # the export a push uploads (test_export_push.py), as this real run wrote it: every file at its repository path
     files = hub_files(target / "export")
     assert set(HUB_FILES) <= set(files) and {"prompt_format.json", "quality_head/README.md"} <= set(files)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     assert len(list((target / "tb").glob("events.out.tfevents.*"))) == 3  # one per session
-    steps = [e.step for e in EventAccumulator(str(target / "tb")).Reload().Scalars("reward/accuracy")]
+    events = EventAccumulator(str(target / "tb")).Reload()
+    steps = [e.step for e in events.Scalars("reward/accuracy")]
     # each step at most once, in order, the last session's all there (a kill -9 loses events TensorBoard had not
     # flushed yet: the history file, written as each step ends, is the record)
     assert steps == sorted(set(steps)) and set(range(resumed_from, STEPS)) <= set(steps), steps
+    assert [e.step for e in events.Scalars("heldout/accuracy")] == [STEPS - 1]
 
 
 def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache):
@@ -333,7 +287,7 @@ def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     run_dir = reference.parent / "full-disk"
-    out = run(policy_cache, run_dir, preexec_fn=limit_file_size)
+    out = run(policy_cache, run_dir, "pruning=random", preexec_fn=limit_file_size)
     assert out.returncode == 1, out.stderr[-3000:]
     line = next(x for x in out.stderr.splitlines() if x.startswith("stopped:"))
     assert f"writing checkpoint {run_dir / 'checkpoints' / 'step00004.ckpt'} failed (File too large)" in line
