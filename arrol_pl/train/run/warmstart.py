@@ -65,12 +65,20 @@ def sampled_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_tok
     return sum(extract_boxed(t) == p.answer for t, p in zip(texts, problems)) / len(problems)
 
 
-def _sft_batch(tokenizer, pairs: Sequence[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded ``input_ids, attention_mask, labels`` with the loss on completion + eos only."""
+def _sft_batch(
+    tokenizer, pairs: Sequence[tuple[str, str]], encoded: dict[tuple[str, str], tuple[list[int], list[int]]]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids, attention_mask, labels`` with the loss on completion + eos only; each pair's token
+    ids are kept in ``encoded`` (pairs recur over the warm start's steps)."""
     rows, labels = [], []
     for prompt, completion in pairs:
-        p = tokenizer.encode(prompt, add_special_tokens=False)
-        c = tokenizer.encode(completion, add_special_tokens=False) + [tokenizer.eos_token_id]
+        pair = (prompt, completion)
+        if pair not in encoded:
+            encoded[pair] = (
+                tokenizer.encode(prompt, add_special_tokens=False),
+                tokenizer.encode(completion, add_special_tokens=False) + [tokenizer.eos_token_id],
+            )
+        p, c = encoded[pair]
         rows.append(p + c)
         labels.append([-100] * len(p) + c)
     width = max(map(len, rows))
@@ -105,6 +113,7 @@ def warm_start(
     probe = list(problems[:64])
     lo, hi = ws.target_pass_rate
     history = []
+    encoded: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
     rate = sampled_pass_rate(model, tokenizer, probe, max_new_tokens, seed)
     step = 0
     with progress(total=ws.steps, desc="warm start", unit="step", leave=False) as bar:
@@ -112,7 +121,7 @@ def warm_start(
             model.train()
             for _ in range(ws.check_every):
                 idx = torch.randint(len(pairs), (ws.batch_size,), generator=gen).tolist()
-                ids, mask, labels = _sft_batch(tokenizer, [pairs[i] for i in idx])
+                ids, mask, labels = _sft_batch(tokenizer, [pairs[i] for i in idx], encoded)
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
                 opt.zero_grad()
                 loss.backward()
