@@ -77,17 +77,14 @@ def replay_balance(
             [eligible[idx] for _ in range(draws) for idx in members],
             generators,
         )
-        keep = torch.zeros(draws, labels.numel())
+        keep = torch.zeros(draws, labels.numel(), dtype=torch.float64)
         for k, decision in enumerate(decisions):
             keep[k // len(members), members[k % len(members)]] = decision.keep.to(keep.dtype)
-        stats = torch.zeros(draws, ids.numel(), 4, dtype=torch.float64)
-        for d in range(draws):
-            kept = torch.zeros_like(size).index_add_(0, column, keep[d].double())
-            right = torch.zeros_like(size).index_add_(0, column, labels * keep[d])
-            rho = right / kept  # NaN where a group kept nothing
-            stats[d, :, 0], stats[d, :, 1] = rho, rho * (1 - rho)
-            stats[d, :, 2] = ((kept < 2) | (right == 0) | (right == kept)).double()  # survivors share one reward
-            stats[d, :, 3] = kept / size
+        kept = torch.zeros(draws, ids.numel(), dtype=torch.float64).index_add_(1, column, keep)  # (draws, groups)
+        right = torch.zeros_like(kept).index_add_(1, column, keep * labels)
+        rho = right / kept  # NaN where a group kept nothing
+        shared = (kept < 2) | (right == 0) | (right == kept)  # the survivors share one reward
+        stats = torch.stack([rho, rho * (1 - rho), shared.double(), kept / size], dim=2)
         per_group[arm] = stats.mean(0)
         se = per_group[arm].std(0) / math.sqrt(max(ids.numel(), 1))
         out[arm] = {
