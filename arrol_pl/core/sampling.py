@@ -20,7 +20,7 @@ Estimators over pairs of survivors (the AUC within groups) weight a pair 1/π_ij
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -96,6 +96,39 @@ def _cps_inclusion(w: torch.Tensor, size: torch.Tensor) -> tuple[torch.Tensor, t
     return single, joint
 
 
+def _newton_step(
+    p: torch.Tensor,
+    active: torch.Tensor,
+    log_w: torch.Tensor,
+    single: torch.Tensor,
+    joint: torch.Tensor,
+    error: torch.Tensor,
+    rows: torch.Tensor,
+    at: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]],
+) -> tuple[torch.Tensor, ...]:
+    """One Newton step on log w of the rows ``rows`` of :func:`conditional_poisson_weights` (p, its active items and
+    the design at log w, all of those rows), each row's step halved until it shrinks the row's largest error: the
+    design at the new log w, as ``at`` returns it."""
+    block = (active[:, :, None] & active[:, None, :]).to(torch.float64)  # the rows' sum-to-zero direction
+    outside = torch.diag_embed((~active).to(torch.float64))
+    jacobian = (joint - single[:, :, None] * single[:, None, :]) * block  # d π_i / d log w_j
+    jacobian.diagonal(dim1=1, dim2=2).copy_(single * (1.0 - single))
+    step, info = torch.linalg.solve_ex(jacobian + block + outside, single - p)
+    fixed_point = torch.logit(single.clamp(1e-300, 1 - 1e-16)) - torch.logit(p.clamp(1e-300, 1 - 1e-16))
+    bad = (info != 0) | ~torch.isfinite(step).all(1)
+    step = torch.where(active & ~bad[:, None], step, torch.where(active, fixed_point, 0.0))
+    scale = torch.ones(p.shape[0], 1, dtype=torch.float64)
+    trial = at(log_w - step, rows)
+    for _ in range(40):  # halve the step of each row whose error it did not shrink
+        worse = ~(trial[3] < error)  # NaN (an overflowing step) is worse
+        if not bool(worse.any()):
+            break
+        scale = torch.where(worse[:, None], scale / 2, scale)
+        redo = at(log_w - scale * step, rows)
+        trial = tuple(torch.where(worse.reshape(-1, *[1] * (a.dim() - 1)), b, a) for a, b in zip(trial, redo))
+    return trial
+
+
 def conditional_poisson_weights(
     p: torch.Tensor, size: int | torch.Tensor, tol: float = 1e-10, max_iter: int = 100
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,38 +143,26 @@ def conditional_poisson_weights(
     size = torch.as_tensor(size, dtype=torch.long).reshape(-1).expand(p.shape[0])
     active = p > 0
     count = active.sum(1, keepdim=True)
-    block = (active[:, :, None] & active[:, None, :]).to(torch.float64)  # the rows' sum-to-zero direction
-    outside = torch.diag_embed((~active).to(torch.float64))
 
-    def at(log_w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        centre = torch.where(active, log_w, 0.0).sum(1, keepdim=True) / count  # the design is that of c·w too
-        log_w = torch.where(active, log_w - centre, float("-inf"))
-        single, joint = _cps_inclusion(torch.exp(log_w), size)
-        return log_w, single, joint, (single - p).abs().amax(1)
+    def at(log_w: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The design at ``log_w`` of the rows ``rows`` (indices into p): its log w, π_i, π_ij and largest error."""
+        live = active[rows]
+        centre = torch.where(live, log_w, 0.0).sum(1, keepdim=True) / count[rows]  # the design is that of c·w too
+        log_w = torch.where(live, log_w - centre, float("-inf"))
+        single, joint = _cps_inclusion(torch.exp(log_w), size[rows])
+        return log_w, single, joint, (single - p[rows]).abs().amax(1)
 
     spread = torch.where(active, p * (1.0 - p), 0.0).sum(1, keepdim=True).clamp(min=1.0)
-    log_w, single, joint, error = at(torch.log(p / (1.0 - p)) - (p - 0.5) / spread)  # Hájek's approximation
+    everyone = torch.arange(p.shape[0])
+    log_w, single, joint, error = at(torch.log(p / (1.0 - p)) - (p - 0.5) / spread, everyone)  # Hájek's approximation
     for _ in range(max_iter):
         if bool((error < tol).all()):
             w = torch.exp(log_w)
             return (w[0], joint[0]) if single_row else (w, joint)
-        jacobian = (joint - single[:, :, None] * single[:, None, :]) * block  # d π_i / d log w_j
-        jacobian.diagonal(dim1=1, dim2=2).copy_(single * (1.0 - single))
-        step, info = torch.linalg.solve_ex(jacobian + block + outside, single - p)
-        fixed_point = torch.logit(single.clamp(1e-300, 1 - 1e-16)) - torch.logit(p.clamp(1e-300, 1 - 1e-16))
-        bad = (info != 0) | ~torch.isfinite(step).all(1)
-        step = torch.where(active & ~bad[:, None], step, torch.where(active, fixed_point, 0.0))
-        step = torch.where((error < tol)[:, None], 0.0, step)
-        scale = torch.ones(p.shape[0], 1, dtype=torch.float64)
-        trial = at(log_w - step)
-        for _ in range(40):  # halve the step of each row whose error it did not shrink
-            worse = ~(trial[3] < error) & (error >= tol)  # NaN (an overflowing step) is worse
-            if not bool(worse.any()):
-                break
-            scale = torch.where(worse[:, None], scale / 2, scale)
-            redo = at(log_w - scale * step)
-            trial = tuple(torch.where(worse.reshape(-1, *[1] * (a.dim() - 1)), b, a) for a, b in zip(trial, redo))
-        log_w, single, joint, error = trial
+        rows = torch.nonzero(error >= tol, as_tuple=True)[0]  # a converged row is left as it is
+        new = _newton_step(p[rows], active[rows], log_w[rows], single[rows], joint[rows], error[rows], rows, at)
+        for whole, part in zip((log_w, single, joint, error), new):
+            whole[rows] = part
     raise RuntimeError(f"the fixed-size draw's weights did not converge for survival probabilities {p.tolist()}")
 
 
