@@ -99,36 +99,47 @@ def decide_groups(
     """:func:`decide_group` for many groups at once, each with its own generator (so a group's decision does not
     depend on which others it is decided with); groups of one size share one draw call."""
     decisions: list[PruneDecision | None] = [None] * len(scores)
-    pending: dict[int, list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
     rule = PRUNING_POLICIES.get(params.policy)
-    for k, (group_scores, group_eligible, generator) in enumerate(zip(scores, eligible, generators)):
-        group_scores = torch.as_tensor(group_scores, dtype=torch.float32).flatten()
-        group_eligible = torch.as_tensor(group_eligible, dtype=torch.bool).flatten()
+    scores = [torch.as_tensor(s, dtype=torch.float32).flatten() for s in scores]
+    eligible = [torch.as_tensor(e, dtype=torch.bool).flatten() for e in eligible]
+    for s, e in zip(scores, eligible):
+        if e.numel() != s.numel():
+            raise ValueError(f"eligible has {e.numel()} entries for {s.numel()} scores")
+    posteriors = params.posterior(torch.cat(scores)).split([s.numel() for s in scores]) if scores else []
+    # Drawn for every group, even inactive, so the random stream does not depend on the cold-start state.
+    uniforms = [torch.rand(s.numel(), generator=g) for s, g in zip(scores, generators)]
+    decided = not params.active or params.policy == "none"
+    whole: dict[int, list[int]] = {}  # groups of n rollouts, all eligible: one call of the rule for all of them
+    pending: dict[int, list[tuple[int, torch.Tensor]]] = {}
+    for k, (group_scores, group_eligible, q) in enumerate(zip(scores, eligible, posteriors)):
         n = group_scores.numel()
-        if group_eligible.numel() != n:
-            raise ValueError(f"eligible has {group_eligible.numel()} entries for {n} scores")
-        q = params.posterior(group_scores)
-        p = torch.ones(n, dtype=torch.float32)
-        # Draw even when inactive so the random stream does not depend on the cold-start state.
-        u = torch.rand(n, generator=generator)
-        if not params.active or params.policy == "none" or not bool(group_eligible.any()):
+        if decided or not bool(group_eligible.any()):
+            p = torch.ones(n, dtype=torch.float32)
             decisions[k] = PruneDecision(torch.ones(n, dtype=torch.bool), p, q, torch.ones(n, n, dtype=torch.float64))
-            continue
-        floor = floor_among_eligible(group_eligible.unsqueeze(0), params.min_keep_per_group)
-        p[group_eligible] = rule(
-            params, q[group_eligible].unsqueeze(0), group_scores[group_eligible].unsqueeze(0), floor
-        )[0].to(torch.float32)
-        pending.setdefault(n, []).append((k, p, u, group_eligible, q))
+        elif bool(group_eligible.all()):
+            whole.setdefault(n, []).append(k)
+        else:
+            floor = floor_among_eligible(group_eligible.unsqueeze(0), params.min_keep_per_group)
+            p = torch.ones(n, dtype=torch.float32)
+            p[group_eligible] = rule(
+                params, q[group_eligible].unsqueeze(0), group_scores[group_eligible].unsqueeze(0), floor
+            )[0].to(torch.float32)
+            pending.setdefault(n, []).append((k, p))
+    for n, ks in whole.items():
+        floor = floor_among_eligible(torch.ones(len(ks), n, dtype=torch.bool), params.min_keep_per_group)
+        q, s = torch.stack([posteriors[k] for k in ks]), torch.stack([scores[k] for k in ks])
+        pending.setdefault(n, []).extend(zip(ks, rule(params, q, s, floor).to(torch.float32)))
     for n, rows in pending.items():
+        rows.sort(key=lambda row: row[0])
         keep, inclusion = draw_keep(
-            torch.stack([r[1] for r in rows]),
-            torch.stack([r[2] for r in rows]),
-            torch.stack([r[3] for r in rows]),
+            torch.stack([p for _, p in rows]),
+            torch.stack([uniforms[k] for k, _ in rows]),
+            torch.stack([eligible[k] for k, _ in rows]),
             min(params.min_keep_per_group, n),
             params.draw,
         )
-        for j, (k, p, _, _, q) in enumerate(rows):
-            decisions[k] = PruneDecision(keep[j], p, q, inclusion[j])
+        for j, (k, p) in enumerate(rows):
+            decisions[k] = PruneDecision(keep[j], p, posteriors[k], inclusion[j])
     return decisions
 
 

@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from arrol_pl.core.decisions import decide_batch, decide_group, draw_keep, floor_among_eligible
+from arrol_pl.core.decisions import decide_batch, decide_group, decide_groups, draw_keep, floor_among_eligible
 from arrol_pl.core.metrics import balance_stats, within_group_auc
-from arrol_pl.core.pruning import PRUNING_POLICIES, PrunerParams, PruningConfig, build_pruner_params
+from arrol_pl.core.pruning import BALANCE_TARGETS, PRUNING_POLICIES, PrunerParams, PruningConfig, build_pruner_params
 from arrol_pl.core.simulation import run_pruning_simulation, sample_groups, sample_oracle_groups
 from arrol_pl.core.survival import best_single_prune, spread_survival
 from arrol_pl.core.survivor_auc import survivor_aucs
@@ -82,6 +82,29 @@ def test_decisions_are_reproducible_and_order_independent():
         PrunerParams(policy="arrol", bin_posteriors=identity_table(), seed=124), scores, eligible, groups
     )
     assert not torch.equal(other.keep, a.keep)
+
+
+@pytest.mark.parametrize("draw", ["fixed_size", "independent"])
+@pytest.mark.parametrize("target", BALANCE_TARGETS)
+def test_groups_decided_together_decide_as_each_would_alone(target, draw):
+    """decide_groups runs the rule once for all the wholly eligible groups of a size: every figure of every group
+    (keep, p, q, π) is bit for bit the one it gets decided alone, for groups of mixed sizes, some with rollouts that
+    finished before L_detect, one with none eligible."""
+    gen = torch.Generator().manual_seed(7)
+    params = PrunerParams(
+        policy="arrol", keep_ratio=0.4, balance_target=target, bin_posteriors=identity_table(), draw=draw, seed=5
+    )
+    sizes = [8] * 12 + [4] * 4 + [2]
+    scores = [torch.randn(n, generator=gen) * 2 for n in sizes]
+    eligible = [torch.rand(n, generator=gen) < (0.6 if k % 4 == 0 else 2.0) for k, n in enumerate(sizes)]
+    eligible[-1] = torch.zeros(2, dtype=torch.bool)
+    together = decide_groups(params, scores, eligible, [params.group_generator(k) for k in range(len(sizes))])
+    for k, decision in enumerate(together):
+        alone = decide_group(params, scores[k], eligible[k], params.group_generator(k))
+        for name in ("keep", "survival", "posterior", "inclusion"):
+            a, b = getattr(alone, name), getattr(decision, name)
+            assert a.dtype == b.dtype and torch.equal(a, b), (k, name)
+    assert any(not bool(d.keep.all()) for d in together), "nothing was pruned: the check compared nothing"
 
 
 def test_group_balance_target_keeps_kappa_per_group():
