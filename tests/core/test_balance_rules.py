@@ -19,6 +19,8 @@ GROUPS = {0.25: (2**16, 2**13, 2**12, 2**11, 2**10), 0.5: (2**15, 2**12, 2**11, 
 down to 2^10, and most at AUC 0.6, where the gain of a weak scorer is smallest (about 0.002 in E[ρ̂(1-ρ̂)]: the
 fixed-size draw keeps random pruning's groups as whole as the rule's, which halves the gap independent draws left).
 At seed 0 each cell clears two standard errors."""
+EQ2_CELLS = {(0.1, 1.0), (0.3, 1.0)}
+"""(π, AUC) of the cells that also run Eq. 2's rule: the hard tasks with a perfect scorer, where it is checked."""
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +28,15 @@ def grid() -> dict[tuple[float, float, float], dict[str, dict[str, float]]]:
     cells = {}
     for kappa in KEEP_RATIOS:
         base = PruningConfig(keep_ratio=kappa)
-        rules = {
-            "random": dataclasses.replace(base, policy="random"),
-            "default": base,
-            "eq2": dataclasses.replace(base, balance_target="global"),
-        }
+        rules = {"random": dataclasses.replace(base, policy="random"), "default": base}
         for pi in PASS_RATES:
             for auc in AUCS:
+                if (pi, auc) in EQ2_CELLS:  # the cells Eq. 2 is checked in; its other figures: `arrol simulate`
+                    rules["eq2"] = dataclasses.replace(base, balance_target="global")
                 cells[(kappa, pi, auc)] = balance_cell(
                     rules, pi, auc, num_groups=GROUPS[kappa][AUCS.index(auc)], group_size=8, seed=0
                 )
+                rules.pop("eq2", None)
     return cells
 
 
@@ -48,16 +49,14 @@ def test_the_default_rule_is_the_anchored_one():
 @pytest.mark.parametrize("pass_rate", PASS_RATES)
 def test_default_rule_balances_better_than_random_in_every_cell(grid, keep_ratio, pass_rate):
     """In every cell the default raises E[ρ̂(1-ρ̂)] and lowers the zero-advantage share against random pruning at the
-    same κ, each by more than two standard errors paired by group, and keeps no more rollouts than random pruning;
-    Eq. 2's figures are printed beside it."""
+    same κ, each by more than two standard errors paired by group, and keeps no more rollouts than random pruning."""
     for auc in AUCS:
         cell = grid[(keep_ratio, pass_rate, auc)]
-        default, eq2, random = cell["default"], cell["eq2"], cell["random"]
+        default, random = cell["default"], cell["random"]
         print(
             f"κ={keep_ratio} π={pass_rate} AUC={auc}: random {random['balance']:.4f}/"
             f"{random['zero_advantage_fraction']:.3f}, default {default['balance_gain']:+.4f}/"
-            f"{default['zero_advantage_change']:+.4f}, Eq. 2 {eq2['balance_gain']:+.4f}/"
-            f"{eq2['zero_advantage_change']:+.4f}"
+            f"{default['zero_advantage_change']:+.4f}"
         )
         assert default["balance_gain"] > 2 * default["balance_gain_se"], (keep_ratio, pass_rate, auc, default)
         assert default["zero_advantage_change"] < -2 * default["zero_advantage_change_se"], (
@@ -74,8 +73,8 @@ def test_default_rule_balances_better_than_random_in_every_cell(grid, keep_ratio
 def test_eq2_lowers_the_kept_positive_share_on_hard_tasks_and_the_default_raises_it(grid, keep_ratio):
     """Eq. 2 prunes the likely-right first: on a hard task (π = 0.1, 0.3) with a perfect scorer it keeps fewer right
     answers than random pruning, the opposite of the paper's Table 4; the default keeps more."""
-    for pi in (0.1, 0.3):
-        cell = grid[(keep_ratio, pi, 1.0)]
+    for pi, auc in sorted(EQ2_CELLS):
+        cell = grid[(keep_ratio, pi, auc)]
         assert cell["eq2"]["positive_ratio"] < cell["random"]["positive_ratio"] - 0.02
         assert cell["default"]["positive_ratio"] > cell["random"]["positive_ratio"] + 0.01
         assert cell["eq2"]["balance_gain"] < 0
