@@ -140,13 +140,13 @@ def test_a_directory_another_live_run_holds_is_refused_before_any_model_loads(tm
     assert claim_holder(run_dir / CLAIM_FILE) == claim and not run_files(run_dir)
 
 
-def stop_with(signum: signal.Signals, cache: Path, run_dir: Path) -> tuple[int, str]:
-    """A run with random pruning in ``run_dir``, sent ``signum`` once step 2's checkpoint is on disk (SIGTERM as a
-    scheduler's kill loop sends it, a burst of twelve in about 200 ms): its exit code and stderr."""
+def stop_with_sigterm(cache: Path, run_dir: Path) -> tuple[int, str]:
+    """A run with random pruning in ``run_dir``, sent SIGTERM as a scheduler's kill loop sends it (a burst of twelve
+    in about 200 ms) once step 2's checkpoint is on disk: its exit code and stderr."""
     proc = start(cache, run_dir, "pruning=random")
     wait_for(run_dir / "checkpoints" / "step00002.ckpt", proc)
-    for _ in range(12 if signum == signal.SIGTERM else 1):
-        proc.send_signal(signum)
+    for _ in range(12):
+        proc.send_signal(signal.SIGTERM)
         time.sleep(0.015)
     _, stderr = proc.communicate(timeout=600)
     return proc.returncode, stderr
@@ -154,23 +154,21 @@ def stop_with(signum: signal.Signals, cache: Path, run_dir: Path) -> tuple[int, 
 
 @pytest.fixture(scope="module")
 def sigterm_stopped(reference, policy_cache) -> tuple[Path, int, str]:
-    """The run stopped by SIGTERM (:func:`stop_with`): its directory, exit code and stderr."""
+    """The run stopped by SIGTERM (:func:`stop_with_sigterm`): its directory, exit code and stderr."""
     run_dir = reference.parent / "signalled-SIGTERM"
-    return (run_dir, *stop_with(signal.SIGTERM, policy_cache, run_dir))
+    return (run_dir, *stop_with_sigterm(policy_cache, run_dir))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_saves_checkpoint_history_and_summary(request, reference, policy_cache, signum):
+def test_a_sigterm_burst_saves_checkpoint_history_and_summary(sigterm_stopped):
     """Random pruning (``pruning=random``, the balance study's control) makes these runs its only end-to-end test;
     nothing below depends on which rollouts are pruned. SIGTERM comes as a burst: every one after the first is
-    absorbed until the checkpoint, the history, the summary and the claim's release are done (the burst of SIGINTs,
-    whose second abandons the step in flight: test_signal_burst.py). The SIGTERM run's printed resume is followed
-    by test_a_stopped_run_resumed_by_its_directory_killed_then_resumed_by_auto_ends_as_the_uninterrupted_run."""
-    if signum == signal.SIGTERM:
-        run_dir, returncode, stderr = request.getfixturevalue("sigterm_stopped")
-    else:
-        run_dir = reference.parent / f"signalled-{signum.name}"
-        returncode, stderr = stop_with(signum, policy_cache, run_dir)
+    absorbed until the checkpoint, the history, the summary and the claim's release are done. A first SIGINT takes the
+    same way (``RunCheckpoints._handle``); through the real entry points: a Ctrl-C that lets each of two ranks finish
+    its step (test_distributed_run.py) and a burst of SIGINTs, whose second abandons the step in flight
+    (test_signal_burst.py). The printed resume is followed by
+    test_a_stopped_run_resumed_by_its_directory_killed_then_resumed_by_auto_ends_as_the_uninterrupted_run."""
+    run_dir, returncode, stderr = sigterm_stopped
+    signum = signal.SIGTERM
     assert returncode == 128 + signum, stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     steps = summary["steps"]

@@ -69,7 +69,7 @@ def test_a_signal_during_the_export_lets_it_finish_and_is_recorded(tmp_path, cap
 @pytest.mark.parametrize("signum", [signal.SIGINT], ids=["SIGINT"])
 def test_a_burst_of_signals_still_writes_the_summary_and_releases_the_claim(tmp_path, signum):
     """A burst of SIGINTs through the real entry point. A burst of SIGTERMs, which lets the step in flight finish and
-    saves it, is test_faults.py's SIGTERM run (test_signal_saves_checkpoint_history_and_summary)."""
+    saves it, is test_faults.py's SIGTERM run (test_a_sigterm_burst_saves_checkpoint_history_and_summary)."""
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [
