@@ -94,8 +94,9 @@ QUICK_EXCLUDES = ("slow", "engine", "subprocess")
 ``engine`` whether or not it says so."""
 
 DURATIONS = Path(__file__).with_name("durations.json")
-"""Each xdist group's measured seconds (``make test-durations`` rewrites it): the longest groups are handed out
-first."""
+"""Each xdist group's measured seconds (``make test-durations`` rewrites it), in the whole suite (``suite``) and in the
+quick tier (``quick``: its tests alone, which is not the group's share of the suite): the longest groups are handed
+out first."""
 
 WARM_START_SECONDS = 90.0
 """About how long the first run that needs the warm-started tiny policy takes to build it (the warm start, once a
@@ -151,20 +152,21 @@ def pytest_collection_modifyitems(config, items):
     The groups are handed out in the order of the items (``make test`` passes ``--no-loadscope-reorder``; xdist
     would otherwise put the groups with the most tests first, which leaves a file holding one long end-to-end test
     for last, on one worker while the other idles). So the groups are sorted longest first, by their seconds in
-    tests/durations.json; a group it does not know yet goes by its markers, as long as the longest group if it
-    uses the engine or has a test marked slow, else as the quickest. Within a group, collection order stays. The
-    groups that ask for ``policy_cache`` start one at a time (:func:`warm_start_once`): the warm start is built
-    once, not on every worker at the session's start.
+    tests/durations.json (the quick tier by its own tests' seconds); a group it does not know yet goes by its
+    markers, as long as the longest group if it uses the engine or has a test marked slow, else as the quickest.
+    Within a group, collection order stays. The groups that ask for ``policy_cache`` start one at a time
+    (:func:`warm_start_once`): the warm start is built once, not on every worker at the session's start.
 
     First of the hooks: pytest-xdist's worker reads the ``xdist_group`` markers in its own hook and, without them,
     hands out every test alone (a file's module fixtures then run again on the other worker)."""
-    if config.getoption("--quick"):
-        quick = [
-            not uses_engine(item) and not any(item.get_closest_marker(m) for m in QUICK_EXCLUDES) for item in items
-        ]
+    quick = [not uses_engine(item) and not any(item.get_closest_marker(m) for m in QUICK_EXCLUDES) for item in items]
+    for item, q in zip(items, quick):
+        item.user_properties.append(("quick", q))
+    tier = "quick" if config.getoption("--quick") else "suite"
+    if tier == "quick":
         config.hook.pytest_deselected(items=[item for item, q in zip(items, quick) if not q])
         items[:] = [item for item, q in zip(items, quick) if q]
-    known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    known = json.loads(DURATIONS.read_text()).get(tier, {}) if DURATIONS.is_file() else {}
     longest = max(known.values(), default=1.0)
     group_of, seconds, warm = {}, {}, set()
     for item in items:
@@ -214,14 +216,17 @@ def _no_process_in_the_quick_tier(request, monkeypatch):
         monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
-_group_seconds: dict[str, float] = {}
+_group_seconds: dict[str, dict[str, float]] = {"suite": {}, "quick": {}}
 
 
 def pytest_runtest_logreport(report):
-    """Add up each group's seconds (its tests' setup, call and teardown) for ``--store-durations``."""
-    group = dict(report.user_properties).get("xdist_group")
-    if group is not None:
-        _group_seconds[group] = _group_seconds.get(group, 0.0) + report.duration
+    """Add up each group's seconds (its tests' setup, call and teardown) for ``--store-durations``: in the suite, and
+    of its tests the quick tier runs."""
+    properties = dict(report.user_properties)
+    group = properties.get("xdist_group")
+    for tier in ("suite", "quick") if properties.get("quick") else ("suite",):
+        if group is not None:
+            _group_seconds[tier][group] = _group_seconds[tier].get(group, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -238,9 +243,16 @@ def pytest_sessionfinish(session, exitstatus):
         if exitstatus != 0 or not whole:
             print(f"\n{DURATIONS.name} not written: --store-durations needs a whole suite that passed")
             return
-        ordered = dict(sorted(((g, round(t, 1)) for g, t in _group_seconds.items()), key=lambda kv: -kv[1]))
+        ordered = {
+            tier: dict(sorted(((g, round(t, 1)) for g, t in groups.items()), key=lambda kv: -kv[1]))
+            for tier, groups in _group_seconds.items()
+        }
         DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
-        print(f"\n{DURATIONS.name}: {len(ordered)} groups, {sum(ordered.values()):.0f} s")
+        suite, quick = ordered["suite"], ordered["quick"]
+        print(
+            f"\n{DURATIONS.name}: {len(suite)} groups, {sum(suite.values()):.0f} s; "
+            f"the quick tier's {sum(quick.values()):.0f} s"
+        )
 
 
 @pytest.fixture
