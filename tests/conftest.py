@@ -224,9 +224,10 @@ def pytest_runtest_logreport(report):
     of its tests the quick tier runs."""
     properties = dict(report.user_properties)
     group = properties.get("xdist_group")
+    if group is None:
+        return
     for tier in ("suite", "quick") if properties.get("quick") else ("suite",):
-        if group is not None:
-            _group_seconds[tier][group] = _group_seconds[tier].get(group, 0.0) + report.duration
+        _group_seconds[tier][group] = _group_seconds[tier].get(group, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):

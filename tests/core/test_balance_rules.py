@@ -29,14 +29,18 @@ def grid() -> dict[tuple[float, float, float], dict[str, dict[str, float]]]:
     for kappa in KEEP_RATIOS:
         base = PruningConfig(keep_ratio=kappa)
         rules = {"random": dataclasses.replace(base, policy="random"), "default": base}
+        # Eq. 2 only in the cells it is checked in; its other figures: `arrol simulate`
+        with_eq2 = {**rules, "eq2": dataclasses.replace(base, balance_target="global")}
         for pi in PASS_RATES:
             for auc in AUCS:
-                if (pi, auc) in EQ2_CELLS:  # the cells Eq. 2 is checked in; its other figures: `arrol simulate`
-                    rules["eq2"] = dataclasses.replace(base, balance_target="global")
                 cells[(kappa, pi, auc)] = balance_cell(
-                    rules, pi, auc, num_groups=GROUPS[kappa][AUCS.index(auc)], group_size=8, seed=0
+                    with_eq2 if (pi, auc) in EQ2_CELLS else rules,
+                    pi,
+                    auc,
+                    num_groups=GROUPS[kappa][AUCS.index(auc)],
+                    group_size=8,
+                    seed=0,
                 )
-                rules.pop("eq2", None)
     return cells
 
 
