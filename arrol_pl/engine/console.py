@@ -28,19 +28,17 @@ from tqdm.auto import tqdm as auto_tqdm
 from tqdm.std import tqdm as std_tqdm
 
 PROGRESS_SECONDS = "ARROL_PROGRESS_SECONDS"
-"""The environment variable that sets :data:`LINE_SECONDS` (0: a line at every update of a bar)."""
+"""The environment variable that sets :func:`line_seconds` (0: a line at every update of a bar)."""
 
 
-def _line_seconds() -> float:
+def line_seconds() -> float:
+    """Seconds after which a bar off a terminal writes its progress however little it moved: a minute, unless
+    ``$ARROL_PROGRESS_SECONDS`` says otherwise (read as each bar starts)."""
     try:
         return max(0.0, float(os.environ.get(PROGRESS_SECONDS, "60")))
     except ValueError:
         return 60.0
 
-
-LINE_SECONDS = _line_seconds()
-"""Seconds after which a bar off a terminal writes its progress however little it moved: a minute, unless
-``$ARROL_PROGRESS_SECONDS`` says otherwise."""
 
 NOTEBOOK = any(cls.__name__ == "tqdm_notebook" for cls in auto_tqdm.__mro__)
 """Whether tqdm draws its bars as notebook widgets here."""
@@ -86,6 +84,7 @@ class PlainProgress(std_tqdm):
         self.lines = lines
         self._shown: float | None = None  # n at the last line written (None: none yet; the bar's initial counts)
         self._shown_at: float | None = None
+        self.line_seconds = line_seconds()
         super().__init__(*args, **kwargs)
 
     def _due(self) -> bool:
@@ -96,7 +95,7 @@ class PlainProgress(std_tqdm):
             every = max(1, -(-int(self.total) // self.lines))
             if self.n >= self.total or self.n // every > shown // every:
                 return True
-        return self._time() - (self._shown_at or self.start_t) >= LINE_SECONDS
+        return self._time() - (self._shown_at or self.start_t) >= self.line_seconds
 
     def _write(self) -> None:
         desc = (self.desc or "").removesuffix(": ")  # set_description adds the colon

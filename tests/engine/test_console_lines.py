@@ -39,17 +39,17 @@ def test_a_resumed_bar_writes_nothing_until_it_moves_and_a_stopped_one_where_it_
 
 
 def test_an_evaluation_bar_writes_only_once_a_minute_has_passed(monkeypatch):
-    monkeypatch.setattr(console, "LINE_SECONDS", 60.0)
+    monkeypatch.setenv(console.PROGRESS_SECONDS, "60")
     out = io.StringIO()
     bar = PlainProgress(total=512, desc="held-out avg@4", unit="rollout", file=out, mininterval=0)
     bar.update(500)
     bar.update(12)
     bar.close()
     assert out.getvalue() == ""  # a quick evaluation: nothing
-    monkeypatch.setattr(console, "LINE_SECONDS", 0.0)
+    monkeypatch.setenv(console.PROGRESS_SECONDS, "0")
     bar = PlainProgress(total=512, desc="held-out avg@4", unit="rollout", file=out, mininterval=0)
     bar.update(100)
-    monkeypatch.setattr(console, "LINE_SECONDS", 3600.0)
+    bar.line_seconds = 3600.0
     bar.update(412)
     bar.close()
     lines = out.getvalue().splitlines()  # a slow one: its minute's line, then its end
