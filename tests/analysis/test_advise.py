@@ -4,11 +4,11 @@ policy (slow)."""
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 
 from arrol_pl.analysis.advise.config import load_advise_config
@@ -181,7 +181,7 @@ def test_the_command_advises_on_the_tiny_policy(tmp_path, tiny_model_dirs):
         "advise.keep_ratios=[0.75]",
         f"hydra.run.dir={out}",
     ]
-    run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    run = warm_python.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     advice = json.loads((out / "advice.json").read_text())
     assert advice["verdict"]["verdict"] in ("prune", "dont", "undecided")

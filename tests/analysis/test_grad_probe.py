@@ -5,11 +5,11 @@ tests/experiments/test_results_grad_probe.py)."""
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 
 from arrol_pl.analysis.grad_probe.config import load_grad_probe_config
@@ -313,7 +313,7 @@ def test_the_command_writes_every_subsets_measures(tmp_path, tiny_model_dirs):
         "extra_keep_ratios=[0.75]",
         f"hydra.run.dir={out}",
     ]
-    run = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    run = warm_python.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((out / "grad_probe.json").read_text())
     rules = compared_rules()

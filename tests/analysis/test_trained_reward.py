@@ -5,11 +5,11 @@ before any model loads. The hostile file here is a module beside the checkpoint,
 leaves a marker when it is imported."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 from hydra import compose, initialize_config_dir
 
@@ -126,7 +126,7 @@ def test_a_resume_keeps_its_runs_reward_when_named_and_refuses_another():
 
 @pytest.mark.subprocess
 def test_evaluate_refuses_the_recorded_function_in_one_line_exit_2(hostile):
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             "-m",

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 from arrol_pl.cli.hydra_app import CHECKOUT_CONF, compose, conf_dir, config_source
 from arrol_pl.train.config.loader import ConfigError
@@ -26,7 +27,7 @@ MODELS = ", ".join(sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml
 
 
 def run(cwd: Path, *args: str, script: tuple[str, ...] = (str(ROOT / "experiments" / "run.py"),)):
-    return subprocess.run([sys.executable, *script, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return warm_python.run([sys.executable, *script, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def refused_in_one_line(out: subprocess.CompletedProcess, cwd: Path) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest  # noqa: E402
+import warm_python  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +49,7 @@ def run_worker(tiny_model_dirs):
     ``RESULT ``; the test fails with the script's stderr when it exits non-zero or prints no such line."""
 
     def run(name: str) -> dict:
-        done = subprocess.run(
+        done = warm_python.run(
             [
                 sys.executable,
                 str(Path(__file__).with_name(name)),

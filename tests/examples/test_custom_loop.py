@@ -6,11 +6,11 @@ step prunes nothing, the later ones prune inside the engine, and the head and ca
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.engine]
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.engine]
 def test_the_custom_loop_prunes_and_the_head_learns(tmp_path, policy_cache):
     """The library without Lightning or Hydra, as examples/custom_loop.py uses it: the only test of that path."""
     metrics = tmp_path / "metrics.jsonl"
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "examples" / "custom_loop.py"),

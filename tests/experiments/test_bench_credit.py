@@ -2,11 +2,11 @@
 generation at each concurrency and reports their ratio."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 def test_bench_credit_compares_real_pruning_with_the_credit(tmp_path):
     """The only measurement of the oracle's credited time against pruning that really aborts requests."""
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "bench_credit.py"),
@@ -52,7 +52,7 @@ def test_bench_credit_compares_real_pruning_with_the_credit(tmp_path):
 
 
 def test_a_model_path_that_is_not_a_model_fails_in_one_line(tmp_path):
-    out = subprocess.run(
+    out = warm_python.run(
         [sys.executable, str(ROOT / "experiments" / "bench_credit.py"), "--model", str(tmp_path / "missing")],
         cwd=tmp_path,
         capture_output=True,

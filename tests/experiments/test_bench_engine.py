@@ -2,18 +2,18 @@
 which schedule the engine's default runs, with the model's figures and the measured ratio."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def test_the_engine_benchmark_reports_the_schedule_the_default_runs(tmp_path):
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "bench_engine.py"),

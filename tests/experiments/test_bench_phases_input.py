@@ -1,11 +1,11 @@
 """experiments/bench_phases.py fails on bad input as experiments/run.py does: one line naming the key, exit 2,
 before any model loads."""
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 )
 @pytest.mark.subprocess
 def test_a_bad_override_is_named_in_one_line(tmp_path: Path, override: str, message: str):
-    out = subprocess.run(
+    out = warm_python.run(
         [sys.executable, str(ROOT / "experiments" / "bench_phases.py"), "--out", str(tmp_path / "b"), "--", override],
         cwd=tmp_path,
         capture_output=True,

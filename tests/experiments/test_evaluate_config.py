@@ -1,11 +1,11 @@
 """experiments/evaluate.py's configuration (arrol_pl.analysis.eval_config): typed defaults, one line naming the bad
 key and exit 2 before any model loads, as experiments/run.py does."""
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 from hydra import compose, initialize_config_dir
 
 from arrol_pl.analysis.eval_config import EvalConfig, load_eval_config
@@ -61,7 +61,7 @@ def test_bad_values_name_their_key(head_export: Path, overrides: list[str], mess
 def test_an_export_without_its_head_exits_2_in_one_line_and_leaves_nothing(tmp_path: Path):
     (tmp_path / "export").mkdir()
     out = tmp_path / "eval"
-    result = subprocess.run(
+    result = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "evaluate.py"),

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE = {
@@ -64,7 +65,7 @@ if __name__ == "__main__":
 def smoke(tmp_path: Path, *command: str) -> subprocess.CompletedProcess:
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
-    return subprocess.run(
+    return warm_python.run(
         [
             *command,
             "--config-json",
@@ -125,7 +126,7 @@ def test_a_sync_that_loads_nothing_fails_the_smoke_on_the_second_step(tmp_path):
 
 @pytest.mark.subprocess
 def test_a_missing_shape_file_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run(
+    done = warm_python.run(
         [sys.executable, str(ROOT / "experiments" / "gpu_smoke.py"), "--config-json", str(tmp_path / "nope.json")],
         capture_output=True,
         text=True,
@@ -142,7 +143,7 @@ def test_the_torch_only_part_measures_the_update_against_the_plan(tmp_path):
     percent)."""
     shape = tmp_path / "shape.json"
     shape.write_text(json.dumps(SHAPE))
-    done = subprocess.run(
+    done = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "gpu_smoke.py"),

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ def fake_run(root: Path, arm: str, seed: int, slope: float) -> Path:
 
 
 def plot(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return warm_python.run(
         [sys.executable, str(ROOT / "experiments" / "plot_wallclock.py"), *map(str, args)],
         capture_output=True,
         text=True,

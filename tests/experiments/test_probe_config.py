@@ -2,11 +2,11 @@
 data presets, one line naming the bad key and exit 2 before any model loads, as experiments/run.py does."""
 
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 from hydra import compose, initialize_config_dir
 
 from arrol_pl.analysis.head_probe.config import ProbeConfig, load_probe_config
@@ -73,7 +73,7 @@ def test_a_bad_value_is_named(policy: Path, override: str, message: str):
 
 @pytest.mark.subprocess
 def test_the_script_fails_in_one_line_and_leaves_no_directory(tmp_path: Path):
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "head_quality.py"),

@@ -8,11 +8,11 @@ sections' readers are tested on made-up runs in tests/analysis/test_results.py, 
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ def test_reproduce_quick_builds_every_section(tmp_path: Path, policy_cache: Path
     # SmolLM2 (the pretrained part's policy, from $ARROL_CACHE) is converted once per checkout into its cache, which
     # tests/models/test_smollm2.py converts into and reads too
     parts = ["phases", "kappa", "head", "wallclock", "pretrained", "page"]
-    proc = subprocess.run(
+    proc = warm_python.run(
         [
             sys.executable,
             "experiments/reproduce.py",

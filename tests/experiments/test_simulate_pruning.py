@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 from hydra import compose, initialize_config_dir
 
 from arrol_pl.cli import simulate as script
@@ -21,7 +22,7 @@ SCRIPT = ROOT / "experiments" / "simulate_pruning.py"
 
 
 def run(*overrides: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return warm_python.run(
         [sys.executable, str(SCRIPT), *overrides],
         cwd=cwd,
         capture_output=True,

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 from omegaconf import OmegaConf
 
 from arrol_pl.cli.hydra_app import compose
@@ -137,7 +138,7 @@ def test_presets_added_with_config_dir_are_checked_before_hydra_starts(tmp_path,
 @pytest.mark.subprocess
 def test_the_script_refuses_a_file_with_the_wrong_fields_in_one_line_and_leaves_no_run_directory(tmp_path):
     wrong = rows_file(tmp_path / "wrong.jsonl", [{"question": "1+1", "solution": "2"}])
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "run.py"),

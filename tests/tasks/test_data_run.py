@@ -2,11 +2,11 @@
 held-out file has broken lines: the run goes on and ``summary.json`` counts what was skipped, per reason."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 from arrol_pl.train.config.model import ModelConfig, TinyModelConfig, WarmStartConfig
 from arrol_pl.train.config.sections import DataConfig
@@ -64,7 +64,7 @@ def test_a_run_on_gsm8k_files_counts_skipped_rows_in_its_summary(tmp_path):
         "trainer.max_steps=1",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
-    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = warm_python.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["data_rows"]["train"] == {"source": str(MAIN), "rows": 2, "problems": 2, "skipped": {}}

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +68,15 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
         "trainer.max_steps=2",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
-    process = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = warm_python.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=env,
+        runtime_env=["REWARD_PROBE_LOG"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-4000:]
 
@@ -105,7 +114,7 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
     log.unlink()
     export = tmp_path / "run" / "export"
     assert json.loads((export / "data_config.json").read_text())["heldout_path"] == str(data)
-    evaluation = subprocess.run(
+    evaluation = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "evaluate.py"),
@@ -118,6 +127,7 @@ def test_a_run_takes_its_rewards_from_the_users_function(tmp_path):
         ],
         cwd=tmp_path,
         env=env,
+        runtime_env=["REWARD_PROBE_LOG"],
         capture_output=True,
         text=True,
         timeout=600,

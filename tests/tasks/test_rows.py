@@ -4,11 +4,11 @@ the context (``engine.max_model_len``, else the policy's positions) is skipped a
 
 import json
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 
 from arrol_pl.tasks.problem import Problem, ProblemSet, SkippedRow
 
@@ -138,7 +138,7 @@ def test_a_long_row_in_the_middle_of_a_file_is_skipped_and_counted_and_the_run_c
     rows[4] = {"id": "long", "prompt": f"What is {long_sum}?", "answer": "9000"}
     data = tmp_path / "sums.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "run.py"),

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 
 from arrol_pl.train.records.checkpoint import AtomicCheckpointIO
@@ -106,7 +107,7 @@ def test_a_history_row_the_disk_cannot_take_stops_the_run_in_one_line_of_its_own
     """The third row's append fails (step 2's, after the step-2 checkpoint): exit 1, the summary marked failed with
     the same words, and the line starts below the progress bar (stdout and stderr read as a terminal shows them)."""
     run = tmp_path / "run"
-    out = subprocess.run(
+    out = warm_python.run(
         command(tmp_path, "history.jsonl", 3, "trainer.max_steps=6"),
         cwd=tmp_path,
         text=True,
@@ -134,13 +135,14 @@ def test_signals_during_a_checkpoint_write_the_disk_cannot_take_still_end_the_ru
     written just before is the last good checkpoint, the earlier ``last.ckpt`` stays whole, the summary is written
     (interrupted, naming the failed write), exit 143."""
     run, hold = tmp_path / "run", tmp_path / "hold"
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         command(tmp_path, "last.ckpt", 2, "trainer.max_steps=20"),
         cwd=tmp_path,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "FULL_DISK_HOLD": str(hold)},
+        runtime_env=["FULL_DISK_HOLD"],
     )
     deadline = time.monotonic() + 600
     while not hold.exists():

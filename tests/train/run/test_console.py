@@ -9,11 +9,11 @@ integer steps in its history."""
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,7 +73,7 @@ def one_step(tmp_path_factory, policy_cache):
         "trainer.logger=[tensorboard,csv]",
         f"hydra.run.dir={tmp / 'run'}",
     ]
-    out = subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=600)
+    out = warm_python.run(cmd, cwd=tmp, capture_output=True, timeout=600)
     # decoded here: text mode would turn the bars' carriage returns into line ends
     out.stdout, out.stderr = out.stdout.decode(), out.stderr.decode()
     assert out.returncode == 0, out.stderr[-4000:]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 
 from arrol_pl.train.records.rundir import CLAIM_FILE, claim_holder, last_checkpoint, run_files
 from arrol_pl.train.run.finish import HUB_FILES, hub_files
@@ -52,13 +53,13 @@ def command(cache: Path, run_dir: Path, *overrides: str) -> list[str]:
 
 
 def run(cache: Path, run_dir: Path, *overrides: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return warm_python.run(
         command(cache, run_dir, *overrides), cwd=run_dir.parent, capture_output=True, text=True, timeout=600, **kw
     )
 
 
 def start(cache: Path, run_dir: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    return warm_python.Popen(
         command(cache, run_dir, *overrides),
         cwd=run_dir.parent,
         stdout=subprocess.PIPE,
@@ -282,11 +283,8 @@ def test_failed_checkpoint_write_keeps_the_last_good_one(reference, policy_cache
     ckpts = reference / "checkpoints"
     limit = ((ckpts / "step00002.ckpt").stat().st_size + (ckpts / "step00004.ckpt").stat().st_size) // 2
 
-    def limit_file_size():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
     run_dir = reference.parent / "full-disk"
-    out = run(policy_cache, run_dir, "pruning=random", preexec_fn=limit_file_size)
+    out = run(policy_cache, run_dir, "pruning=random", rlimits={resource.RLIMIT_FSIZE: (limit, limit)})
     assert out.returncode == 1, out.stderr[-3000:]
     line = next(x for x in out.stderr.splitlines() if x.startswith("stopped:"))
     assert f"writing checkpoint {run_dir / 'checkpoints' / 'step00004.ckpt'} failed (File too large)" in line
@@ -356,7 +354,7 @@ def test_steps_that_lose_every_rollout_are_skipped_and_counted(tmp_path, policy_
 def test_evaluate_names_what_a_checkpoint_lacks(tmp_path):
     ckpt = tmp_path / "moved.ckpt"
     torch.save({"state_dict": {}, "arrol": {"policy_dir": str(tmp_path / "gone")}}, ckpt)
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "evaluate.py"),

@@ -3,11 +3,11 @@ TensorBoard and summary.json, Lightning still counts one global step per trainin
 temperature-scaled sampling log-probs match the trainer's."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,7 +39,7 @@ def test_dapo_with_mini_batches_and_epochs_clips_and_logs(tmp_path):
         "trainer.checkpoint_every=2",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
-    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = warm_python.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     run = tmp_path / "run"
     history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import warm_python
 import torch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +38,7 @@ def run_script(
         str(ROOT / "experiments" / "run.py"),
         *script_overrides(tmp, *overrides, warm=warm, cache=cache),
     ]
-    return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+    return warm_python.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
 
 
 def refused_before_hydra_starts(command_main, tmp: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -144,7 +145,7 @@ def test_a_bf16_stats_head_run_trains_online_and_evaluates_from_the_checkpoint_o
     shutil.rmtree(tmp_path / "run" / "export")  # what a killed run leaves: its checkpoints and history
     (tmp_path / "run" / "summary.json").unlink()
     eval_dir = tmp_path / "eval"
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "evaluate.py"),
@@ -244,7 +245,7 @@ def test_evaluate_writes_consistent_tables(first_run):
     sums = [{"id": f"s{i}", "prompt": f"Compute {i} + 3.", "answer": str(i + 3)} for i in range(5)]
     sums[2] = {"id": "long", "prompt": "Compute " + " + ".join(str(i % 10) for i in range(2000)) + ".", "answer": "0"}
     (tmp / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sums))
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "evaluate.py"),
@@ -323,7 +324,7 @@ def test_evaluate_refuses_a_bad_prompt_template_inside_its_job(tmp_path):
     export = tmp_path / "export"
     (export / "quality_head").mkdir(parents=True)
     (export / "quality_head" / "config.json").write_text("{}")
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "evaluate.py"),

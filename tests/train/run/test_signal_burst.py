@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 
 from arrol_pl.train.records.rundir import CLAIM_FILE
@@ -71,7 +72,7 @@ def test_a_burst_of_signals_still_writes_the_summary_and_releases_the_claim(tmp_
     """A burst of SIGINTs through the real entry point. A burst of SIGTERMs, which lets the step in flight finish and
     saves it, is test_faults.py's SIGTERM run (test_a_sigterm_burst_saves_checkpoint_history_and_summary)."""
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         [
             sys.executable,
             str(ROOT / "experiments" / "run.py"),

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_python
 import torch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,7 +31,7 @@ class Run:
 
     def __init__(self, tmp: Path, cache: Path, *overrides: str) -> None:
         self.dir = tmp / "run"
-        self.proc = subprocess.Popen(
+        self.proc = warm_python.Popen(
             [
                 sys.executable,
                 str(ROOT / "experiments" / "run.py"),
@@ -44,8 +45,9 @@ class Run:
             cwd=tmp,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "ARROL_PROGRESS_SECONDS": "0"},
-        )  # off a terminal, each bar's update a line
+            env={**os.environ, "ARROL_PROGRESS_SECONDS": "0"},  # off a terminal, each bar's update a line
+            runtime_env=["ARROL_PROGRESS_SECONDS"],  # read as each bar starts
+        )
         self.text = ""
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -172,7 +174,7 @@ def test_sigterm_in_the_export_lets_it_finish_and_the_run_completed(tmp_path, po
     there, and nothing under Hydra's own ``outputs/runs/``."""
     (tmp_path / "signalled_export.py").write_text(SIGNALLED_EXPORT)
     run_dir = tmp_path / "run"
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             "signalled_export.py",

@@ -4,12 +4,12 @@ step's checkpoint written, no export), and ``summary.json`` counts the failed it
 
 import json
 import logging
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import warm_python
 import torch
 
 from arrol_pl.tasks.reward import counted
@@ -81,7 +81,7 @@ def nan(prompt, completion, answer):
 @pytest.mark.slow
 def test_a_reward_that_is_nan_on_every_item_stops_the_run_in_one_line_with_a_checkpoint(tmp_path):
     (tmp_path / "nan_reward.py").write_text(NAN_REWARD)
-    out = subprocess.run(
+    out = warm_python.run(
         [
             sys.executable,
             str(ROOT / "experiments" / "run.py"),
