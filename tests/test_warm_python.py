@@ -45,7 +45,10 @@ if mode == "wait":
 
 
 @pytest.fixture
-def probe(tmp_path):
+def probe(tmp_path, monkeypatch):
+    """The probe script's command line and the options it runs with; the server takes commands (whatever
+    ``ARROL_TESTS_FRESH_PYTHON`` the suite runs with)."""
+    monkeypatch.delenv(warm_python.FRESH, raising=False)
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     work = tmp_path / "work"
@@ -74,8 +77,7 @@ def both(command, options, **kw):
     "mode,code,ending",
     [("ok", 0, "atexit ran"), ("exit", 3, "atexit ran"), ("thread", 0, "thread ended\natexit ran")],
 )
-def test_a_command_sees_and_ends_as_in_a_fresh_interpreter(probe, mode, code, ending, monkeypatch):
-    monkeypatch.delenv(warm_python.FRESH, raising=False)
+def test_a_command_sees_and_ends_as_in_a_fresh_interpreter(probe, mode, code, ending):
     command, options = probe
     fresh, warm = both([*command, mode], options)
     assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
@@ -86,9 +88,8 @@ def test_a_command_sees_and_ends_as_in_a_fresh_interpreter(probe, mode, code, en
     assert seen["cwd"] == str(options["cwd"]) and seen["env"]["PROBE_VALUE"] == "seen"
 
 
-def test_failures_read_as_a_fresh_interpreters(probe, monkeypatch):
+def test_failures_read_as_a_fresh_interpreters(probe):
     """An exception: its traceback and exit 1; ``sys.exit`` with a message: the message and exit 1."""
-    monkeypatch.delenv(warm_python.FRESH, raising=False)
     command, options = probe
     for mode, last in (("raise", "ValueError: the probe failed"), ("message", "a message")):
         fresh, warm = both([*command, mode], options)
@@ -97,10 +98,9 @@ def test_failures_read_as_a_fresh_interpreters(probe, monkeypatch):
         assert fresh.stdout == warm.stdout
 
 
-def test_limits_and_signals_reach_the_command(probe, monkeypatch):
+def test_limits_and_signals_reach_the_command(probe):
     """``rlimits`` (a fresh interpreter's ``preexec_fn``), a Ctrl-C it does not catch (-SIGINT, after its
     traceback) and a kill (-SIGKILL), with the pid the test signals being the command's."""
-    monkeypatch.delenv(warm_python.FRESH, raising=False)
     command, options = probe
     limit = {resource.RLIMIT_FSIZE: (1 << 20, 1 << 20)}
     fresh, warm = both([*command, "ok"], options, rlimits=limit)
@@ -123,10 +123,9 @@ def test_an_environment_read_at_import_starts_a_fresh_interpreter(probe, monkeyp
     """A variable the server's imports may have read already (not one the test says is read when used) sends the
     command to a fresh interpreter, as does ``ARROL_TESTS_FRESH_PYTHON=1``."""
     command, options = probe
-    monkeypatch.delenv(warm_python.FRESH, raising=False)
     keys = {k: v for k, v in options.items() if k != "runtime_env"}
     with warm_python.Popen([*command, "ok"], **keys, stdout=subprocess.DEVNULL) as proc:
-        assert isinstance(proc, subprocess.Popen)
+        assert isinstance(proc, subprocess.Popen) and warm_python.refused == "PROBE_VALUE"
     monkeypatch.setenv(warm_python.FRESH, "1")
     env = {k: v for k, v in keys["env"].items() if k != "PROBE_VALUE"}
     with warm_python.Popen([*command, "ok"], **{**keys, "env": env}, stdout=subprocess.DEVNULL) as proc:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import warm_python
 from test_run_smoke import ROOT, run_script
 
 pytestmark = pytest.mark.slow
@@ -153,7 +152,7 @@ def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_
         "trainer.eval_every=0",
         f"hydra.run.dir={run_dir}",
     ]
-    proc = warm_python.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, killed = time.monotonic() + TIMEOUT, None
     try:
         while killed is None and proc.poll() is None and time.monotonic() < deadline:
@@ -214,7 +213,7 @@ def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_pa
         "trainer.eval_every=0",
         f"hydra.run.dir={run_dir}",
     ]
-    proc = warm_python.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, ranks = time.monotonic() + TIMEOUT, []
     try:
         while (
