@@ -55,11 +55,10 @@ RUNTIME_ENV = frozenset({"ARROL_CACHE", "PYTHONPATH", "PYTEST_CURRENT_TEST", "PL
 running; Lightning's seed, which an in-process test leaves in the worker's environment), or applied here
 (``$PYTHONPATH``; and ``$PYTHONUNBUFFERED`` where the server's streams are buffered)."""
 
-SUPPORTED = frozenset(
-    {"cwd", "env", "stdin", "stdout", "stderr", "text", "capture_output", "timeout", "check", "input", "rlimits"}
-)
-"""The keywords of :func:`run` and :func:`Popen` the server takes; any other starts a fresh interpreter. Both also
-take ``runtime_env``: more variables that are read when used (a test's own), beside :data:`RUNTIME_ENV`."""
+SUPPORTED = frozenset({"cwd", "env", "stdin", "stdout", "stderr", "text", "rlimits"})
+"""The keywords of :func:`Popen` the server takes (:func:`run` takes its own as :func:`subprocess.run` does); any
+other starts a fresh interpreter. Both also take ``runtime_env``: more variables that are read when used (a test's
+own), beside :data:`RUNTIME_ENV`."""
 
 FRESH = "ARROL_TESTS_FRESH_PYTHON"
 """Set to 1: every command starts a fresh interpreter."""
@@ -228,8 +227,7 @@ class _Server:
             self.proc.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
-        for name in ("socket",):
-            Path(self.dir, name).unlink(missing_ok=True)
+        Path(self.path).unlink(missing_ok=True)
         os.rmdir(self.dir)
 
     def differs(self, env: dict, runtime: frozenset = frozenset()) -> list[str]:
