@@ -76,6 +76,7 @@ def test_the_saving_brackets_a_gpu_between_steps_and_tokens_and_models_this_mach
     assert 1.0 < s["gpu"]["steps"] <= s["gpu"]["tokens"]
 
 
+@pytest.mark.slow  # bootstrap intervals of 1600 rollouts: outside the quick tier
 def test_the_within_auc_interval_covers_chance_for_a_head_that_cannot_rank_and_excludes_it_for_one_that_can():
     generator = torch.Generator().manual_seed(0)
     groups = torch.arange(200).repeat_interleave(8)

@@ -113,6 +113,7 @@ def test_probe_on_random_features_finds_no_signal():
     assert math.isnan(r.deepconf_spearman)  # constant confidence: undefined, not 0
 
 
+@pytest.mark.slow  # trains a head at each of three lengths: outside the quick tier
 def test_only_rollouts_longer_than_L_enter_the_probe_and_empty_parts_give_nan():
     features, labels, problems = _synthetic(separable=True, problems=40)
     response_lengths = torch.tensor([2, 9] * (labels.numel() // 2))

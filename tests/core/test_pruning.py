@@ -259,6 +259,7 @@ def pruned_oracle_groups(
     return batch.scores.flatten(), batch.rewards.flatten(), groups, survival.flatten(), keep.flatten(), joint
 
 
+@pytest.mark.slow  # four seeds of 8000 groups per case: outside the quick tier
 @pytest.mark.parametrize("draw", ["fixed_size", "independent"])
 @pytest.mark.parametrize("keep_ratio, tolerance", [(0.5, 0.02), (0.25, 0.04)])
 def test_survivor_pairs_weighted_by_their_survival_recover_the_auc_before_pruning(keep_ratio, tolerance, draw):

@@ -139,6 +139,7 @@ def results_of_every_kind(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # builds the whole results page twice: outside the quick tier
 def test_records_collected_from_a_results_directory_rebuild_the_page_it_builds(
     results_dir: Path,  # noqa: F811
     study: Path,  # noqa: F811

@@ -43,3 +43,20 @@ def test_smollm2_converts_once_and_answers_a_few_shot_sum():
     answer = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True).split("\n")[0]
     # dequantised weights that were wrong would not answer an easy sum in the shots' format
     assert "\\boxed{5}" in answer, answer
+
+
+def test_the_conversion_asks_gguf_for_each_name_map_once_and_leaves_gguf_as_it_was():
+    """transformers asks for the architecture's name map once per module; inside the conversion the same arguments
+    give the same map object, and gguf's own function is back afterwards (an exception included)."""
+    import gguf
+
+    from arrol_pl.models.smollm2 import _one_name_map
+
+    original = gguf.get_tensor_name_map
+    arch = next(iter(gguf.MODEL_ARCH_NAMES))
+    with pytest.raises(RuntimeError), _one_name_map():
+        assert gguf.get_tensor_name_map(arch, 30) is gguf.get_tensor_name_map(arch, 30)
+        assert gguf.get_tensor_name_map(arch, 2) is not gguf.get_tensor_name_map(arch, 30)
+        raise RuntimeError
+    assert gguf.get_tensor_name_map is original
+    assert original(arch, 30) is not original(arch, 30)

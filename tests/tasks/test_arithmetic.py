@@ -40,6 +40,7 @@ def test_splits_are_disjoint_and_unique_even_across_seeds():
     assert len({p.id for p in train + heldout}) == 500
 
 
+@pytest.mark.slow  # math-verify on every solution of a task: outside the quick tier
 @pytest.mark.parametrize(
     "config",
     [

@@ -16,6 +16,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "datasets"
 MAIN = FIXTURES / "gsm8k_hub" / "main"
 
 
+@pytest.mark.slow  # builds and saves a warm-started policy: outside the quick tier
 def test_tiny_policy_warm_starts_on_the_datasets_solutions(tmp_path):
     from transformers import AutoTokenizer
 

@@ -125,6 +125,7 @@ def test_a_function_that_raises_scores_zero_and_is_reported(functions_dir, caplo
     assert "1 of 3 items scored 0" in caplog.text and "first error: KeyError: 'no field'" in caplog.text
 
 
+@pytest.mark.slow  # waits out the pool's one-second limit: outside the quick tier
 def test_a_hung_function_is_stopped_by_the_pools_limit(functions_dir):
     with FunctionReward("graded_rewards:sleeps", RewardConfig(num_workers=1, item_timeout_s=1.0)) as reward:
         t0 = time.monotonic()

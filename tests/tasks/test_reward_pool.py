@@ -65,6 +65,7 @@ def test_item_hard_limit_kills_and_replaces_a_hung_worker():
         assert reward._pool.replaced == 1
 
 
+@pytest.mark.slow  # starts worker processes again and again: outside the quick tier
 def test_a_crashed_worker_is_retried_then_counted():
     with slow_pool(item_timeout_s=300) as reward:
         pool = reward._pool
@@ -96,6 +97,7 @@ def test_a_crashed_worker_is_retried_then_counted():
         assert reward.score(["\\boxed{5}"], ["5"]).status == ["ok"]
 
 
+@pytest.mark.slow  # starts a pool of worker processes: outside the quick tier
 def test_scoring_from_a_thread_uses_the_workers(reward):
     """SIGALRM only works in a main thread: the pool makes scoring safe from any thread."""
     out = {}

@@ -57,6 +57,7 @@ SINGLE_RUN = {"bench_phases", "smollm2_setting", "paper_grpo", "paper_dapo"}
 """Presets that configure one run (read by a benchmark script, or the setting sweeps build on) rather than a sweep."""
 
 
+@pytest.mark.slow  # two Hydra compositions per experiment: outside the quick tier
 @pytest.mark.parametrize("exp", EXPERIMENTS)
 def test_every_experiment_composes_and_validates(exp):
     cfg = composed(f"+exp={exp}")
@@ -272,6 +273,7 @@ def test_several_ranks_need_their_launcher(monkeypatch):
         init_launcher_world(run.trainer)
 
 
+@pytest.mark.slow  # a Hydra composition per arm and order: outside the quick tier
 def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
     base = compose_run("+exp=smollm2_online")
     arms = {
@@ -302,6 +304,7 @@ def test_the_screen_preset_changes_only_the_arm_and_names_each_job_by_it():
     assert OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"] == "${hydra.job.override_dirname}"
 
 
+@pytest.mark.slow  # a Hydra composition per arm and order: outside the quick tier
 def test_the_pruning_pays_arms_differ_only_in_what_they_name():
     base = compose_run("+exp=pruning_pays")
     arms = {
@@ -357,6 +360,7 @@ def _leaves(node: dict, prefix: str = ""):
             yield f"{prefix}{key}", value
 
 
+@pytest.mark.slow  # a copy of conf/ and a Hydra composition per preset: outside the quick tier
 @pytest.mark.parametrize("preset", PRESETS)
 def test_a_preset_states_only_what_it_changes(preset, tmp_path):
     """The typed configs hold every default: a preset line that repeats what the preset builds on (the typed

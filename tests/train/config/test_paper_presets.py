@@ -73,6 +73,7 @@ def test_paper_dapo_holds_the_papers_values_and_verls_dapo_recipe():
     assert a.dynamic_sampling and not a.dynamic_sampling_refill  # refill picks groups on one rank only
 
 
+@pytest.mark.slow  # a Hydra composition per row: outside the quick tier
 @pytest.mark.parametrize("exp", ["paper_grpo", "paper_dapo"])
 def test_the_baseline_rows_other_models_and_four_nodes_compose(exp, tmp_path):
     assert compose_run(f"+exp={exp}", "pruning=none").pruning.policy == "none"
@@ -109,6 +110,7 @@ def compose_eval(name: str, *overrides: str):
         return load_eval_config(compose(name, overrides=list(overrides)))
 
 
+@pytest.mark.slow  # a Hydra composition per table: outside the quick tier
 def test_the_evaluation_presets_are_the_papers_tables(head_export):
     """Tables 1-2: avg@16 (MATH500, Minerva, OlympiadBench) and pass@16 (AMC, AIME) from k = 16 samples; Table 3:
     maj@32 from k = 32 on AMC and AIME; responses of at most 8,192 tokens, every problem, bf16."""

@@ -33,6 +33,7 @@ TOKENS = 512  # a micro-batch: two rows of 256 tokens, 8 of them prompt
 CHUNK = 2**21  # 128 tokens of a 16k vocabulary: four chunks a micro-batch, as a real run has many
 
 
+@pytest.mark.slow  # a measured update of a small model per case: outside the quick tier
 @pytest.mark.parametrize(
     "model_type,vocab,precision,checkpointing,peak_at",
     [
