@@ -61,6 +61,9 @@ TAP_RUNNER_ATTRS: tuple[str, ...] = ("execute_model", "execute_model_state", "in
 when the engine starts, and ``make check-vllm-gpu`` fails when the runner the wheel selects lacks one."""
 
 VLLM_API: tuple[Touch, ...] = (
+    # the run's console drops the engine's dump when the world goes down (train.run.console.LostWorldDump, by the
+    # name of the logger this module logs it to)
+    Touch("vllm.logging_utils.dump_input:dump_engine_exception", why="console.VLLM_DUMP: this module's logger"),
     # building the engine (adapter.startup: start_engine, engine_args)
     Touch("vllm:EngineArgs", why="startup.start_engine: from vllm import EngineArgs"),
     Touch(

@@ -36,6 +36,22 @@ def test_version_is_pinned():
     assert version in startup.SUPPORTED_VLLM[dist]
 
 
+def test_the_console_filters_vllms_engine_dump_on_the_logger_vllm_logs_it_to():
+    """The run's console drops the dump when the world goes down (console.LostWorldDump) by its logger's name, and
+    the engine core logs the dump inside the except block that handles the model's exception (where the filter reads
+    it), then raises it again."""
+    import inspect
+
+    import vllm.logging_utils.dump_input as dump_input
+    from vllm.v1.engine.core import EngineCore
+
+    from arrol_pl.train.run.console import VLLM_DUMP
+
+    assert dump_input.logger.name == VLLM_DUMP
+    source = inspect.getsource(EngineCore.log_error_detail)
+    assert "except Exception" in source and "dump_engine_exception(" in source and "raise" in source
+
+
 def test_runner_attribute_paths(engine):
     llm = engine.llm
     runner = adapter.model_runner(llm)

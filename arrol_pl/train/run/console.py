@@ -23,7 +23,10 @@ Decisions:
   (:class:`~arrol_pl.models.head.CalibratedHead`).
 - **A rank stopped by torchrun stops in silence.** When one rank fails, torchrun sends SIGTERM to the others and
   ``arrol train`` names the failed rank itself (:mod:`~arrol_pl.train.run.ranks`): Lightning's "Received SIGTERM" is
-  dropped then (:class:`ClosingSigterm`), as the run's own notice of the signal is.
+  dropped then (:class:`ClosingSigterm`), as the run's own notice of the signal is. vLLM's dump of the engine's input
+  (its config and scheduler output, logged at ERROR as an exception leaves the model's execution) is dropped when
+  that exception is the world going down, a peer gone or torchrun closing the group (:class:`LostWorldDump`): the
+  rank that was inside its engine when another was killed printed it, once, beside the launcher's two lines.
 - **A line of its own for every message.** The progress bar redraws its line without ending it, and Hydra's console
   handler writes to the same stdout: a warning logged mid-run (a signal received) was appended to the bar's line.
   During the fit, console log lines go through ``tqdm.write`` (:func:`logs_above_bars`), which clears the bar, prints
@@ -121,6 +124,9 @@ def quiet_console() -> None:
     sigterm = logging.getLogger("lightning.pytorch.trainer.connectors.signal_connector")
     if not any(isinstance(f, ClosingSigterm) for f in sigterm.filters):
         sigterm.addFilter(ClosingSigterm())
+    dump = logging.getLogger(VLLM_DUMP)
+    if not any(isinstance(f, LostWorldDump) for f in dump.filters):
+        dump.addFilter(LostWorldDump())
 
 
 class ClosingSigterm(logging.Filter):
@@ -131,6 +137,24 @@ class ClosingSigterm(logging.Filter):
         from arrol_pl.train.run.rank_errors import group_closing
 
         return "Received SIGTERM" not in str(record.msg) or not group_closing()
+
+
+VLLM_DUMP = "vllm.logging_utils.dump_input"
+"""The logger of vLLM's dump of the engine's input when its model's execution raises."""
+
+
+class LostWorldDump(logging.Filter):
+    """Drops vLLM's dump of the engine's input while the exception vLLM is handling is the run's world going down
+    (:func:`~arrol_pl.train.run.rank_errors.failure_kind` says ``lost``: a peer gone, or torchrun closing the group);
+    the rank's one line and the launcher's say what happened. Any other failure keeps its dump."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = sys.exc_info()[1]  # vLLM logs the dump inside its except block, before it raises again
+        if exc is None:
+            return True
+        from arrol_pl.train.run.rank_errors import failure_kind
+
+        return failure_kind(exc) != "lost"
 
 
 @contextmanager

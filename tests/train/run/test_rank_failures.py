@@ -229,3 +229,45 @@ def test_torchruns_closing_sigterm_stops_a_rank_in_silence(a_rank, caplog):
             stop.restore()
     assert stop.requested  # stopped as on any SIGTERM
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def vllm_dump(exc: BaseException) -> list[logging.LogRecord]:
+    """What reaches vLLM's dump logger when it logs, as vLLM does, while handling ``exc`` (with the run's console)."""
+    from arrol_pl.train.run.console import VLLM_DUMP, quiet_console
+
+    quiet_console()
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(VLLM_DUMP)
+    logger.addHandler(handler)
+    try:
+        try:
+            raise exc
+        except BaseException:
+            logger.error("Dumping scheduler output for model execution: %s", "...")
+    finally:
+        logger.removeHandler(handler)
+    return records
+
+
+def lost_peer() -> RuntimeError:
+    """gloo's error for a peer gone, raised out of a ``torch.distributed`` call."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        try:
+            dist.all_reduce(torch.zeros(1))  # raises from distributed_c10d.py: no process group here
+        except ValueError as inner:
+            raise RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:2") from inner
+    except RuntimeError as exc:
+        return exc
+
+
+def test_vllms_dump_is_dropped_when_the_world_goes_down_and_kept_for_an_error_of_its_own(a_rank):
+    assert rank_errors.peer_lost(lost_peer())
+    assert vllm_dump(lost_peer()) == [], "a peer gone: the launcher names the rank that died"
+    assert len(vllm_dump(RuntimeError("an engine error of its own"))) == 1
+    (a_rank / "closing").write_text("{}")  # torchrun closing the group after another rank failed
+    assert vllm_dump(RuntimeError("interrupted")) == []
