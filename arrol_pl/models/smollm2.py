@@ -89,8 +89,8 @@ def check_installed(key: str = "model.pretrained=smollm2") -> None:
 
 @contextlib.contextmanager
 def _one_name_map() -> Iterator[None]:
-    """``gguf.get_tensor_name_map`` cached while the block runs (see the module's decisions); as it is where gguf
-    does not have it."""
+    """``gguf.get_tensor_name_map`` cached while the block runs and put back after it (see the module's decisions);
+    nothing changes where gguf has no such function."""
     import gguf
 
     original = getattr(gguf, "get_tensor_name_map", None)
