@@ -130,3 +130,59 @@ def test_an_environment_read_at_import_starts_a_fresh_interpreter(probe, monkeyp
     env = {k: v for k, v in keys["env"].items() if k != "PROBE_VALUE"}
     with warm_python.Popen([*command, "ok"], **{**keys, "env": env}, stdout=subprocess.DEVNULL) as proc:
         assert isinstance(proc, subprocess.Popen)
+
+
+NESTED = """
+import json, os, signal, subprocess, sys, time
+
+mode = sys.argv[1]
+if mode == "inner":
+    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "cwd": os.getcwd()}), flush=True)
+    if sys.argv[2] == "wait":
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        time.sleep(60)
+    sys.exit(int(sys.argv[2]))
+report = {"outer": os.getpid(), "executable": sys.executable}
+done = subprocess.run([sys.executable, "-u", __file__, "inner", "5"], capture_output=True, text=True)
+report["inner"], report["inner_code"] = json.loads(done.stdout), done.returncode
+dash_c = "import os, sys; print(os.getppid(), sys.executable)"
+report["dash_c"] = subprocess.run([sys.executable, "-c", dash_c], capture_output=True, text=True).stdout.split()
+env = {**os.environ, "NESTED_AT_IMPORT": "1"}
+refused = subprocess.run([sys.executable, __file__, "inner", "0"], env=env, capture_output=True, text=True)
+report["refused"] = json.loads(refused.stdout)["ppid"]
+for sig in (signal.SIGINT, signal.SIGKILL):
+    stand_in = subprocess.Popen([sys.executable, __file__, "inner", "wait"], stdout=subprocess.PIPE, text=True)
+    inner = json.loads(stand_in.stdout.readline())["pid"]
+    time.sleep(0.1)
+    stand_in.send_signal(sig)
+    code = stand_in.wait(timeout=60)
+    for _ in range(500):  # the server reaps the command it killed
+        if not os.path.exists(f"/proc/{inner}"):
+            break
+        time.sleep(0.01)
+    report[signal.Signals(sig).name] = [code, os.path.exists(f"/proc/{inner}")]
+print(json.dumps(report))
+"""
+
+
+def test_what_a_command_starts_as_python_runs_in_the_server_and_ends_as_a_fresh_one_would(tmp_path, monkeypatch):
+    """Its ``sys.executable`` is the stand-in: a script started through it runs in the server (a child of the server,
+    not of the command), with its argv and working directory and its exit code back; ``-c``, or a variable the
+    server cannot give, starts the real interpreter; a Ctrl-C sent to the stand-in reaches the command, which ends
+    by it, and a kill of the stand-in kills the command."""
+    monkeypatch.delenv(warm_python.FRESH, raising=False)
+    script = tmp_path / "nested.py"
+    script.write_text(NESTED)
+    with warm_python.Popen([sys.executable, str(script), "outer"], cwd=tmp_path, stdout=subprocess.PIPE) as outer:
+        assert isinstance(outer, warm_python.Process), warm_python.refused
+        report = json.loads(outer.stdout.read())
+    server = warm_python._server.proc.pid
+    assert report["executable"] != sys.executable and os.access(report["executable"], os.X_OK)
+    assert report["inner"]["ppid"] == server != report["outer"]
+    assert report["inner"]["argv"] == [str(script), "inner", "5"] and report["inner"]["cwd"] == str(tmp_path)
+    assert report["inner_code"] == 5
+    assert report["dash_c"] == [str(report["outer"]), sys.executable]
+    assert report["refused"] == report["outer"], "an environment the server refuses: a fresh interpreter"
+    assert {"argv": [str(script), "inner", "0"], "why": "NESTED_AT_IMPORT"} in warm_python._server.refusals()
+    assert report["SIGINT"] == [-signal.SIGINT, False]
+    assert report["SIGKILL"] == [-signal.SIGKILL, False]

@@ -19,6 +19,11 @@ Anything else starts a fresh interpreter through :mod:`subprocess`, as does ever
 ``ARROL_TESTS_FRESH_PYTHON=1`` (the way to check that a test passes both ways). The tests that are about a fresh
 interpreter (what an import pulls in, the installed wheel, the environment an entry point sets before it imports)
 call :mod:`subprocess` themselves.
+
+What a command starts as ``python`` comes here too: a child's ``sys.executable`` is the server's stand-in
+(tests/warm_stand_in.py), so torchrun's wrapper and ranks, ``reproduce.py``'s parts and a sweep's jobs skip the
+imports as well, under the same rules (their environment may differ in :data:`LAUNCHED_ENV` too). The stand-in is
+the launcher's child in the command's place: it passes on signals and ends as the command ends.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import json
 import os
 import resource
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +44,8 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
+
+import warm_stand_in
 
 PRELOAD = (
     "arrol_pl.cli.train",
@@ -54,6 +62,19 @@ RUNTIME_ENV = frozenset({"ARROL_CACHE", "PYTHONPATH", "PYTEST_CURRENT_TEST", "PL
 """Variables a command's environment may set apart from the server's: each read when used (pytest's name of the test
 running; Lightning's seed, which an in-process test leaves in the worker's environment), or applied here
 (``$PYTHONPATH``; and ``$PYTHONUNBUFFERED`` where the server's streams are buffered)."""
+
+LAUNCHED_ENV = frozenset(
+    {
+        *("RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"),
+        *("WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+        *("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"),
+        *("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_ENABLE_FILE_TIMER"),
+        *("TORCHELASTIC_TIMER_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE", "ARROL_RUN_OWNER", "ARROL_RANKS_CLOSING"),
+    }
+)
+"""What a launched command's environment may set apart from the server's, beside :data:`RUNTIME_ENV`: torchrun's
+variables for each rank (read when the process group starts, or when a rank records its error) and ``arrol train``'s
+for its ranks (read when a rank claims the run directory or fails)."""
 
 SUPPORTED = frozenset({"cwd", "env", "stdin", "stdout", "stderr", "text", "rlimits"})
 """The keywords of :func:`Popen` the server takes (:func:`run` takes its own as :func:`subprocess.run` does); any
@@ -78,8 +99,23 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _child(request: dict, fds: list[int], imported_env: dict, base_path: list[str]) -> None:
-    """In the forked child: become the command and end as its interpreter would; never returns."""
+def differences(env: dict, server_env: dict, imported_env: dict, runtime: frozenset = frozenset()) -> list[str]:
+    """The variables of ``env`` a command could not be given by a server started in ``server_env`` (whose imports set
+    ``imported_env``) as a fresh interpreter would see them (``runtime``: more variables read when used)."""
+    keys = (set(env) | set(server_env)) - RUNTIME_ENV - runtime
+    if not server_env.get("PYTHONUNBUFFERED"):
+        keys.discard("PYTHONUNBUFFERED")  # the child unbuffers its streams (a buffered one cannot be made again)
+    return sorted(
+        k
+        for k in keys
+        if env.get(k) != server_env.get(k)
+        and not (k in imported_env and k not in server_env and env.get(k) in (None, imported_env[k]))
+    )
+
+
+def _child(request: dict, fds: list[int], imported_env: dict, base_path: list[str], stand_in: str) -> None:
+    """In the forked child: become the command and end as its interpreter would; never returns. Its
+    ``sys.executable`` is the stand-in (tests/warm_stand_in.py): what it starts as ``python`` comes here too."""
     code = 70
     try:
         for target, fd in enumerate(fds):
@@ -97,7 +133,9 @@ def _child(request: dict, fds: list[int], imported_env: dict, base_path: list[st
                 setattr(sys, name, stream)
                 setattr(sys, f"__{name}__", stream)
         for name, limits in request["rlimits"].items():
-            resource.setrlimit(getattr(resource, name), tuple(limits))
+            if resource.getrlimit(getattr(resource, name)) != tuple(limits):
+                resource.setrlimit(getattr(resource, name), tuple(limits))
+        sys.executable = stand_in
         argv = request["argv"]
         pythonpath = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
         import runpy
@@ -139,7 +177,9 @@ def _child(request: dict, fds: list[int], imported_env: dict, base_path: list[st
 
 def serve(path: str) -> None:
     """Import :data:`PRELOAD`, report on stdout, then fork a child per request on the socket at ``path`` and send each
-    requester the child's pid, then its wait status; end when stdin closes (the worker is gone)."""
+    requester the child's pid, then its wait status; end when stdin closes (the worker is gone). A request from the
+    stand-in (tests/warm_stand_in.py) is refused when its environment differs from the server's beyond
+    :data:`RUNTIME_ENV` and :data:`LAUNCHED_ENV`, and its child is killed if the stand-in goes first."""
     before = dict(os.environ)
     base_path = sys.path[1:]  # without this file's directory
     for name in PRELOAD:
@@ -149,6 +189,7 @@ def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(16)
+    stand_in = warm_stand_in.write(os.path.dirname(path), path, sys.executable)
     print(json.dumps({"env": before, "imported_env": imported_env, "threads": threads}), flush=True)
     if threads != 1:
         return  # a fork would copy another thread's locks: the client starts fresh interpreters instead
@@ -166,8 +207,22 @@ def serve(path: str) -> None:
                 if not os.read(sys.stdin.fileno(), 1024):
                     return
                 continue
+            if key.fileobj is not listener:  # a stand-in gone before its command: the command goes too
+                if key.data in children and not key.fileobj.recv(16):
+                    selector.unregister(key.fileobj)
+                    os.kill(key.data, signal.SIGKILL)
+                continue
             conn, _ = listener.accept()
             message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+            request = json.loads(message)
+            if request.get("stand_in"):
+                refused = differences(request["env"], before, imported_env, LAUNCHED_ENV)
+                if refused:
+                    for fd in fds:
+                        os.close(fd)
+                    conn.send(json.dumps({"refused": ", ".join(refused)}).encode())
+                    conn.close()
+                    continue
             sys.stdout.flush()
             pid = os.fork()
             if pid == 0:
@@ -175,11 +230,13 @@ def serve(path: str) -> None:
                 listener.close()
                 for other in [conn, *children.values()]:
                     other.close()
-                _child(json.loads(message), fds, imported_env, base_path)
+                _child(request, fds, imported_env, base_path, stand_in)
             for fd in fds:
                 os.close(fd)
             conn.send(json.dumps({"pid": pid}).encode())
             children[pid] = conn
+            if request.get("stand_in"):
+                selector.register(conn, selectors.EVENT_READ, pid)
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -189,10 +246,12 @@ def serve(path: str) -> None:
                 break
             conn = children.pop(pid, None)
             if conn is not None:
+                if conn.fileno() in selector.get_map():
+                    selector.unregister(conn)
                 try:
                     conn.send(json.dumps({"status": status}).encode())
                 except OSError:
-                    pass  # the test is gone
+                    pass  # the test, or the stand-in, is gone
                 conn.close()
 
 
@@ -227,21 +286,17 @@ class _Server:
             self.proc.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
-        Path(self.path).unlink(missing_ok=True)
-        os.rmdir(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def refusals(self) -> list[dict]:
+        """The commands the stand-in handed to a fresh interpreter because the server refused them, and why."""
+        log = Path(self.dir) / warm_stand_in.REFUSALS
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     def differs(self, env: dict, runtime: frozenset = frozenset()) -> list[str]:
         """The variables of ``env`` a command could not be given here as a fresh interpreter would see them
         (``runtime``: more variables read when used); none: the server takes the command."""
-        keys = (set(env) | set(self.env)) - RUNTIME_ENV - runtime
-        if not self.env.get("PYTHONUNBUFFERED"):
-            keys.discard("PYTHONUNBUFFERED")  # the child unbuffers its streams (a buffered one cannot be made again)
-        return sorted(
-            k
-            for k in keys
-            if env.get(k) != self.env.get(k)
-            and not (k in self.imported_env and k not in self.env and env.get(k) in (None, self.imported_env[k]))
-        )
+        return differences(env, self.env, self.imported_env, runtime)
 
 
 _server: _Server | None = None
@@ -274,6 +329,15 @@ def _warm(args, kwargs: dict) -> dict | None:
     unbuffered = bool(env.get("PYTHONUNBUFFERED")) and not _server.env.get("PYTHONUNBUFFERED")
     cwd = str(kwargs.get("cwd") or os.getcwd())
     return {"argv": args[1:], "cwd": cwd, "env": env, "rlimits": rlimits, "unbuffered": unbuffered}
+
+
+def is_stand_in(pid: int) -> bool:
+    """Whether process ``pid`` is a server's stand-in for ``python`` (tests/warm_stand_in.py), not the command."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(os.path.basename(os.path.dirname(a)).startswith(b"warm-python-") for a in argv[1:3])
 
 
 def resource_name(limit: int) -> str:

@@ -100,6 +100,8 @@ RANK = textwrap.dedent("""
 def test_checkpointing_under_fsdp2_gives_the_one_process_gradients(tmp_path):
     """Two ranks on the same rows: FSDP2 averages their (equal) gradients, so each full gradient must be the
     one-process gradient without checkpointing; the recompute re-gathers each block's sharded weights."""
+    import warm_python  # not at the top: the ranks' scripts import this module without tests/ on their path
+
     plain_loss, plain = loss_and_grads(tiny_policy(), False)
     (tmp_path / "rank.py").write_text(RANK)
     with socket.socket() as s:
@@ -115,12 +117,13 @@ def test_checkpointing_under_fsdp2_gives_the_one_process_gradients(tmp_path):
     }
     out = tmp_path / "rank0.pt"
     procs = [
-        subprocess.Popen(
+        warm_python.Popen(
             [sys.executable, str(tmp_path / "rank.py"), str(out), str(Path(__file__).parent)],
             env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            runtime_env=warm_python.LAUNCHED_ENV,
         )
         for r in range(2)
     ]

@@ -70,6 +70,8 @@ def launch(
 def launch_once(args: list[str], world_size: int, timeout: float, env: dict[str, str] | None) -> list[tuple[int, str]]:
     """One start of :func:`launch`'s group on a free port. Rank 0 failing ends the group at once: the other ranks
     would wait for its store until ``timeout``."""
+    import warm_python  # not at the top: the ranks' scripts import this module without tests/ on their path
+
     port = str(free_port())
     base = {
         **os.environ,
@@ -81,14 +83,19 @@ def launch_once(args: list[str], world_size: int, timeout: float, env: dict[str,
         **(env or {}),
     }
     with tempfile.TemporaryDirectory() as logs:
+        if args[0] == "-c":  # the source as a script, which the tests' warm interpreter runs (tests/warm_python.py)
+            script = Path(logs) / "rank.py"
+            script.write_text(args[1])
+            args = [str(script), *args[2:]]
         files = [open(Path(logs) / f"rank{r}.log", "w+") for r in range(world_size)]
         procs = [
-            subprocess.Popen(
+            warm_python.Popen(
                 [sys.executable, *args],
                 env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
                 stdout=f,
                 stderr=subprocess.STDOUT,
                 text=True,
+                runtime_env=warm_python.LAUNCHED_ENV,
             )
             for r, f in enumerate(files)
         ]

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 from test_run_smoke import ROOT, run_script
+
+from arrol_pl.train.run.rank_errors import CLOSING_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -99,37 +102,46 @@ def test_two_ranks_train_with_one_pruning_state_and_resume(tmp_path):
         assert torch.equal(exported[name], tensor), name
 
 
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+def run_processes(run_dir: Path) -> dict[int, bytes]:
+    """The processes ``arrol train`` started for ``run_dir`` (torchrun's wrapper, the ranks and what they start: each
+    has the wrapper's closing marker, inside the run directory, in its environment), with their environments."""
+    marker = f"\0{CLOSING_ENV}={run_dir}{os.sep}".encode()
+    found = {}
+    for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            env = b"\0" + environ.read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
+        if marker in env:
+            found[int(environ.parent.name)] = env
     return found
 
 
-def rank_process(launcher: int, rank: int) -> int | None:
-    """The process of ``rank``: a child of torchrun's wrapper, itself a child of the launcher ``launcher``."""
-    for wrapper in children(launcher):
-        for pid in children(wrapper):
-            try:
-                if f"\0RANK={rank}\0".encode() in b"\0" + Path(f"/proc/{pid}/environ").read_bytes():
-                    return pid
-            except OSError:
-                continue
-    return None
+def parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
 
 
-def end_launcher(proc: subprocess.Popen) -> None:
+def rank_process(run_dir: Path, rank: int) -> int | None:
+    """The process torchrun's wrapper started for ``rank`` (not one the rank started). Where the tests' warm
+    interpreter runs the rank, that is its stand-in for ``python`` (tests/warm_stand_in.py): a kill of it kills the
+    rank, and it ends only once the rank has."""
+    ours = run_processes(run_dir)
+    mark = f"\0RANK={rank}\0".encode()
+    ranks = [pid for pid, env in ours.items() if mark in env and mark not in ours.get(parent(pid), b"")]
+    return next((pid for pid in ranks if warm_python.is_stand_in(pid)), ranks[0] if ranks else None)
+
+
+def end_launcher(proc, run_dir: Path) -> None:
     """Kill a launcher still running, its torchrun wrapper and the ranks, which run in sessions of their own."""
     if proc.poll() is None:
-        for wrapper in children(proc.pid):
-            for pid in [*children(wrapper), wrapper]:
+        for pid in run_processes(run_dir):
+            try:
                 os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.kill()
 
 
@@ -152,18 +164,18 @@ def test_a_killed_rank_is_named_in_two_lines_with_its_checkpoint_and_the_resume_
         "trainer.eval_every=0",
         f"hydra.run.dir={run_dir}",
     ]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = warm_python.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, killed = time.monotonic() + TIMEOUT, None
     try:
         while killed is None and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
             if (run_dir / "checkpoints" / "last.ckpt").is_file():  # written whole (renamed into place)
-                killed = rank_process(proc.pid, 1)
+                killed = rank_process(run_dir, 1)
                 if killed is not None:
                     os.kill(killed, signal.SIGKILL)
         out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
     finally:
-        end_launcher(proc)
+        end_launcher(proc, run_dir)
     assert killed is not None, err[-4000:]
     assert proc.returncode == 128 + signal.SIGKILL, err[-4000:]
 
@@ -213,7 +225,7 @@ def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_pa
         "trainer.eval_every=0",
         f"hydra.run.dir={run_dir}",
     ]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = warm_python.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, ranks = time.monotonic() + TIMEOUT, []
     try:
         while (
@@ -222,11 +234,11 @@ def test_ctrl_c_stops_both_ranks_through_torchrun_and_leaves_none_running(tmp_pa
             and not (run_dir / "checkpoints" / "last.ckpt").is_file()
         ):
             time.sleep(0.2)
-        ranks = [rank_process(proc.pid, r) for r in (0, 1)]
+        ranks = [rank_process(run_dir, r) for r in (0, 1)]
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
     finally:
-        end_launcher(proc)
+        end_launcher(proc, run_dir)
     assert None not in ranks, err[-4000:]
     assert proc.returncode == 128 + signal.SIGINT, err[-4000:]
     assert not [pid for pid in ranks if Path(f"/proc/{pid}").exists()], "a rank outlived the launcher"
