@@ -137,7 +137,10 @@ import json, os, signal, subprocess, sys, time
 
 mode = sys.argv[1]
 if mode == "inner":
-    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "cwd": os.getcwd()}), flush=True)
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+    signals = [getattr(h, "name", None) or getattr(h, "__name__", str(h)) for h in handlers]
+    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "cwd": os.getcwd(),
+                      "signals": signals}), flush=True)
     if sys.argv[2] == "wait":
         signal.signal(signal.SIGINT, signal.default_int_handler)
         time.sleep(60)
@@ -147,6 +150,12 @@ done = subprocess.run([sys.executable, "-u", __file__, "inner", "5"], capture_ou
 report["inner"], report["inner_code"] = json.loads(done.stdout), done.returncode
 dash_c = "import os, sys; print(os.getppid(), sys.executable)"
 report["dash_c"] = subprocess.run([sys.executable, "-c", dash_c], capture_output=True, text=True).stdout.split()
+for ignored in (False, True):  # what the launcher leaves ignored stays ignored, as in a fresh interpreter
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else signal.default_int_handler)
+    seen = [subprocess.run([python, __file__, "inner", "0"], capture_output=True, text=True).stdout
+            for python in (sys.executable, sys.argv[2])]
+    report[f"signals_{ignored}"] = [json.loads(out)["signals"] for out in seen]
+signal.signal(signal.SIGINT, signal.default_int_handler)
 env = {**os.environ, "NESTED_AT_IMPORT": "1"}
 refused = subprocess.run([sys.executable, __file__, "inner", "0"], env=env, capture_output=True, text=True)
 report["refused"] = json.loads(refused.stdout)["ppid"]
@@ -168,12 +177,14 @@ print(json.dumps(report))
 def test_what_a_command_starts_as_python_runs_in_the_server_and_ends_as_a_fresh_one_would(tmp_path, monkeypatch):
     """Its ``sys.executable`` is the stand-in: a script started through it runs in the server (a child of the server,
     not of the command), with its argv and working directory and its exit code back; ``-c``, or a variable the
-    server cannot give, starts the real interpreter; a Ctrl-C sent to the stand-in reaches the command, which ends
-    by it, and a kill of the stand-in kills the command."""
+    server cannot give, starts the real interpreter; the command starts with the signal dispositions a fresh
+    interpreter would; a Ctrl-C sent to the stand-in reaches the command, which ends by it, and a kill of the
+    stand-in kills the command."""
     monkeypatch.delenv(warm_python.FRESH, raising=False)
     script = tmp_path / "nested.py"
     script.write_text(NESTED)
-    with warm_python.Popen([sys.executable, str(script), "outer"], cwd=tmp_path, stdout=subprocess.PIPE) as outer:
+    outer = [sys.executable, str(script), "outer", sys.executable]
+    with warm_python.Popen(outer, cwd=tmp_path, stdout=subprocess.PIPE) as outer:
         assert isinstance(outer, warm_python.Process), warm_python.refused
         report = json.loads(outer.stdout.read())
     server = warm_python._server.proc.pid
@@ -184,5 +195,9 @@ def test_what_a_command_starts_as_python_runs_in_the_server_and_ends_as_a_fresh_
     assert report["dash_c"] == [str(report["outer"]), sys.executable]
     assert report["refused"] == report["outer"], "an environment the server refuses: a fresh interpreter"
     assert {"argv": [str(script), "inner", "0"], "why": "NESTED_AT_IMPORT"} in warm_python._server.refusals()
+    for ignored in (False, True):
+        through_stand_in, fresh = report[f"signals_{ignored}"]
+        assert through_stand_in == fresh, (through_stand_in, fresh)
+        assert fresh == ["SIG_IGN" if ignored else "default_int_handler", "SIG_DFL", "SIG_DFL"]
     assert report["SIGINT"] == [-signal.SIGINT, False]
     assert report["SIGKILL"] == [-signal.SIGKILL, False]

@@ -136,6 +136,8 @@ def _child(request: dict, fds: list[int], imported_env: dict, base_path: list[st
             if resource.getrlimit(getattr(resource, name)) != tuple(limits):
                 resource.setrlimit(getattr(resource, name), tuple(limits))
         sys.executable = stand_in
+        if "ignored" in request:  # from the stand-in: the signals its parent left as a fresh interpreter gets them
+            warm_stand_in.dispositions(request["ignored"])
         argv = request["argv"]
         pythonpath = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
         import runpy

@@ -67,6 +67,14 @@ def limits() -> dict[str, list[int]]:
     return {n: list(resource.getrlimit(getattr(resource, n))) for n in names}
 
 
+def dispositions(ignored: list[int]) -> None:
+    """In the command: the dispositions of :data:`FORWARDED` a fresh interpreter starts with, when its parent (the
+    stand-in's) left those of ``ignored`` ignored: ignored, or the default (Ctrl-C: ``KeyboardInterrupt``)."""
+    for sig in FORWARDED:
+        default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+        signal.signal(sig, signal.SIG_IGN if int(sig) in ignored else default)
+
+
 def _streams() -> list[int]:
     """Standard input, output and error as the command gets them (/dev/null for one that is closed here)."""
     fds = []
@@ -102,24 +110,35 @@ def main(socket_path: str, real: str) -> None:
         "rlimits": limits(),
         "unbuffered": unbuffered or bool(os.environ.get("PYTHONUNBUFFERED")),
         "stand_in": True,
+        "ignored": [int(sig) for sig in FORWARDED if signal.getsignal(sig) == signal.SIG_IGN],
     }
+    pending: list[int] = []  # signals that came before the command's pid: passed on once it is known
+    command_pid: list[int] = []
+
+    def forward(signum: int, frame) -> None:
+        if not command_pid:
+            pending.append(signum)
+            return
+        try:
+            os.kill(command_pid[0], signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     conn.connect(socket_path)
     socket.send_fds(conn, [json.dumps(request).encode()], _streams())
     reply = json.loads(conn.recv(1 << 16))
     if "refused" in reply:
         conn.close()
+        for sig in pending[:1]:  # what a fresh interpreter would not have outlived
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
         _fresh(real, args, reply["refused"], directory)
-    pid = reply["pid"]
-
-    def forward(signum: int, frame) -> None:
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    command_pid.append(reply["pid"])
+    for sig in pending:
+        forward(sig, None)
     message = conn.recv(1 << 16)
     if not message:  # the server is gone (the test worker ended): so is the command
         os._exit(70)
