@@ -264,7 +264,7 @@ class _Server:
     """This worker's server: started on first use, ended with the worker."""
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="warm-python-")
+        self.dir = tempfile.mkdtemp(prefix=warm_stand_in.DIR_PREFIX)
         self.path = os.path.join(self.dir, "socket")
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "serve", self.path],
@@ -339,7 +339,7 @@ def is_stand_in(pid: int) -> bool:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return any(os.path.basename(os.path.dirname(a)).startswith(b"warm-python-") for a in argv[1:3])
+    return any(os.path.basename(os.path.dirname(a)).startswith(warm_stand_in.DIR_PREFIX.encode()) for a in argv[1:3])
 
 
 def resource_name(limit: int) -> str:

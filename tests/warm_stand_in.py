@@ -28,6 +28,8 @@ PACKAGE = "arrol_pl"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 """The signals the stand-in passes on to the command (SIGKILL and SIGSTOP cannot be caught: the server kills the
 command when the stand-in is gone)."""
+DIR_PREFIX = "warm-python-"
+"""The name of a server's directory (its socket, the stand-in, :data:`REFUSALS`) begins with this."""
 REFUSALS = "refused.log"
 """Beside the stand-in: one line per command it handed to a fresh interpreter, and why."""
 
@@ -103,6 +105,7 @@ def main(socket_path: str, real: str) -> None:
     if found is None:
         _fresh(real, args, "", directory)
     argv, unbuffered = found
+    ignored = [int(sig) for sig in FORWARDED if signal.getsignal(sig) == signal.SIG_IGN]
     request = {
         "argv": argv,
         "cwd": os.getcwd(),
@@ -110,7 +113,7 @@ def main(socket_path: str, real: str) -> None:
         "rlimits": limits(),
         "unbuffered": unbuffered or bool(os.environ.get("PYTHONUNBUFFERED")),
         "stand_in": True,
-        "ignored": [int(sig) for sig in FORWARDED if signal.getsignal(sig) == signal.SIG_IGN],
+        "ignored": ignored,
     }
     pending: list[int] = []  # signals that came before the command's pid: passed on once it is known
     command_pid: list[int] = []
@@ -125,7 +128,8 @@ def main(socket_path: str, real: str) -> None:
             pass
 
     for sig in FORWARDED:
-        signal.signal(sig, forward)
+        if int(sig) not in ignored:  # an ignored one stays ignored, here and in the command
+            signal.signal(sig, forward)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     conn.connect(socket_path)
     socket.send_fds(conn, [json.dumps(request).encode()], _streams())
