@@ -7,6 +7,12 @@ enforced by the parent (the worker is killed and replaced), and an outer deadlin
 stall training, and nothing fails silently: every item carries a status. Items sharing a gold go to the
 same worker, whose gold-parse cache then serves them.
 
+A worker starts from the modules it needs and nothing of the calling program's: multiprocessing would run a
+script's ``__main__`` again in each spawned or forkserver child (as ``__mp_main__``), which for an entry point that
+imports torch at its top costs each worker seconds of CPU and hundreds of MB, on every start and every replacement;
+the pool starts its workers without it (:func:`_without_main`), and the forkserver imports math-verify once for all
+of them.
+
 The same workers run a reward function of the user's own (``reward.function``,
 :mod:`arrol_pl.tasks.user_function`): each worker imports it by its path when it starts, so a function that
 cannot be imported there fails the pool's start with the worker's message, and the same time limits hold.
@@ -16,13 +22,16 @@ and what went wrong when the function raised (empty otherwise).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
@@ -76,6 +85,30 @@ def _worker_main(
             conn.send((key, *score(*args)))
 
 
+WORKER_PRELOAD = ("arrol_pl.tasks.pool", "math_verify")
+"""What the forkserver imports once, before it forks the workers (a forkserver started by someone else keeps its own
+list): this module and, for math-verify's reward, math-verify (half a second of imports each worker skips)."""
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """While a worker starts, the calling program's ``__main__`` shows neither its script path nor its module name, so
+    that multiprocessing gives the child nothing of it to run again: the worker's target lives in this module, a
+    reward function is imported by its path inside the worker. Put back as it was when the block ends."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {key: main.__dict__[key] for key in ("__file__", "__spec__") if key in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
 @dataclass
 class _Worker:
     process: mp.process.BaseProcess
@@ -118,6 +151,8 @@ class RewardPool:
         # Worst case of one item: two parses and a few verify pairs, each bounded by SIGALRM.
         self.item_timeout_s = item_timeout_s or float(2 * parse_timeout_s + 4 * verify_timeout_s + 2)
         self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            self._ctx.set_forkserver_preload(list(WORKER_PRELOAD if function is None else WORKER_PRELOAD[:1]))
         self.replaced = 0
         self._workers = [self._start_worker() for _ in range(num_workers)]
         try:
@@ -134,7 +169,8 @@ class RewardPool:
             daemon=True,
             name="arrol-reward",
         )
-        process.start()
+        with _without_main():
+            process.start()
         child.close()
         return _Worker(process=process, conn=parent)
 

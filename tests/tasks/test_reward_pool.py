@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+import warm_python
 
 from arrol_pl.core.reward_shaping import overlong_penalty
 from arrol_pl.tasks.extraction import extract_boxed, has_boxed_answer
@@ -108,6 +109,48 @@ def test_scoring_from_a_thread_uses_the_workers(reward):
     thread.join(timeout=30)
     assert out["r"].status == ["ok", "timeout"]
     assert out["r"].rewards.tolist() == [1.0, 0.0]
+
+
+CALLER = """
+import sys
+import torch  # an entry point that imports torch at its top, with no main guard
+from arrol_pl.tasks.pool import RewardPool
+
+print("the caller's top ran", flush=True)
+main = sys.modules["__main__"]
+before = (main.__file__, main.__spec__)
+pool = RewardPool(2, start_method=sys.argv[1], function="probe:modules", search_dir=sys.argv[2])
+print(pool.score([("p", "c", "a")], deadline_s=60)[0][0], pool.score([("p", "c", "a")], deadline_s=60)[0][0])
+assert (main.__file__, main.__spec__) == before, "the caller's __main__ was not put back"
+pool.close()
+"""
+
+PROBE = """
+import sys
+
+def modules(prompt, completion, answer):
+    # 1 + 2: the worker has not imported torch; + 4: its __main__ is not a run of the caller's script
+    return float(1 + 2 * ("torch" not in sys.modules) + 4 * ("RewardPool" not in vars(sys.modules["__main__"])))
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_a_worker_runs_nothing_of_the_calling_script(tmp_path, start_method):
+    """multiprocessing would run the caller's script again in each worker (as ``__mp_main__``): its top (an import
+    of torch here, a few seconds and a few hundred MB per worker) and all the more a script without a main guard.
+    The pool's workers start without it, and the caller's ``__main__`` is put back."""
+    (tmp_path / "caller.py").write_text(CALLER)
+    (tmp_path / "probe.py").write_text(PROBE)
+    out = warm_python.run(
+        [sys.executable, str(tmp_path / "caller.py"), start_method, str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == ["the caller's top ran", "7.0 7.0"], out.stdout
 
 
 def test_in_process_scoring_refuses_threads():
