@@ -57,8 +57,8 @@ def _model_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def policy_cache(_model_cache):
     """``model.cache_dir`` of the tests that run ``experiments/run.py`` (or scripts that train) with the default tiny
-    policy: its warm-started build is made by the first of them and found by the others, on every worker (each
-    build is published by a rename, so two workers never see half of one). A test that asks for it is one that may
+    policy: its warm-started build is made by the first of them and found by the others, on every worker (one that
+    needs it while another builds it waits for that build). A test that asks for it is one that may
     build the warm start (:data:`WARM_START_SECONDS`); the session's model cache is the same directory."""
     return _model_cache
 
@@ -101,7 +101,8 @@ out first."""
 WARM_START_SECONDS = 90.0
 """About how long the first run that needs the warm-started tiny policy takes to build it (the warm start, once a
 session, with a worker busy beside it): groups that ask for ``policy_cache`` start one at a time until then, the
-others' workers running groups that need no warm start, so that two workers never build it side by side."""
+others' workers running groups that need no warm start, so that no worker sits waiting for it (one that needs it
+while it is built waits for that build: the cache's lock, arrol_pl.models.cache.build_lock)."""
 
 
 def pytest_addoption(parser):

@@ -8,6 +8,10 @@ Decisions:
   and renamed into place (:func:`cache_entry`); when two processes build the same entry at once, the first rename
   wins and the other's copy is removed, so a reader never sees half of one. A build that fails or is stopped
   removes its temporary directory.
+- **One process builds an entry; another that needs it waits.** A build holds a lock on the entry
+  (:func:`build_lock`: ``.<entry>.lock`` beside it, while it builds): several runs started at once (a sweep's jobs,
+  two ranks' launchers, runs of one command) build a warm start once, not once each. The lock goes when its holder
+  ends, killed or not; on a file system without locks each builds, and the first rename wins.
 - **Leftovers of a killed build are removed at the next start** (:func:`remove_stale`): a temporary directory whose
   owning process (on this host) is gone, or, when its owner cannot be checked (another host, an older name), one
   untouched for :data:`STALE_SECONDS`.
@@ -21,6 +25,8 @@ Decisions:
 from __future__ import annotations
 
 import errno
+import fcntl
+import logging
 import os
 import re
 import shutil
@@ -30,6 +36,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+logger = logging.getLogger(__name__)
 
 STALE_SECONDS = 6 * 3600
 """Age after which a temporary directory whose owner cannot be checked is taken for a killed build's."""
@@ -169,17 +177,49 @@ def publish(tmp: Path, final: Path, marker: str = "done") -> Path:
 
 
 @contextmanager
-def cache_entry(final: Path, marker: str = "done") -> Iterator[Path]:
+def build_lock(final: Path) -> Iterator[None]:
+    """Held while this process builds the entry ``final``: another process building it waits here (saying so in the
+    log) until this one is done, and is then handed the published entry (:func:`cache_entry`). The lock file goes
+    with the block; the kernel drops the lock of a process that dies. Where the file system has no locks, nothing
+    waits."""
+    path = final.parent / f".{final.name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("waiting for the build of %s by another process", final)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        yield
+    finally:
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:  # not a later builder's lock file
+                os.unlink(path)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+@contextmanager
+def cache_entry(final: Path, marker: str = "done") -> Iterator[Path | None]:
     """A temporary directory to build the entry ``final`` in, published by :func:`publish` when the block ends and
     removed if it raises (an error, or a stop on a signal); stale temporary directories beside it go first. The
-    block writes ``marker`` into it last: a published entry is complete when its marker exists. A write the cache
-    refuses, the block's included, raises :class:`CacheNotWritable` (:func:`cache_writes`)."""
+    block writes ``marker`` into it last: a published entry is complete when its marker exists. While another
+    process builds ``final`` this one waits (:func:`build_lock`), and gets None when that build published it: the
+    block then has nothing to build. A write the cache refuses, the block's included, raises
+    :class:`CacheNotWritable` (:func:`cache_writes`)."""
     kind = final.name.split("-", 1)[0]
     if kind not in KINDS:
         raise ValueError(f"cache entry {final.name}: its name must start with one of {KINDS}")
     make_cache(final.parent)
-    remove_stale(final.parent)
-    with cache_writes(final.parent):
+    with cache_writes(final.parent), build_lock(final):
+        if (final / marker).exists():
+            yield None
+            return
+        remove_stale(final.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{os.getpid()}@{socket.gethostname()}-", dir=final.parent))
         try:
             yield tmp

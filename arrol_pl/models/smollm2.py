@@ -119,6 +119,8 @@ def prepare_smollm2(cache_dir: str | Path | None = None) -> Path:
 
     logger.info("converting SmolLM2-135M-Instruct into the model cache (once, 15-40 s on 2 CPU cores): %s", final)
     with cache_entry(final) as tmp, _one_name_map():
+        if tmp is None:  # another process converted it meanwhile
+            return final
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=GGUF_FILE)
         loaded = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=GGUF_FILE, dtype=torch.float32)
         config = loaded.config

@@ -86,8 +86,9 @@ def build_tokenizer(corpus: Iterable[str] | None, out_dir: str | os.PathLike, vo
     tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN)
     with cache_entry(final) as tmp:
-        fast.save_pretrained(tmp)
-        (tmp / "done").write_text("ok\n")
+        if tmp is not None:  # None: another process built it meanwhile
+            fast.save_pretrained(tmp)
+            (tmp / "done").write_text("ok\n")
     return final
 
 
@@ -161,7 +162,8 @@ def build_tiny_model(
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config).to(torch.float32)
     with cache_entry(final) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "done").write_text("ok\n")
+        if tmp is not None:  # None: another process built it meanwhile
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "done").write_text("ok\n")
     return final

@@ -1,7 +1,7 @@
-"""The user's model cache (arrol_pl.models.cache): where it is, an entry published whole when two processes build it
-at once, a stopped build's temporary directory removed, a killed build's removed at the next start,
-``model.cache_dir`` overriding it for a real tiny policy's build, and a cache that cannot be written refused in one
-line, before a run and while building."""
+"""The user's model cache (arrol_pl.models.cache): where it is, an entry built once when two processes need it at
+once (and published whole where both build it), a stopped build's temporary directory removed, a killed build's
+removed at the next start, ``model.cache_dir`` overriding it for a real tiny policy's build, and a cache that cannot
+be written refused in one line, before a run and while building."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from arrol_pl.models.cache import (
     cache_entry,
     check_writable,
     default_cache_dir,
+    publish,
     remove_stale,
     resolve_cache_dir,
 )
@@ -104,26 +105,80 @@ def test_a_stopped_build_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def build(final: Path, tag: str, barrier) -> None:
+def build(final: Path, tag: str, inside, go, got) -> None:
+    """Build ``final`` as ``tag``; ``inside`` is set once this process builds, which then waits for ``go``; ``got``
+    says whether it had anything to build (False: another process published it while this one waited)."""
     with cache_entry(final) as tmp:
-        (tmp / "weights").write_text(tag * 10_000)
-        barrier.wait(timeout=30)  # both builds are made before either is published
-        (tmp / "done").write_text(tag)
+        got.value = tmp is not None
+        if tmp is not None:
+            inside.set()
+            (tmp / "weights").write_text(tag * 10_000)
+            assert go.wait(timeout=30)
+            (tmp / "done").write_text(tag)
 
 
-def test_two_concurrent_builds_of_one_entry_end_with_one_whole_entry(tmp_path):
+def test_a_second_build_of_an_entry_waits_for_the_first_and_builds_nothing(tmp_path):
+    """Two processes that need one entry at once (two runs of one command, a sweep's jobs): the second waits while
+    the first builds, then is handed the first's entry; nothing is left beside it."""
     ctx = multiprocessing.get_context("fork")
-    final = tmp_path / "qwen3-tiny-0123456789abcdef"
-    barrier = ctx.Barrier(2)
-    builders = [ctx.Process(target=build, args=(final, tag, barrier)) for tag in "ab"]
-    for p in builders:
-        p.start()
-    for p in builders:
+    final = tmp_path / "warm-0123456789abcdef"
+    inside, go = ctx.Event(), ctx.Event()
+    got = {tag: ctx.Value("b", 2) for tag in "ab"}
+    first = ctx.Process(target=build, args=(final, "a", inside, go, got["a"]))
+    first.start()
+    assert inside.wait(timeout=30)
+    second = ctx.Process(target=build, args=(final, "b", ctx.Event(), go, got["b"]))
+    second.start()
+    time.sleep(0.3)
+    assert second.is_alive() and got["b"].value == 2, "the second build did not wait for the first"
+    go.set()
+    for p in (first, second):
         p.join(timeout=60)
-    assert [p.exitcode for p in builders] == [0, 0]
-    assert [p.name for p in tmp_path.iterdir()] == [final.name]  # the loser's copy is gone
-    tag = (final / "done").read_text()
-    assert tag in "ab" and (final / "weights").read_text() == tag * 10_000  # one build's, whole
+    assert [p.exitcode for p in (first, second)] == [0, 0]
+    assert (got["a"].value, got["b"].value) == (1, 0)
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]  # no temporary directory, no lock file
+    assert (final / "done").read_text() == "a" and (final / "weights").read_text() == "a" * 10_000
+
+
+def test_a_build_killed_midway_lets_the_waiting_one_build(tmp_path):
+    """The lock dies with its holder: a build killed with SIGKILL lets the process waiting for it build the entry
+    itself; its half-built directory goes at the next start (at the waiting build's own, if its parent had reaped
+    it by then)."""
+    ctx = multiprocessing.get_context("fork")
+    final = tmp_path / "warm-0123456789abcdef"
+    inside, go = ctx.Event(), ctx.Event()
+    got = ctx.Value("b", 2)
+    killed = ctx.Process(target=build, args=(final, "a", inside, ctx.Event(), ctx.Value("b", 2)))
+    killed.start()
+    assert inside.wait(timeout=30)
+    waiting = ctx.Process(target=build, args=(final, "b", ctx.Event(), go, got))
+    waiting.start()
+    time.sleep(0.2)
+    os.kill(killed.pid, 9)
+    killed.join(timeout=30)
+    go.set()
+    waiting.join(timeout=60)
+    assert waiting.exitcode == 0 and got.value == 1
+    assert (final / "done").read_text() == "b"
+    remove_stale(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]
+
+
+def test_of_two_builds_published_at_once_the_first_rename_wins(tmp_path):
+    """Where the file system has no locks two processes build one entry: the first to publish keeps it whole and
+    the other's copy is removed."""
+    final = tmp_path / "qwen3-tiny-0123456789abcdef"
+    builds = []
+    for tag in "ab":
+        tmp = tmp_path / f".qwen3-{tag}"
+        tmp.mkdir()
+        (tmp / "weights").write_text(tag * 10_000)
+        (tmp / "done").write_text(tag)
+        builds.append(tmp)
+    for tmp in builds:
+        assert publish(tmp, final) == final
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]
+    assert (final / "done").read_text() == "a" and (final / "weights").read_text() == "a" * 10_000
 
 
 def test_a_cache_under_a_file_is_refused_before_a_run_and_while_building(tmp_path):

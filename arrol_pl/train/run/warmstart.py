@@ -227,5 +227,6 @@ def prepare_tiny_policy(cfg: ModelConfig, data: DataConfig, max_new_tokens: int,
         "tiny policy: warm start of up to %d steps into %s (once per task and settings)", cfg.warm_start.steps, final
     )
     with cache_entry(final, marker="warm_start.json") as tmp:
-        warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
+        if tmp is not None:  # None: another process built it meanwhile
+            warm_start(model_dir, tmp, pairs, problems, cfg, max_new_tokens, seed)
     return final
