@@ -13,8 +13,8 @@ Decisions:
   :func:`~arrol_pl.models.cache.default_cache_dir`) by a content key of the task (the arithmetic settings, or the
   dataset's texts), architecture and warm-start settings, so repeated runs, from any directory, and tests reuse the
   same directory. The warm start is built in a temporary directory and renamed into place
-  (:func:`~arrol_pl.models.cache.cache_entry`): a concurrent run's copy loses the race and goes, a stopped or
-  failed one is removed, one a killed run left is removed at the next start.
+  (:func:`~arrol_pl.models.cache.cache_entry`): a run that needs it while another builds it waits for that build
+  and reads it, a stopped or failed build is removed, one a killed run left is removed at the next start.
 """
 
 from __future__ import annotations
