@@ -85,9 +85,11 @@ def _worker_main(
             conn.send((key, *score(*args)))
 
 
-WORKER_PRELOAD = ("arrol_pl.tasks.pool", "math_verify")
+WORKER_PRELOAD = ("arrol_pl.tasks.pool",)
 """What the forkserver imports once, before it forks the workers (a forkserver started by someone else keeps its own
-list): this module and, for math-verify's reward, math-verify (half a second of imports each worker skips)."""
+list): this module, and :data:`MATH_VERIFY_PRELOAD` for math-verify's reward."""
+MATH_VERIFY_PRELOAD = ("math_verify",)
+"""math-verify's imports: half a second each worker skips."""
 
 
 @contextlib.contextmanager
@@ -152,7 +154,7 @@ class RewardPool:
         self.item_timeout_s = item_timeout_s or float(2 * parse_timeout_s + 4 * verify_timeout_s + 2)
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
-            self._ctx.set_forkserver_preload(list(WORKER_PRELOAD if function is None else WORKER_PRELOAD[:1]))
+            self._ctx.set_forkserver_preload([*WORKER_PRELOAD, *(MATH_VERIFY_PRELOAD if function is None else ())])
         self.replaced = 0
         self._workers = [self._start_worker() for _ in range(num_workers)]
         try:
