@@ -22,6 +22,7 @@ A strongly connected component of more than one module is a circle; the test fai
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import arrol_pl
@@ -78,7 +79,10 @@ def _targets(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return edges
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """Each module of the package → the package's modules it imports: parsed once for the module's tests, which
+    only read it."""
     modules = _module_names()
     return {name: _targets(name, path, modules) for name, path in modules.items()}
 

@@ -5,6 +5,7 @@ clock, the figures and the verdicts, each judged on its 95 % t interval over the
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -112,12 +113,12 @@ def oracle_history(reach_at: float) -> list[dict]:
     ]
 
 
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results directory whose pruning_pays/ sweep holds every arm over :data:`SEEDS`, the differences to GRPO the
     same on every seed (their SE: :data:`SE_4`); the oracle ladder's realised AUC within groups is its set AUC, its
-    pooled one 0.05 higher."""
-    root = tmp_path / "results"
+    pooled one 0.05 higher. Written once for the module: a test that adds to it works on a copy."""
+    root = tmp_path_factory.mktemp("study") / "results"
     sweep = root / "pruning_pays"
     grpo_history = [{"time/wall": t, "heldout/accuracy": acc} for t, acc in GRPO_CURVE]
     for seed in SEEDS:
@@ -168,6 +169,14 @@ def study(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def study_page(study: Path) -> tuple[str, Path]:
+    """The results page built from :func:`study` (its figures beside it) and its path: built once for the tests
+    that read it (a build draws the section's figures, most of its time)."""
+    page = study.parent / "docs" / "page.md"
+    return build_page(study, page), page
+
+
 def claim_lines(text: str, start: str) -> list[str]:
     """The page's summary of claims of section 13 that start with ``start``."""
     claims = [line.split(") ", 1)[1] for line in text.split("## 1.")[0].splitlines() if line.startswith("- [§13]")]
@@ -192,7 +201,7 @@ def test_the_section_is_the_pages_thirteenth_and_says_how_to_run_the_study(tmp_p
     assert not (tmp_path / "figures" / "pruning_pays_break_even.png").exists()
 
 
-def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(study: Path, tmp_path: Path):
+def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(study: Path, study_page):
     arms = study_arms(sweep_runs(study / "pruning_pays"))
     assert [a.label for a in arms] == [
         "arm=grpo",
@@ -214,8 +223,7 @@ def test_arms_are_the_overrides_without_the_seed_and_pair_with_grpo_by_seed(stud
     auc = {a.label: a.auc() for a in arms}
     assert auc["arm=grpo"] is None and auc["arm=random"] == 0.5  # random reads no score, whatever the head's AUC
     assert auc["arm=arrol"] == pytest.approx(0.53) and auc["arm=oracle pruning.oracle_auc=0.7"] == pytest.approx(0.7)
-    text = build_page(study, tmp_path / "docs" / "page.md")
-    section = section_of(text)
+    section = section_of(study_page[0])
     # differences equal on every seed: SE = the evaluations' hypot(0.01, 0.01) / sqrt(4) = 0.007
     assert (
         "| `arm=arrol_checker` | 4 | 0.450 ± 0.000 (SE 0.000) | 0.250 ± 0.000 (SE 0.000) | +0.050 ± 0.007 (4 "
@@ -250,9 +258,8 @@ def test_seeds_pair_with_their_own_grpo_run_and_evaluations_by_problem(tmp_path:
     assert "| +0.063 ± 0.014 (3 seeds; evaluation SE 0.014, paired by problem on 2 of 3) |" in section
 
 
-def test_the_break_even_auc_is_interpolated_where_the_oracle_ladder_crosses_zero(study: Path, tmp_path: Path):
-    page = tmp_path / "docs" / "page.md"
-    text = build_page(study, page)
+def test_the_break_even_auc_is_interpolated_where_the_oracle_ladder_crosses_zero(study_page):
+    text, page = study_page
     section = section_of(text)
     # −0.02 at AUC 0.7, +0.04 at 0.8: 0.7 + 0.1 · 0.02 / 0.06
     crossing = 0.7 + 0.1 * 0.02 / 0.06
@@ -416,8 +423,8 @@ def test_without_the_ladder_the_section_says_how_to_run_it_and_headlines_the_ora
     assert (tmp_path / "figures" / "pruning_pays_break_even.png").exists()
 
 
-def test_the_oracle_reaches_grpos_final_accuracy_on_its_credited_clock(study: Path, tmp_path: Path):
-    text = build_page(study, tmp_path / "page.md")
+def test_the_oracle_reaches_grpos_final_accuracy_on_its_credited_clock(study_page):
+    text = study_page[0]
     section = section_of(text)
     # credited seconds 150 and 200 of the 300 GRPO took to its final 0.40 (the measured clock: 225 and 275)
     assert "| `arm=oracle` | 0: 0.50, 1: 0.50, 2: 0.67, 3: 0.67 | 0.58 |" in section
@@ -460,7 +467,7 @@ def test_time_to_grpos_final_accuracy_is_a_share_of_the_time_grpo_took_to_reach_
     assert "| `arm=arrol` | 0: 0.75 | 0.75 |" in lines
 
 
-def test_the_break_even_axis_is_each_scorers_auc_within_groups(study: Path, tmp_path: Path):
+def test_the_break_even_axis_is_each_scorers_auc_within_groups(study: Path, study_page):
     arms = study_arms(sweep_runs(study / "pruning_pays"))
     base = named(arms, "grpo")
     diffs = {a.label: d for a in arms if (d := versus(a, base)) is not None}
@@ -474,7 +481,7 @@ def test_the_break_even_axis_is_each_scorers_auc_within_groups(study: Path, tmp_
     }
     ladder = [x for x, _ in oracle_ladders(arms, diffs)["anchored"]]
     assert ladder == pytest.approx([0.6, 0.7, 0.8, 0.9, 1.0])  # within groups; pooled they were recorded 0.05 higher
-    section = section_of(build_page(study, tmp_path / "page.md"))
+    section = section_of(study_page[0])
     assert "| scorer AUC within groups |" in section.split("\n")[4]
     assert "| +0.010 ± 0.007 (4 seeds; evaluation SE 0.007, paired by problem on 0 of 4) | 0.530 |" in section
 
@@ -507,8 +514,8 @@ def test_runs_without_the_auc_within_groups_stand_at_their_pooled_auc_marked_so(
     assert claims[-1].here.endswith("learned head at 0.62 (pooled)")
 
 
-def test_the_fig4_and_control_verdicts_follow_the_paired_differences(study: Path, tmp_path: Path):
-    text = build_page(study, tmp_path / "page.md")
+def test_the_fig4_and_control_verdicts_follow_the_paired_differences(study_page):
+    text = study_page[0]
     fig4 = {line.split(", ")[1].split(" (`")[0]: line for line in claim_lines(text, "Fig. 4 on the long-chain task")}
     assert set(fig4) == {
         "the learned head",
@@ -617,6 +624,7 @@ def write_advice(root: Path, probe_diffs: dict[str, tuple[float, float]]) -> Non
 def test_the_advice_is_set_beside_the_training_runs_and_disagreements_are_named(study: Path, tmp_path: Path):
     """Against GRPO G = 4 the runs stand at: oracle 1.0 +0.10, 0.9 +0.08, 0.8 +0.06, 0.7 0.00, the head +0.03 (all
     ahead beyond ±0.023 but 0.7), random -0.01 (inside)."""
+    study = Path(shutil.copytree(study, tmp_path / "results"))
     write_advice(
         study,
         {
@@ -653,8 +661,7 @@ def test_the_advice_is_set_beside_the_training_runs_and_disagreements_are_named(
     ) in part
 
 
-def test_without_the_advice_the_part_says_how_to_run_it(study: Path, tmp_path: Path):
-    lines, _ = section_pruning_pays(study, tmp_path / "figures", tmp_path)
-    part = "\n".join(lines).split("### The advice against the training runs")[1]
+def test_without_the_advice_the_part_says_how_to_run_it(study_page):
+    part = section_of(study_page[0]).split("### The advice against the training runs")[1]
     assert "Not run (`pruning_pays_advice/` holds no advice" in part
     assert "`python experiments/reproduce.py --only pruning_pays page`" in part

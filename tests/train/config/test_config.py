@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from arrol_pl.train.config.loader import ConfigError
@@ -177,7 +178,37 @@ def test_algo_presets():
 )
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        compose_run(*override.split())
+        with_values(*override.split())
+
+
+@functools.cache
+def _default_values() -> dict:
+    return OmegaConf.to_container(_composed((), False), resolve=True)
+
+
+def with_values(*overrides: str) -> RunConfig:
+    """The default composition with ``overrides`` set as Hydra reads them (its override grammar: ``key=value``,
+    ``+key=value``), through the loader, without a composition of its own (a tenth of a second each): the refusals
+    under test are the loader's. An override that selects a preset (``model=hf``) is composed."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    if any(Path(CONF, o.key_or_group).is_dir() for o in parsed):
+        return compose_run(*overrides)
+    values = copy.deepcopy(_default_values())
+    for o in parsed:
+        *sections, name = o.key_or_group.split(".")
+        functools.reduce(dict.__getitem__, sections, values)[name] = o.value()
+    return load_run_config(values)
+
+
+def test_the_loaders_values_are_what_hydra_composes():
+    """:func:`with_values` stands for a composition: the same run config for values of each kind."""
+    overrides = (
+        "trainer.precision=bf16-mixed",
+        "data.stop=['\\n']",
+        "algo.clip_ratio_c=null",
+        "pruning.keep_ratio=0.5",
+    )
+    assert with_values(*overrides) == compose_run(*overrides)
 
 
 def test_a_wrong_type_is_refused_while_hydra_composes_naming_the_key():
