@@ -1,6 +1,6 @@
 # `make run` runs the default experiment, `make test` the test suite; both build .venv first if needed.
 #   make run ARGS="+exp=ablation_kappa"      make test PYTEST_ARGS="tests/core -x"
-# `make test-quick` is the unit tier for the edit loop (no engine, no subprocess; about a minute); `make
+# `make test-quick` is the unit tier for the edit loop (no engine, no subprocess; under a minute); `make
 # test-durations` runs the suite and records each test group's seconds in tests/durations.json, the order the
 # groups are handed to the workers in (longest first).
 # `make results` reruns the paper measurements, collects the records the page reads into docs/results/records/ and
