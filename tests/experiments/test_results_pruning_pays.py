@@ -115,10 +115,14 @@ def oracle_history(reach_at: float) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A results directory whose pruning_pays/ sweep holds every arm over :data:`SEEDS`, the differences to GRPO the
-    same on every seed (their SE: :data:`SE_4`); the oracle ladder's realised AUC within groups is its set AUC, its
-    pooled one 0.05 higher. Written once for the module: a test that adds to it works on a copy."""
-    root = tmp_path_factory.mktemp("study") / "results"
+    """:func:`write_study`'s results directory, written once for the module: a test that adds to it works on a copy."""
+    return write_study(tmp_path_factory.mktemp("study") / "results")
+
+
+def write_study(root: Path) -> Path:
+    """``root``, a results directory, with a pruning_pays/ sweep that holds every arm over :data:`SEEDS`, the
+    differences to GRPO the same on every seed (their SE: :data:`SE_4`); the oracle ladder's realised AUC within
+    groups is its set AUC, its pooled one 0.05 higher."""
     sweep = root / "pruning_pays"
     grpo_history = [{"time/wall": t, "heldout/accuracy": acc} for t, acc in GRPO_CURVE]
     for seed in SEEDS:

@@ -32,7 +32,7 @@ from test_results import probe_json, write_online, write_screen_run, write_seed_
 from test_results import results_dir  # noqa: F401  (a fixture)
 from test_results_online_balance import sweep as balance_sweep
 from test_results_peers import peers_json
-from test_results_pruning_pays import study  # noqa: F401  (a fixture)
+from test_results_pruning_pays import write_study
 
 import write_results
 
@@ -73,9 +73,10 @@ def test_the_committed_page_rebuilds_byte_for_byte_from_its_records(tmp_path: Pa
 
 
 def results_of_every_kind(root: Path) -> Path:
-    """``results_dir`` and ``study`` (one results directory: both are ``tmp_path / "results"``) with outputs for every
-    other section but the phase benchmark's, and what is never a record: a checkpoint, TensorBoard events, a log,
-    history tags no section reads."""
+    """``results_dir`` with the pruning-pays study (:func:`write_study`) and outputs for every other section but the
+    phase benchmark's, and what is never a record: a checkpoint, TensorBoard events, a log, history tags no section
+    reads."""
+    write_study(root)
     for seed, (grpo, arrol) in enumerate([(0.30, 0.34), (0.31, 0.30), (0.29, 0.33)]):
         write_online(root, "none", 40, grpo, 0.03, seed=seed)
         write_online(root, "arrol", 60, arrol, 0.03, seed=seed, heldout_per_problem_after=[arrol] * 4)
@@ -142,10 +143,8 @@ def results_of_every_kind(root: Path) -> Path:
 @pytest.mark.slow  # builds the whole results page twice: outside the quick tier
 def test_records_collected_from_a_results_directory_rebuild_the_page_it_builds(
     results_dir: Path,  # noqa: F811
-    study: Path,  # noqa: F811
     tmp_path: Path,
 ):
-    assert study == results_dir
     results = results_of_every_kind(results_dir)
     direct = build_page(results, tmp_path / "direct" / "results.md")
     page = tmp_path / "docs" / "results.md"
